@@ -1,0 +1,5 @@
+import sys
+
+from factory.cli import main
+
+sys.exit(main())

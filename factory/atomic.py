@@ -1,0 +1,44 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings skip them
+
+
+@contextmanager
+def atomic_open(path: Path) -> Iterator[BinaryIO]:
+    """Write to a hidden temporary file beside ``path``; fsync and rename on success, remove on failure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_bytes(path: Path, data: bytes) -> bool:
+    """Write ``data`` atomically unless the file already holds exactly it; True if written."""
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    with atomic_open(path) as f:
+        f.write(data)
+    return True

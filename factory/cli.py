@@ -1,0 +1,157 @@
+"""Command line: ``kernel-factory <subcommand>``; ``main(argv) -> int``.
+
+Each subcommand parses its flags here and hands a Namespace to the module
+that does the work. Errors print one line (``--debug`` adds the traceback)
+and return the exit code their class carries (see factory/errors.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+
+from factory import __version__
+from factory.errors import EXIT_BUG, FactoryError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _to_wheel(ns: argparse.Namespace) -> int:
+    from factory.pipeline import run_to_wheel
+
+    return run_to_wheel(ns)
+
+
+def _plan(ns: argparse.Namespace) -> int:
+    from factory.pipeline import run_plan
+
+    return run_plan(ns)
+
+
+def _build(ns: argparse.Namespace) -> int:
+    from factory.pipeline import run_build
+
+    return run_build(ns)
+
+
+def _index(ns: argparse.Namespace) -> int:
+    from factory.index import run_index
+
+    return run_index(ns)
+
+
+def _publish(ns: argparse.Namespace) -> int:
+    from factory.publish import run_publish
+
+    return run_publish(ns)
+
+
+def _serve(ns: argparse.Namespace) -> int:
+    from factory.serve import run_serve
+
+    return run_serve(ns)
+
+
+def _local_kernels(ns: argparse.Namespace) -> int:
+    from factory.local_kernels import run_local_kernels
+
+    return run_local_kernels(ns)
+
+
+def _add_config_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml (default: ./factory.toml)")
+    p.add_argument("--lock", metavar="FILE", help="kernels.lock, or a pyproject.toml with [tool.kernels.dependencies]")
+    p.add_argument("--store", metavar="DIR", help="store folder or s3://bucket/prefix (overrides the config)")
+    p.add_argument("--jobs", type=int, metavar="N", help="parallel processes (default: number of cores)")
+    p.add_argument("--manylinux", metavar="X_Y", help="target manylinux policy, e.g. 2_28 (default)")
+    p.add_argument("--accept-higher-policy", action="store_true", default=None,
+                   help="publish binaries that need a newer glibc under the policy they really meet")
+    p.add_argument("--allow-org", action="append", metavar="ORG", help="also allow this organisation")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernel-factory", description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--version", action="version", version=f"kernel-factory {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tw = sub.add_parser("to-wheel", help="one kernel version -> one wheel per build variant")
+    tw.add_argument("repo", metavar="REPO_OR_PATH", help="Hub id (org/name) or a local folder or git repository")
+    tw.add_argument("version", metavar="VERSION", help="1.1.2 (tag v1.1.2), 1 (branch v1) or a specifier '>=1.1,<2'")
+    tw.add_argument("--revision", metavar="REV", help="build this branch, tag or commit, versioned as VERSION")
+    tw.add_argument("-o", "--out", metavar="DIR", default=".", help="output folder (default: .)")
+    tw.add_argument("--variants", action="append", metavar="GLOB", help="only variants matching this glob")
+    tw.add_argument("--repo-id", metavar="ORG/NAME", help="for a local path: the Hub id it mirrors")
+    tw.add_argument("--allow-org", action="append", metavar="ORG", help="also allow this organisation")
+    tw.add_argument("--manylinux", metavar="X_Y", default=None, help="target manylinux policy (default 2_28)")
+    tw.add_argument("--accept-higher-policy", action="store_true", default=None,
+                    help="publish binaries that need a newer glibc under the policy they really meet")
+    tw.add_argument("--allow-no-digest", action="store_true", default=None,
+                    help="build variants whose metadata.json has no digest")
+    tw.add_argument("--jobs", type=int, metavar="N", help="parallel processes (default: number of cores)")
+    tw.add_argument("--json", action="store_true", help="machine-readable output")
+    tw.set_defaults(handler=_to_wheel)
+
+    pl = sub.add_parser("plan", help="print what build would fetch and build")
+    _add_config_flags(pl)
+    pl.add_argument("--shard", metavar="K/N", help="only shard K of N (1-based)")
+    pl.set_defaults(handler=_plan)
+
+    b = sub.add_parser("build", help="fetch, verify, wheel, audit and store every planned item")
+    _add_config_flags(b)
+    b.add_argument("--shard", metavar="K/N", help="only shard K of N (1-based)")
+    b.add_argument("--allow-no-digest", action="store_true", default=None,
+                   help="build variants whose metadata.json has no digest")
+    b.set_defaults(handler=_build)
+
+    ix = sub.add_parser("index", help="render the static index from the store's records")
+    ix.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml")
+    ix.add_argument("--store", metavar="DIR", help="store folder (default from config, else ./public)")
+    ix.add_argument("--out", metavar="DIR", help="index root (default: the store folder)")
+    ix.add_argument("--wheels", metavar="DIR", action="append", help="adopt the wheels in this folder too")
+    ix.add_argument("--templates", metavar="DIR", help="folder of templates overriding index_templates/")
+    ix.set_defaults(handler=_index)
+
+    pu = sub.add_parser("publish", help="copy the store and index to a folder, s3:// or an upload endpoint")
+    pu.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml")
+    pu.add_argument("--store", metavar="DIR", help="store and index folder (default from config, else ./public)")
+    pu.add_argument("--to", required=True, metavar="DEST", help="folder, file://, s3://bucket/prefix or https:// upload URL")
+    pu.add_argument("--dry-run", action="store_true", help="print what would be uploaded; upload nothing")
+    pu.set_defaults(handler=_publish)
+
+    se = sub.add_parser("serve", help="preview the index on 127.0.0.1")
+    se.add_argument("--out", metavar="DIR", default="public", help="index root (default: ./public)")
+    se.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    se.set_defaults(handler=_serve)
+
+    lk = sub.add_parser("local-kernels", help="print LOCAL_KERNELS for the kernel wheels installed here")
+    lk.add_argument("--shell", action="store_true", help="print `export LOCAL_KERNELS=...` for eval")
+    lk.add_argument("--check", action="store_true", help="say which installed kernels would load, and why not")
+    lk.set_defaults(handler=_local_kernels)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    try:
+        ns = p.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    handler: Handler = ns.handler
+    try:
+        return handler(ns)
+    except FactoryError as exc:
+        if ns.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print("error: this is a bug in kernel-factory; please report it with the traceback above", file=sys.stderr)
+        return EXIT_BUG

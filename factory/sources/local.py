@@ -1,0 +1,146 @@
+"""A kernel repository on disk: a git repository (refs, history) or a plain folder (one revision)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from factory.errors import UsageError, VersionNotFound
+from factory.sources import Refs
+
+WORKTREE = "worktree"  # the revision name of a plain folder
+
+
+def looks_local(location: str) -> bool:
+    return location.startswith(("/", ".", "~", "file:")) or os.path.exists(location)
+
+
+class LocalSource:
+    def __init__(self, path: Path, *, repo_id: str | None = None) -> None:
+        path = Path(str(path).removeprefix("file://")).expanduser().resolve()
+        if not path.is_dir():
+            raise UsageError(f"{path}: not a folder; give a kernel repository folder or a Hub id like org/name")
+        self.path = path
+        self.repo_id = repo_id
+        self.name = path.name.removesuffix(".git")
+        self.display = str(path)
+        self.is_git = self._git_dir() is not None
+        if not self.is_git and not (path / "build").is_dir():
+            raise UsageError(f"{path}: not a kernel repository (no build/ folder and not a git repository)")
+        self._fetched: dict[tuple[str, str], Path] = {}
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    # -- git helpers -------------------------------------------------------
+    def _git_dir(self) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", "-C", str(self.path), "rev-parse", "--absolute-git-dir"],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()
+        except (subprocess.CalledProcessError, FileNotFoundError):
+            return None
+        # Only a repository rooted here counts (not a parent's repository).
+        top = subprocess.run(
+            ["git", "-C", str(self.path), "rev-parse", "--is-bare-repository", "--show-toplevel"],
+            capture_output=True, text=True,
+        ).stdout.split()
+        if top and top[0] == "true":
+            return out
+        if len(top) > 1 and Path(top[1]).resolve() == self.path:
+            return out
+        return None
+
+    def _git(self, *args: str) -> str:
+        proc = subprocess.run(["git", "-C", str(self.path), *args], capture_output=True)
+        if proc.returncode != 0:
+            raise VersionNotFound(
+                f"{self.display}: git {' '.join(args)} failed: {proc.stderr.decode(errors='replace').strip()}"
+            )
+        return proc.stdout.decode("utf-8", errors="surrogateescape")
+
+    # -- Source protocol ---------------------------------------------------
+    def refs(self) -> Refs:
+        if not self.is_git:
+            return Refs()
+        branches: dict[str, str] = {}
+        tags: dict[str, str] = {}
+        out = self._git("for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)",
+                        "refs/heads", "refs/tags")
+        for line in out.splitlines():
+            ref, obj, peeled = line.split("\0")
+            if ref.startswith("refs/heads/"):
+                branches[ref.removeprefix("refs/heads/")] = obj
+            else:
+                tags[ref.removeprefix("refs/tags/")] = peeled or obj
+        return Refs(branches=branches, tags=tags)
+
+    def resolve(self, revision: str) -> str:
+        if not self.is_git:
+            if revision in (WORKTREE, "HEAD"):
+                return WORKTREE
+            raise VersionNotFound(f"{self.display}: a plain folder has no revision {revision!r}; use a git repository")
+        proc = subprocess.run(
+            ["git", "-C", str(self.path), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise VersionNotFound(f"{self.display}: no revision {revision!r}")
+        return proc.stdout.strip()
+
+    def commit_count(self, sha: str) -> int:
+        if not self.is_git:
+            return 0
+        return int(self._git("rev-list", "--count", sha).strip())
+
+    def commit_time(self, sha: str) -> int:
+        if not self.is_git:
+            return int((self.path / "build").stat().st_mtime)
+        return int(self._git("show", "-s", "--format=%ct", sha).strip())
+
+    def variants(self, sha: str) -> list[str]:
+        if not self.is_git:
+            return sorted(p.name for p in (self.path / "build").iterdir() if p.is_dir() and not p.is_symlink())
+        proc = subprocess.run(["git", "-C", str(self.path), "ls-tree", "-z", f"{sha}:build"], capture_output=True)
+        if proc.returncode != 0:
+            return []
+        names = []
+        for entry in proc.stdout.split(b"\0"):
+            if not entry:
+                continue
+            meta, _, name = entry.partition(b"\t")
+            if meta.split()[1] == b"tree":
+                names.append(name.decode("utf-8", errors="surrogateescape"))
+        return sorted(names)
+
+    def read_text(self, sha: str, path: str) -> str | None:
+        if not self.is_git:
+            p = self.path / path
+            return p.read_text(encoding="utf-8", errors="replace") if p.is_file() else None
+        proc = subprocess.run(["git", "-C", str(self.path), "show", f"{sha}:{path}"], capture_output=True)
+        return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
+
+    def fetch(self, sha: str, variant: str) -> Path:
+        if not self.is_git:
+            return self.path
+        key = (sha, variant)
+        if key in self._fetched:
+            return self._fetched[key]
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="kernel-factory-")
+        dest = Path(self._tmp.name) / sha / variant
+        dest.mkdir(parents=True)
+        # git archive keeps symlinks as symlinks; the wheel writer refuses those that escape.
+        archive = subprocess.Popen(
+            ["git", "-C", str(self.path), "archive", "--format=tar", sha, "--", f"build/{variant}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        tar = subprocess.run(["tar", "-x", "-C", str(dest), "--no-same-owner", "--no-same-permissions"],
+                             stdin=archive.stdout, capture_output=True)
+        assert archive.stdout is not None
+        archive.stdout.close()
+        if archive.wait() != 0 or tar.returncode != 0:
+            raise VersionNotFound(f"{self.display}: no build/{variant} at {sha[:12]}")
+        self._fetched[key] = dest
+        return dest
