@@ -123,3 +123,13 @@ class LocalStore:
                         out.write(chunk)
         write_bytes(self.files / f"{record.filename}.metadata", metadata)
         write_bytes(self.files / f"{record.filename}.json", record.to_json())
+
+
+def open_store(location: str | Path) -> Store:
+    """A local folder, or ``s3://bucket/prefix`` (factory/store_s3.py)."""
+    text = str(location)
+    if text.startswith("s3://"):
+        from factory.store_s3 import S3Store
+
+        return S3Store(text)
+    return LocalStore(Path(text.removeprefix("file://")))
