@@ -66,8 +66,12 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR", help="store folder or s3://bucket/prefix (overrides the config)")
     p.add_argument("--jobs", type=int, metavar="N", help="parallel processes (default: number of cores)")
     p.add_argument("--manylinux", metavar="X_Y", help="target manylinux policy, e.g. 2_28 (default)")
-    p.add_argument("--accept-higher-policy", action="store_true", default=None,
-                   help="publish binaries that need a newer glibc under the policy they really meet")
+    p.add_argument(
+        "--accept-higher-policy",
+        action="store_true",
+        default=None,
+        help="publish binaries that need a newer glibc under the policy they really meet",
+    )
     p.add_argument("--allow-org", action="append", metavar="ORG", help="also allow this organisation")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -87,10 +91,15 @@ def parser() -> argparse.ArgumentParser:
     tw.add_argument("--repo-id", metavar="ORG/NAME", help="for a local path: the Hub id it mirrors")
     tw.add_argument("--allow-org", action="append", metavar="ORG", help="also allow this organisation")
     tw.add_argument("--manylinux", metavar="X_Y", default=None, help="target manylinux policy (default 2_28)")
-    tw.add_argument("--accept-higher-policy", action="store_true", default=None,
-                    help="publish binaries that need a newer glibc under the policy they really meet")
-    tw.add_argument("--allow-no-digest", action="store_true", default=None,
-                    help="build variants whose metadata.json has no digest")
+    tw.add_argument(
+        "--accept-higher-policy",
+        action="store_true",
+        default=None,
+        help="publish binaries that need a newer glibc under the policy they really meet",
+    )
+    tw.add_argument(
+        "--allow-no-digest", action="store_true", default=None, help="build variants whose metadata.json has no digest"
+    )
     tw.add_argument("--jobs", type=int, metavar="N", help="parallel processes (default: number of cores)")
     tw.add_argument("--json", action="store_true", help="machine-readable output")
     tw.set_defaults(handler=_to_wheel)
@@ -103,8 +112,9 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="fetch, verify, wheel, audit and store every planned item")
     _add_config_flags(b)
     b.add_argument("--shard", metavar="K/N", help="only shard K of N (1-based)")
-    b.add_argument("--allow-no-digest", action="store_true", default=None,
-                   help="build variants whose metadata.json has no digest")
+    b.add_argument(
+        "--allow-no-digest", action="store_true", default=None, help="build variants whose metadata.json has no digest"
+    )
     b.set_defaults(handler=_build)
 
     ix = sub.add_parser("index", help="render the static index from the store's records")
@@ -118,7 +128,9 @@ def parser() -> argparse.ArgumentParser:
     pu = sub.add_parser("publish", help="copy the store and index to a folder, s3:// or an upload endpoint")
     pu.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml")
     pu.add_argument("--store", metavar="DIR", help="store and index folder (default from config, else ./public)")
-    pu.add_argument("--to", required=True, metavar="DEST", help="folder, file://, s3://bucket/prefix or https:// upload URL")
+    pu.add_argument(
+        "--to", required=True, metavar="DEST", help="folder, file://, s3://bucket/prefix or https:// upload URL"
+    )
     pu.add_argument("--dry-run", action="store_true", help="print what would be uploaded; upload nothing")
     pu.set_defaults(handler=_publish)
 

@@ -37,14 +37,17 @@ class LocalSource:
         try:
             out = subprocess.run(
                 ["git", "-C", str(self.path), "rev-parse", "--absolute-git-dir"],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout.strip()
         except (subprocess.CalledProcessError, FileNotFoundError):
             return None
         # Only a repository rooted here counts (not a parent's repository).
         top = subprocess.run(
             ["git", "-C", str(self.path), "rev-parse", "--is-bare-repository", "--show-toplevel"],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         ).stdout.split()
         if top and top[0] == "true":
             return out
@@ -66,8 +69,9 @@ class LocalSource:
             return Refs()
         branches: dict[str, str] = {}
         tags: dict[str, str] = {}
-        out = self._git("for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)",
-                        "refs/heads", "refs/tags")
+        out = self._git(
+            "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", "refs/heads", "refs/tags"
+        )
         for line in out.splitlines():
             ref, obj, peeled = line.split("\0")
             if ref.startswith("refs/heads/"):
@@ -83,7 +87,8 @@ class LocalSource:
             raise VersionNotFound(f"{self.display}: a plain folder has no revision {revision!r}; use a git repository")
         proc = subprocess.run(
             ["git", "-C", str(self.path), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
         if proc.returncode != 0 or not proc.stdout.strip():
             raise VersionNotFound(f"{self.display}: no revision {revision!r}")
@@ -134,10 +139,14 @@ class LocalSource:
         # git archive keeps symlinks as symlinks; the wheel writer refuses those that escape.
         archive = subprocess.Popen(
             ["git", "-C", str(self.path), "archive", "--format=tar", sha, "--", f"build/{variant}"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
-        tar = subprocess.run(["tar", "-x", "-C", str(dest), "--no-same-owner", "--no-same-permissions"],
-                             stdin=archive.stdout, capture_output=True)
+        tar = subprocess.run(
+            ["tar", "-x", "-C", str(dest), "--no-same-owner", "--no-same-permissions"],
+            stdin=archive.stdout,
+            capture_output=True,
+        )
         assert archive.stdout is not None
         archive.stdout.close()
         if archive.wait() != 0 or tar.returncode != 0:

@@ -1,0 +1,259 @@
+"""Options: defaults -> config file -> environment -> command line, resolved once into frozen dataclasses.
+
+The config is ``factory.toml`` (``[factory]`` and ``[[kernel]]`` tables) or
+``[tool.kernel-factory]`` in a pyproject.toml. Relative paths in a config
+file are relative to that file's folder. Unknown keys fail with a hint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from factory.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_CONFIG = "factory.toml"
+DEFAULT_STORE = "public"
+DEFAULT_ORGS = ("kernels-community",)
+
+FACTORY_KEYS = {
+    "store",
+    "allow-orgs",
+    "manylinux",
+    "jobs",
+    "accept-higher-policy",
+    "allow-no-digest",
+    "verify-signatures",
+    "index-out",
+    "templates",
+    "base-url",
+}
+KERNEL_KEYS = {
+    "repo",
+    "versions",
+    "tags",
+    "revision",
+    "variants",
+    "exclude-variants",
+    "repo-id",
+    "repo-type",
+    "allow-no-digest",
+}
+ENV = {  # environment variable -> [factory] key
+    "KERNEL_FACTORY_STORE": "store",
+    "KERNEL_FACTORY_ALLOW_ORGS": "allow-orgs",
+    "KERNEL_FACTORY_MANYLINUX": "manylinux",
+    "KERNEL_FACTORY_JOBS": "jobs",
+}
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    repo: str  # Hub id or local path (made absolute)
+    versions: tuple[str, ...] = ()  # requests: "1", "1.1.2", ">=1,<2", "all"
+    revision: str | None = None
+    variants: tuple[str, ...] = ()  # include globs (empty: all)
+    exclude_variants: tuple[str, ...] = ()
+    repo_id: str | None = None  # for a local path: the Hub id it mirrors
+    repo_type: str | None = None  # "kernel" or "model" (None: try kernel, then model)
+    allow_no_digest: bool | None = None
+    sha: str | None = None  # pinned by a lock file
+    version_override: str | None = None  # to-wheel --revision with an X.Y.Z version
+
+
+@dataclass(frozen=True)
+class Options:
+    store: str = DEFAULT_STORE
+    allow_orgs: tuple[str, ...] = DEFAULT_ORGS
+    manylinux: str = "2_28"
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+    accept_higher_policy: bool = False
+    allow_no_digest: bool = False
+    verify_signatures: bool = False
+    index_out: str | None = None
+    templates: str | None = None
+    base_url: str | None = None
+    kernels: tuple[KernelSpec, ...] = ()
+    config_file: str | None = None
+
+
+def _unknown(key: str, known: set[str], where: str) -> ConfigError:
+    hint = difflib.get_close_matches(key, sorted(known), n=1)
+    extra = f"; did you mean {hint[0]!r}?" if hint else f"; known keys: {', '.join(sorted(known))}"
+    return ConfigError(f"{where}: unknown key {key!r}{extra}")
+
+
+def _check_keys(table: Mapping[str, Any], known: set[str], where: str) -> None:
+    for key in table:
+        if key not in known:
+            raise _unknown(key, known, where)
+
+
+def _str_list(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return (str(value),)
+    if isinstance(value, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        return tuple(str(v) for v in value)
+    raise ConfigError(f"{where}: expected a string or a list of strings, got {value!r}")
+
+
+def _bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no"):
+        return value.lower() in ("1", "true", "yes")
+    raise ConfigError(f"{where}: expected true or false, got {value!r}")
+
+
+def _int(value: Any, where: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected a whole number, got {value!r}") from None
+    if number < 1 or isinstance(value, bool):
+        raise ConfigError(f"{where}: expected a number of at least 1, got {value!r}")
+    return number
+
+
+def _manylinux(value: Any, where: str) -> str:
+    text = str(value).removeprefix("manylinux_").removeprefix("manylinux")
+    parts = text.split("_")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise ConfigError(f"{where}: manylinux policy {value!r} is not like 2_28")
+    return text
+
+
+def _path(value: str, base: Path) -> str:
+    if "://" in value:
+        return value
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+def _looks_path(repo: str) -> bool:
+    return repo.startswith(("/", ".", "~")) or repo.count("/") != 1
+
+
+def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
+    _check_keys(table, KERNEL_KEYS, where)
+    repo = table.get("repo")
+    if not isinstance(repo, str) or not repo:
+        raise ConfigError(f"{where}: 'repo' must be a Hub id like 'kernels-community/activation' or a local path")
+    if _looks_path(repo) or (base / repo).exists():
+        repo = _path(repo, base)
+    versions: tuple[str, ...] = ()
+    if "versions" in table:
+        versions += _str_list(table["versions"], f"{where}.versions")
+    if "tags" in table:
+        versions += _str_list(table["tags"], f"{where}.tags")
+    revision = table.get("revision")
+    if not versions and revision is None:
+        raise ConfigError(f"{where}: give 'versions' (e.g. [1]), 'tags' (e.g. '>=1.1.2,<2') or 'revision'")
+    repo_type = table.get("repo-type")
+    if repo_type not in (None, "kernel", "model"):
+        raise ConfigError(f"{where}.repo-type: expected 'kernel' or 'model', got {repo_type!r}")
+    return KernelSpec(
+        repo=repo,
+        versions=versions,
+        revision=str(revision) if revision is not None else None,
+        variants=_str_list(table.get("variants", []), f"{where}.variants"),
+        exclude_variants=_str_list(table.get("exclude-variants", []), f"{where}.exclude-variants"),
+        repo_id=table.get("repo-id"),
+        repo_type=repo_type,
+        allow_no_digest=_bool(table["allow-no-digest"], f"{where}.allow-no-digest")
+        if "allow-no-digest" in table
+        else None,
+    )
+
+
+def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The [factory] table and the [[kernel]] list of a factory.toml or pyproject.toml."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found; create it or pass --config FILE") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file") from None
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("kernel-factory", {})
+    _check_keys(data, {"factory", "kernel"}, str(path))
+    factory = data.get("factory", {})
+    kernels = data.get("kernel", [])
+    if not isinstance(factory, dict) or not isinstance(kernels, list):
+        raise ConfigError(f"{path}: expected a [factory] table and [[kernel]] tables")
+    return factory, kernels
+
+
+def apply_factory(opts: Options, table: Mapping[str, Any], base: Path, where: str) -> Options:
+    _check_keys(table, FACTORY_KEYS, where)
+    changes: dict[str, Any] = {}
+    for key, value in table.items():
+        w = f"{where}.{key}"
+        if key == "store" or key == "index-out" or key == "templates":
+            if not isinstance(value, str):
+                raise ConfigError(f"{w}: expected a folder or s3:// URL, got {value!r}")
+            changes[key.replace("-", "_")] = _path(value, base)
+        elif key == "allow-orgs":
+            changes["allow_orgs"] = tuple(o for v in _str_list(value, w) for o in v.split(",") if o)
+        elif key == "manylinux":
+            changes["manylinux"] = _manylinux(value, w)
+        elif key == "jobs":
+            changes["jobs"] = _int(value, w)
+        elif key == "base-url":
+            changes["base_url"] = str(value).rstrip("/")
+        else:
+            changes[key.replace("-", "_")] = _bool(value, w)
+    return replace(opts, **changes)
+
+
+def find_config(explicit: str | None) -> Path | None:
+    if explicit:
+        return Path(explicit)
+    for name in (DEFAULT_CONFIG,):
+        if Path(name).is_file():
+            return Path(name)
+    return None
+
+
+def load(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> Options:
+    """Defaults -> config file -> environment -> command line."""
+    env = os.environ if env is None else env
+    opts = Options()
+    path = find_config(getattr(ns, "config", None))
+    if path is not None:
+        factory, kernels = read_file(path)
+        base = path.resolve().parent
+        opts = apply_factory(opts, factory, base, f"{path} [factory]")
+        specs = tuple(_kernel(k, base, f"{path} [[kernel]] #{i + 1}") for i, k in enumerate(kernels))
+        opts = replace(opts, kernels=specs, config_file=str(path))
+    env_table = {key: env[var] for var, key in ENV.items() if env.get(var)}
+    opts = apply_factory(opts, env_table, Path.cwd(), "environment")
+    return apply_cli(opts, ns)
+
+
+def apply_cli(opts: Options, ns: argparse.Namespace) -> Options:
+    changes: dict[str, Any] = {}
+    if getattr(ns, "store", None):
+        changes["store"] = ns.store if "://" in ns.store else str(Path(ns.store).resolve())
+    if getattr(ns, "jobs", None) is not None:
+        changes["jobs"] = _int(ns.jobs, "--jobs")
+    if getattr(ns, "manylinux", None):
+        changes["manylinux"] = _manylinux(ns.manylinux, "--manylinux")
+    for flag in ("accept_higher_policy", "allow_no_digest"):
+        if getattr(ns, flag, None):
+            changes[flag] = True
+    extra: Sequence[str] = getattr(ns, "allow_org", None) or ()
+    if extra:
+        changes["allow_orgs"] = tuple(dict.fromkeys((*opts.allow_orgs, *extra)))
+    return replace(opts, **changes)

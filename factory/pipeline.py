@@ -1,0 +1,272 @@
+"""plan -> fetch -> verify -> wheel -> audit -> store, variants in parallel processes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from factory import config, versions
+from factory.config import KernelSpec, Options
+from factory.errors import EXIT_BUG, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, BadKernel, FactoryError, UsageError
+from factory.lock import store_lock
+from factory.plan import Job, Plan, make_plan, print_plan
+from factory.sources import Source, open_source
+from factory.store import LocalStore, Record, Store, open_store
+from factory.variants import parse as parse_variant
+
+_SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: Job
+    record: Record | None = None
+    error: str | None = None
+    exit_code: int = EXIT_OK
+
+
+def _source(job: Job) -> Source:
+    key = (job.location, job.repo_id, job.repo_type)
+    if key not in _SOURCES:
+        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type)
+    return _SOURCES[key]
+
+
+def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
+    try:
+        major = json.loads((variant_dir / "metadata.json").read_text())["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        major = None
+    if not isinstance(major, int) or isinstance(major, bool):
+        raise BadKernel(f"{job.describe()}: no tag at this revision and metadata.json has no integer 'version'")
+    return versions.branch_version(major, src.commit_count(job.sha))
+
+
+def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record]:
+    """Fetch one variant and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
+    from factory.convert import WheelInput, convert
+
+    src = _source(job)
+    root = src.fetch(job.sha, job.variant)
+    variant_dir = root / "build" / job.variant
+    version = job.version or _version_from_metadata(job, variant_dir, src)
+    inp = WheelInput(
+        variant_dir=variant_dir,
+        target=parse_variant(job.variant),
+        kernel_version=version,
+        repo_name=job.repo_name,
+        repo_id=job.repo_id,
+        source=job.source,
+        revision=job.sha,
+        ref=job.ref,
+        commit_time=job.commit_time,
+        readme=job.readme,
+        manylinux=opts.manylinux,
+        accept_higher_policy=opts.accept_higher_policy,
+        allow_no_digest=job.allow_no_digest,
+    )
+    return convert(inp, out_dir)
+
+
+def _run(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record] | Outcome:
+    try:
+        return build_one(job, opts, out_dir)
+    except FactoryError as exc:
+        return Outcome(job, error=str(exc), exit_code=exc.exit_code)
+    except Exception:
+        return Outcome(job, error=f"{job.describe()}: bug: {traceback.format_exc()}", exit_code=EXIT_BUG)
+
+
+def execute(
+    jobs: list[Job],
+    opts: Options,
+    work: Path,
+    deliver: Callable[[Job, Path, bytes, Record], None],
+    progress: Callable[[Outcome], None],
+) -> list[Outcome]:
+    """Build every job (in ``opts.jobs`` processes), handing each finished wheel to ``deliver`` in this process."""
+    outcomes: list[Outcome] = []
+
+    def finish(job: Job, result: tuple[Path, bytes, Record] | Outcome) -> None:
+        if isinstance(result, Outcome):
+            outcome = result
+        else:
+            try:
+                deliver(job, *result)
+                outcome = Outcome(job, record=result[2])
+            except FactoryError as exc:
+                outcome = Outcome(job, error=str(exc), exit_code=exc.exit_code)
+        outcomes.append(outcome)
+        progress(outcome)
+
+    if opts.jobs <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            finish(job, _run(job, opts, work))
+        return outcomes
+    with ProcessPoolExecutor(max_workers=min(opts.jobs, len(jobs))) as pool:
+        pending: dict[Future[tuple[Path, bytes, Record] | Outcome], Job] = {
+            pool.submit(_run, job, opts, work): job for job in jobs
+        }
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                finish(pending.pop(fut), fut.result())
+    return outcomes
+
+
+def _progress(total: int) -> Callable[[Outcome], None]:
+    count = [0]
+
+    def report(outcome: Outcome) -> None:
+        count[0] += 1
+        if outcome.record is not None:
+            status = f"built  {outcome.record.filename}"
+        else:
+            status = f"failed {outcome.error}"
+        print(f"[{count[0]}/{total}] {status}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
+    codes = {o.exit_code for o in outcomes} | {e.exit_code for e in plan.refused}
+    for code in (EXIT_BUG, EXIT_UNREACHABLE, EXIT_REFUSED):
+        if code in codes:
+            return code
+    return EXIT_OK
+
+
+def _work_dir(store: Store) -> tempfile.TemporaryDirectory[str]:
+    """A scratch folder on the store's file system (so wheels move in by rename), hidden from listings."""
+    if isinstance(store, LocalStore):
+        store.files.mkdir(parents=True, exist_ok=True)
+        return tempfile.TemporaryDirectory(prefix=".tmp-work-", dir=store.files)
+    return tempfile.TemporaryDirectory(prefix="kernel-factory-")
+
+
+def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool) -> None:
+    built = [o for o in outcomes if o.record is not None]
+    failed = [o for o in outcomes if o.record is None]
+    for o in failed:
+        print(f"error: {o.error}", file=sys.stderr)
+    for err in plan.refused:
+        print(f"error: {err}", file=sys.stderr)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "built": [o.record.filename for o in built if o.record],
+                    "in_store": len(plan.done),
+                    "failed": [o.error for o in failed],
+                    "refused": [str(e) for e in plan.refused],
+                },
+                indent=2,
+            )
+        )
+    print(
+        f"built {len(built)} wheels, {len(plan.done)} already in the store, "
+        f"{len(failed) + len(plan.refused)} refused or failed",
+        file=sys.stderr,
+    )
+
+
+def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
+    """kernels.lock, or a pyproject.toml's [tool.kernels.dependencies], as kernel specs."""
+    from factory import lockfile
+
+    if Path(path).name.endswith(".toml"):
+        return tuple(
+            KernelSpec(repo=d.repo_id, versions=(str(d.major) if d.major is not None else str(d.specifier),))
+            for d in lockfile.read_dependencies(Path(path))
+        )
+    return tuple(
+        KernelSpec(repo=k.repo_id, sha=k.sha, variants=tuple(k.variants)) for k in lockfile.read_lock(Path(path))
+    )
+
+
+def load_options(ns: argparse.Namespace) -> Options:
+    opts = config.load(ns)
+    if getattr(ns, "lock", None):
+        opts = replace(opts, kernels=specs_from_lock(ns.lock))
+    return opts
+
+
+def _shard(ns: argparse.Namespace) -> tuple[int, int] | None:
+    if not getattr(ns, "shard", None):
+        return None
+    from factory.shard import parse_shard
+
+    return parse_shard(ns.shard)
+
+
+def run_plan(ns: argparse.Namespace) -> int:
+    opts = load_options(ns)
+    store = open_store(opts.store)
+    plan = make_plan(opts, store.records(), _shard(ns))
+    if ns.json:
+        print(json.dumps(plan.to_json(), indent=2))
+    else:
+        print_plan(plan)
+    return EXIT_REFUSED if plan.refused else EXIT_OK
+
+
+def run_build(ns: argparse.Namespace) -> int:
+    opts = load_options(ns)
+    store = open_store(opts.store)
+    with store_lock(store):
+        plan = make_plan(opts, store.records(), _shard(ns))
+        print_plan(plan, sys.stderr)
+        with _work_dir(store) as work:
+            outcomes = execute(
+                plan.todo,
+                opts,
+                Path(work),
+                lambda job, wheel, meta, rec: store.put(wheel, meta, rec),
+                _progress(len(plan.todo)),
+            )
+    _summarise(outcomes, plan, ns.json)
+    return exit_code(outcomes, plan)
+
+
+def run_to_wheel(ns: argparse.Namespace) -> int:
+    opts = config.load(ns)
+    request = versions.parse_request(ns.version)
+    spec = KernelSpec(
+        repo=ns.repo,
+        versions=(ns.version,),
+        repo_id=ns.repo_id,
+        variants=tuple(ns.variants or ()),
+        allow_no_digest=ns.allow_no_digest,
+    )
+    if ns.revision:
+        spec = replace(spec, revision=ns.revision, version_override=request.text if request.kind == "tag" else None)
+        if request.kind not in ("tag", "major"):
+            raise UsageError(f"with --revision, VERSION must be 1.1.2 or a major version like 1, not {ns.version!r}")
+    opts = replace(opts, kernels=(spec,))
+    plan = make_plan(opts, [])
+    print_plan(plan, sys.stderr)
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names: dict[str, Job] = {}
+
+    def deliver(job: Job, wheel: Path, meta: bytes, rec: Record) -> None:
+        if rec.filename in names:
+            raise BadKernel(f"{job.describe()}: makes {rec.filename}, as {names[rec.filename].variant} does")
+        names[rec.filename] = job
+        os.replace(wheel, out / rec.filename)
+
+    with tempfile.TemporaryDirectory(prefix=".tmp-work-", dir=out) as work:
+        outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)))
+    for o in outcomes:
+        if o.record is not None:
+            print(out / o.record.filename)
+    _summarise(outcomes, plan, ns.json)
+    return exit_code(outcomes, plan)

@@ -1,0 +1,205 @@
+"""Config -> plan: which (kernel, revision, variant) jobs exist and which the store lacks."""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from factory import variants as variants_mod
+from factory import versions
+from factory.config import KernelSpec, Options
+from factory.errors import FactoryError, NotAllowed, Refused, UsageError
+from factory.sources import Source, open_source
+from factory.sources.local import looks_local
+from factory.store import Record
+
+README_NAMES = ("README.md", "CARD.md")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One build variant of one revision of one kernel."""
+
+    location: str  # what open_source takes: a Hub id or a local path
+    repo_id: str | None
+    repo_type: str | None
+    repo_name: str
+    source: str  # display form
+    sha: str
+    ref: str | None
+    version: str | None  # None: a locked revision whose major comes from metadata.json
+    variant: str
+    commit_time: int
+    readme: str | None
+    allow_no_digest: bool
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.repo_id or self.source, self.sha, self.variant)
+
+    def describe(self) -> str:
+        return f"{self.repo_id or self.source}@{self.ref or self.sha[:12]} {self.variant}"
+
+
+@dataclass
+class Plan:
+    todo: list[Job] = field(default_factory=list)
+    done: list[Job] = field(default_factory=list)  # already in the store
+    refused: list[FactoryError] = field(default_factory=list)  # unknown variants and the like
+
+    def to_json(self) -> dict[str, object]:
+        def job(j: Job) -> dict[str, object]:
+            return {
+                "repo": j.repo_id or j.source,
+                "revision": j.sha,
+                "ref": j.ref,
+                "version": j.version,
+                "variant": j.variant,
+            }
+
+        return {
+            "build": [job(j) for j in self.todo],
+            "in_store": [job(j) for j in self.done],
+            "refused": [str(e) for e in self.refused],
+        }
+
+
+def check_allowed(location: str, repo_id: str | None, opts: Options) -> None:
+    if looks_local(location):
+        return  # local paths are the user's own
+    org = (repo_id or location).split("/")[0]
+    if org not in opts.allow_orgs:
+        raise NotAllowed(
+            f"{repo_id or location}: organisation {org!r} is not allowed (allowed: {', '.join(opts.allow_orgs)}); "
+            f"add it to allow-orgs in factory.toml or pass --allow-org {org}"
+        )
+
+
+def _wanted(variant: str, spec: KernelSpec) -> bool:
+    if spec.variants and not any(fnmatch.fnmatchcase(variant, g) for g in spec.variants):
+        return False
+    return not any(fnmatch.fnmatchcase(variant, g) for g in spec.exclude_variants)
+
+
+def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]) -> list[versions.Selected]:
+    where = spec.repo_id or src.display
+    if spec.sha is not None:  # pinned by a lock file
+        sha = src.resolve(spec.sha)
+        tags = {s: t for t, s in src.refs().tags.items()}
+        tag_version = versions.tag_versions(src.refs())
+        for v, t in tag_version.items():
+            if src.refs().tags[t] == sha:
+                return [versions.Selected(sha, t, str(v))]
+        return [versions.Selected(sha, tags.get(sha), None)]
+    if spec.revision is not None:
+        sha = src.resolve(spec.revision)
+        if spec.version_override:
+            return [versions.Selected(sha, None, spec.version_override)]
+        request = versions.parse_request(spec.versions[0]) if spec.versions else None
+        if request is None or request.kind != "major":
+            raise UsageError(f"{where}: with a revision, VERSION must be a major version (1) or a version (1.1.2)")
+        chosen = [versions.Selected(sha, None, None, int(request.text))]
+    else:
+        refs = src.refs()
+        chosen = []
+        for text in spec.versions:
+            chosen += versions.select(refs, versions.parse_request(text), where)
+    key = spec.repo_id or src.repo_id or src.display
+    chosen = [
+        versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s for s in chosen
+    ]
+    return versions.fill_versions(chosen, src.commit_count)
+
+
+def _readme(src: Source, sha: str) -> str | None:
+    for name in README_NAMES:
+        text = src.read_text(sha, name)
+        if text is not None:
+            return text
+    return None
+
+
+def plan_kernel(
+    spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str]
+) -> tuple[list[Job], list[FactoryError]]:
+    check_allowed(spec.repo, spec.repo_id, opts)
+    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type)
+    jobs: list[Job] = []
+    refused: list[FactoryError] = []
+    seen: set[tuple[str, str]] = set()
+    for sel in _selections(src, spec, known):
+        if (sel.sha, sel.version or "") in seen:
+            continue
+        seen.add((sel.sha, sel.version or ""))
+        names = src.variants(sel.sha)
+        where = f"{spec.repo_id or src.display}@{sel.ref or sel.sha[:12]}"
+        if not names:
+            refused.append(Refused(f"{where}: no build/ variants; is this a kernel repository?"))
+            continue
+        if spec.sha is not None and spec.variants:
+            for missing in sorted(set(spec.variants) - set(names)):
+                refused.append(Refused(f"{where}: locked variant {missing!r} is not in the repository"))
+        readme = _readme(src, sel.sha)
+        commit_time = src.commit_time(sel.sha)
+        for name in names:
+            if not _wanted(name, spec):
+                continue
+            try:
+                variants_mod.parse(name)
+            except Refused as exc:
+                refused.append(Refused(f"{where}: {exc}; skipped"))
+                continue
+            jobs.append(
+                Job(
+                    location=spec.repo,
+                    repo_id=spec.repo_id or src.repo_id,
+                    repo_type=spec.repo_type,
+                    repo_name=src.name,
+                    source=src.display,
+                    sha=sel.sha,
+                    ref=sel.ref,
+                    version=sel.version,
+                    variant=name,
+                    commit_time=commit_time,
+                    readme=readme,
+                    allow_no_digest=opts.allow_no_digest if spec.allow_no_digest is None else spec.allow_no_digest,
+                )
+            )
+    return jobs, refused
+
+
+def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] | None = None) -> Plan:
+    records = list(records)
+    known = {
+        (r.job_key[0], r.job_key[1]): r.kernel_version
+        for r in records
+        if r.job_key is not None and r.kernel_version is not None
+    }
+    have = {r.job_key for r in records if r.job_key is not None}
+    plan = Plan()
+    if not opts.kernels:
+        raise UsageError("nothing to build: add [[kernel]] tables to factory.toml, or pass --config or --lock")
+    for spec in opts.kernels:
+        jobs, refused = plan_kernel(spec, opts, known)
+        plan.refused += refused
+        for job in jobs:
+            if shard is not None:
+                from factory.shard import in_shard
+
+                if not in_shard(job.key, *shard):
+                    continue
+            (plan.done if job.key in have else plan.todo).append(job)
+    return plan
+
+
+def print_plan(plan: Plan, stream: object = None) -> None:
+    out = stream or sys.stdout
+    for job in plan.todo:
+        print(f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}", file=out)  # type: ignore[call-overload]
+    for err in plan.refused:
+        print(f"  refuse {err}", file=out)  # type: ignore[call-overload]
+    print(
+        f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, {len(plan.refused)} refused", file=out
+    )  # type: ignore[call-overload]
