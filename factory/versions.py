@@ -47,7 +47,9 @@ def parse_request(value: str | int) -> Request:
         return Request("all", text)
     if text.isdigit():
         return Request("major", str(int(text)))
-    if text[:1] in "<>=!~":
+    if not text:
+        raise UsageError("empty version; give 1.1.2 (tag v1.1.2), 1 (branch v1) or a specifier '>=1.1,<2'")
+    if text[0] in "<>=!~":
         try:
             SpecifierSet(text)
         except InvalidSpecifier:

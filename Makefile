@@ -1,0 +1,63 @@
+# kernel-factory: `make demo` runs the main job on the bundled example kernels; `make test` runs the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+CONFIG ?= factory.toml
+PORT   ?= 8000
+
+.PHONY: demo index build serve test unit integration lint bench fixtures system-deps clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+# Example kernel repositories (git repositories with tags and branches) from the committed prebuilt binaries.
+examples/repos/.built: $(STAMP) scripts/build_fixtures.py $(shell find examples/prebuilt examples/src -type f 2>/dev/null)
+	$(BIN)/python scripts/build_fixtures.py --from-prebuilt --out examples/repos
+	touch $@
+
+fixtures: examples/repos/.built
+
+build: $(STAMP) fixtures
+	$(BIN)/kernel-factory build --config $(CONFIG)
+
+index: build
+	$(BIN)/kernel-factory index --config $(CONFIG)
+
+demo: index
+	@echo
+	@echo "Index written to ./public. Serve it and install a kernel:"
+	@echo "  $(BIN)/kernel-factory serve --out public --port $(PORT) &"
+	@echo "  pip install 'img2grey==1.1.2+torch213cpucxx11' --index-url http://127.0.0.1:$(PORT)/simple"
+	@echo "  pip install img2grey --index-url http://127.0.0.1:$(PORT)/variants/torch213cpucxx11/simple"
+
+serve: $(STAMP)
+	$(BIN)/kernel-factory serve --out public --port $(PORT)
+
+# Debian packages the integration tests use (headless Chromium, the aarch64 cross compiler).
+system-deps:
+	@command -v chromium >/dev/null && command -v aarch64-linux-gnu-g++ >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium g++-aarch64-linux-gnu >/dev/null; }
+
+# torch 2.13 CPU is what the fixtures are built against; tests install it into their own fresh venvs too.
+test: $(STAMP) system-deps
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pytest -n 2 -q tests
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check factory tests scripts
+	$(BIN)/mypy factory
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench_convert.py
+	$(BIN)/python scripts/bench_rerun.py
+	$(BIN)/python scripts/bench_index.py
+
+clean:
+	rm -rf public examples/repos tests/.cache
