@@ -1,0 +1,329 @@
+"""A kernel repository on the Hugging Face Hub (or a Hub mirror), through huggingface_hub.
+
+HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE are read when the source is made. Downloads go
+through the huggingface_hub cache, so a second fetch of the same revision downloads nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from huggingface_hub import HfApi, constants, get_cached_repo_tree, get_session, hf_raise_for_status, snapshot_download
+from huggingface_hub.errors import (
+    CachedRepoTreeNotFoundError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.file_download import repo_folder_name
+from huggingface_hub.hf_api import RepoFolder
+from huggingface_hub.utils._datetime import parse_datetime
+from huggingface_hub.utils._headers import build_hf_headers
+from packaging.version import InvalidVersion, Version
+
+from factory.errors import FactoryError, Unreachable, UsageError, VersionNotFound
+from factory.sources import Refs
+
+T = TypeVar("T")
+
+try:  # huggingface_hub 2.x talks through httpx2, 1.x through httpx
+    from httpx2 import TransportError
+except ImportError:  # pragma: no cover
+    from httpx import TransportError  # type: ignore[assignment]
+REPO_TYPES = ("kernel", "model")
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _is_sha(rev: str) -> bool:
+    return len(rev) == 40 and all(c in "0123456789abcdef" for c in rev)
+
+
+class HubSource:
+    """One Hub repository of type kernel (or model, for older kernels)."""
+
+    def __init__(self, repo_id: str, *, repo_type: str | None = None) -> None:
+        org, _, name = repo_id.partition("/")
+        if not org or not name or "/" in name:
+            raise UsageError(f"{repo_id!r} is not a Hub repository id; write it as org/name")
+        if repo_type is not None and repo_type not in REPO_TYPES:
+            raise UsageError(f"repository type {repo_type!r} is not one of {', '.join(REPO_TYPES)}")
+        self.repo_id: str | None = repo_id
+        self._id = repo_id
+        self.name = name
+        self.display = repo_id
+        self.endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+        self.token = os.environ.get("HF_TOKEN") or None
+        self.offline = _env_true("HF_HUB_OFFLINE")
+        home = os.environ.get("HF_HOME")
+        self.cache_dir = os.environ.get("HF_HUB_CACHE") or (
+            os.path.join(home, "hub") if home else constants.HF_HUB_CACHE)
+        self.api = HfApi(endpoint=self.endpoint, token=self.token)
+        self._types = (repo_type,) if repo_type else REPO_TYPES
+        self._type: str | None = None
+        self._refs: Refs | None = None
+        self._commits: dict[str, tuple[int, int]] = {}
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    # -- errors --------------------------------------------------------------
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Turn huggingface_hub and network errors into one-line factory errors."""
+        where = f"{self._id} on {self.endpoint}"
+        try:
+            yield
+        except FactoryError:
+            raise
+        except (OfflineModeIsEnabled, LocalEntryNotFoundError, CachedRepoTreeNotFoundError):
+            raise Unreachable(
+                f"{where}: {what} is not in the huggingface_hub cache ({self.cache_dir}) and the Hub is "
+                "not reachable or HF_HUB_OFFLINE is set; run once online to fill the cache"
+            ) from None
+        except RevisionNotFoundError:
+            raise VersionNotFound(f"{where}: {what}: no such revision; check the branch, tag or commit") from None
+        except HfHubHTTPError as exc:
+            code = _status(exc)
+            if code in (401, 403):
+                raise Unreachable(
+                    f"{where}: {what} refused with HTTP {code}; set HF_TOKEN to a token that can read the repository"
+                ) from None
+            if code is not None and code < 500 and code != 429:
+                raise VersionNotFound(f"{where}: {what} failed with HTTP {code}") from None
+            raise Unreachable(f"{where}: {what} failed with HTTP {code}; the Hub is unavailable, retry later") from None
+        except (OSError, TransportError) as exc:  # connection refused or reset, broken downloads
+            detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+            raise Unreachable(
+                f"{where}: {what} failed ({type(exc).__name__}{': ' + detail if detail else ''}); "
+                "check HF_ENDPOINT and the network, or set HF_HUB_OFFLINE=1 to use a filled cache"
+            ) from None
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        with self._errors(what):
+            return fn()
+
+    # -- repository type and refs ------------------------------------------
+    def _storage(self, repo_type: str) -> Path:
+        return Path(self.cache_dir) / repo_folder_name(repo_id=self._id, repo_type=repo_type)
+
+    def _not_found(self) -> UsageError:
+        tried = " and ".join(self._types) + (" types" if len(self._types) > 1 else " type")
+        return UsageError(
+            f"no kernel repository {self._id} on {self.endpoint} (tried {tried}); "
+            "check the repository id and HF_ENDPOINT"
+        )
+
+    @property
+    def repo_type(self) -> str:
+        if self._type is None:
+            self.refs()
+        assert self._type is not None
+        return self._type
+
+    def refs(self) -> Refs:
+        if self._refs is not None:
+            return self._refs
+        if self.offline:
+            return self._cached_refs()
+        for repo_type in self._types:
+            try:
+                with self._errors("listing refs"):
+                    raw = self.api.list_repo_refs(self._id, repo_type=repo_type)
+            except (VersionNotFound, RepositoryNotFoundError):
+                continue  # a 404: not a repository of this type
+            self._type = repo_type
+            self._refs = Refs(branches={b.name: b.target_commit for b in raw.branches},
+                              tags={t.name: t.target_commit for t in raw.tags})
+            self._remember_refs(self._refs)
+            return self._refs
+        raise self._not_found()
+
+    def _remember_refs(self, refs: Refs) -> None:
+        """Write branch and tag -> sha into the cache's refs/ folder, as huggingface_hub does, for offline runs."""
+        folder = self._storage(self.repo_type) / "refs"
+        for name, sha in {**refs.branches, **refs.tags}.items():
+            path = folder / name
+            try:
+                if path.is_file() and path.read_text() == sha:
+                    continue
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".tmp-{path.name}")
+                tmp.write_text(sha)
+                os.replace(tmp, path)
+            except OSError:
+                return  # a read-only cache only loses offline refs
+
+    def _cached_refs(self) -> Refs:
+        for repo_type in self._types:
+            folder = self._storage(repo_type) / "refs"
+            if not folder.is_dir():
+                continue
+            branches: dict[str, str] = {}
+            tags: dict[str, str] = {}
+            for path in sorted(folder.rglob("*")):
+                if not path.is_file() or path.name.startswith(".tmp-"):
+                    continue
+                name = path.relative_to(folder).as_posix()
+                (tags if _looks_like_tag(name) else branches)[name] = path.read_text().strip()
+            self._type = repo_type
+            self._refs = Refs(branches=branches, tags=tags)
+            return self._refs
+        raise Unreachable(
+            f"{self._id}: HF_HUB_OFFLINE is set and the repository is not in the huggingface_hub cache "
+            f"({self.cache_dir}); run once online to fill the cache"
+        )
+
+    def resolve(self, revision: str) -> str:
+        refs = self.refs()
+        if revision in refs.branches:
+            return refs.branches[revision]
+        if revision in refs.tags:
+            return refs.tags[revision]
+        if self.offline:
+            snapshots = self._storage(self.repo_type) / "snapshots"
+            found = sorted(p.name for p in snapshots.glob(f"{revision}*")) if snapshots.is_dir() else []
+            if len(found) == 1:
+                return found[0]
+            raise VersionNotFound(self._no_revision(revision, refs) + " in the offline cache")
+        try:
+            info = self._call(f"revision {revision!r}",
+                              lambda: self.api.repo_info(self._id, repo_type=self.repo_type, revision=revision))
+        except VersionNotFound:
+            raise VersionNotFound(self._no_revision(revision, refs)) from None
+        if not info.sha:
+            raise VersionNotFound(self._no_revision(revision, refs))
+        if _is_sha(revision.lower()) and info.sha != revision.lower():
+            raise VersionNotFound(self._no_revision(revision, refs))
+        return info.sha
+
+    def _no_revision(self, revision: str, refs: Refs) -> str:
+        have = ", ".join(sorted(refs.branches) + sorted(refs.tags)) or "none"
+        return f"{self._id}: no revision {revision!r} (branches and tags: {have})"
+
+    # -- history --------------------------------------------------------------
+    def _history(self, sha: str) -> tuple[int, int]:
+        """(number of commits reachable from sha, commit time of sha) from the commits endpoint."""
+        if sha in self._commits:
+            return self._commits[sha]
+        if self.offline:
+            raise Unreachable(
+                f"{self._id}: the commit history of {sha[:12]} is not available with HF_HUB_OFFLINE set; "
+                "run once online (the store then keeps the version)"
+            )
+        url: str | None = f"{self.endpoint}/api/{self.repo_type}s/{self._id}/commits/{sha}"
+        headers = build_hf_headers(token=self.token)
+        count = 0
+        first_date: str | None = None
+        total: int | None = None
+        with self._errors(f"commit history of {sha[:12]}"):
+            while url is not None:
+                response = get_session().get(url, headers=headers)
+                hf_raise_for_status(response)
+                page = response.json()
+                if not isinstance(page, list):
+                    raise Unreachable(f"{self._id}: commits endpoint of {self.endpoint} did not answer a list")
+                if first_date is None and page and isinstance(page[0], dict):
+                    first_date = str(page[0].get("date") or "")
+                    header = response.headers.get("x-total-count")
+                    total = int(header) if header and header.isdigit() else None
+                count += len(page)
+                if total is not None:
+                    break
+                url = response.links.get("next", {}).get("url")
+        if not first_date:
+            raise Unreachable(f"{self._id}: commits endpoint of {self.endpoint} gave no date for {sha[:12]}")
+        try:
+            when = int(parse_datetime(first_date).timestamp())
+        except ValueError:
+            raise Unreachable(f"{self._id}: commits endpoint gave an unreadable date {first_date!r}") from None
+        self._commits[sha] = (total if total is not None else count, when)
+        return self._commits[sha]
+
+    def commit_count(self, sha: str) -> int:
+        return self._history(sha)[0]
+
+    def commit_time(self, sha: str) -> int:
+        return self._history(sha)[1]
+
+    # -- files ------------------------------------------------------------------
+    def variants(self, sha: str) -> list[str]:
+        if self.offline:
+            tree = self._call("file listing", lambda: get_cached_repo_tree(
+                self._id, repo_type=self.repo_type, revision=sha, cache_dir=self.cache_dir))
+            return sorted({f.path.split("/")[1] for f in tree if f.path.startswith("build/") and f.path.count("/") > 1})
+        try:
+            entries = self._call(f"build/ at {sha[:12]}", lambda: list(self.api.list_repo_tree(
+                self._id, path_in_repo="build", repo_type=self.repo_type, revision=sha)))
+        except VersionNotFound:
+            return []  # no build/ folder
+        return sorted(e.path.rsplit("/", 1)[-1] for e in entries if isinstance(e, RepoFolder))
+
+    def _snapshot(self, sha: str, patterns: list[str], what: str) -> Path:
+        return Path(self._call(what, lambda: snapshot_download(
+            self._id, revision=sha, repo_type=self.repo_type, allow_patterns=patterns, cache_dir=self.cache_dir,
+            local_files_only=self.offline, token=self.token, endpoint=self.endpoint,
+        )))
+
+    def read_text(self, sha: str, path: str) -> str | None:
+        folder = self._snapshot(sha, [path], f"{path} at {sha[:12]}")
+        file = folder / path
+        return file.read_text(encoding="utf-8", errors="replace") if file.is_file() else None
+
+    def snapshot(self, sha: str, variant: str) -> Path:
+        """The huggingface_hub snapshot folder holding build/<variant>/ (files are symlinks into blobs/)."""
+        folder = self._snapshot(sha, [f"build/{variant}/**"], f"build/{variant} at {sha[:12]}")
+        if not (folder / "build" / variant).is_dir():
+            raise VersionNotFound(f"{self._id}: no build/{variant} at {sha[:12]}")
+        return folder
+
+    def fetch(self, sha: str, variant: str) -> Path:
+        """A private folder with build/<variant>/ as plain files (hard links to the cache's blobs where possible)."""
+        source = self.snapshot(sha, variant) / "build" / variant
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="kernel-factory-hub-")
+        dest = Path(self._tmp.name) / sha / variant
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(source, dest / "build" / variant, copy_function=_link_or_copy)
+        return dest
+
+    def lfs_paths(self, sha: str, variant: str) -> set[str]:
+        """Paths (relative to build/<variant>/) that the Hub stores with LFS, for lock-hash checks."""
+        prefix = f"build/{variant}/"
+        entries = self._call(f"file listing of build/{variant}", lambda: list(self.api.list_repo_tree(
+            self._id, path_in_repo=f"build/{variant}", recursive=True, repo_type=self.repo_type, revision=sha)))
+        return {e.path.removeprefix(prefix) for e in entries if getattr(e, "lfs", None) is not None}
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(os.path.realpath(src), dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _looks_like_tag(name: str) -> bool:
+    """Offline, the cache does not say which refs were tags: vX.Y.Z names count as tags."""
+    if not name.startswith("v") or name.count(".") < 1:
+        return False
+    try:
+        Version(name[1:])
+    except InvalidVersion:
+        return False
+    return True
+

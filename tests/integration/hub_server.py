@@ -1,0 +1,265 @@
+"""A test Hub: kernel repositories served by olah on 127.0.0.1, behind a counting, cuttable proxy.
+
+``make_kernel_repo`` builds a small git kernel repository (branches, tags, variants with a
+correct metadata.json digest); ``serve_repo`` puts a ``git clone --mirror`` copy where olah
+serves it; ``OlahServer`` runs olah offline with its upstream on a dead loopback port;
+``Proxy`` sits in front of it, counts response bytes and can cut connections mid-body.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from factory.digest import compute
+
+HOST = "127.0.0.1"
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test",
+    "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "Test",
+    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+DEFAULT_VARIANTS = ("torch27-cxx11-cu128-x86_64-linux", "torch28-cxx11-cpu-x86_64-linux", "torch-universal")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def git(repo: Path, *args: str, when: int | None = None) -> str:
+    env = {**os.environ, **GIT_ENV}
+    if when is not None:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"{when} +0000"
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def write_variant(build: Path, variant: str, module: str, *, version: int = 1, payload: bytes = b"") -> None:
+    """One build/<variant>/ folder in the flat layout with a correct sha256 digest."""
+    vdir = build / variant
+    vdir.mkdir(parents=True, exist_ok=True)
+    (vdir / "__init__.py").write_text(f'"""{module} {variant}"""\nfrom ._ops import ops\n')
+    (vdir / "_ops.py").write_text("ops = None\n")
+    if not variant.startswith("torch-"):
+        (vdir / f"_{module}_abc123.abi3.so").write_bytes(b"\x7fELF fake " + variant.encode() + payload)
+    meta = {
+        "name": module, "version": version, "license": "Apache-2.0", "python-depends": [],
+        "digest": {"algorithm": "sha256", "files": compute(vdir, "sha256")},
+    }
+    (vdir / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass
+class KernelRepo:
+    path: Path
+    commits: list[str] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)
+
+
+def make_kernel_repo(path: Path, *, module: str = "relu", variants: tuple[str, ...] = DEFAULT_VARIANTS,
+                     payload: bytes = b"", readme: str | None = None) -> KernelRepo:
+    """A git kernel repository: 3 commits on main; branch v1 at the 2nd, tag v1.0.0 at the 1st, branch v2 at HEAD."""
+    path.mkdir(parents=True)
+    repo = KernelRepo(path)
+    git(path, "init", "-q", "-b", "main")
+    readme = readme if readme is not None else f"# {module}\n\nA {module} kernel for tests. It is small.\n"
+    for i in range(3):
+        (path / "README.md").write_text(readme + f"\nrevision {i}\n")
+        for variant in variants:
+            write_variant(path / "build", variant, module, version=1 + i // 2, payload=payload + bytes([i]))
+        git(path, "add", "-A")
+        when = 1_700_000_000 + i * 86_400
+        git(path, "commit", "-q", "-m", f"build {i}", when=when)
+        repo.commits.append(git(path, "rev-parse", "HEAD"))
+        repo.times.append(when)
+    git(path, "tag", "-a", "v1.0.0", "-m", "v1.0.0", repo.commits[0], when=repo.times[0])
+    git(path, "tag", "v1.0.1", repo.commits[1])
+    git(path, "branch", "v1", repo.commits[1])
+    git(path, "branch", "v2", repo.commits[2])
+    return repo
+
+
+def serve_repo(source: Path, mirrors: Path, repo_id: str, repo_type: str = "kernel") -> Path:
+    """Put a ``git clone --mirror`` copy of ``source`` where olah serves ``repo_id``; returns it."""
+    dest = mirrors / f"{repo_type}s" / repo_id
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", "--mirror", str(source), str(dest)], check=True, capture_output=True,
+                   env={**os.environ, **GIT_ENV})
+    return dest
+
+
+class OlahServer:
+    """olah serving ``mirrors`` offline on 127.0.0.1; start() waits until it answers."""
+
+    def __init__(self, mirrors: Path, workdir: Path) -> None:
+        self.mirrors = mirrors
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        dead = free_port()  # nothing listens here: upstream is unreachable
+        config = self.workdir / "olah.toml"
+        config.write_text(
+            "[basic]\n"
+            f'host = "{HOST}"\nport = {self.port}\n'
+            f'repos-path = "{self.workdir / "repos"}"\n'
+            f"mirrors-path = [{json.dumps(str(self.mirrors))}]\n"
+            'hf-scheme = "http"\n'
+            f'hf-netloc = "{HOST}:{dead}"\nhf-lfs-netloc = "{HOST}:{dead}"\n'
+            'mirror-scheme = "http"\n'
+            f'mirror-netloc = "{HOST}:{self.port}"\nmirror-lfs-netloc = "{HOST}:{self.port}"\n'
+            "[accessibility]\noffline = true\n"
+        )
+        exe = Path(sys.executable).with_name("olah-cli")
+        with open(self.workdir / "olah.log", "wb") as log:
+            self.proc = subprocess.Popen([str(exe), "-c", str(config)], cwd=self.workdir, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"olah exited: {(self.workdir / 'olah.log').read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{self.url}/api/kernels/none/none/refs", timeout=1).close()
+                return
+            except urllib.error.HTTPError:
+                return  # it answers
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"olah did not answer on {self.url} within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+
+class Proxy:
+    """A TCP proxy on 127.0.0.1 that counts response bytes and can cut connections.
+
+    ``cut_after``: once set, a connection is closed after that many more response bytes.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((HOST, 0))
+        self.sock.listen(64)
+        self.port = int(self.sock.getsockname()[1])
+        self.url = f"http://{HOST}:{self.port}"
+        self.bytes_served = 0
+        self.requests: list[str] = []
+        self.cut_after: int | None = None
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.bytes_served = 0
+            self.requests.clear()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._pipe, args=(client,), daemon=True).start()
+
+    def _pipe(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection((HOST, self.upstream_port))
+        except OSError:
+            client.close()
+            return
+        budget = self.cut_after
+        try:
+            while True:
+                ready, _, _ = select.select([client, upstream], [], [], 30)
+                if not ready:
+                    return
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    if s is client:
+                        with self._lock:
+                            self.requests += [line.decode("latin-1") for line in data.split(b"\r\n")
+                                              if line.startswith((b"GET ", b"HEAD ", b"POST "))]
+                        upstream.sendall(data)
+                        continue
+                    if budget is not None:
+                        if len(data) >= budget:
+                            client.sendall(data[:budget])
+                            with self._lock:
+                                self.bytes_served += budget
+                                self.cuts += 1
+                            return
+                        budget -= len(data)
+                    client.sendall(data)
+                    with self._lock:
+                        self.bytes_served += len(data)
+        except OSError:
+            return
+        finally:
+            client.close()
+            upstream.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self.sock.close()
+
+
+@contextmanager
+def hub(mirrors: Path, workdir: Path) -> Iterator[tuple[OlahServer, Proxy]]:
+    """olah on ``mirrors`` and a proxy in front of it; use ``proxy.url`` as HF_ENDPOINT."""
+    server = OlahServer(mirrors, workdir)
+    server.start()
+    proxy = Proxy(server.port)
+    try:
+        yield server, proxy
+    finally:
+        proxy.close()
+        server.stop()
+
+
+def hf_env(endpoint: str, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for huggingface_hub pointed at a test Hub with its cache under ``home``."""
+    env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(home), "HF_HUB_DISABLE_TELEMETRY": "1",
+           "HF_HUB_DISABLE_XET": "1", "HF_HUB_ETAG_TIMEOUT": "5", "HF_HUB_DOWNLOAD_TIMEOUT": "5"}
+    env.update(extra or {})
+    return env
