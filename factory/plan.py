@@ -128,11 +128,12 @@ def plan_kernel(
     src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type)
     jobs: list[Job] = []
     refused: list[FactoryError] = []
-    seen: set[tuple[str, str]] = set()
+    # One version per revision: a release tag wins over a major branch at the same commit.
+    by_sha: dict[str, versions.Selected] = {}
     for sel in _selections(src, spec, known):
-        if (sel.sha, sel.version or "") in seen:
-            continue
-        seen.add((sel.sha, sel.version or ""))
+        if sel.sha not in by_sha or (sel.major is None and by_sha[sel.sha].major is not None):
+            by_sha[sel.sha] = sel
+    for sel in by_sha.values():
         names = src.variants(sel.sha)
         where = f"{spec.repo_id or src.display}@{sel.ref or sel.sha[:12]}"
         if not names:
