@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 import index_templates
+from factory import index_landing
 from factory.index_landing import landing_context
 from factory.store import Record
 
@@ -114,6 +115,8 @@ def environment(templates: Path | None) -> jinja2.Environment:
 def fingerprint(env: jinja2.Environment, base_url: str) -> str:
     """Changes when a template or the base URL does, so cached pages are rendered again."""
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
+    for module in (__file__, index_landing.__file__):  # the rendering code itself
+        h.update(Path(module).read_bytes())
     for name in sorted(set(TEMPLATE_NAMES) | set(env.list_templates())):
         if not name.endswith((".html", ".css", ".js", ".j2")):
             continue
@@ -136,21 +139,23 @@ def _yanked(record: Record) -> bool | str:
 
 def _file_json(record: Record, depth: int) -> dict[str, object]:
     core: dict[str, str] | bool = {"sha256": record.metadata_sha256} if record.metadata_sha256 else False
-    return {
+    entry: dict[str, object] = {
         "filename": record.filename,
         "url": "../" * depth + "files/" + quote(record.filename),
         "hashes": {"sha256": record.sha256},
-        "requires-python": record.requires_python,
         "core-metadata": core,
         "dist-info-metadata": core,
         "yanked": _yanked(record),
         "size": record.size,
         "upload-time": record.upload_time,
     }
+    if record.requires_python:
+        entry["requires-python"] = record.requires_python
+    return entry
 
 
 def _dumps(data: object) -> bytes:
-    return (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode()
+    return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
 def render_page(env: jinja2.Environment, page: Page, base_url: str) -> bytes:
