@@ -194,6 +194,8 @@ class HubSource:
             return refs.branches[revision]
         if revision in refs.tags:
             return refs.tags[revision]
+        if revision.lower() in {*refs.branches.values(), *refs.tags.values()}:
+            return revision.lower()
         if self.offline:
             snapshots = self._storage(self.repo_type) / "snapshots"
             found = sorted(p.name for p in snapshots.glob(f"{revision}*")) if snapshots.is_dir() else []
@@ -201,8 +203,19 @@ class HubSource:
                 return found[0]
             raise VersionNotFound(self._no_revision(revision, refs) + " in the offline cache")
         try:
-            info = self._call(f"revision {revision!r}",
-                              lambda: self.api.repo_info(self._id, repo_type=self.repo_type, revision=revision))
+            with self._errors(f"revision {revision!r}"):
+                try:
+                    info = self.api.repo_info(self._id, repo_type=self.repo_type, revision=revision)
+                except HfHubHTTPError as exc:
+                    # The refs listing worked with these credentials, so a 401/403 here (olah) means no such revision.
+                    code = _status(exc)
+                    if code in (401, 403, 404):
+                        raise VersionNotFound(revision) from None
+                    if code is not None and code >= 500:
+                        # olah answers 500 for an unknown sha: if the Hub still lists refs, the revision is unknown.
+                        self.api.list_repo_refs(self._id, repo_type=self.repo_type)
+                        raise VersionNotFound(revision) from None
+                    raise
         except VersionNotFound:
             raise VersionNotFound(self._no_revision(revision, refs)) from None
         if not info.sha:
@@ -273,9 +286,17 @@ class HubSource:
             return []  # no build/ folder
         return sorted(e.path.rsplit("/", 1)[-1] for e in entries if isinstance(e, RepoFolder))
 
+    def _type_for(self, sha: str) -> str:
+        """The repository type, from the cache when it already holds this commit (no request)."""
+        if self._type is None:
+            for repo_type in self._types:
+                if (self._storage(repo_type) / "snapshots" / sha).is_dir():
+                    return repo_type
+        return self.repo_type
+
     def _snapshot(self, sha: str, patterns: list[str], what: str) -> Path:
         return Path(self._call(what, lambda: snapshot_download(
-            self._id, revision=sha, repo_type=self.repo_type, allow_patterns=patterns, cache_dir=self.cache_dir,
+            self._id, revision=sha, repo_type=self._type_for(sha), allow_patterns=patterns, cache_dir=self.cache_dir,
             local_files_only=self.offline, token=self.token, endpoint=self.endpoint,
         )))
 

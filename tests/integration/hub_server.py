@@ -168,7 +168,7 @@ class OlahServer:
 class Proxy:
     """A TCP proxy on 127.0.0.1 that counts response bytes and can cut connections.
 
-    ``cut_after``: once set, a connection is closed after that many more response bytes.
+    ``cut_after``: while set, each connection is closed after that many more response bytes.
     """
 
     def __init__(self, upstream_port: int) -> None:
@@ -206,7 +206,7 @@ class Proxy:
         except OSError:
             client.close()
             return
-        budget = self.cut_after
+        budget: int | None = None
         try:
             while True:
                 ready, _, _ = select.select([client, upstream], [], [], 30)
@@ -222,6 +222,10 @@ class Proxy:
                                               if line.startswith((b"GET ", b"HEAD ", b"POST "))]
                         upstream.sendall(data)
                         continue
+                    if self.cut_after is None:
+                        budget = None
+                    elif budget is None:
+                        budget = self.cut_after
                     if budget is not None:
                         if len(data) >= budget:
                             client.sendall(data[:budget])
