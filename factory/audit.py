@@ -123,9 +123,11 @@ def _audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: s
     if met.priority < wanted.priority:  # the binaries need a newer policy than the target
         rel, symbol, version, policy = _first_too_new(elfs, versions, wanted, policies)
         if not accept_higher:
+            arch = f"_{target.arch}"
             raise AuditFailed(
-                f"{where}/{rel} needs {symbol}@{version} ({policy}); the target is manylinux_{manylinux}: "
-                f"rebuild against an older glibc, or pass --accept-higher-policy to publish it as {policy}"
+                f"{where}/{rel} needs {symbol}@{version} ({policy.removesuffix(arch)}); the target is "
+                f"manylinux_{manylinux}: rebuild against an older glibc, or pass --accept-higher-policy to publish "
+                f"it as {met.name.removesuffix(arch)}"
             )
         platform = met.name
     final = policies.get_policy_by_name(platform)

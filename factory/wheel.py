@@ -25,6 +25,7 @@ HUB_URL = "https://huggingface.co/"  # Project-URL "Hub" = HUB_URL + repo_id
 PROVENANCE = "kernel_factory.json"  # read back by `kernel-factory local-kernels`
 REQUIRES_PYTHON = ">=3.9"
 GENERATOR = f"kernel-factory {__version__}"
+_ABBREVIATIONS = {"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "incl."}
 MIN_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
 
 
@@ -97,12 +98,12 @@ def summary_of(readme: str | None, name: str) -> str:
                 break
             continue
         paragraph.append(text)
-    prose = " ".join(paragraph)
-    for i, char in enumerate(prose):
-        if char in ".!?" and (i + 1 == len(prose) or prose[i + 1] == " "):
-            prose = prose[: i + 1]
+    words: list[str] = []
+    for word in " ".join(paragraph).split():
+        words.append(word)
+        if word.endswith((".", "!", "?")) and word.lower() not in _ABBREVIATIONS:
             break
-    prose = " ".join(prose.split())
+    prose = " ".join(words)
     if not prose:
         return fallback
     return prose if len(prose) <= 250 else prose[:247].rstrip() + "..."

@@ -1,0 +1,106 @@
+"""The in-place audit: manylinux policy from symbol versions, arch check, grafting decision, Mach-O minos."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from factory import audit, macho, variants
+from factory.errors import AuditFailed
+
+LIBZ = Path("/usr/lib/x86_64-linux-gnu/libz.so.1")  # GLIBC <= 2.14
+NEW_GLIBC = Path("/usr/lib/x86_64-linux-gnu/libnss_mdns.so.2")  # GLIBC_2.34, needs libc only
+EXTERNAL = Path("/usr/lib/x86_64-linux-gnu/libabsl_malloc_internal.so.20220623.0.0")  # GLIBC_2.32 + absl libs
+ARM = Path("/usr/aarch64-linux-gnu/lib/libatomic.so.1.2.0")  # an aarch64 ELF, GLIBC_2.17
+
+X86 = variants.parse("torch213-cxx11-cpu-x86_64-linux")
+ARM_TARGET = variants.parse("torch213-cxx11-cpu-aarch64-linux")
+WHERE = "build/torch213-cxx11-cpu-x86_64-linux"
+
+
+def need(*paths: Path) -> None:
+    for p in paths:
+        if not p.exists():
+            pytest.skip(f"system ELF {p} is not installed here (Debian 12 image)")
+
+
+def test_certified_manylinux_2_28() -> None:
+    need(LIBZ)
+    result = audit.audit([("_k.so", LIBZ)], X86, "2_28", False, WHERE)
+    assert result.platform == "manylinux_2_28_x86_64" and result.graft == ()
+    assert result.policy is not None and result.policy.startswith("manylinux_2_")
+
+
+def test_too_new_glibc_names_symbol_and_policy() -> None:
+    need(NEW_GLIBC)
+    with pytest.raises(AuditFailed) as err:
+        audit.audit([("_glibc_new.abi3.so", NEW_GLIBC)], X86, "2_28", False, WHERE)
+    msg = str(err.value)
+    assert msg.startswith(f"{WHERE}/_glibc_new.abi3.so needs ") and "@GLIBC_2.34 (manylinux_2_34)" in msg
+    assert msg.endswith("--accept-higher-policy to publish it as manylinux_2_34")
+    assert "a symbol@" not in msg  # the real symbol name was found
+    accepted = audit.audit([("_glibc_new.abi3.so", NEW_GLIBC)], X86, "2_28", True, WHERE)
+    assert accepted.platform == "manylinux_2_34_x86_64"
+
+
+def test_external_libraries_to_graft() -> None:
+    need(EXTERNAL)
+    result = audit.audit([("_k.so", EXTERNAL)], X86, "2_28", True, WHERE)
+    assert result.graft and all(lib.startswith("libabsl_") for lib in result.graft)
+    assert "libstdc++.so.6" not in result.graft  # whitelisted by the policy
+
+
+def test_runtime_libraries_are_not_external() -> None:
+    assert audit.is_runtime_lib("libc10.so") and audit.is_runtime_lib("libcudart.so.12")
+    assert audit.is_runtime_lib("libtorch_cpu.so") and not audit.is_runtime_lib("libssl.so.3")
+
+
+def test_wrong_arch() -> None:
+    need(ARM, LIBZ)
+    with pytest.raises(AuditFailed, match="is built for EM_AARCH64, not x86_64"):
+        audit.audit([("_k.so", ARM)], X86, "2_28", False, WHERE)
+    assert audit.audit([("_k.so", ARM)], ARM_TARGET, "2_28", False, WHERE).platform == "manylinux_2_28_aarch64"
+
+
+def test_unknown_policy() -> None:
+    need(LIBZ)
+    with pytest.raises(AuditFailed, match="manylinux_9_99 is not a known policy"):
+        audit.audit([("_k.so", LIBZ)], X86, "9_99", False, WHERE)
+
+
+def test_noarch_and_windows_skip_elf_checks(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text("")
+    assert audit.audit([("x.py", f)], variants.parse("torch-universal"), "2_28", False, "w").platform == "any"
+    win = variants.parse("torch210-cu128-x86_64-windows")
+    assert audit.audit([("x.py", f)], win, "2_28", False, "w").platform == "win_amd64"
+
+
+def _macho(path: Path, minos: tuple[int, int], cmd: int = 0x32) -> None:
+    body = struct.pack("<IIIIII", cmd, 24, 1, minos[0] << 16 | minos[1] << 8, 0, 0)
+    header = struct.pack("<IiiIIIII", 0xFEEDFACF, 0x0100000C, 0, 6, 1, len(body), 0, 0)
+    path.write_bytes(header + body)
+
+
+def test_macos_minos(tmp_path: Path) -> None:
+    so = tmp_path / "_k.abi3.so"
+    _macho(so, (14, 2))
+    assert macho.min_os(so, "w") == (14, 2)
+    cpu = variants.parse("torch212-cpu-aarch64-darwin")
+    metal = variants.parse("torch212-metal-aarch64-darwin")
+    assert audit._macos_platform([("_k.abi3.so", so)], cpu, "w") == "macosx_14_0_arm64"
+    assert audit._macos_platform([("_k.abi3.so", so)], metal, "w") == "macosx_26_0_arm64"
+    _macho(so, (26, 1))
+    assert audit._macos_platform([("_k.abi3.so", so)], metal, "w") == "macosx_26_0_arm64"
+    fat = tmp_path / "fat.so"
+    thin = so.read_bytes()
+    fat.write_bytes(struct.pack(">IIiiIII", 0xCAFEBABE, 1, 0x0100000C, 0, 64, len(thin), 0).ljust(64, b"\0") + thin)
+    assert macho.min_os(fat, "w") == (26, 1)
+    assert macho.min_os(LIBZ if LIBZ.exists() else fat, "w") in (None, (26, 1))
+
+
+def test_abi3_check_skips_non_extensions() -> None:
+    need(LIBZ)
+    audit.check_abi3([("_k.abi3.so", LIBZ)], WHERE)  # no PyInit_: not an extension, nothing to check

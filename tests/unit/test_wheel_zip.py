@@ -1,0 +1,88 @@
+"""The streaming zip writer: round trip, stored vs deflated entries, hashes, determinism."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import zipfile
+from pathlib import Path
+
+from factory import zipwriter
+from factory.zipwriter import ZipWriter
+
+DT = (2026, 1, 1, 0, 0, 0)
+
+
+def _write(path: Path, entries: dict[str, Path | bytes]) -> dict[str, tuple[bytes, int]]:
+    out: dict[str, tuple[bytes, int]] = {}
+    with open(path, "wb") as fp:
+        zw = ZipWriter(fp, DT)
+        for name, src in entries.items():
+            if isinstance(src, Path):
+                out[name] = zw.add_file(name, src, executable=name.endswith(".so"))
+            else:
+                out[name] = (zw.add_bytes(name, src), len(src))
+        zw.close()
+    return out
+
+
+def test_round_trip_stored_and_deflated(tmp_path: Path) -> None:
+    compressible = tmp_path / "big.so"
+    compressible.write_bytes(b"machine code " * 300_000)  # 3.9 MB: streamed, deflated
+    random = tmp_path / "random.bin"
+    random.write_bytes(os.urandom(3 << 20))  # incompressible: stored
+    entries: dict[str, Path | bytes] = {
+        "pkg/big.so": compressible, "pkg/random.bin": random, "pkg/small.py": b"x = 1\n" * 50,
+        "pkg/empty": b"", "pkg/tiny": b"ab", "pkg/ünïcode.txt": b"hello",
+    }
+    hashes = _write(tmp_path / "a.zip", entries)
+    with zipfile.ZipFile(tmp_path / "a.zip") as z:
+        assert z.testzip() is None
+        info = {i.filename: i for i in z.infolist()}
+        assert info["pkg/big.so"].compress_type == zipfile.ZIP_DEFLATED
+        assert info["pkg/random.bin"].compress_type == zipfile.ZIP_STORED
+        assert info["pkg/tiny"].compress_type == zipfile.ZIP_STORED
+        assert info["pkg/big.so"].external_attr >> 16 == 0o100755
+        assert info["pkg/small.py"].external_attr >> 16 == 0o100644
+        assert info["pkg/big.so"].date_time == DT
+        for name, src in entries.items():
+            data = src.read_bytes() if isinstance(src, Path) else src
+            assert z.read(name) == data
+            assert hashes[name] == (hashlib.sha256(data).digest(), len(data))
+
+
+def test_same_input_same_bytes(tmp_path: Path) -> None:
+    f = tmp_path / "lib.so"
+    f.write_bytes(bytes(range(256)) * 20_000)
+    _write(tmp_path / "1.zip", {"a/lib.so": f, "a/x": b"1"})
+    _write(tmp_path / "2.zip", {"a/lib.so": f, "a/x": b"1"})
+    assert (tmp_path / "1.zip").read_bytes() == (tmp_path / "2.zip").read_bytes()
+
+
+def test_dos_time_clamps_to_1980() -> None:
+    assert zipwriter.dos_time((1970, 1, 1, 0, 0, 0)) == zipwriter.dos_time((1980, 1, 1, 0, 0, 0))
+
+
+def test_duplicate_entry_refused(tmp_path: Path) -> None:
+    zw = ZipWriter(io.BytesIO(), DT)
+    zw.add_bytes("a", b"1")
+    try:
+        zw.add_bytes("a", b"2")
+    except ValueError as exc:
+        assert "duplicate" in str(exc)
+    else:
+        raise AssertionError("duplicate accepted")
+
+
+def test_zip64_central_directory_for_large_offsets(tmp_path: Path) -> None:
+    """Offsets past 4 GiB get zip64 extras: fake them by starting the writer at a large offset."""
+    buf = io.BytesIO()
+    zw = ZipWriter(buf, DT)
+    zw.add_bytes("a", b"hello")
+    zw.entries[0].offset = 0x1_0000_0000
+    zw.close()
+    raw = buf.getvalue()
+    central = raw[raw.index(b"PK\x01\x02") :]
+    assert b"\x01\x00\x08\x00" + (0x1_0000_0000).to_bytes(8, "little") in central  # zip64 extra: the offset
+    assert central[42:46] == b"\xff\xff\xff\xff"  # offset field points to the extra
