@@ -17,6 +17,7 @@ from typing import TypeVar
 from huggingface_hub import HfApi, constants, get_cached_repo_tree, get_session, hf_raise_for_status, snapshot_download
 from huggingface_hub.errors import (
     CachedRepoTreeNotFoundError,
+    GatedRepoError,
     HfHubHTTPError,
     LocalEntryNotFoundError,
     OfflineModeIsEnabled,
@@ -143,9 +144,15 @@ class HubSource:
         for repo_type in self._types:
             try:
                 with self._errors("listing refs"):
-                    raw = self.api.list_repo_refs(self._id, repo_type=repo_type)
-            except (VersionNotFound, RepositoryNotFoundError):
-                continue  # a 404: not a repository of this type
+                    try:
+                        raw = self.api.list_repo_refs(self._id, repo_type=repo_type)
+                    except GatedRepoError:
+                        raise Unreachable(f"{self._id} on {self.endpoint} is gated; accept its terms on the Hub "
+                                          "and set HF_TOKEN to a token of that account") from None
+                    except RepositoryNotFoundError:  # the Hub answers 401 RepoNotFound to anonymous callers
+                        continue
+            except VersionNotFound:
+                continue  # a plain 404 (olah): not a repository of this type
             self._type = repo_type
             self._refs = Refs(branches={b.name: b.target_commit for b in raw.branches},
                               tags={t.name: t.target_commit for t in raw.tags})
