@@ -101,8 +101,15 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
         if request is None or request.kind != "major":
             raise UsageError(f"{where}: with a revision, VERSION must be a major version (1) or a version (1.1.2)")
         chosen = [versions.Selected(sha, None, None, int(request.text))]
+    elif not (refs := src.refs()).branches and not refs.tags:  # a plain folder: one revision, stamped
+        sha = src.resolve("HEAD")
+        requests = [versions.parse_request(t) for t in spec.versions]
+        if len(requests) != 1 or requests[0].kind not in ("tag", "major"):
+            raise UsageError(f"{where}: a folder without git tags needs one version like 1.1.2 or 1")
+        if requests[0].kind == "tag":
+            return [versions.Selected(sha, None, requests[0].text)]
+        chosen = [versions.Selected(sha, None, None, int(requests[0].text))]
     else:
-        refs = src.refs()
         chosen = []
         for text in spec.versions:
             chosen += versions.select(refs, versions.parse_request(text), where)

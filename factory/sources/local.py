@@ -100,8 +100,8 @@ class LocalSource:
         return int(self._git("rev-list", "--count", sha).strip())
 
     def commit_time(self, sha: str) -> int:
-        if not self.is_git:
-            return int((self.path / "build").stat().st_mtime)
+        if not self.is_git:  # SOURCE_DATE_EPOCH makes wheels from a plain folder reproducible
+            return int(os.environ.get("SOURCE_DATE_EPOCH") or (self.path / "build").stat().st_mtime)
         return int(self._git("show", "-s", "--format=%ct", sha).strip())
 
     def variants(self, sha: str) -> list[str]:
