@@ -80,7 +80,7 @@ def _run(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record] |
     try:
         return build_one(job, opts, out_dir)
     except FactoryError as exc:
-        return Outcome(job, error=str(exc), exit_code=exc.exit_code)
+        return Outcome(job, error=f"{job.where}: {exc}", exit_code=exc.exit_code)
     except Exception:
         return Outcome(job, error=f"{job.describe()}: bug: {traceback.format_exc()}", exit_code=EXIT_BUG)
 
@@ -130,7 +130,7 @@ def _progress(total: int) -> Callable[[Outcome], None]:
         if outcome.record is not None:
             status = f"built  {outcome.record.filename}"
         else:
-            status = f"failed {outcome.error}"
+            status = f"failed {outcome.job.describe()}"
         print(f"[{count[0]}/{total}] {status}", file=sys.stderr, flush=True)
 
     return report

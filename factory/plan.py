@@ -39,6 +39,10 @@ class Job:
     def key(self) -> tuple[str, str, str]:
         return (self.repo_id or self.source, self.sha, self.variant)
 
+    @property
+    def where(self) -> str:
+        return f"{self.repo_id or self.source}@{self.ref or self.sha[:12]}"
+
     def describe(self) -> str:
         return f"{self.repo_id or self.source}@{self.ref or self.sha[:12]} {self.variant}"
 
