@@ -17,14 +17,16 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from factory.atomic import TMP_PREFIX, write_bytes
 from factory.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from factory.index_pages import DEFAULT_BASE_URL, Page, environment, fingerprint, plan, render_page
-from factory.index_records import load_records
+from factory.index_records import load_local_keyed, load_records
 from factory.store import Record
 
-STATE_FILE = ".index-state.json"  # in the index root: page path -> digest of its inputs
+STATE_FILE = ".index-state.json"  # in the index root: page path -> [digest of its inputs, size]
+STATE_SCHEMA = 2
 PAGE_DIRS = ("simple", "variants")
 
 
@@ -71,11 +73,35 @@ def _order(path: str) -> tuple[int, str]:
     return (1 if is_root else 0, path)
 
 
+def write_page(path: Path, data: bytes) -> bool:
+    """Write one page atomically unless it already holds ``data``; True if written.
+
+    Pages are renamed into place (readers never see half a page) but not fsynced one
+    by one: thousands of fsyncs dominate a full build. The state file, written last,
+    records each page's size, so a page torn by a crash is rendered again.
+    """
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{TMP_PREFIX}{os.getpid()}-{path.name}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return True
+
+
 def write_index(out: Path, pages: dict[str, bytes]) -> tuple[int, int]:
     """Write the pages whose bytes differ, project pages first; (written, unchanged)."""
     written = unchanged = 0
     for path in sorted(pages, key=_order):
-        if write_bytes(out / path, pages[path]):
+        if write_page(out / path, pages[path]):
             written += 1
         else:
             unchanged += 1
@@ -101,49 +127,78 @@ def remove_stale(out: Path, keep: Iterable[str]) -> int:
     return removed
 
 
-def _record_digests(records: list[Record]) -> dict[str, str]:
+def record_keys(records: list[Record]) -> dict[str, str]:
+    """A key per wheel that changes when anything in its record does."""
     return {r.filename: hashlib.sha256(repr(r).encode()).hexdigest()[:32] for r in records}
 
 
-def _page_digest(page: Page, digests: dict[str, str], fp: str) -> str:
+def _page_digest(page: Page, keys: dict[str, str], fp: str) -> str:
     h = hashlib.sha256(f"{fp}\0{page.path}\0{page.kind}\0".encode())
     h.update("\0".join(page.projects).encode())
-    h.update("\0".join(digests[r.filename] for r in page.records).encode())
+    h.update("\0".join(keys[r.filename] for r in page.records).encode())
     return h.hexdigest()
 
 
-def _read_state(out: Path) -> dict[str, str]:
+def _read_state(out: Path) -> dict[str, list[Any]]:
     try:
         data = json.loads((out / STATE_FILE).read_bytes())
     except (OSError, ValueError):
         return {}
-    pages = data.get("pages") if isinstance(data, dict) else None
-    return {str(k): str(v) for k, v in pages.items()} if isinstance(pages, dict) else {}
+    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA or not isinstance(data.get("pages"), dict):
+        return {}
+    return data["pages"]  # type: ignore[no-any-return]
 
 
-def build_index(out: Path, records: list[Record], templates: Path | None, base_url: str) -> IndexResult:
-    """Render and write only what changed since the last run (inputs tracked in ``.index-state.json``)."""
+def _unchanged(out: Path, path: str, digest: str, old: list[Any] | None) -> bool:
+    if old is None or old[0] != digest:
+        return False
+    try:
+        return bool((out / path).stat().st_size == old[1])
+    except FileNotFoundError:
+        return False
+
+
+def build_index(
+    out: Path, records: list[Record], templates: Path | None, base_url: str, keys: dict[str, str] | None = None
+) -> IndexResult:
+    """Render and write only what changed since the last run (inputs tracked in ``.index-state.json``).
+
+    ``keys`` (wheel file name -> a key that changes with its record) defaults to a hash of each record.
+    """
     env = environment(templates)
     fp = fingerprint(env, base_url)
-    digests = _record_digests(records)
+    keys = keys if keys is not None else record_keys(records)
     pages = sorted(plan(records), key=lambda p: _order(p.path))
     old = _read_state(out)
-    new: dict[str, str] = {}
+    new: dict[str, list[Any]] = {}
     written = unchanged = 0
     for page in pages:
-        digest = _page_digest(page, digests, fp)
-        new[page.path] = digest
-        if old.get(page.path) == digest and (out / page.path).is_file():
+        digest = _page_digest(page, keys, fp)
+        if _unchanged(out, page.path, digest, old.get(page.path)):
+            new[page.path] = old[page.path]
             unchanged += 1
-        elif write_bytes(out / page.path, render_page(env, page, base_url)):
+            continue
+        data = render_page(env, page, base_url)
+        if write_page(out / page.path, data):
             written += 1
         else:
             unchanged += 1
+        new[page.path] = [digest, len(data)]
     removed = remove_stale(out, new)
     if new != old:
-        state = {"schema": 1, "pages": new}
+        state = {"schema": STATE_SCHEMA, "pages": new}
         write_bytes(out / STATE_FILE, json.dumps(state, sort_keys=True, separators=(",", ":")).encode())
     return IndexResult(len(pages), written, unchanged, removed)
+
+
+def index_store(store: str, out: Path, templates: Path | None, base_url: str) -> tuple[int, IndexResult]:
+    """List the store's records and bring the index in ``out`` up to date; (number of records, result)."""
+    keys: dict[str, str] | None = None
+    if "://" in store and not store.startswith("file://"):
+        records = load_records(store)
+    else:
+        records, keys = load_local_keyed(Path(store.removeprefix("file://")))
+    return len(records), build_index(out, records, templates, base_url, keys)
 
 
 def run_index(ns: argparse.Namespace) -> int:
@@ -162,10 +217,9 @@ def run_index(ns: argparse.Namespace) -> int:
                 f"adopted {len(adopted.adopted)} wheel(s) from {folder}, {len(adopted.present)} already in the store"
                 + (f", {len(adopted.refused)} refused" if adopted.refused else "")
             )
-    records = load_records(opts.store)
-    result = build_index(opts.out, records, opts.templates, opts.base_url)
+    count, result = index_store(opts.store, opts.out, opts.templates, opts.base_url)
     print(
-        f"index: {len(records)} wheel(s), {result.pages} page(s): {result.written} written, "
+        f"index: {count} wheel(s), {result.pages} page(s): {result.written} written, "
         f"{result.unchanged} unchanged, {result.removed} removed -> {opts.out}"
     )
     if refused:

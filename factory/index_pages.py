@@ -67,20 +67,37 @@ def in_variant(record: Record, label: str, backend: str | None) -> bool:
 
 def plan(records: Iterable[Record]) -> list[Page]:
     """Every page of the index, project pages first, then the roots, then the landing page."""
-    ordered = sorted(records, key=lambda r: (project_name(r), _version_key(r.version), r.filename))
+    names: dict[str, str] = {}  # display name -> normalised name, computed once per name
+    keyed = []
+    for r in records:
+        name = names.get(r.name)
+        if name is None:
+            name = names[r.name] = canonicalize_name(r.name)
+        keyed.append((name, r.filename, r))
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    ordered = [r for _, _, r in keyed]
     by_project: dict[str, list[Record]] = defaultdict(list)
-    for r in ordered:
-        by_project[project_name(r)].append(r)
     backends: dict[str, str | None] = {}
-    for r in ordered:
-        if r.label and (r.label not in backends or r.framework != "torch-noarch"):
+    shared: list[tuple[str, Record]] = []  # in every variant index: universal and adopted wheels
+    noarch: dict[str | None, list[tuple[str, Record]]] = defaultdict(list)
+    by_label: dict[str, list[tuple[str, Record]]] = defaultdict(list)
+    for name, _, r in keyed:
+        by_project[name].append(r)
+        if r.label is None:
+            shared.append((name, r))
+            continue
+        by_label[r.label].append((name, r))
+        if r.framework == "torch-noarch":
+            noarch[r.backend].append((name, r))
+            backends.setdefault(r.label, r.backend)
+        else:
             backends[r.label] = r.backend
     groups: list[tuple[str, int, dict[str, list[Record]]]] = [("simple", 1, dict(by_project))]
     for label in sorted(backends):
+        members = {id(r): (name, r) for name, r in shared + by_label[label] + noarch.get(backends[label], [])}
         sub: dict[str, list[Record]] = defaultdict(list)
-        for r in ordered:
-            if in_variant(r, label, backends[label]):
-                sub[project_name(r)].append(r)
+        for name, r in sorted(members.values(), key=lambda item: (item[0], item[1].filename)):
+            sub[name].append(r)
         groups.append((f"variants/{label}/simple", 3, dict(sub)))
     pages: list[Page] = []
     for prefix, depth, projects in groups:
@@ -88,9 +105,9 @@ def plan(records: Iterable[Record]) -> list[Page]:
             for kind, ext in (("project-html", "html"), ("project-json", "json")):
                 pages.append(Page(f"{prefix}/{name}/index.{ext}", kind, depth + 1, name, tuple(recs)))
     for prefix, depth, projects in groups:
-        names = tuple(sorted(projects))
-        pages.append(Page(f"{prefix}/index.html", "root-html", depth, None, (), names))
-        pages.append(Page(f"{prefix}/index.json", "root-json", depth, None, (), names))
+        names_sorted = tuple(sorted(projects))
+        pages.append(Page(f"{prefix}/index.html", "root-html", depth, None, (), names_sorted))
+        pages.append(Page(f"{prefix}/index.json", "root-json", depth, None, (), names_sorted))
     pages.append(Page("index.html", "landing", 0, None, tuple(ordered)))
     return pages
 

@@ -17,17 +17,33 @@ from factory.atomic import write_bytes
 from factory.store import FILES, Record, open_store
 
 CACHE_FILE = ".records-cache.json"
-CACHE_SCHEMA = 1
-_FIELDS = frozenset(Record.__dataclass_fields__)
+CACHE_SCHEMA = 2
+_NAMES = tuple(Record.__dataclass_fields__)
+_FIELDS = frozenset(_NAMES)
+_TUPLES = ("requires_dist", "archs")
 
 
 def record_from_dict(raw: dict[str, Any]) -> Record:
     """Like ``Record.from_json`` on an already parsed object."""
     values = {k: v for k, v in raw.items() if k in _FIELDS}
-    for key in ("requires_dist", "archs"):
+    for key in _TUPLES:
         if key in values:
             values[key] = tuple(values[key])
     return Record(**values)
+
+
+def _from_row(row: list[Any]) -> Record:
+    """A record from a cache row (every field, in field order), without re-validating it."""
+    record: Record = object.__new__(Record)
+    values = dict(zip(_NAMES, row, strict=True))
+    for key in _TUPLES:
+        values[key] = tuple(values[key])
+    record.__dict__.update(values)
+    return record
+
+
+def _to_row(record: Record) -> list[Any]:
+    return [getattr(record, name) for name in _NAMES]
 
 
 def _read_cache(path: Path) -> dict[str, list[Any]]:
@@ -35,16 +51,22 @@ def _read_cache(path: Path) -> dict[str, list[Any]]:
         data = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return {}
-    if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA or not isinstance(data.get("records"), dict):
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != CACHE_SCHEMA
+        or data.get("fields") != list(_NAMES)
+        or not isinstance(data.get("records"), dict)
+    ):
         return {}
     return data["records"]  # type: ignore[no-any-return]
 
 
-def load_local(root: Path) -> list[Record]:
-    """The records under ``<root>/files/`` whose wheel is there, sorted by file name."""
+def load_local_keyed(root: Path) -> tuple[list[Record], dict[str, str]]:
+    """The records under ``<root>/files/`` whose wheel is there, sorted by file name, and a key per wheel
+    that changes when its record file does (mtime and size)."""
     files = root / FILES
     if not files.is_dir():
-        return []
+        return [], {}
     names: set[str] = set()
     record_entries: list[os.DirEntry[str]] = []
     with os.scandir(files) as it:
@@ -57,9 +79,11 @@ def load_local(root: Path) -> list[Record]:
     cache = _read_cache(files / CACHE_FILE)
     fresh: dict[str, list[Any]] = {}
     records: list[Record] = []
+    keys: dict[str, str] = {}
     changed = False
     for entry in sorted(record_entries, key=lambda e: e.name):
-        if entry.name.removesuffix(".json") not in names:
+        wheel = entry.name[:-5]
+        if wheel not in names:
             continue
         try:
             st = entry.stat()
@@ -67,22 +91,29 @@ def load_local(root: Path) -> list[Record]:
             continue
         hit = cache.get(entry.name)
         if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
-            raw = hit[2]
+            record = _from_row(hit[2])
+            fresh[entry.name] = hit
         else:
             try:
-                raw = json.loads(Path(entry.path).read_bytes())
+                record = record_from_dict(json.loads(Path(entry.path).read_bytes()))
             except FileNotFoundError:
                 continue
+            fresh[entry.name] = [st.st_mtime_ns, st.st_size, _to_row(record)]
             changed = True
-        fresh[entry.name] = [st.st_mtime_ns, st.st_size, raw]
-        records.append(record_from_dict(raw))
+        records.append(record)
+        keys[record.filename] = f"{st.st_mtime_ns}:{st.st_size}"
     if changed or len(fresh) != len(cache):
-        data = json.dumps({"schema": CACHE_SCHEMA, "records": fresh}, separators=(",", ":"), sort_keys=True)
+        data = {"schema": CACHE_SCHEMA, "fields": list(_NAMES), "records": fresh}
         try:
-            write_bytes(files / CACHE_FILE, data.encode())
+            write_bytes(files / CACHE_FILE, json.dumps(data, separators=(",", ":"), sort_keys=True).encode())
         except OSError:
             pass  # a read-only store: list without the cache
-    return records
+    return records, keys
+
+
+def load_local(root: Path) -> list[Record]:
+    """The records under ``<root>/files/`` whose wheel is there, sorted by file name."""
+    return load_local_keyed(root)[0]
 
 
 def load_records(store: str | Path) -> list[Record]:
