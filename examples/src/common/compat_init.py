@@ -1,0 +1,1 @@
+from .. import *  # noqa: F401,F403
