@@ -1,0 +1,204 @@
+"""local-kernels end to end: kernel wheels pip-installed into a clean venv load offline with get_kernel.
+
+Each test makes a fresh venv (no system site-packages) that reaches torch 2.13 CPU and the kernels
+library through .pth files pointing at cached venvs (tests/.cache/venvs), and kernel-factory itself
+through a .pth naming the repository root (what ``pip install -e`` amounts to). The Hub endpoint is a
+dead port on 127.0.0.1 and HF_HUB_OFFLINE=1, so any attempt to reach it fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ROOT, cached_venv, clean_env, fresh_venv, kf, run
+
+KERNELS_REQ = f"kernels=={importlib.metadata.version('kernels')}"
+
+
+@pytest.fixture(scope="session")
+def kernel_wheels(example_repos: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Wheels of img2grey 1.1.2, relu-nested 0.1.0 and pyonly 0.2.0 built by ``kernel-factory to-wheel``."""
+    out = tmp_path_factory.mktemp("wheels")
+    for repo, version in (("img2grey", "1.1.2"), ("relu-nested", "0.1.0"), ("pyonly", "0.2.0")):
+        proc = kf(
+            "to-wheel",
+            example_repos / repo,
+            version,
+            "-o",
+            out,
+            "--repo-id",
+            f"example/{repo}",
+            "--variants",
+            "torch213-cxx11-cpu-x86_64-linux",
+            "--variants",
+            "torch-universal",
+        )
+        assert proc.returncode == 0, proc.stderr
+    wheels = {p.name.split("-")[0]: p for p in out.glob("*.whl")}
+    assert sorted(wheels) == ["img2grey", "pyonly", "relu_nested"], wheels
+    return wheels
+
+
+@pytest.fixture(scope="session")
+def kernels_site() -> str:
+    """site-packages of a cached venv holding the kernels library (and huggingface_hub, packaging)."""
+    python = cached_venv("kernels", KERNELS_REQ)
+    return run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
+
+
+def kernel_venv(path: Path, kernels_site: str, *wheels: Path) -> Path:
+    """A clean venv with torch, kernels, kernel-factory and ``wheels`` installed (no deps, no index)."""
+    python = fresh_venv(path, torch=True)
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    (site / "zzz_kernels.pth").write_text(f"{kernels_site}\n{ROOT}\n")
+    assert "include-system-site-packages = false" in (path / "pyvenv.cfg").read_text()
+    if wheels:
+        run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", *wheels, env=clean_env())
+    return python
+
+
+def offline_env(**extra: str) -> dict[str, str]:
+    return clean_env(HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9", **extra)
+
+
+def local_kernels(python: Path, *flags: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return run(python, "-m", "factory", "local-kernels", *flags, env=offline_env(HF_HOME=str(home)), check=False)
+
+
+LOAD = """
+import torch
+from kernels import get_kernel
+
+torch.manual_seed(0)
+img = get_kernel("example/img2grey", version=1)
+x = torch.rand(4, 5, 3)
+ref = x[..., 0] * 0.299 + x[..., 1] * 0.587 + x[..., 2] * 0.114
+torch.testing.assert_close(img.img2grey(x), ref)
+print("img2grey", img.__file__)
+"""
+
+LOAD_MORE = """
+relu = get_kernel("example/relu-nested", version=1)
+y = torch.randn(64)
+torch.testing.assert_close(relu.relu(y), torch.clamp(y, min=0))
+py = get_kernel("example/pyonly", version=0)
+z = torch.randn(3, 8)
+torch.testing.assert_close(py.silu_and_mul(z), torch.nn.functional.silu(z[:, :4]) * z[:, 4:])
+print("relu", relu.__file__)
+print("pyonly", py.__file__)
+"""
+
+
+def test_get_kernel_loads_an_installed_wheel_offline(
+    tmp_path: Path, kernels_site: str, kernel_wheels: dict[str, Path]
+) -> None:
+    python = kernel_venv(tmp_path / "venv", kernels_site, kernel_wheels["img2grey"])
+    home = tmp_path / "hf-home"  # an empty Hub cache: nothing to fall back on
+    shell = local_kernels(python, "--shell", home=home)
+    assert shell.returncode == 0, shell.stderr
+    site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
+    assert shell.stdout == f"export LOCAL_KERNELS=example/img2grey={site}/img2grey\n"
+    # What a user does: eval the line, then run unchanged code.
+    script = tmp_path / "load.py"
+    script.write_text(LOAD)
+    proc = run(
+        "bash",
+        "-c",
+        f'eval "$("{python}" -m factory local-kernels --shell)" && "{python}" "{script}"',
+        env=offline_env(HF_HOME=str(home)),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == f"img2grey {site}/img2grey/__init__.py"
+    # Without LOCAL_KERNELS the same code fails offline: the wheel is what made it work.
+    bare = run(python, script, env=offline_env(HF_HOME=str(home)), check=False)
+    assert bare.returncode != 0 and "offline" in bare.stderr.lower()
+
+
+def test_several_kernels_at_once_and_check(tmp_path: Path, kernels_site: str, kernel_wheels: dict[str, Path]) -> None:
+    python = kernel_venv(tmp_path / "venv", kernels_site, *kernel_wheels.values())
+    home = tmp_path / "hf-home"
+    plain = local_kernels(python, home=home)
+    assert plain.returncode == 0, plain.stderr
+    value = plain.stdout.strip()
+    assert [e.split("=")[0] for e in value.split(":")] == ["example/img2grey", "example/pyonly", "example/relu-nested"]
+    check = local_kernels(python, "--check", home=home)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.splitlines()[-1] == "3 of 3 installed kernels would load"
+    script = tmp_path / "load.py"
+    script.write_text(LOAD + LOAD_MORE)
+    proc = run(python, script, env=offline_env(HF_HOME=str(home), LOCAL_KERNELS=value), check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == ["img2grey", "relu", "pyonly"]
+
+
+def hand_wheel(out: Path, *, variant: str, label: str, torch_req: str) -> Path:
+    """A pure-Python kernel wheel laid out as kernel-factory lays them out, for a variant of another torch."""
+    dist, version, pkg = "oldgrey", f"1.0.0+{label}", "oldgrey"
+    info = f"{dist}-{version}.dist-info"
+    meta = {
+        "name": dist,
+        "id": "_oldgrey_0000000",
+        "version": 1,
+        "license": "Apache-2.0",
+        "python-depends": [],
+        "backend": {"type": "cuda", "archs": ["8.0"]},
+    }
+    prov = {
+        "repo_id": "example/oldgrey",
+        "revision": "0" * 40,
+        "ref": "v1.0.0",
+        "variant": variant,
+        "digest": None,
+        "factory_version": "0.1.0",
+        "package": pkg,
+        "name": dist,
+        "kernel_version": "1.0.0",
+    }
+    files = {
+        f"{pkg}/__init__.py": b"def hello():\n    return 'hello'\n",
+        f"{pkg}/metadata.json": json.dumps(meta).encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode()
+        + f"Requires-Dist: {torch_req}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/kernel_factory.json": json.dumps(prov, sort_keys=True).encode(),
+    }
+    record = (
+        "".join(
+            f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+            for name, data in files.items()
+        )
+        + f"{info}/RECORD,,\n"
+    )
+    wheel = out / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr(f"{info}/RECORD", record)
+    return wheel
+
+
+def test_check_names_a_torch_mismatch(tmp_path: Path, kernels_site: str, kernel_wheels: dict[str, Path]) -> None:
+    old = hand_wheel(
+        tmp_path, variant="torch27-cxx11-cu128-x86_64-linux", label="torch27cu128cxx11", torch_req="torch<2.8,>=2.7"
+    )
+    python = kernel_venv(tmp_path / "venv", kernels_site, kernel_wheels["img2grey"], old)
+    check = local_kernels(python, "--check", home=tmp_path / "hf-home")
+    assert check.returncode == 3, check.stdout + check.stderr
+    lines = check.stdout.splitlines()
+    assert lines[0].startswith("img2grey (example/img2grey) 1.1.2+torch213cpucxx11: would load from ")
+    assert lines[1] == (
+        "oldgrey (example/oldgrey) 1.0.0+torch27cu128cxx11: built for torch 2.7 but torch 2.13.0+cpu is installed: "
+        "pip install --force-reinstall 'oldgrey==1.0.0' from the variants/torch213cpucxx11/simple index; "
+        "a CUDA build but torch 2.13.0+cpu has no CUDA: pip install --force-reinstall 'oldgrey==1.0.0' "
+        "from the variants/torch213cpucxx11/simple index, or install a CUDA build of torch"
+    )
+    assert lines[2] == "1 of 2 installed kernels would load"
