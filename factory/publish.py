@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from factory.atomic import TMP_PREFIX
 from factory.errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 
 State = Literal["new", "changed", "same"]
@@ -101,12 +100,12 @@ def open_destination(to: str) -> Destination:
 
 
 def list_root(root: Path) -> list[LocalFile]:
-    """Every file under ``root`` (temporary files and symlinked folders left out), sorted."""
+    """Every file under ``root``, sorted; hidden names (``.tmp-*``, ``.index-state.json``, caches) left out."""
     found: list[LocalFile] = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(TMP_PREFIX))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
-            if name.startswith(TMP_PREFIX):
+            if name.startswith("."):  # temporary files (TMP_PREFIX) and the index's own state
                 continue
             path = Path(folder) / name
             if not path.is_file():

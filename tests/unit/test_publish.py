@@ -36,11 +36,12 @@ def make_root(tmp: Path) -> Path:
     for rel, data in ROOT_FILES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
-    (root / "files" / ".tmp-half-written").write_bytes(b"x")  # never published
+    (root / "files" / ".tmp-half-written").write_bytes(b"x")  # hidden files are never published
+    (root / ".index-state.json").write_bytes(b"{}")
     return root
 
 
-def test_list_root_skips_temporary_files(tmp_path: Path) -> None:
+def test_list_root_skips_hidden_files(tmp_path: Path) -> None:
     assert sorted(f.rel for f in list_root(make_root(tmp_path))) == sorted(ROOT_FILES)
 
 
