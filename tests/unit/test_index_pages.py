@@ -1,0 +1,209 @@
+"""Rendering the static index from records: PEP 503/691/658/700 details, variants, escaping, determinism."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from factory.index_pages import in_variant, plan, render
+from factory.store import Record
+from factory.variants import parse
+
+SHA = "a" * 64
+META = "b" * 64
+
+
+def rec(name: str, version: str, variant: str | None, **kw: object) -> Record:
+    """A kernel record for ``variant`` (None: an adopted wheel)."""
+    if variant is None:
+        fields: dict[str, object] = dict(kind="adopted")
+        full, tag = version, "py3-none-any"
+    else:
+        t = parse(variant)
+        full, tag = t.local_version(version), t.tag
+        fields = dict(
+            kind="kernel", kernel_version=version, label=t.label, variant=variant, backend=t.backend,
+            backend_version=t.backend_version, framework=t.framework, framework_version=t.framework_version,
+            os=t.os, arch=t.arch, repo_id=f"kernels-community/{name}",
+        )  # fmt: skip
+    fields = {"requires_python": ">=3.9", **fields, **kw}
+    dist = name.replace("-", "_").lower()
+    return Record(
+        filename=f"{dist}-{full}-{tag}.whl", name=name, version=full, sha256=SHA, size=123,
+        metadata_sha256=META, upload_time="2026-01-02T03:04:05Z", **fields,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+CU = "torch27-cxx11-cu128-x86_64-linux"
+CU210 = "torch210-cxx11-cu128-x86_64-linux"
+CPU = "torch213-cxx11-cpu-x86_64-linux"
+ROCM = "torch210-cxx11-rocm70-x86_64-linux"
+
+
+@pytest.fixture
+def records() -> list[Record]:
+    return [
+        rec("img2grey", "1.1.2", CU),
+        rec("img2grey", "1.1.2", CU210),
+        rec("img2grey", "1.1.2", CPU),
+        rec("img2grey", "1.1.2", ROCM),
+        rec("img2grey", "1.1.0", CPU),
+        rec("img2grey", "1.1.2", "torch-cuda"),
+        rec("img2grey", "1.1.2", "torch-universal"),
+        rec("My_Kernel", "0.1.0", CU),
+        rec("helper-lib", "2.0", None),
+    ]
+
+
+class Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.links.append(dict(attrs))
+
+
+def links(page: bytes) -> list[dict[str, str | None]]:
+    p = Links()
+    p.feed(page.decode())
+    return p.links
+
+
+def test_layout(records: list[Record]) -> None:
+    pages = render(records, None)
+    for path in ("index.html", "simple/index.html", "simple/index.json", "simple/img2grey/index.html",
+                 "simple/my-kernel/index.json", "variants/torch27cu128cxx11/simple/img2grey/index.json",
+                 "variants/torch213cpucxx11/simple/index.html", "variants/cuda/simple/img2grey/index.html"):  # fmt: skip
+        assert path in pages, path
+    assert "simple/My_Kernel/index.html" not in pages
+
+
+def test_project_page_pep503_details(records: list[Record]) -> None:
+    pages = render(records, None)
+    page = pages["simple/img2grey/index.html"]
+    assert b'<meta name="pypi:repository-version" content="1.1">' in page
+    found = {a["href"]: a for a in links(page)}
+    href = f"../../files/img2grey-1.1.2%2Btorch27cu128cxx11-cp39-abi3-linux_x86_64.whl#sha256={SHA}"
+    assert href in found
+    a = found[href]
+    assert a["data-requires-python"] == ">=3.9"
+    assert a["data-core-metadata"] == f"sha256={META}"
+    assert a["data-dist-info-metadata"] == f"sha256={META}"
+    assert "data-yanked" not in a
+    assert b"&gt;=3.9" in page  # html-escaped in the attribute
+    assert all("+" not in str(h) for h in found)
+
+
+def test_variant_page_hrefs_are_four_levels_up(records: list[Record]) -> None:
+    page = render(records, None)["variants/torch27cu128cxx11/simple/img2grey/index.html"]
+    hrefs = [a["href"] or "" for a in links(page)]
+    assert hrefs and all(h.startswith("../../../../files/") for h in hrefs)
+
+
+def test_json_pages(records: list[Record]) -> None:
+    pages = render(records, None)
+    root = json.loads(pages["simple/index.json"])
+    assert root["meta"]["api-version"] == "1.1"
+    assert [p["name"] for p in root["projects"]] == ["helper-lib", "img2grey", "my-kernel"]
+    proj = json.loads(pages["simple/img2grey/index.json"])
+    assert proj["name"] == "img2grey"
+    assert proj["versions"][0] == "1.1.0+torch213cpucxx11" and proj["versions"][-1] == "1.1.2+torch27cu128cxx11"
+    f = next(x for x in proj["files"] if "torch27" in x["filename"])
+    assert f["url"] == "../../files/img2grey-1.1.2%2Btorch27cu128cxx11-cp39-abi3-linux_x86_64.whl"
+    assert f["hashes"] == {"sha256": SHA}
+    assert f["core-metadata"] == {"sha256": META} == f["dist-info-metadata"]
+    assert f["requires-python"] == ">=3.9"
+    assert f["yanked"] is False
+    assert f["size"] == 123
+    assert f["upload-time"] == "2026-01-02T03:04:05Z"
+
+
+def test_yanked() -> None:
+    pages = render([rec("k", "1.0", CU, yanked="broken <build>"), rec("k", "1.1", CU, yanked=True)], None)
+    attrs = [a.get("data-yanked") for a in links(pages["simple/k/index.html"])]
+    assert attrs == ["broken <build>", ""]
+    files = json.loads(pages["simple/k/index.json"])["files"]
+    assert [f["yanked"] for f in files] == ["broken <build>", True]
+
+
+def test_variant_filtering(records: list[Record]) -> None:
+    pages = render(records, None)
+
+    def names(path: str) -> set[str]:
+        return {f["filename"] for f in json.loads(pages[path])["files"]}
+
+    cu = names("variants/torch27cu128cxx11/simple/img2grey/index.json")
+    assert cu == {
+        "img2grey-1.1.2+torch27cu128cxx11-cp39-abi3-linux_x86_64.whl",
+        "img2grey-1.1.2+cuda-py3-none-any.whl",  # noarch wheel of its backend
+        "img2grey-1.1.2-py3-none-any.whl",  # universal
+    }
+    cpu = names("variants/torch213cpucxx11/simple/img2grey/index.json")
+    assert "img2grey-1.1.2+cuda-py3-none-any.whl" not in cpu
+    assert "img2grey-1.1.0+torch213cpucxx11-cp39-abi3-linux_x86_64.whl" in cpu
+    rocm_root = json.loads(pages["variants/torch210rocm70cxx11/simple/index.json"])
+    assert [p["name"] for p in rocm_root["projects"]] == ["helper-lib", "img2grey"]  # my-kernel has no rocm build
+    # plan() agrees with in_variant for every variant
+    for page in plan(records):
+        if page.path.startswith("variants/") and page.kind == "project-json":
+            label = page.path.split("/")[1]
+            backend = next(r.backend for r in records if r.label == label)
+            expected = {r.filename for r in records if r.name.lower().replace("_", "-") == page.project
+                        and in_variant(r, label, backend)}  # fmt: skip
+            assert {r.filename for r in page.records} == expected
+
+
+def test_escaping_everywhere() -> None:
+    evil = '<script>alert("x")</script>'
+    r = rec("evil", "1.0", CU, summary=evil, license=evil, upstream="javascript:alert(1)", requires_python='>=3.9"x')
+    pages = render([r], None)
+    for path, data in pages.items():
+        assert b"<script>alert" not in data, path
+    landing = pages["index.html"].decode()
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in landing
+    assert 'href="javascript:' not in landing
+    assert 'data-requires-python="&gt;=3.9&#34;x"' in pages["simple/evil/index.html"].decode()
+
+
+def test_landing_page(records: list[Record]) -> None:
+    page = render(records, None, base_url="https://kernels.example.com/")["index.html"].decode()
+    assert "pip install img2grey==1.1.2+torch27cu128cxx11 --index-url https://kernels.example.com/simple" in page
+    assert "pip install img2grey --index-url https://kernels.example.com/variants/torch27cu128cxx11/simple" in page
+    assert "sorts below" in page  # the note on unpinned installs
+    assert '<table class="matrix">' in page
+    for column in ("cuda 12.8", "rocm 7.0", "cpu", "universal"):
+        assert f"<th>{column}</th>" in page
+    for row in ("torch 2.13", "torch 2.10", "torch 2.7", "any torch (noarch)"):
+        assert f"<th>{row}</th>" in page
+    assert "helper-lib" in page  # adopted projects are listed
+    assert 'href="https://huggingface.co/kernels-community/img2grey"' in page
+    assert "http://" not in page.split("<script>")[0].replace("http://127.0.0.1", "")  # nothing from other hosts
+    assert "<script src" not in page and "<link" not in page
+
+
+def test_deterministic(records: list[Record]) -> None:
+    assert render(records, None) == render(list(reversed(records)), None)
+
+
+def test_templates_override(tmp_path: Path, records: list[Record]) -> None:
+    (tmp_path / "root.html").write_text("custom {{ projects|join(',') }}\n")
+    pages = render(records, tmp_path)
+    assert pages["simple/index.html"] == b"custom helper-lib,img2grey,my-kernel\n"
+    assert pages["simple/img2grey/index.html"] == render(records, None)["simple/img2grey/index.html"]
+
+
+def test_empty_store() -> None:
+    pages = render([], None)
+    assert set(pages) == {"index.html", "simple/index.html", "simple/index.json"}
+    assert json.loads(pages["simple/index.json"])["projects"] == []
+
+
+def test_universal_only_has_no_variant_indexes() -> None:
+    pages = render([rec("u", "1.0", "torch-universal"), replace(rec("a", "1.0", None), name="A")], None)
+    assert not any(p.startswith("variants/") for p in pages)

@@ -1,0 +1,191 @@
+"""Writing the index incrementally, the records cache, and adopting wheels (no network, no processes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from factory.adopt import adopt
+from factory.errors import UsageError
+from factory.index import build_index, index_store, remove_stale, resolve_paths, run_index, write_index
+from factory.index_records import CACHE_FILE, load_local
+from factory.index_synth import add_kernel, make_wheel
+from factory.store import LocalStore
+
+CU = "torch27-cxx11-cu128-x86_64-linux"
+CPU = "torch213-cxx11-cpu-x86_64-linux"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    root = tmp_path / "public"
+    for version in ("1.1.0", "1.1.2"):
+        for variant in (CU, CPU, "torch-universal"):
+            add_kernel(root, "img2grey", version, variant)
+    return root
+
+
+def ns(**kw: object) -> argparse.Namespace:
+    base: dict[str, object] = dict(store=None, out=None, wheels=None, templates=None, config=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_write_index_counts(tmp_path: Path) -> None:
+    pages = {"simple/a/index.html": b"a", "simple/index.html": b"root", "index.html": b"landing"}
+    assert write_index(tmp_path, pages) == (3, 0)
+    assert write_index(tmp_path, pages) == (0, 3)
+    assert write_index(tmp_path, {**pages, "simple/a/index.html": b"a2"}) == (1, 2)
+    assert (tmp_path / "simple/a/index.html").read_bytes() == b"a2"
+    assert not [p for p in tmp_path.rglob(".tmp-*")]
+
+
+def test_incremental_build(store: Path) -> None:
+    first = index_store(str(store), store, None, "http://127.0.0.1:8000")[1]
+    assert first.written == first.pages > 0 and first.removed == 0
+    again = index_store(str(store), store, None, "http://127.0.0.1:8000")[1]
+    assert (again.written, again.unchanged, again.removed) == (0, again.pages, 0)
+    mtimes = {p: p.stat().st_mtime_ns for p in (store / "simple").rglob("index.*")}
+    add_kernel(store, "img2grey", "1.2.0", CPU)
+    added = index_store(str(store), store, None, "http://127.0.0.1:8000")[1]
+    # simple/img2grey (2), variants/torch213cpucxx11/simple/img2grey (2), the landing page
+    assert added.written == 5
+    changed = [p for p, m in mtimes.items() if p.stat().st_mtime_ns != m]
+    assert sorted(p.relative_to(store).as_posix() for p in changed) == [
+        "simple/img2grey/index.html",
+        "simple/img2grey/index.json",
+    ]
+    # a different base URL re-renders the landing page only
+    other = index_store(str(store), store, None, "https://kernels.example.com")[1]
+    assert other.written == 1
+
+
+def test_torn_page_is_rewritten(store: Path) -> None:
+    index_store(str(store), store, None, "x")
+    page = store / "simple/img2grey/index.html"
+    page.write_bytes(b"")
+    assert index_store(str(store), store, None, "x")[1].written == 1
+    assert page.read_bytes().startswith(b"<!DOCTYPE html>")
+
+
+def test_stale_pages_removed(store: Path) -> None:
+    add_kernel(store, "gone", "1.0", CU)
+    index_store(str(store), store, None, "x")
+    assert (store / "simple/gone/index.html").is_file()
+    (store / "files" / "gone-1.0+torch27cu128cxx11-py3-none-any.whl").unlink()
+    result = index_store(str(store), store, None, "x")[1]
+    assert result.removed == 4  # simple/gone and variants/torch27cu128cxx11/simple/gone
+    assert not (store / "simple/gone").exists()
+    assert b"gone" not in (store / "simple/index.html").read_bytes()
+    # a variant that no longer exists loses its whole tree
+    for f in (store / "files").glob("*torch27cu128cxx11*"):
+        f.unlink()
+    index_store(str(store), store, None, "x")
+    assert not (store / "variants/torch27cu128cxx11").exists()
+
+
+def test_remove_stale_keeps_listed(tmp_path: Path) -> None:
+    write_index(tmp_path, {"simple/a/index.html": b"a", "simple/b/index.html": b"b"})
+    (tmp_path / "simple/b/notes.txt").write_text("user file")
+    assert remove_stale(tmp_path, {"simple/a/index.html"}) == 1
+    assert (tmp_path / "simple/b/notes.txt").exists()
+
+
+def test_records_cache(store: Path) -> None:
+    first = load_local(store)
+    assert (store / "files" / CACHE_FILE).is_file()
+    assert load_local(store) == first == LocalStore(store).records()
+    # a changed record file is read again
+    path = store / "files" / f"{first[0].filename}.json"
+    raw = json.loads(path.read_bytes())
+    raw["summary"] = "changed summary, longer than before"
+    path.write_text(json.dumps(raw))
+    assert load_local(store)[0].summary == "changed summary, longer than before"
+    # a corrupt cache is ignored
+    (store / "files" / CACHE_FILE).write_text("{not json")
+    assert load_local(store)[0].summary == "changed summary, longer than before"
+
+
+def test_record_without_wheel_not_listed(store: Path) -> None:
+    before = len(load_local(store))
+    wheel = next((store / "files").glob("*.whl"))
+    wheel.unlink()
+    assert len(load_local(store)) == before - 1
+
+
+def test_resolve_paths(tmp_path: Path) -> None:
+    opts = resolve_paths(ns())
+    assert (opts.store, opts.out, opts.base_url) == ("public", Path("public"), "http://127.0.0.1:8000")
+    opts = resolve_paths(ns(store=str(tmp_path), out=str(tmp_path / "o"), base_url="https://h/x/"))
+    assert opts.out == tmp_path / "o" and opts.base_url == "https://h/x"
+    with pytest.raises(UsageError, match="--out"):
+        resolve_paths(ns(store="s3://bucket/prefix"))
+    with pytest.raises(UsageError, match="--templates"):
+        resolve_paths(ns(templates=str(tmp_path / "missing")))
+    with pytest.raises(UsageError, match="--wheels"):
+        resolve_paths(ns(wheels=[str(tmp_path / "missing")]))
+
+
+def test_deterministic_bytes(tmp_path: Path, store: Path) -> None:
+    index_store(str(store), store, None, "x")
+    other = tmp_path / "copy"
+    build_index(other, list(reversed(load_local(store))), None, "x")
+    for page in (store / "simple").rglob("index.*"):
+        assert page.read_bytes() == (other / page.relative_to(store)).read_bytes()
+
+
+# --- adoption -------------------------------------------------------------------------------------------------------
+
+
+def test_adopt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "Helper_Lib", "2.0.1", summary="A helper", requires_python=">=3.10", requires_dist=["numpy"])
+    make_wheel(wheels, "other", "1.0")
+    (wheels / "not-a-wheel.whl").write_bytes(b"junk")
+    (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    store = tmp_path / "public"
+    code = run_index(ns(store=str(store), wheels=[str(wheels)]))
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "not-a-wheel.whl: not a valid wheel file name" in err
+    assert "broken-1.0-py3-none-any.whl: not a readable zip file" in err
+    records = {r.filename: r for r in load_local(store)}
+    r = records["helper_lib-2.0.1-py3-none-any.whl"]
+    assert (r.kind, r.name, r.version, r.summary) == ("adopted", "Helper_Lib", "2.0.1", "A helper")
+    assert r.requires_python == ">=3.10" and r.requires_dist == ("numpy",)
+    assert r.upload_time.endswith("Z") and r.size == (wheels / r.filename).stat().st_size
+    files = store / "files"
+    assert os.path.samefile(files / r.filename, wheels / r.filename)  # hard link
+    with zipfile.ZipFile(wheels / r.filename) as zf:
+        assert (files / f"{r.filename}.metadata").read_bytes() == zf.read("helper_lib-2.0.1.dist-info/METADATA")
+    assert (store / "simple/helper-lib/index.html").is_file()
+    # adopting again does nothing
+    (wheels / "not-a-wheel.whl").unlink()
+    (wheels / "broken-1.0-py3-none-any.whl").unlink()
+    again = adopt(store, wheels)
+    assert again.adopted == [] and sorted(again.present) == sorted(records)
+
+
+def test_adopt_refuses_mismatched_metadata(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wheels = tmp_path / "wheels"
+    path, _ = make_wheel(wheels, "pkg", "1.0")
+    path.rename(wheels / "pkg-1.1-py3-none-any.whl")
+    result = adopt(tmp_path / "store", wheels)
+    assert result.refused == ["pkg-1.1-py3-none-any.whl"]
+    assert "METADATA Version '1.0' does not match" in capsys.readouterr().err
+    assert not (tmp_path / "store/files/pkg-1.1-py3-none-any.whl.json").exists()
+
+
+def test_adopt_refuses_different_file_of_same_name(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_wheel(a, "pkg", "1.0", summary="one")
+    make_wheel(b, "pkg", "1.0", summary="two")
+    store = tmp_path / "store"
+    assert adopt(store, a).adopted == ["pkg-1.0-py3-none-any.whl"]
+    (store / "files/pkg-1.0-py3-none-any.whl.json").unlink()  # the wheel stays, its record is gone
+    assert adopt(store, b).refused == ["pkg-1.0-py3-none-any.whl"]
