@@ -5,7 +5,8 @@ from __future__ import annotations
 import fnmatch
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TextIO
 
 from factory import variants as variants_mod
 from factory import versions
@@ -134,7 +135,8 @@ def _readme(src: Source, sha: str) -> str | None:
 
 def plan_kernel(
     spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str]
-) -> tuple[list[Job], list[FactoryError]]:
+) -> tuple[Source, list[Job], list[FactoryError]]:
+    """Every wanted job of one kernel; README and commit time are filled later, only for jobs to build."""
     check_allowed(spec.repo, spec.repo_id, opts)
     src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type)
     jobs: list[Job] = []
@@ -153,8 +155,6 @@ def plan_kernel(
         if spec.sha is not None and spec.variants:
             for missing in sorted(set(spec.variants) - set(names)):
                 refused.append(Refused(f"{where}: locked variant {missing!r} is not in the repository"))
-        readme = _readme(src, sel.sha)
-        commit_time = src.commit_time(sel.sha)
         for name in names:
             if not _wanted(name, spec):
                 continue
@@ -174,12 +174,24 @@ def plan_kernel(
                     ref=sel.ref,
                     version=sel.version,
                     variant=name,
-                    commit_time=commit_time,
-                    readme=readme,
+                    commit_time=0,
+                    readme=None,
                     allow_no_digest=opts.allow_no_digest if spec.allow_no_digest is None else spec.allow_no_digest,
                 )
             )
-    return jobs, refused
+    return src, jobs, refused
+
+
+def _complete(src: Source, jobs: list[Job]) -> list[Job]:
+    """Fill in each revision's README and commit time (one look-up per revision)."""
+    per_sha: dict[str, tuple[str | None, int]] = {}
+    out = []
+    for job in jobs:
+        if job.sha not in per_sha:
+            per_sha[job.sha] = (_readme(src, job.sha), src.commit_time(job.sha))
+        readme, commit_time = per_sha[job.sha]
+        out.append(replace(job, readme=readme, commit_time=commit_time))
+    return out
 
 
 def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] | None = None) -> Plan:
@@ -193,25 +205,23 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     plan = Plan()
     if not opts.kernels:
         raise UsageError("nothing to build: add [[kernel]] tables to factory.toml, or pass --config or --lock")
-    for spec in opts.kernels:
-        jobs, refused = plan_kernel(spec, opts, known)
-        plan.refused += refused
-        for job in jobs:
-            if shard is not None:
-                from factory.shard import in_shard
+    from factory.shard import in_shard
 
-                if not in_shard(job.key, *shard):
-                    continue
-            (plan.done if job.key in have else plan.todo).append(job)
+    for spec in opts.kernels:
+        src, jobs, refused = plan_kernel(spec, opts, known)
+        plan.refused += refused
+        if shard is not None:  # partition the full plan, before dropping what the store holds
+            jobs = [job for job in jobs if in_shard(job.key, *shard)]
+        plan.done += [job for job in jobs if job.key in have]
+        plan.todo += _complete(src, [job for job in jobs if job.key not in have])
     return plan
 
 
-def print_plan(plan: Plan, stream: object = None) -> None:
+def print_plan(plan: Plan, stream: TextIO | None = None) -> None:
     out = stream or sys.stdout
     for job in plan.todo:
-        print(f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}", file=out)  # type: ignore[call-overload]
+        print(f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}", file=out)
     for err in plan.refused:
-        print(f"  refuse {err}", file=out)  # type: ignore[call-overload]
-    print(
-        f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, {len(plan.refused)} refused", file=out
-    )  # type: ignore[call-overload]
+        print(f"  refuse {err}", file=out)
+    print(f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, {len(plan.refused)} refused",
+          file=out)
