@@ -86,3 +86,28 @@ def test_zip64_central_directory_for_large_offsets(tmp_path: Path) -> None:
     central = raw[raw.index(b"PK\x01\x02") :]
     assert b"\x01\x00\x08\x00" + (0x1_0000_0000).to_bytes(8, "little") in central  # zip64 extra: the offset
     assert central[42:46] == b"\xff\xff\xff\xff"  # offset field points to the extra
+
+
+def test_mixed_chunks_round_trip(tmp_path: Path) -> None:
+    """Machine code, entropy-limited and random chunks in one entry: one valid deflate stream."""
+    import random
+
+    from factory.zipwriter import _Deflater
+
+    rnd = random.Random(1)
+    code = b"".join(b"mov rax, [rbp-%d]; call %x\n" % (rnd.randrange(64), rnd.randrange(99)) for _ in range(60_000))
+    low = rnd.randbytes(1 << 20).translate(bytes(b % 32 for b in range(256)))  # 5 bits of entropy a byte
+    noise = rnd.randbytes(1 << 20)
+    data = code[: 1 << 20] + low + noise + code[: 1 << 20] + noise[:1000]
+    f = tmp_path / "mixed.so"
+    f.write_bytes(data)
+    modes = [_Deflater(5)._choose(memoryview(data)[i : i + (1 << 20)]) for i in range(0, len(data), 1 << 20)]
+    assert modes == ["zlib-ng", "isal", "stored", "zlib-ng", "stored"]
+    _write(tmp_path / "m.zip", {"m.so": f})
+    with zipfile.ZipFile(tmp_path / "m.zip") as z:
+        assert z.read("m.so") == data and z.getinfo("m.so").compress_type == zipfile.ZIP_DEFLATED
+    tail = tmp_path / "tail.so"
+    tail.write_bytes(code[: 1 << 20] + noise)  # ends with a stored chunk: the final empty block closes it
+    _write(tmp_path / "t.zip", {"t.so": tail})
+    with zipfile.ZipFile(tmp_path / "t.zip") as z:
+        assert z.read("t.so") == tail.read_bytes()
