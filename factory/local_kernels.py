@@ -400,7 +400,7 @@ def report(
     if not check:
         err += [f"left out {k.title}: {why}" for k, why in left]
         return out, err, EXIT_REFUSED if left else EXIT_OK
-    if env is None:
+    if env is None and kernels:
         raise ValueError("report(check=True) needs the environment")
     lines: list[str] = []
     if not has_kernels_lib:
@@ -410,7 +410,7 @@ def report(
     loading = 0
     for k in kernels:
         reasons = [shadowed[id(k)]] if id(k) in shadowed else []
-        reasons += check_kernel(k, env, provided, path)
+        reasons += check_kernel(k, env, provided, path) if env else []
         if reasons:
             lines.append(f"{k.title}: " + "; ".join(reasons))
         else:
@@ -426,7 +426,7 @@ def report(
 def run_local_kernels(ns: argparse.Namespace) -> int:
     """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not."""
     kernels = find_kernels()
-    env = detect_environment() if ns.check else None
+    env = detect_environment() if ns.check and kernels else None  # imports torch: only when needed
     has_lib = _installed("kernels", None) is not None
     out, err, code = report(kernels, shell=ns.shell, check=ns.check, env=env, has_kernels_lib=has_lib)
     for line in out:
