@@ -220,9 +220,10 @@ def run_plan(ns: argparse.Namespace) -> int:
 
 def run_build(ns: argparse.Namespace) -> int:
     opts = load_options(ns)
+    shard = _shard(ns)
     store = open_store(opts.store)
     with store_lock(store):
-        plan = make_plan(opts, store.records(), _shard(ns))
+        plan = make_plan(opts, store.records(), shard)
         print_plan(plan, sys.stderr)
         with _work_dir(store) as work:
             outcomes = execute(
