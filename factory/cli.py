@@ -115,6 +115,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--allow-no-digest", action="store_true", default=None, help="build variants whose metadata.json has no digest"
     )
+    b.add_argument("--verify-signatures", action="store_true", default=None,
+                   help="require a valid metadata.json.sigstore bundle (sigstore, through the kernels package)")
     b.set_defaults(handler=_build)
 
     ix = sub.add_parser("index", help="render the static index from the store's records")

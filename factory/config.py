@@ -250,7 +250,7 @@ def apply_cli(opts: Options, ns: argparse.Namespace) -> Options:
         changes["jobs"] = _int(ns.jobs, "--jobs")
     if getattr(ns, "manylinux", None):
         changes["manylinux"] = _manylinux(ns.manylinux, "--manylinux")
-    for flag in ("accept_higher_policy", "allow_no_digest"):
+    for flag in ("accept_higher_policy", "allow_no_digest", "verify_signatures"):
         if getattr(ns, flag, None):
             changes[flag] = True
     extra: Sequence[str] = getattr(ns, "allow_org", None) or ()
