@@ -166,9 +166,10 @@ class OlahServer:
 
 
 class Proxy:
-    """A TCP proxy on 127.0.0.1 that counts response bytes and can cut connections.
+    """A TCP proxy on 127.0.0.1 that counts response bytes and can play a server dying mid-download.
 
-    ``cut_after``: while set, each connection is closed after that many more response bytes.
+    ``die_after(n)``: after ``n`` more response bytes every connection is cut and new ones are closed
+    at once, until ``revive()``.
     """
 
     def __init__(self, upstream_port: int) -> None:
@@ -181,7 +182,8 @@ class Proxy:
         self.url = f"http://{HOST}:{self.port}"
         self.bytes_served = 0
         self.requests: list[str] = []
-        self.cut_after: int | None = None
+        self.budget: int | None = None  # response bytes left before the proxy dies
+        self.dead = False
         self.cuts = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -192,13 +194,39 @@ class Proxy:
             self.bytes_served = 0
             self.requests.clear()
 
+    def die_after(self, nbytes: int) -> None:
+        with self._lock:
+            self.budget = nbytes
+
+    def revive(self) -> None:
+        with self._lock:
+            self.budget = None
+            self.dead = False
+
     def _accept(self) -> None:
         while not self._closed:
             try:
                 client, _ = self.sock.accept()
             except OSError:
                 return
+            if self.dead:
+                client.close()
+                continue
             threading.Thread(target=self._pipe, args=(client,), daemon=True).start()
+
+    def _forward(self, client: socket.socket, data: bytes) -> bool:
+        """Send a response chunk within the budget; False once the proxy has died."""
+        with self._lock:
+            if self.dead:
+                return False
+            if self.budget is not None and len(data) >= self.budget:
+                data, self.dead = data[: self.budget], True
+                self.cuts += 1
+            elif self.budget is not None:
+                self.budget -= len(data)
+            self.bytes_served += len(data)
+        client.sendall(data)
+        return not self.dead
 
     def _pipe(self, client: socket.socket) -> None:
         try:
@@ -206,12 +234,9 @@ class Proxy:
         except OSError:
             client.close()
             return
-        budget: int | None = None
         try:
-            while True:
-                ready, _, _ = select.select([client, upstream], [], [], 30)
-                if not ready:
-                    return
+            while not self.dead:
+                ready, _, _ = select.select([client, upstream], [], [], 0.5)
                 for s in ready:
                     data = s.recv(65536)
                     if not data:
@@ -221,22 +246,8 @@ class Proxy:
                             self.requests += [line.decode("latin-1") for line in data.split(b"\r\n")
                                               if line.startswith((b"GET ", b"HEAD ", b"POST "))]
                         upstream.sendall(data)
-                        continue
-                    if self.cut_after is None:
-                        budget = None
-                    elif budget is None:
-                        budget = self.cut_after
-                    if budget is not None:
-                        if len(data) >= budget:
-                            client.sendall(data[:budget])
-                            with self._lock:
-                                self.bytes_served += budget
-                                self.cuts += 1
-                            return
-                        budget -= len(data)
-                    client.sendall(data)
-                    with self._lock:
-                        self.bytes_served += len(data)
+                    elif not self._forward(client, data):
+                        return
         except OSError:
             return
         finally:

@@ -101,7 +101,7 @@ def test_tampered_file_refused(env: Path, capsys: pytest.CaptureFixture[str]) ->
     out = env / "wheels"
     code = main(["to-wheel", "kernels-community/tampered", "1.1.2", "-o", str(out), "--variants", VARIANT])
     captured = capsys.readouterr()
-    assert code == EXIT_REFUSED
+    assert code == EXIT_REFUSED, captured.err
     assert f"{VARIANT}/_ops.py" in captured.err or "'_ops.py'" in captured.err + captured.out
     assert "digest" in captured.err + captured.out
     assert not list(out.glob("*.whl"))
