@@ -46,12 +46,16 @@ class LocalFile:
     def sha256(self) -> str:
         """Hex sha256 of the file's bytes (computed once)."""
         if self._sha256 is None:
-            h = hashlib.sha256()
-            with open(self.path, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    h.update(chunk)
-            self._sha256 = h.hexdigest()
+            self._sha256 = file_digest(self.path, "sha256")
         return self._sha256
+
+
+def file_digest(path: Path, algorithm: str) -> str:
+    h = hashlib.new(algorithm, usedforsecurity=False)  # md5 only to compare with single-part S3 ETags
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 class Destination(Protocol):

@@ -49,7 +49,7 @@ class S3Store:
     def _key(self, name: str) -> str:
         return f"{self.files_prefix}/{name}"
 
-    def _listing(self) -> dict[str, int]:
+    def _listing(self) -> dict[str, tuple[int, str]]:
         try:
             return list_objects(self.client, self.bucket, self.files_prefix)
         except (BotoCoreError, ClientError) as exc:
@@ -96,7 +96,7 @@ class S3Store:
             if "/" in name or name.startswith("."):
                 continue
             local = root / FILES / name
-            if not local.is_file() or local.stat().st_size != listing[key] or key.endswith(".json"):
+            if not local.is_file() or local.stat().st_size != listing[key][0] or key.endswith(".json"):
                 todo.append((key, local))
 
         def fetch(item: tuple[str, Path]) -> bool:

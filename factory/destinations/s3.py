@@ -2,7 +2,9 @@
 
 boto3 finds the endpoint (``AWS_ENDPOINT_URL``), region and credentials the
 usual ways. Each object carries its sha256 as ``x-amz-meta-sha256`` (multipart
-ETags are not md5 sums), so a file is uploaded only when new or changed. Keys
+ETags are not md5 sums), so a file is uploaded only when new or changed: one
+listing, and a HEAD only for an object of the same size whose ETag is not
+the local file's md5. Keys
 are the raw file names (``+`` included); pages link ``%2B``, which S3 decodes.
 """
 
@@ -20,7 +22,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
 from factory.errors import FactoryError, Unreachable, UsageError
-from factory.publish import LocalFile, State
+from factory.publish import LocalFile, State, file_digest
 
 SHA_KEY = "sha256"  # user metadata key: x-amz-meta-sha256
 MB = 1 << 20
@@ -108,13 +110,13 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
     return Unreachable(f"S3 upload to s3://{bucket} failed: {str(exc).splitlines()[0]}; check {flag}")
 
 
-def list_objects(client: Any, bucket: str, prefix: str) -> dict[str, int]:
-    """Every key under ``prefix/`` -> its size."""
-    found: dict[str, int] = {}
+def list_objects(client: Any, bucket: str, prefix: str) -> dict[str, tuple[int, str]]:
+    """Every key under ``prefix/`` -> (size, ETag without quotes)."""
+    found: dict[str, tuple[int, str]] = {}
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "")
     for page in pages:
         for obj in page.get("Contents", []):
-            found[obj["Key"]] = int(obj["Size"])
+            found[obj["Key"]] = (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
     return found
 
 
@@ -150,7 +152,7 @@ class S3Destination:
         self.display = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.client = make_client()
         self.endpoint = str(self.client.meta.endpoint_url)
-        self.existing: dict[str, int] = {}
+        self.existing: dict[str, tuple[int, str]] = {}
 
     def _fail(self, exc: BaseException) -> FactoryError:
         return explain(exc, self.bucket, self.endpoint)
@@ -168,9 +170,12 @@ class S3Destination:
         key = join_key(self.prefix, file.rel)
         if key not in self.existing:
             return "new"
-        if self.existing[key] != file.size:
+        size, etag = self.existing[key]
+        if size != file.size:
             return "changed"
-        try:
+        if len(etag) == 32 and "-" not in etag and etag == file_digest(file.path, "md5"):
+            return "same"  # a single-part upload's ETag is its md5: equal bytes, no request needed
+        try:  # multipart (or encrypted) objects: compare the sha256 kept in the object's metadata
             remote = remote_sha256(self.client, self.bucket, key)
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(exc) from None

@@ -53,13 +53,12 @@ def test_upload_then_pip_installs_pinned_and_rerun_skips(
     assert "uploaded 0 files (0.0 MB), skipped 3 unchanged" in capsys.readouterr().out
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "--disable-pip-version-check"]
     index = server.replace("http://", f"http://{USER}:{PASSWORD}@") + "simple/"
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
-                    "--disable-pip-version-check", "--no-cache-dir", "--index-url", index, PINNED],
+    subprocess.run([*pip, "install", "-q", "--no-deps", "--no-cache-dir", "--index-url", index, PINNED],
                    check=True, stdin=subprocess.DEVNULL)
-    shown = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "img2grey"],
-                           check=True, capture_output=True, text=True).stdout
+    shown = subprocess.run([*pip, "show", "img2grey"], check=True, capture_output=True, text=True).stdout
     assert "Version: 1.1.2+torch213cpucxx11" in shown
 
 
