@@ -100,6 +100,10 @@ def _audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: s
     for rel, path in files:
         inside.add(rel.rsplit("/", 1)[-1])
         if _read_magic(path) != _ELF_MAGIC:
+            base = rel.rsplit("/", 1)[-1]
+            if base.endswith(".so") or ".so." in base:  # a 0-byte or truncated library would fail at import
+                raise AuditFailed(f"{where}/{rel} is named like a shared library but is not an ELF file; "
+                                  "rebuild the kernel")
             continue
         try:
             with open(path, "rb") as f:
@@ -252,8 +256,10 @@ def check_abi3(files: Sequence[tuple[str, Path]], where: str) -> None:
                         f"{where}/{rel} uses the Python {result.computed} stable ABI, above the wheel's cp39; "
                         "build it with Py_LIMITED_API=0x03090000"
                     )
-        except AuditError as exc:
-            raise AuditFailed(f"{where}/{rel}: abi3 check failed ({exc})") from None
+        except AuditFailed:
+            raise
+        except (AuditError, Exception) as exc:  # abi3audit and its parsers raise many kinds on broken files
+            raise AuditFailed(f"{where}/{rel}: abi3 check failed ({exc}); rebuild the kernel") from None
 
 
 def _is_extension(path: Path) -> bool:
