@@ -124,13 +124,14 @@ def add_kernel(
     kernel_version: str,
     variant: str,
     *,
-    tag: str = "py3-none-any",
+    tag: str | None = None,
     work: Path | None = None,
     **fields: object,
 ) -> Record:
     """Make a wheel of ``name`` ``kernel_version`` for ``variant`` and put it, its metadata and record in ``store``."""
     target = parse(variant)
     version = target.local_version(kernel_version)
+    tag = tag or f"py3-none-{target.platform}"  # pure Python, but tagged for the variant's platform
     summary = str(fields.pop("summary", f"{name} compute kernel"))
     wheel, meta = make_wheel(work or store / "files", name, version, tag, summary=summary)
     record = kernel_record(wheel, meta, name, kernel_version, variant, summary=summary, **fields)  # type: ignore[arg-type]

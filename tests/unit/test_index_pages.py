@@ -77,9 +77,17 @@ def links(page: bytes) -> list[dict[str, str | None]]:
 
 def test_layout(records: list[Record]) -> None:
     pages = render(records, None)
-    for path in ("index.html", "simple/index.html", "simple/index.json", "simple/img2grey/index.html",
-                 "simple/my-kernel/index.json", "variants/torch27cu128cxx11/simple/img2grey/index.json",
-                 "variants/torch213cpucxx11/simple/index.html", "variants/cuda/simple/img2grey/index.html"):  # fmt: skip
+    expected = (
+        "index.html",
+        "simple/index.html",
+        "simple/index.json",
+        "simple/img2grey/index.html",
+        "simple/my-kernel/index.json",
+        "variants/torch27cu128cxx11/simple/img2grey/index.json",
+        "variants/torch213cpucxx11/simple/index.html",
+        "variants/cuda/simple/img2grey/index.html",
+    )
+    for path in expected:
         assert path in pages, path
     assert "simple/My_Kernel/index.html" not in pages
 

@@ -77,7 +77,7 @@ def test_stale_pages_removed(store: Path) -> None:
     add_kernel(store, "gone", "1.0", CU)
     index_store(str(store), store, None, "x")
     assert (store / "simple/gone/index.html").is_file()
-    (store / "files" / "gone-1.0+torch27cu128cxx11-py3-none-any.whl").unlink()
+    (store / "files" / "gone-1.0+torch27cu128cxx11-py3-none-linux_x86_64.whl").unlink()
     result = index_store(str(store), store, None, "x")[1]
     assert result.removed == 4  # simple/gone and variants/torch27cu128cxx11/simple/gone
     assert not (store / "simple/gone").exists()

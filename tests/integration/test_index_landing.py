@@ -1,0 +1,76 @@
+"""The landing page in headless chromium: a non-trivial screenshot, the matrix in the DOM, names escaped."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from factory.index import index_store
+from factory.index_synth import add_kernel, make_wheel
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+EVIL = '<script>document.title="pwned"</script>'
+
+
+def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    if CHROMIUM is None:
+        pytest.fail("chromium is not installed: apt-get install -y chromium (the CI setup installs it)")
+    cmd = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}", *args,
+    ]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("landing") / "public"
+    variants = (
+        "torch213-cxx11-cpu-x86_64-linux",
+        "torch213-cxx11-cu130-x86_64-linux",
+        "torch213-cxx11-cu130-aarch64-linux",
+        "torch212-cxx11-cu126-x86_64-linux",
+        "torch212-cxx11-rocm71-x86_64-linux",
+        "torch213-metal-aarch64-darwin",
+        "torch-universal",
+    )
+    for version in ("1.1.0", "1.1.2"):
+        for variant in variants:
+            add_kernel(
+                store, "img2grey", version, variant, repo_id="kernels-community/img2grey",
+                archs=("8.0", "9.0", "10.0") if "cu" in variant else (), upstream="https://github.com/example/img2grey",
+                summary=f"Greyscale images {EVIL}",
+            )  # fmt: skip
+    add_kernel(store, "My_Kernel", "0.1.0", variants[1], summary="Quotes \" and ' and <b>tags</b>")
+    make_wheel(store / "adopt", "helper-lib", "2.0")
+    from factory.adopt import adopt
+
+    adopt(store, store / "adopt")
+    index_store(str(store), store, None, "https://kernels.example.com")
+    return store / "index.html"
+
+
+def test_screenshot(landing: Path, tmp_path: Path) -> None:
+    png = tmp_path / "landing.png"
+    chromium(tmp_path / "profile", f"--screenshot={png}", "--window-size=1280,1600", landing.as_uri())
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(data) > 30_000  # a rendered page, not a blank one
+
+
+def test_dom(landing: Path, tmp_path: Path) -> None:
+    dom = chromium(tmp_path / "profile", "--dump-dom", landing.as_uri()).stdout
+    assert '<table class="matrix">' in dom
+    assert "<th>cuda 13.0</th>" in dom and "<th>torch 2.13</th>" in dom
+    assert "pwned" not in dom.split("<title>")[1].split("</title>")[0]  # the injected script did not run
+    assert "&lt;script&gt;document.title=" in dom
+    assert "helper-lib" in dom
+    assert (
+        'data-cmd="pip install img2grey==1.1.2+torch213cu130cxx11 --index-url https://kernels.example.com/simple"'
+        in dom
+    )
