@@ -202,8 +202,19 @@ def index_store(store: str, out: Path, templates: Path | None, base_url: str) ->
 
 
 def run_index(ns: argparse.Namespace) -> int:
-    """Adopt ``--wheels`` folders, then render the index of the store into the index root."""
+    """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock)."""
     opts = resolve_paths(ns)
+    root = Path(opts.store.removeprefix("file://"))
+    if "://" in opts.store.removeprefix("file://") or (root.is_dir() and not os.access(root, os.W_OK)):
+        return _run_index(opts)  # S3, or a read-only folder: no writer to wait for
+    from factory.lock import store_lock
+    from factory.store import LocalStore
+
+    with store_lock(LocalStore(root)):
+        return _run_index(opts)
+
+
+def _run_index(opts: IndexOptions) -> int:
     refused = 0
     if opts.wheels:
         if "://" in opts.store:
