@@ -49,18 +49,21 @@ class IndexResult:
 
 def resolve_paths(ns: argparse.Namespace) -> IndexOptions:
     """Store, index root, adopted folders, templates and base URL from the command line (defaults: ./public)."""
-    store = getattr(ns, "store", None) or "public"
-    out = getattr(ns, "out", None) or (None if "://" in store else store)
+    from factory import config
+
+    opts = config.load(ns)  # defaults -> factory.toml -> environment -> --store
+    store = opts.store
+    out = getattr(ns, "out", None) or opts.index_out or (None if "://" in store else store)
     if out is None:
         raise UsageError(f"the store {store} is not a local folder; give the index root with --out DIR")
-    templates = getattr(ns, "templates", None)
+    templates = getattr(ns, "templates", None) or opts.templates
     if templates is not None and not Path(templates).is_dir():
         raise UsageError(f"--templates {templates}: no such folder; give a folder of templates to override")
     wheels = tuple(Path(w) for w in (getattr(ns, "wheels", None) or ()))
     for w in wheels:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
-    base_url = (getattr(ns, "base_url", None) or DEFAULT_BASE_URL).rstrip("/")
+    base_url = (getattr(ns, "base_url", None) or opts.base_url or DEFAULT_BASE_URL).rstrip("/")
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url)
 
 

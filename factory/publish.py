@@ -206,7 +206,10 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callab
 
 def store_root(ns: argparse.Namespace) -> Path:
     """The local folder to publish: ``--store``, else the default ``public``."""
-    store = getattr(ns, "store", None) or DEFAULT_STORE
+    from factory import config
+
+    opts = config.load(ns)  # defaults -> factory.toml -> environment
+    store = getattr(ns, "store", None) or opts.index_out or opts.store or DEFAULT_STORE
     if store.startswith("s3://"):
         raise UsageError(
             f"--store {store}: publish reads a local folder; copy the store down and run `kernel-factory index` first"
