@@ -70,6 +70,7 @@ class KernelSpec:
     allow_no_digest: bool | None = None
     sha: str | None = None  # pinned by a lock file
     version_override: str | None = None  # to-wheel --revision with an X.Y.Z version
+    lock_hashes: tuple[tuple[str, str], ...] = ()  # kernels.lock: (variant, "sha256-<hex>") to check after fetch
 
 
 @dataclass(frozen=True)

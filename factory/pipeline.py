@@ -65,6 +65,11 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
     src = _source(job)
     root = src.fetch(job.sha, job.variant)
     variant_dir = root / "build" / job.variant
+    if job.lock_hash is not None:
+        from factory.lockfile import verify_lock_hash
+
+        lfs = src.lfs_paths(job.sha, job.variant) if hasattr(src, "lfs_paths") else ()
+        verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=lfs, where=f"build/{job.variant}")
     if opts.verify_signatures:
         from factory.signature import verify_signature
 
@@ -200,7 +205,8 @@ def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
             for d in lockfile.read_dependencies(Path(path))
         )
     return tuple(
-        KernelSpec(repo=k.repo_id, sha=k.sha, variants=tuple(k.variants)) for k in lockfile.read_lock(Path(path))
+        KernelSpec(repo=k.repo_id, sha=k.sha, variants=tuple(k.variants), lock_hashes=tuple(sorted(k.hashes.items())))
+        for k in lockfile.read_lock(Path(path))
     )
 
 

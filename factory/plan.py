@@ -35,6 +35,7 @@ class Job:
     commit_time: int
     readme: str | None
     allow_no_digest: bool
+    lock_hash: str | None = None  # kernels.lock's git_lfs_concat hash of this variant
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -177,6 +178,7 @@ def plan_kernel(
                     commit_time=0,
                     readme=None,
                     allow_no_digest=opts.allow_no_digest if spec.allow_no_digest is None else spec.allow_no_digest,
+                    lock_hash=dict(spec.lock_hashes).get(name),
                 )
             )
     return src, jobs, refused

@@ -140,3 +140,16 @@ def test_lock_file_build(fixtures: Path, env: Path, served: Proxy) -> None:
     assert main(args) == EXIT_OK  # a rerun: nothing new, nothing downloaded
     assert not [r for r in served.requests if "/resolve/" in r]
     assert os.environ["HF_ENDPOINT"] == served.url
+
+
+def test_lock_hash_mismatch_refuses_the_variant(fixtures: Path, env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sha = git(fixtures / "img2grey", "rev-parse", "v1.1.0^{commit}")
+    lock = env / "kernels.lock"
+    wrong = "sha256-" + "0" * 64
+    lock.write_text(json.dumps([{"repo_id": "kernels-community/img2grey", "sha": sha,
+                                 "variants": {VARIANT: {"hash": wrong, "hash_type": "git_lfs_concat"}}}]))
+    (env / "factory.toml").write_text('[factory]\nstore = "store"\n')
+    assert main(["build", "--config", str(env / "factory.toml"), "--lock", str(lock)]) == EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert "kernels.lock hash" in err and VARIANT in err
+    assert not list((env / "store").rglob("*.whl"))
