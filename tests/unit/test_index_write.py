@@ -118,9 +118,13 @@ def test_record_without_wheel_not_listed(store: Path) -> None:
     assert len(load_local(store)) == before - 1
 
 
-def test_resolve_paths(tmp_path: Path) -> None:
+def test_resolve_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no factory.toml here
+    for var in ("KERNEL_FACTORY_STORE", "KERNEL_FACTORY_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
     opts = resolve_paths(ns())
-    assert (opts.store, opts.out, opts.base_url) == ("public", Path("public"), "http://127.0.0.1:8000")
+    assert Path(opts.store).resolve() == opts.out.resolve() == (tmp_path / "public").resolve()
+    assert opts.base_url == "http://127.0.0.1:8000"
     opts = resolve_paths(ns(store=str(tmp_path), out=str(tmp_path / "o"), base_url="https://h/x/"))
     assert opts.out == tmp_path / "o" and opts.base_url == "https://h/x"
     with pytest.raises(UsageError, match="--out"):
