@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# GPU end-to-end check of kernel-factory (issue 8): a real CUDA kernel from the
+# build folder to a correct result on the GPU, through the factory and the index.
+#
+#   1. compile examples/src/gpu (img2grey + silu_and_mul, TORCH_LIBRARY with a CUDA
+#      impl, abi3 PyInit) with nvcc and g++ against this machine's torch, twice:
+#      "plain" (the flags torch.utils.cpp_extension uses) and "portable" (plus the
+#      sys/single_threaded.h shim); lay each out as a Hub kernel repository
+#      (git, tag v1.0.0, branch v1, metadata.json with digest, cuda backend);
+#   2. plain build: `to-wheel` for manylinux_2_28 (the audit's verdict), then with
+#      --accept-higher-policy (the policy it really meets); portable build:
+#      `build` + `index` from a factory.toml;
+#   3. `serve` the index on 127.0.0.1, pip install the pinned wheel into a fresh
+#      venv that sees this machine's torch, run the ops on the GPU against torch,
+#      eagerly and under torch.compile (scripts/gpu_e2e.py check).
+#
+# Run from the repository root:  bash scripts/gpu_e2e.sh
+# Environment: PYTHON (python3), E2E_WORK (/tmp/gpu-e2e), E2E_VENV (/tmp/e2e-venv),
+#   E2E_PORT (8765), OUT (if set: summary, check results and the wheel land there),
+#   E2E_LOCAL=1 (no GPU: stub the CUDA build macros header, skip the GPU checks;
+#   E2E_VARIANT names the variant then). Carried wheels in .e2e/wheels/ are
+#   installed into /tmp/site first (see docs/gpu.md). Exit status: 0 all good,
+#   1 a step failed or a result did not match.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+PY=${PYTHON:-python3}
+WORK=${E2E_WORK:-/tmp/gpu-e2e}
+VENV=${E2E_VENV:-/tmp/e2e-venv}
+PORT=${E2E_PORT:-8765}
+LOCAL=${E2E_LOCAL:-0}
+SRC=$ROOT/examples/src/gpu
+COMMON=$ROOT/examples/src/common
+ARCHS=(80 90)
+
+rm -rf "$WORK" && mkdir -p "$WORK/build"
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; exec > >(tee "$OUT/gpu_e2e_output.log") 2>&1; fi
+
+SUMMARY=()
+TIMES=()
+SERVE_PID=
+note() { SUMMARY+=("$*"); }
+say() { printf '\n=== %s\n' "$*"; }
+now() { date +%s.%N; }
+T_STAGE=$(now)
+T_ALL=$T_STAGE
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%7.2f s", b - a}'; }
+stage_done() { TIMES+=("$(printf '%-34s %s' "$1" "$(since "$T_STAGE")")"); T_STAGE=$(now); }
+
+finish() {
+  local rc=$1
+  [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null
+  TIMES+=("$(printf '%-34s %s' total "$(since "$T_ALL")")")
+  {
+    echo
+    echo "================ gpu_e2e summary ================"
+    printf '%s\n' "${SUMMARY[@]}"
+    echo "timings:"
+    printf '  %s\n' "${TIMES[@]}"
+    if [ "$rc" -eq 0 ]; then echo "RESULT: PASS"; else echo "RESULT: FAIL"; fi
+  } | tee "$WORK/summary.log"
+  if [ -n "${OUT:-}" ]; then
+    cp "$WORK/summary.log" "$OUT/gpu_e2e.log"
+    for f in "$WORK"/check.json "$WORK"/store/files/*.whl "$WORK"/store/files/*.whl.json; do
+      [ -f "$f" ] && cp "$f" "$OUT/"
+    done
+  fi
+  exit "$rc"
+}
+fail() { note "FAILED: $*"; echo "FAILED: $*" >&2; finish 1; }
+
+# ---------------------------------------------------------------- environment
+say "environment"
+if compgen -G ".e2e/wheels/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .e2e/wheels/*.whl || fail "installing the carried wheels from .e2e/wheels"
+  export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
+else
+  export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+fi
+"$PY" -c "import factory.cli, factory.convert, factory.audit, factory.index, factory.serve, kernels.variants, \
+auditwheel.policy, abi3audit._audit, isal, zlib_ng, jinja2, packaging" || fail "kernel-factory's dependencies do not import"
+command -v patchelf >/dev/null || fail "patchelf is not on PATH"
+read -r TORCH_DIR PY_INC TORCH_VER TORCH_CUDA < <("$PY" - <<'EOF'
+import os, sysconfig, torch
+print(os.path.dirname(torch.__file__), sysconfig.get_paths()["include"], torch.__version__, torch.version.cuda)
+EOF
+) || fail "torch does not import with $PY"
+if [ ! -f "$PY_INC/Python.h" ]; then
+  PY_INC=$ROOT/.e2e/include/$("$PY" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')
+  [ -f "$PY_INC/Python.h" ] || fail "no Python.h: install the Python headers or carry them in $PY_INC"
+  export CPATH=$PY_INC${CPATH:+:$CPATH}  # for triton's launcher under torch.compile too
+fi
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+[ -x "$NVCC" ] || fail "nvcc not found"
+CUDA_INC= CUDA_LIB=
+for c in ${CUDA_HOME:-} "$(dirname "$(dirname "$(readlink -f "$NVCC")")")" /usr/local/cuda /usr/local/cuda-*; do
+  for sub in "" /targets/x86_64-linux; do
+    if [ -z "$CUDA_INC" ] && [ -f "$c$sub/include/cuda_runtime.h" ]; then CUDA_INC=$c$sub/include; fi
+    for l in lib64 lib; do
+      if [ -z "$CUDA_LIB" ] && [ -e "$c$sub/$l/libcudart.so" ]; then CUDA_LIB=$c$sub/$l; fi
+    done
+  done
+done
+[ -n "$CUDA_INC" ] || fail "cuda_runtime.h not found (set CUDA_HOME)"
+[ -n "$CUDA_LIB" ] || fail "libcudart.so not found (set CUDA_HOME)"
+if [ "$LOCAL" = 1 ]; then
+  VARIANT=${E2E_VARIANT:-torch211-cxx11-cu130-x86_64-linux}
+else
+  VARIANT=${E2E_VARIANT:-$("$PY" scripts/gpu_e2e.py variant)} || fail "no build variant for this torch"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+fi
+LABEL=$("$PY" -c "from factory.variants import parse; print(parse('$VARIANT').label)") || fail "variant $VARIANT"
+OPS_ID=$("$PY" scripts/gpu_e2e.py ops-id)
+GXX_VER=$(g++ -dumpfullversion)
+GLIBC_VER=$(ldd --version | head -1 | awk '{print $NF}')
+note "machine: $(uname -m), glibc $GLIBC_VER, g++ $GXX_VER, $("$NVCC" --version | tail -1), torch $TORCH_VER (CUDA $TORCH_CUDA)"
+note "kernel: img2grey-cuda 1.0.0, ops namespace $OPS_ID, variant $VARIANT -> label +$LABEL"
+stage_done "environment"
+
+# ---------------------------------------------------------------- 1. compile
+say "compile ($OPS_ID, sm_${ARCHS[*]})"
+B=$WORK/build
+INC=(-isystem "$TORCH_DIR/include" -isystem "$TORCH_DIR/include/torch/csrc/api/include" -isystem "$CUDA_INC")
+if [ "$LOCAL" = 1 ] && [ ! -f "$TORCH_DIR/include/c10/cuda/impl/cuda_cmake_macros.h" ]; then
+  mkdir -p "$B/stub/c10/cuda/impl" && : >"$B/stub/c10/cuda/impl/cuda_cmake_macros.h"
+  INC=(-isystem "$B/stub" "${INC[@]}")
+fi
+CXXFLAGS=(-O2 -fPIC -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 "-DKERNEL_NS=$OPS_ID" "-ffile-prefix-map=$ROOT=.")
+GENCODE=()
+for a in "${ARCHS[@]}"; do GENCODE+=("-gencode=arch=compute_$a,code=sm_$a"); done
+set -x
+"$NVCC" -O3 -std=c++17 -Xcompiler -fPIC "${GENCODE[@]}" -c "$SRC/csrc/kernels.cu" -o "$B/kernels.o" &
+P1=$!
+g++ "${CXXFLAGS[@]}" "${INC[@]}" -c "$SRC/csrc/torch_binding.cpp" -o "$B/binding-plain.o" &
+P2=$!
+g++ "${CXXFLAGS[@]}" -isystem "$COMMON/shim" "${INC[@]}" -c "$SRC/csrc/torch_binding.cpp" -o "$B/binding-portable.o" &
+P3=$!
+gcc -O2 -fPIC "-DKERNEL_NS=$OPS_ID" -I "$PY_INC" -c "$COMMON/pyinit.c" -o "$B/pyinit.o"
+{ set +x; } 2>/dev/null
+wait $P1 && wait $P2 && wait $P3 || fail "compiling examples/src/gpu"
+TORCH_LIBS=(-lc10 -ltorch -ltorch_cpu)
+[ -e "$TORCH_DIR/lib/libc10_cuda.so" ] && TORCH_LIBS=(-lc10 -lc10_cuda -ltorch -ltorch_cpu -ltorch_cuda)
+for kind in plain portable; do
+  mkdir -p "$B/$kind"
+  SO=$B/$kind/$OPS_ID.abi3.so
+  g++ -shared -o "$SO" "$B/binding-$kind.o" "$B/kernels.o" "$B/pyinit.o" -Wl,--no-as-needed \
+    -L "$TORCH_DIR/lib" "${TORCH_LIBS[@]}" -L "$CUDA_LIB" -lcudart -Wl,--as-needed || fail "linking the $kind build"
+  strip --strip-unneeded "$SO"
+  VERS=$(objdump -T "$SO" | grep -oE '\b(GLIBC|GLIBCXX|CXXABI)_[0-9.]+' | sort -t_ -k1,1 -k2,2V | awk -F_ \
+    '{m[$1]=$0} END {for (k in m) printf "%s ", m[k]}')
+  NEED=$(objdump -p "$SO" | awk '/NEEDED/ {printf "%s ", $2}')
+  SASS=$(cuobjdump --list-elf "$SO" 2>/dev/null | grep -oE 'sm_[0-9]+' | sort -u | tr '\n' ' ')
+  note "build $kind: $(stat -c %s "$SO") bytes; newest symbol versions: $VERS; SASS: ${SASS:-?}"
+  note "  NEEDED: $NEED"
+  "$PY" scripts/gpu_e2e.py repo --so "$SO" --variant "$VARIANT" --out "$WORK/$kind/img2grey-cuda" >/dev/null ||
+    fail "laying out the $kind repository"
+done
+note "repository: $(git -C "$WORK/portable/img2grey-cuda" tag) + branch v1 at $(git -C "$WORK/portable/img2grey-cuda" \
+  rev-parse --short HEAD); metadata.json backend $("$PY" -c "import json,sys; \
+print(json.dumps(json.load(open(sys.argv[1]))['backend']))" "$WORK/portable/img2grey-cuda/build/$VARIANT/metadata.json")"
+stage_done "compile + lay out (2 builds)"
+
+# ---------------------------------------------------------------- 2. the factory
+say "audit of the plain build for manylinux_2_28 (to-wheel)"
+"$PY" -m factory to-wheel "$WORK/plain/img2grey-cuda" 1.0.0 -o "$WORK/plain-wheels" 2>&1 | tee "$WORK/plain.log"
+RC=${PIPESTATUS[0]}
+if [ "$RC" -eq 0 ]; then
+  note "audit, plain build: certified manylinux_2_28: $(cd "$WORK/plain-wheels" && ls ./*.whl)"
+else
+  note "audit, plain build, manylinux_2_28: exit $RC: $(grep -m1 '^error:' "$WORK/plain.log")"
+  "$PY" -m factory to-wheel "$WORK/plain/img2grey-cuda" 1.0.0 --accept-higher-policy -o "$WORK/plain-higher" ||
+    fail "to-wheel --accept-higher-policy on the plain build"
+  note "  with --accept-higher-policy: $(cd "$WORK/plain-higher" && ls ./*.whl | sed 's|^\./||')"
+fi
+stage_done "to-wheel (plain build, audit)"
+
+say "build + index of the portable build"
+cat >"$WORK/factory.toml" <<EOF
+[factory]
+store = "store"
+allow-orgs = ["kernels-community"]
+manylinux = "2_28"
+
+[[kernel]]
+repo = "portable/img2grey-cuda"
+repo-id = "kernels-community/img2grey-cuda"
+tags = ">=1.0.0,<2"
+EOF
+"$PY" -m factory build --config "$WORK/factory.toml" 2>&1 | tee "$WORK/build.log"
+RC=${PIPESTATUS[0]}
+POLICY_NOTE="certified for manylinux_2_28"
+if [ "$RC" -eq 3 ]; then
+  note "audit, portable build, manylinux_2_28: refused: $(grep -m1 '^error:' "$WORK/build.log")"
+  "$PY" -m factory build --config "$WORK/factory.toml" --accept-higher-policy || fail "build --accept-higher-policy"
+  POLICY_NOTE="published with --accept-higher-policy"
+elif [ "$RC" -ne 0 ]; then
+  fail "kernel-factory build exited $RC"
+fi
+stage_done "build (fetch, verify, wheel, audit)"
+"$PY" -m factory index --config "$WORK/factory.toml" || fail "kernel-factory index"
+stage_done "index"
+WHEEL=$(cd "$WORK/store/files" && ls ./*.whl | sed 's|^\./||')
+[ "$(echo "$WHEEL" | wc -l)" -eq 1 ] || fail "expected one wheel in the store, got: $WHEEL"
+note "audit, portable build: $POLICY_NOTE -> $WHEEL ($(stat -c %s "$WORK/store/files/$WHEEL") bytes)"
+"$PY" -c "import sys, zipfile; [print('  ', i.file_size, i.filename) for i in zipfile.ZipFile(sys.argv[1]).infolist()]" \
+  "$WORK/store/files/$WHEEL"
+
+# ---------------------------------------------------------------- 3. serve, install, run
+say "serve on 127.0.0.1:$PORT"
+"$PY" -m factory serve --out "$WORK/store" --port "$PORT" >"$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+"$PY" - "$PORT" <<'EOF' || fail "the index server did not answer (see $WORK/serve.log)"
+import sys, time, urllib.request
+for _ in range(100):
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/simple/", timeout=1).read()
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit(1)
+EOF
+stage_done "serve (up)"
+
+say "fresh venv + pip install"
+rm -rf "$VENV"
+"$PY" -m venv --system-site-packages "$VENV" || fail "python -m venv"
+if ! env -u PYTHONPATH "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  # a venv made from a venv's python sees the base interpreter's site-packages, not torch's
+  SITE=$(env -u PYTHONPATH "$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  dirname "$TORCH_DIR" >"$SITE/e2e_torch_site.pth"
+fi
+PIN="img2grey-cuda==1.0.0+$LABEL"
+PIP=(env -u PYTHONPATH PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install --no-cache-dir
+  --index-url "http://127.0.0.1:$PORT/simple" "$PIN")
+[ "$LOCAL" = 1 ] && PIP+=(--no-deps)
+echo "+ ${PIP[*]:4}"
+"${PIP[@]}" 2>&1 | tee "$WORK/pip.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "pip install $PIN"
+note "pip: ${PIP[*]:4}"
+note "  -> $(grep -m1 '^Successfully installed' "$WORK/pip.log")"
+stage_done "venv + pip install"
+
+if [ "$LOCAL" = 1 ]; then
+  env -u PYTHONPATH "$VENV/bin/python" -m pip show -f img2grey-cuda | head -30
+  note "GPU checks: skipped (E2E_LOCAL=1)"
+  finish 0
+fi
+say "GPU checks (eager and torch.compile)"
+(cd /tmp && env -u PYTHONPATH "$VENV/bin/python" "$ROOT/scripts/gpu_e2e.py" check --json "$WORK/check.json") |
+  tee "$WORK/check.log"
+RC=${PIPESTATUS[0]}
+stage_done "import + GPU checks + compile"
+[ -f "$WORK/check.json" ] || fail "the GPU checks did not finish (exit $RC)"
+"$PY" - "$WORK/check.json" <<'EOF' >"$WORK/check.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"GPU: {r['gpu']} (sm {r['capability']}), torch {r['torch']}; module {r['module']}")
+print(f"import {r['import_s']} s, first call {r['first_call_s']} s, torch.compile first call {r['compile_first_call_s']} s")
+for c in r["checks"]:
+    print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: max abs err {c['max_abs_err']:.3g} (tol {c['tol']})")
+print("median kernel times (ms): " + ", ".join(f"{k} {v}" for k, v in r["bench_ms"].items()))
+EOF
+while IFS= read -r line; do note "$line"; done <"$WORK/check.txt"
+[ "$RC" -eq 0 ] || fail "a GPU result did not match torch"
+finish 0
