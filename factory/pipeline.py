@@ -94,12 +94,28 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
 
 
 def _run(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record] | Outcome:
+    # Sources fetch into the run's scratch folder (removed with it, and by the next run after a kill):
+    # worker processes end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
+    saved, tempfile.tempdir = tempfile.tempdir, str(out_dir)
     try:
         return build_one(job, opts, out_dir)
     except FactoryError as exc:
         return Outcome(job, error=f"{job.where}: {exc}", exit_code=exc.exit_code)
     except Exception:
         return Outcome(job, error=f"{job.describe()}: bug: {traceback.format_exc()}", exit_code=EXIT_BUG)
+    finally:
+        tempfile.tempdir = saved
+        _drop_fetched(job, out_dir)
+
+
+def _drop_fetched(job: Job, out_dir: Path) -> None:
+    """Remove what the job's source fetched into ``out_dir`` once the wheel is written (a variant can be GBs)."""
+    src = _SOURCES.get((job.location, job.repo_id, job.repo_type))
+    tmp = getattr(src, "_tmp", None)
+    if isinstance(tmp, tempfile.TemporaryDirectory) and Path(tmp.name).resolve().is_relative_to(out_dir.resolve()):
+        tmp.cleanup()
+        setattr(src, "_tmp", None)  # noqa: B010  (not in the Source protocol) the next fetch makes a fresh one
+        getattr(src, "_fetched", {}).clear()
 
 
 def execute(
