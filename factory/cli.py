@@ -125,6 +125,7 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument("--out", metavar="DIR", help="index root (default: the store folder)")
     ix.add_argument("--wheels", metavar="DIR", action="append", help="adopt the wheels in this folder too")
     ix.add_argument("--templates", metavar="DIR", help="folder of templates overriding index_templates/")
+    ix.add_argument("--base-url", metavar="URL", help="where the index will be served, for the landing page's pip commands")
     ix.set_defaults(handler=_index)
 
     pu = sub.add_parser("publish", help="copy the store and index to a folder, s3:// or an upload endpoint")
