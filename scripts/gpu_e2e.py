@@ -120,6 +120,8 @@ def make_repo(so: Path, variant: str, out: Path) -> dict[str, Any]:
         "digest": {"algorithm": "sha256", "files": digest(vdir)},
     }
     (vdir / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if shutil.which("git") is None:  # the factory reads a plain folder too, versioned as given
+        return meta
     git(out, "init", "-q")
     git(out, "add", "-A")
     git(out, "commit", "-q", "-m", f"{NAME} {VERSION}")
@@ -133,23 +135,31 @@ def make_repo(so: Path, variant: str, out: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+def _sync() -> None:
     import torch
 
-    torch.cuda.synchronize()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    _sync()
     t0 = time.perf_counter()
     result = fn()
-    torch.cuda.synchronize()
+    _sync()
     return result, time.perf_counter() - t0
 
 
 def _bench(fn: Callable[[], Any], iters: int = 50) -> float:
-    """Median milliseconds of fn over CUDA events."""
+    """Median milliseconds of fn over CUDA events (wall clock without a GPU)."""
     import torch
 
     fn()
     times = []
     for _ in range(iters):
+        if not torch.cuda.is_available():
+            times.append(_timed(fn)[1] * 1000)
+            continue
         start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
@@ -160,7 +170,8 @@ def _bench(fn: Callable[[], Any], iters: int = 50) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def run_checks() -> dict[str, Any]:
+def run_checks(device: str = "cuda") -> dict[str, Any]:
+    """Every check on ``device`` (``cpu`` only to test this code against a stand-in module)."""
     import torch
 
     t_import = time.perf_counter()
@@ -169,9 +180,10 @@ def run_checks() -> dict[str, Any]:
     res: dict[str, Any] = {"import_s": round(time.perf_counter() - t_import, 3)}
     res["module"] = k.__file__
     res["torch"] = torch.__version__
-    res["gpu"] = torch.cuda.get_device_name(0)
-    res["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
-    dev = torch.device("cuda")
+    dev = torch.device(device)
+    gpu = dev.type == "cuda"
+    res["gpu"] = torch.cuda.get_device_name(0) if gpu else device
+    res["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0))) if gpu else "-"
     gen = torch.Generator(device=dev).manual_seed(0)
     checks: list[dict[str, Any]] = []
 
@@ -215,7 +227,7 @@ def run_checks() -> dict[str, Any]:
     t0 = time.perf_counter()
     compiled = torch.compile(fused, fullgraph=True)
     cg, cs = compiled(img, x32.to(torch.bfloat16))
-    torch.cuda.synchronize()
+    _sync()
     res["compile_first_call_s"] = round(time.perf_counter() - t0, 2)
     eg, es = fused(img, x32.to(torch.bfloat16))
     record("torch.compile(fullgraph) img2grey vs eager", cg, eg, 1e-5)
@@ -243,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", type=Path, required=True)
     c = sub.add_parser("check")
     c.add_argument("--json", type=Path)
+    c.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
     if ns.cmd == "variant":
         print(variant_name())
@@ -252,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         meta = make_repo(ns.so, ns.variant, ns.out)
         print(json.dumps({"id": meta["id"], "backend": meta["backend"], "digest": meta["digest"]["files"]}))
     else:
-        res = run_checks()
+        res = run_checks(ns.device)
         for chk in res["checks"]:
             print(
                 f"  {'ok  ' if chk['ok'] else 'FAIL'} {chk['check']}: max abs err {chk['max_abs_err']:.3g} "

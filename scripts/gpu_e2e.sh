@@ -72,15 +72,19 @@ fail() { note "FAILED: $*"; echo "FAILED: $*" >&2; finish 1; }
 
 # ---------------------------------------------------------------- environment
 say "environment"
-if compgen -G ".e2e/wheels/*.whl" >/dev/null; then
+export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+deps_import() {
+  "$PY" -c "import factory.cli, factory.convert, factory.audit, factory.index, factory.serve, kernels.variants, \
+auditwheel.policy, abi3audit._audit, isal, zlib_ng, jinja2, packaging" 2>/dev/null
+}
+if ! deps_import && compgen -G ".e2e/wheels/*.whl" >/dev/null; then
+  # kernel-factory's dependencies that this machine lacks, carried as wheels (docs/gpu.md)
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .e2e/wheels/*.whl || fail "installing the carried wheels from .e2e/wheels"
-  export PYTHONPATH=/tmp/site:$ROOT PATH=/tmp/site/bin:$PATH
-else
-  export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+  export PYTHONPATH=/tmp/site:$PYTHONPATH PATH=/tmp/site/bin:$PATH
+  note "carried wheels installed into /tmp/site: $(cd .e2e/wheels && ls ./*.whl | sed -E 's|^\./||; s|-([^-]+)-.*|==\1|' | tr '\n' ' ')"
 fi
-"$PY" -c "import factory.cli, factory.convert, factory.audit, factory.index, factory.serve, kernels.variants, \
-auditwheel.policy, abi3audit._audit, isal, zlib_ng, jinja2, packaging" || fail "kernel-factory's dependencies do not import"
+deps_import || fail "kernel-factory's dependencies do not import with $PY"
 command -v patchelf >/dev/null || fail "patchelf is not on PATH"
 read -r TORCH_DIR PY_INC TORCH_VER TORCH_CUDA < <("$PY" - <<'EOF'
 import os, sysconfig, torch
@@ -152,14 +156,24 @@ for kind in plain portable; do
     '{m[$1]=$0} END {for (k in m) printf "%s ", m[k]}')
   NEED=$(objdump -p "$SO" | awk '/NEEDED/ {printf "%s ", $2}')
   SASS=$(cuobjdump --list-elf "$SO" 2>/dev/null | grep -oE 'sm_[0-9]+' | sort -u | tr '\n' ' ')
+  NEW=$(objdump -T "$SO" | awk '/\*UND\*/ && match($0, /(GLIBC|GLIBCXX|CXXABI)_[0-9.]+/) {
+    v = substr($0, RSTART, RLENGTH); split(v, a, "_"); n = split(a[2], p, ".")
+    if ((a[1] == "GLIBC" && (p[1] > 2 || p[2] > 28)) || (a[1] == "GLIBCXX" && p[3] > 24) ||
+        (a[1] == "CXXABI" && p[3] > 11)) printf "%s@%s ", $NF, v }')
   note "build $kind: $(stat -c %s "$SO") bytes; newest symbol versions: $VERS; SASS: ${SASS:-?}"
+  note "  beyond manylinux_2_28: ${NEW:-none}"
   note "  NEEDED: $NEED"
   "$PY" scripts/gpu_e2e.py repo --so "$SO" --variant "$VARIANT" --out "$WORK/$kind/img2grey-cuda" >/dev/null ||
     fail "laying out the $kind repository"
 done
-note "repository: $(git -C "$WORK/portable/img2grey-cuda" tag) + branch v1 at $(git -C "$WORK/portable/img2grey-cuda" \
-  rev-parse --short HEAD); metadata.json backend $("$PY" -c "import json,sys; \
-print(json.dumps(json.load(open(sys.argv[1]))['backend']))" "$WORK/portable/img2grey-cuda/build/$VARIANT/metadata.json")"
+R=$WORK/portable/img2grey-cuda
+BACKEND=$("$PY" -c "import json, sys; print(json.dumps(json.load(open(sys.argv[1]))['backend']))" \
+  "$R/build/$VARIANT/metadata.json")
+if command -v git >/dev/null; then
+  note "repository: git, tag $(git -C "$R" tag), branch v1 at $(git -C "$R" rev-parse --short HEAD); backend $BACKEND"
+else
+  note "repository: plain folder (no git on this machine); backend $BACKEND"
+fi
 stage_done "compile + lay out (2 builds)"
 
 # ---------------------------------------------------------------- 2. the factory
@@ -177,6 +191,8 @@ fi
 stage_done "to-wheel (plain build, audit)"
 
 say "build + index of the portable build"
+TAGS=">=1.0.0,<2"
+command -v git >/dev/null || TAGS=1.0.0  # no git here: plain folders, versioned as given
 cat >"$WORK/factory.toml" <<EOF
 [factory]
 store = "store"
@@ -186,7 +202,7 @@ manylinux = "2_28"
 [[kernel]]
 repo = "portable/img2grey-cuda"
 repo-id = "kernels-community/img2grey-cuda"
-tags = ">=1.0.0,<2"
+tags = "$TAGS"
 EOF
 "$PY" -m factory build --config "$WORK/factory.toml" 2>&1 | tee "$WORK/build.log"
 RC=${PIPESTATUS[0]}
@@ -226,20 +242,26 @@ stage_done "serve (up)"
 
 say "fresh venv + pip install"
 rm -rf "$VENV"
-"$PY" -m venv --system-site-packages "$VENV" || fail "python -m venv"
+PIP_RUN=("$VENV/bin/python" -m pip)
+if ! "$PY" -m venv --system-site-packages "$VENV"; then
+  rm -rf "$VENV"
+  "$PY" -m venv --without-pip --system-site-packages "$VENV" || fail "python -m venv"
+  PIP_RUN=("$PY" -m pip --python "$VENV/bin/python")
+  note "venv made --without-pip (no ensurepip here); pip runs as: ${PIP_RUN[*]}"
+fi
 if ! env -u PYTHONPATH "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   # a venv made from a venv's python sees the base interpreter's site-packages, not torch's
   SITE=$(env -u PYTHONPATH "$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   dirname "$TORCH_DIR" >"$SITE/e2e_torch_site.pth"
 fi
 PIN="img2grey-cuda==1.0.0+$LABEL"
-PIP=(env -u PYTHONPATH PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install --no-cache-dir
+PIP=(env -u PYTHONPATH PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 "${PIP_RUN[@]}" install --no-cache-dir
   --index-url "http://127.0.0.1:$PORT/simple" "$PIN")
 [ "$LOCAL" = 1 ] && PIP+=(--no-deps)
-echo "+ ${PIP[*]:4}"
+echo "+ ${PIP[*]:5}"
 "${PIP[@]}" 2>&1 | tee "$WORK/pip.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "pip install $PIN"
-note "pip: ${PIP[*]:4}"
+note "pip: ${PIP[*]:5}"
 note "  -> $(grep -m1 '^Successfully installed' "$WORK/pip.log")"
 stage_done "venv + pip install"
 
