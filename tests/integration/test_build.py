@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.integration.conftest import kf
+from support import kf
 
 CONFIG = """
 [factory]

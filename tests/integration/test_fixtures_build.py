@@ -7,8 +7,7 @@ import shutil
 import sys
 
 import pytest
-
-from tests.integration.conftest import ROOT, run
+from support import ROOT, run
 
 
 def test_build_fixtures_check_compiles_everything() -> None:

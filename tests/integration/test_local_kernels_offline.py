@@ -17,8 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from tests.integration.conftest import ROOT, cached_venv, clean_env, fresh_venv, kf, run
+from support import ROOT, cached_venv, clean_env, fresh_venv, kf, run
 
 KERNELS_REQ = f"kernels=={importlib.metadata.version('kernels')}"
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import parse_wheel_filename
-
-from tests.integration.conftest import clean_env, fresh_venv, kf, run
+from support import clean_env, fresh_venv, kf, run
 
 X86 = "img2grey-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 ARM = "img2grey-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_aarch64.whl"

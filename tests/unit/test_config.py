@@ -8,7 +8,7 @@ from factory.errors import EXIT_USAGE, ConfigError
 
 
 def ns(**kw: object) -> argparse.Namespace:
-    base = {"config": None, "store": None, "jobs": None, "manylinux": None, "accept_higher_policy": None,
+    base: dict[str, object] = {"config": None, "store": None, "jobs": None, "manylinux": None, "accept_higher_policy": None,
             "allow_no_digest": None, "allow_org": None}
     base.update(kw)
     return argparse.Namespace(**base)

@@ -56,7 +56,8 @@ def test_local_version() -> None:
 
 def test_backend_fields() -> None:
     t = parse("torch27-cxx11-cu128-x86_64-linux")
-    assert (t.backend, t.backend_version, t.os, t.arch, t.framework_version) == ("cuda", "12.8", "linux", "x86_64", "2.7")
+    fields = (t.backend, t.backend_version, t.os, t.arch, t.framework_version)
+    assert fields == ("cuda", "12.8", "linux", "x86_64", "2.7")
     assert parse("torch-universal").noarch
 
 
