@@ -115,8 +115,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--allow-no-digest", action="store_true", default=None, help="build variants whose metadata.json has no digest"
     )
-    b.add_argument("--verify-signatures", action="store_true", default=None,
-                   help="require a valid metadata.json.sigstore bundle (sigstore, through the kernels package)")
+    b.add_argument(
+        "--verify-signatures",
+        action="store_true",
+        default=None,
+        help="require a valid metadata.json.sigstore bundle (sigstore, through the kernels package)",
+    )
     b.set_defaults(handler=_build)
 
     ix = sub.add_parser("index", help="render the static index from the store's records")
@@ -125,7 +129,9 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument("--out", metavar="DIR", help="index root (default: the store folder)")
     ix.add_argument("--wheels", metavar="DIR", action="append", help="adopt the wheels in this folder too")
     ix.add_argument("--templates", metavar="DIR", help="folder of templates overriding index_templates/")
-    ix.add_argument("--base-url", metavar="URL", help="where the index will be served, for the landing page's pip commands")
+    ix.add_argument(
+        "--base-url", metavar="URL", help="where the index will be served, for the landing page's pip commands"
+    )
     ix.set_defaults(handler=_index)
 
     pu = sub.add_parser("publish", help="copy the store and index to a folder, s3:// or an upload endpoint")

@@ -8,8 +8,15 @@ from factory.errors import EXIT_USAGE, ConfigError
 
 
 def ns(**kw: object) -> argparse.Namespace:
-    base: dict[str, object] = {"config": None, "store": None, "jobs": None, "manylinux": None, "accept_higher_policy": None,
-            "allow_no_digest": None, "allow_org": None}
+    base: dict[str, object] = {
+        "config": None,
+        "store": None,
+        "jobs": None,
+        "manylinux": None,
+        "accept_higher_policy": None,
+        "allow_no_digest": None,
+        "allow_org": None,
+    }
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -21,7 +28,9 @@ def write(tmp_path: Path, text: str, name: str = "factory.toml") -> Path:
 
 
 def test_defaults_file_env_cli_order(tmp_path: Path) -> None:
-    p = write(tmp_path, """
+    p = write(
+        tmp_path,
+        """
 [factory]
 store = "out"
 manylinux = "2_34"
@@ -33,7 +42,8 @@ repo = "kernels-community/activation"
 versions = [1]
 tags = ">=1.1.2,<2"
 variants = ["torch2*-cu12*-x86_64-linux"]
-""")
+""",
+    )
     opts = config.load(ns(config=str(p)), env={})
     assert opts.store == str(tmp_path / "out")  # relative to the config file's folder
     assert (opts.manylinux, opts.jobs, opts.allow_orgs) == ("2_34", 3, ("acme",))
@@ -42,13 +52,16 @@ variants = ["torch2*-cu12*-x86_64-linux"]
     assert k.versions == ("1", ">=1.1.2,<2")
     opts = config.load(ns(config=str(p)), env={"KERNEL_FACTORY_JOBS": "5", "KERNEL_FACTORY_MANYLINUX": "2_17"})
     assert (opts.jobs, opts.manylinux) == (5, "2_17")
-    opts = config.load(ns(config=str(p), jobs=1, manylinux="2_28", allow_org=["other"]),
-                       env={"KERNEL_FACTORY_JOBS": "5"})
+    opts = config.load(
+        ns(config=str(p), jobs=1, manylinux="2_28", allow_org=["other"]), env={"KERNEL_FACTORY_JOBS": "5"}
+    )
     assert (opts.jobs, opts.manylinux, opts.allow_orgs) == (1, "2_28", ("acme", "other"))
 
 
 def test_pyproject_table(tmp_path: Path) -> None:
-    p = write(tmp_path, """
+    p = write(
+        tmp_path,
+        """
 [project]
 name = "x"
 [tool.kernel-factory.factory]
@@ -56,7 +69,9 @@ store = "s3://bucket/prefix"
 [[tool.kernel-factory.kernel]]
 repo = "./kernels/relu"
 versions = [2]
-""", "pyproject.toml")
+""",
+        "pyproject.toml",
+    )
     opts = config.load(ns(config=str(p)), env={})
     assert opts.store == "s3://bucket/prefix"
     assert opts.kernels[0].repo == str(tmp_path / "kernels" / "relu")
