@@ -25,6 +25,7 @@ import json
 import multiprocessing
 import os
 import random
+import resource
 import shutil
 import sys
 import tempfile
@@ -99,19 +100,26 @@ def peak_rss_mb() -> float:
     return 0.0
 
 
-def factory_job(vdir: str, out: str) -> tuple[int, float]:
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def factory_job(vdir: str, out: str) -> tuple[int, float, float]:
+    cpu = cpu_seconds()
     inp = WheelInput(
         variant_dir=Path(vdir), target=variants.parse(Path(vdir).name), kernel_version="1.0.0",
         repo_name="bench", repo_id="bench/bench", source="bench/bench", revision="0" * 40, ref="v1",
         commit_time=1_767_225_600, readme="# bench\n\nA benchmark kernel.\n",
     )
     whl, _, record = convert(inp, Path(out))
-    return record.size, peak_rss_mb()
+    return record.size, peak_rss_mb(), cpu_seconds() - cpu
 
 
-def baseline_job(vdirs: list[str], out: str) -> tuple[int, float]:
+def baseline_job(vdirs: list[str], out: str) -> tuple[int, float, float]:
     from wheel.wheelfile import WheelFile
 
+    cpu = cpu_seconds()
     total = 0
     for i, vdir in enumerate(vdirs):
         path = Path(out) / f"bench-1.0.0+v{i}-cp39-abi3-linux_x86_64.whl"
@@ -121,7 +129,7 @@ def baseline_job(vdirs: list[str], out: str) -> tuple[int, float]:
                     full = os.path.join(root, name)
                     wf.write(full, "bench/" + os.path.relpath(full, vdir))
         total += path.stat().st_size
-    return total, peak_rss_mb()
+    return total, peak_rss_mb(), cpu_seconds() - cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,20 +161,24 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(args.jobs, mp_context=SPAWN) as ex:
             results = list(ex.map(factory_job, map(str, vdirs), [str(work / "kf")] * len(vdirs)))
         kf_time = time.perf_counter() - t
-        kf_size = sum(size for size, _ in results)
-        kf_rss = max(rss for _, rss in results)
+        kf_size = sum(r[0] for r in results)
+        kf_rss = max(r[1] for r in results)
+        kf_cpu = sum(r[2] for r in results)
         print(f"kernel-factory: {kf_time:6.1f} s  {total_in / MB / kf_time:7.1f} MB/s  "
-              f"wheels {kf_size / MB:7.1f} MB  peak RSS/worker {kf_rss:5.0f} MB")
+              f"wheels {kf_size / MB:7.1f} MB  peak RSS/worker {kf_rss:5.0f} MB  CPU {kf_cpu:6.1f} s")
 
         if not args.skip_baseline:
             (work / "base").mkdir()
             t = time.perf_counter()
             with ProcessPoolExecutor(1, mp_context=SPAWN) as ex:
-                base_size, base_rss = ex.submit(baseline_job, list(map(str, vdirs)), str(work / "base")).result()
+                base_size, base_rss, base_cpu = ex.submit(
+                    baseline_job, list(map(str, vdirs)), str(work / "base")).result()
             base_time = time.perf_counter() - t
             print(f"WheelFile:      {base_time:6.1f} s  {total_in / MB / base_time:7.1f} MB/s  "
-                  f"wheels {base_size / MB:7.1f} MB  peak RSS        {base_rss:5.0f} MB")
-            print(f"speedup {base_time / kf_time:.2f}x, size ratio {kf_size / base_size:.3f}")
+                  f"wheels {base_size / MB:7.1f} MB  peak RSS        {base_rss:5.0f} MB  CPU {base_cpu:6.1f} s")
+            print(f"speedup {base_time / kf_time:.2f}x wall, {base_cpu / kf_cpu:.2f}x per CPU second "
+                  f"(on {args.jobs} idle cores about {base_cpu / kf_cpu * min(args.jobs, len(vdirs)):.1f}x wall); "
+                  f"size ratio {kf_size / base_size:.3f}; load average {os.getloadavg()[0]:.1f}")
             shutil.rmtree(work / "base")
         shutil.rmtree(work / "kf")
         shutil.rmtree(work / "src")
@@ -174,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         if big is not None:
             t = time.perf_counter()
             with ProcessPoolExecutor(1, mp_context=SPAWN) as ex:
-                size, rss = ex.submit(factory_job, str(big), str(work / "big-out")).result()
+                size, rss, _cpu = ex.submit(factory_job, str(big), str(work / "big-out")).result()
             dt = time.perf_counter() - t
             print(f"one {args.big_mb} MB .so: {dt:.1f} s, wheel {size / MB:.0f} MB, peak RSS {rss:.0f} MB")
     finally:
