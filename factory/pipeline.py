@@ -96,6 +96,8 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
 def _run(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record] | Outcome:
     # Sources fetch into the run's scratch folder (removed with it, and by the next run after a kill):
     # worker processes end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
+    # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
+    out_dir = Path(tempfile.mkdtemp(prefix="job-", dir=out_dir))
     saved, tempfile.tempdir = tempfile.tempdir, str(out_dir)
     try:
         return build_one(job, opts, out_dir)
