@@ -158,7 +158,13 @@ def execute(
 
 
 def _progress(total: int) -> Callable[[Outcome], None]:
+    """A progress bar on a terminal (tqdm, which huggingface_hub brings); one line per wheel in logs."""
     count = [0]
+    bar = None
+    if sys.stderr.isatty() and total > 1:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="wheel", desc="building", file=sys.stderr)
 
     def report(outcome: Outcome) -> None:
         count[0] += 1
@@ -166,7 +172,13 @@ def _progress(total: int) -> Callable[[Outcome], None]:
             status = f"built  {outcome.record.filename}"
         else:
             status = f"failed {outcome.job.describe()}"
-        print(f"[{count[0]}/{total}] {status}", file=sys.stderr, flush=True)
+        if bar is not None:
+            bar.write(f"{status}", file=sys.stderr)
+            bar.update(1)
+            if count[0] == total:
+                bar.close()
+        else:
+            print(f"[{count[0]}/{total}] {status}", file=sys.stderr, flush=True)
 
     return report
 
