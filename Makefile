@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= factory.toml
 PORT   ?= 8000
 
-.PHONY: demo index build serve test unit integration lint bench fixtures system-deps clean
+.PHONY: demo index build serve test unit integration lint bench fixtures system-deps clean gpu-e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,3 +61,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf public examples/repos tests/.cache
+
+# On a machine with an NVIDIA GPU, nvcc and a CUDA torch (see docs/gpu.md).
+gpu-e2e:
+	bash scripts/gpu_e2e.sh
