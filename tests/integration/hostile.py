@@ -360,3 +360,28 @@ def unescaped(root: Path, template_scripts: int = 1) -> list[str]:
         if len(parser.scripts) > template_scripts or any("alert" in s for s in parser.scripts):
             problems.append(f"{page}: a script that is not the template's")
     return problems
+
+
+def small_wheels(folder: Path, count: int) -> Path:
+    """``count`` tiny valid wheels of distinct projects (for `index --wheels`)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        name, version = f"proj{i:04d}", f"1.{i % 7}"
+        info = f"{name}-{version}.dist-info"
+        meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: project {i}\n"
+        with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as zf:
+            zf.writestr(f"{name}/__init__.py", "")
+            zf.writestr(f"{info}/METADATA", meta)
+            zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: hostile\nRoot-Is-Purelib: true\n"
+                                         "Tag: py3-none-any\n")
+            zf.writestr(f"{info}/RECORD", "")
+        os.utime(folder / f"{name}-{version}-py3-none-any.whl", (1_700_000_000, 1_700_000_000))
+    return folder
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Relative path -> bytes of every file under ``root`` whose path has no part starting with '.'."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)}
