@@ -45,7 +45,7 @@ def parse_request(value: str | int) -> Request:
     text = str(value).strip()
     if text == "all":
         return Request("all", text)
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # not "²": str.isdigit accepts digits int() refuses
         return Request("major", str(int(text)))
     if not text:
         raise UsageError("empty version; give 1.1.2 (tag v1.1.2), 1 (branch v1) or a specifier '>=1.1,<2'")
@@ -82,7 +82,7 @@ def tag_versions(refs: Refs) -> dict[Version, str]:
 
 def major_branches(refs: Refs) -> dict[int, str]:
     """``v<N>`` branches -> N -> branch name."""
-    return {int(b[1:]): b for b in refs.branches if b.startswith("v") and b[1:].isdigit()}
+    return {int(b[1:]): b for b in refs.branches if b.startswith("v") and b[1:].isascii() and b[1:].isdigit()}
 
 
 def describe(refs: Refs) -> str:
