@@ -260,7 +260,7 @@ class HubSource:
                 if first_date is None and page and isinstance(page[0], dict):
                     first_date = str(page[0].get("date") or "")
                     header = response.headers.get("x-total-count")
-                    total = int(header) if header and header.isdigit() else None
+                    total = int(header) if header and header.isascii() and header.isdigit() else None
                 count += len(page)
                 if total is not None:
                     break
