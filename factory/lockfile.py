@@ -161,7 +161,7 @@ def parse_dependencies(pyproject: Mapping[str, Any], where: str = "pyproject.tom
         _check_repo_id(repo_id, at)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             deps.append(Dependency(repo_id, major=value))
-        elif isinstance(value, str) and value.strip().isdigit():
+        elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
             deps.append(Dependency(repo_id, major=int(value)))
         elif isinstance(value, str):
             try:
