@@ -130,7 +130,7 @@ def _int(value: Any, where: str) -> int:
 def _manylinux(value: Any, where: str) -> str:
     text = str(value).removeprefix("manylinux_").removeprefix("manylinux")
     parts = text.split("_")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
         raise ConfigError(f"{where}: manylinux policy {value!r} is not like 2_28")
     return text
 
