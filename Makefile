@@ -33,6 +33,8 @@ demo: index
 	@echo "  $(BIN)/kernel-factory serve --out public --port $(PORT) &"
 	@echo "  pip install 'img2grey==1.1.2+torch213cpucxx11' --index-url http://127.0.0.1:$(PORT)/simple"
 	@echo "  pip install img2grey --index-url http://127.0.0.1:$(PORT)/variants/torch213cpucxx11/simple"
+	@echo "(the kernels need torch 2.13: install it first, or add your usual index with --extra-index-url)"
+	@echo "Browse the kernels: open public/index.html, or http://127.0.0.1:$(PORT)/ while serving."
 
 serve: $(STAMP)
 	$(BIN)/kernel-factory serve --out public --port $(PORT)
