@@ -64,12 +64,13 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def moto_server(tmp: Path) -> Iterator[str]:
-    """An S3 endpoint URL served by moto on a free port."""
+def moto_server(tmp: Path, *, auth: bool = False) -> Iterator[str]:
+    """An S3 endpoint URL served by moto on a free port; with ``auth``, moto checks credentials against its IAM."""
     port = free_port()
     log = open(tmp / "moto.log", "wb")  # noqa: SIM115
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"} if auth else None
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_port(port, proc)
         yield f"http://{HOST}:{port}"

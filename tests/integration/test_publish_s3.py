@@ -210,3 +210,22 @@ def test_add_wheel_then_publish_uploads_only_the_new_files(
                "variants/torch213cpucxx11/simple/img2grey/index.html",
                "variants/torch213cpucxx11/simple/img2grey/index.json"}
     assert uploaded == new | changed
+
+
+def test_wrong_credentials_exit_4_one_line_no_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto with its IAM checks on: keys it does not know are refused, as a real S3 refuses them."""
+    root = make_root(tmp_path, WHEELS[:1])
+    before = sorted(f.rel for f in list_root(root.path))
+    with moto_server(tmp_path, auth=True) as url:
+        for key, value in s3_env(url).items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWRONGKEY00000000")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-never-printed")
+        assert publish("--store", str(root.path), "--to", "s3://site/x") == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "refused the credentials" in err[0] and "AWS_ACCESS_KEY_ID" in err[0], err[0]
+    assert not any("s3cr3t-never-printed" in line for line in err)
+    assert sorted(f.rel for f in list_root(root.path)) == before
