@@ -161,8 +161,9 @@ def empty_so(root: Path) -> Path:
 
 def html_everywhere(root: Path) -> Path:
     """README and metadata fields with HTML; a variant folder whose name is markup (not a kernels variant)."""
-    readme = ('<script>alert("readme")</script> An <b>evil</b> kernel & "quotes" \'here\'.\n\n'
-              '<img src=x onerror=alert(1)>\n')
+    readme = ('<script>alert("readme")</script>\n\n'
+              'An <b>evil</b> kernel<script>alert("summary")</script> & "quotes" \'here\' '
+              '<img src=x onerror=alert(1)>.\n')
     repo = kernel(root, "htmlkernel", "htmlkernel", readme=readme, as_git=False,
                   bad_meta={GOOD: {"license": '<script>alert("license")</script>',
                                    "upstream": 'javascript:alert("x")'}})

@@ -248,7 +248,8 @@ tags = ">=0"
     assert h.check_root(store) == []
     assert h.unescaped(store) == []
     landing = (store / "index.html").read_text()
-    assert "&lt;script&gt;alert(&#34;license&#34;)&lt;/script&gt;" in landing or "alert" not in landing
+    assert "&lt;script&gt;alert(&#34;summary&#34;)&lt;/script&gt;" in landing  # the README's summary, escaped
+    assert "&lt;script&gt;alert(&#34;license&#34;)&lt;/script&gt;" in landing
     assert 'javascript:alert' not in landing
     for page in store.rglob("index.json"):
         json.loads(page.read_bytes())
@@ -293,3 +294,14 @@ def test_secrets_never_printed(world: World) -> None:
         text = proc.stdout + proc.stderr
         for name, value in secrets.items():
             assert value not in text, f"{name} printed by {args}:\n{text}"
+
+
+def test_metadata_header_injection_is_neutralised(world: World) -> None:
+    repo = h.kernel(world.repos, "inject", "inject", bad_meta={h.GOOD: {
+        "license": "MIT\nRequires-Dist: evilpkg", "upstream": "https://x.example\nRequires-Dist: evil2"}})
+    out = world.root / "out-inject"
+    assert world.run("to-wheel", repo, "0.1.0", "-o", out, out=out).returncode == 0
+    with zipfile.ZipFile(out / h.good_wheel("inject")) as zf:
+        meta = zf.read("inject-0.1.0.dist-info/METADATA").decode()
+    requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    assert requires == ["Requires-Dist: torch"], meta
