@@ -305,3 +305,27 @@ def test_metadata_header_injection_is_neutralised(world: World) -> None:
         meta = zf.read("inject-0.1.0.dist-info/METADATA").decode()
     requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     assert requires == ["Requires-Dist: torch"], meta
+
+
+def test_hostile_repositories_through_a_hub(world: World, tmp_path: Path) -> None:
+    """The same repositories served by olah: what a malicious Hub repository can really deliver."""
+    from tests.integration.hub_server import hf_env, hub, serve_repo
+
+    src = world.root / "hub-src"
+    repos = {"symlinks": h.symlink_escapes(src), "badmeta": h.broken_metadata(src), "emptyso": h.empty_so(src)}
+    mirrors = tmp_path / "mirrors"  # olah and its logs live outside the snapshotted tree
+    for name, repo in repos.items():
+        serve_repo(repo, mirrors, f"kernels-community/{name}")
+    with hub(mirrors, tmp_path / "olah") as (_, proxy):
+        env = {**hf_env(proxy.url, world.root / "home" / "hf"), "HF_HUB_OFFLINE": "0"}
+        for name in repos:
+            out = world.root / f"out-hub-{name}"
+            proc = world.run("to-wheel", f"kernels-community/{name}", "0.1.0", "-o", out, out=out, extra_env=env)
+            assert proc.returncode == 3, proc.stderr
+            assert wheels(out) == [h.good_wheel(name)], proc.stderr
+            errs = errors(proc)
+            assert errs and all(e.startswith(f"error: kernels-community/{name}@v0.1.0: build/") for e in errs), errs
+            if name == "symlinks":  # the Hub serves a link as a file holding its target: the digest no longer matches
+                assert len(errs) == 3 and all(("does not match" in e or "is missing" in e) for e in errs), errs
+            with zipfile.ZipFile(out / h.good_wheel(name)) as zf:
+                assert not any(b"root:x:0:0" in zf.read(n) for n in zf.namelist())
