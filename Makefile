@@ -45,7 +45,7 @@ system-deps:
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium g++-aarch64-linux-gnu >/dev/null; }
 
 # torch 2.13 CPU is what the fixtures are built against; tests install it into their own fresh venvs too.
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps lint
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pytest -n 2 -q tests
 
@@ -54,7 +54,7 @@ unit: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check factory tests scripts
-	$(BIN)/mypy factory
+	$(BIN)/mypy factory scripts tests/unit tests/integration
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_convert.py

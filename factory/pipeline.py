@@ -26,7 +26,7 @@ from factory.errors import (
     UsageError,
 )
 from factory.lock import store_lock
-from factory.plan import Job, Plan, make_plan, print_plan
+from factory.plan import Job, Plan, check_options, make_plan, print_plan
 from factory.sources import Source, open_source
 from factory.store import LocalStore, Record, Store, open_store
 from factory.variants import parse as parse_variant
@@ -269,6 +269,8 @@ def run_plan(ns: argparse.Namespace) -> int:
 def run_build(ns: argparse.Namespace) -> int:
     opts = load_options(ns)
     shard = _shard(ns)
+    check_options(opts)  # before the store is touched
+    quiet_downloads()
     store = open_store(opts.store)
     with store_lock(store):
         records = store.records()
@@ -293,7 +295,14 @@ def run_build(ns: argparse.Namespace) -> int:
     return exit_code(outcomes, plan)
 
 
+def quiet_downloads() -> None:
+    """huggingface_hub's per-download bars suit a terminal, not a CI log."""
+    if not sys.stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def run_to_wheel(ns: argparse.Namespace) -> int:
+    quiet_downloads()
     opts = config.load(ns)
     request = versions.parse_request(ns.version)
     spec = KernelSpec(

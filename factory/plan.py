@@ -83,6 +83,14 @@ def check_allowed(location: str, repo_id: str | None, opts: Options) -> None:
         )
 
 
+def check_options(opts: Options) -> None:
+    """Refuse a plan that cannot start (nothing to build, an organisation not allowed) before any work."""
+    if not opts.kernels:
+        raise UsageError("nothing to build: add [[kernel]] tables to factory.toml, or pass --config or --lock")
+    for spec in opts.kernels:
+        check_allowed(spec.repo, spec.repo_id, opts)
+
+
 def _wanted(variant: str, spec: KernelSpec) -> bool:
     if spec.variants and not any(fnmatch.fnmatchcase(variant, g) for g in spec.variants):
         return False
@@ -205,8 +213,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     }
     have = {r.job_key for r in records if r.job_key is not None}
     plan = Plan()
-    if not opts.kernels:
-        raise UsageError("nothing to build: add [[kernel]] tables to factory.toml, or pass --config or --lock")
+    check_options(opts)
     from factory.shard import in_shard
 
     for spec in opts.kernels:

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from tests.integration.hub_server import hf_env, hub, make_kernel_repo, serve_repo  # noqa: E402
+from hub_server import hf_env, hub, make_kernel_repo, serve_repo  # noqa: E402
 
 
 def tree_bytes(path: Path) -> int:

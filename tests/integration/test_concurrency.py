@@ -9,9 +9,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import hostile as h
 import pytest
-
-from tests.integration import hostile as h
 
 VARIANTS = ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm")
 

@@ -74,7 +74,7 @@ def _input(vdir: Path, **changes: object) -> WheelInput:
         commit_time=1_767_225_600, readme="# img2grey\n\nGreyscale images.\n",
     )
     values.update(changes)
-    return WheelInput(**values)
+    return WheelInput(**values)  # type: ignore[arg-type]
 
 
 def _run(*cmd: str | Path, cwd: Path | None = None) -> str:

@@ -19,9 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import hostile as h
 import pytest
-
-from tests.integration import hostile as h
 
 FRACTIONS = (0.2, 0.45, 0.7, 0.95)  # of an uninterrupted run's duration
 VARIANTS = ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu", "torch-metal")

@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import hostile as h
 import pytest
 from support import free_port
-
-from tests.integration import hostile as h
 
 SECRET_NAMES = ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "TWINE_PASSWORD", "TWINE_USERNAME")
 
@@ -309,7 +308,7 @@ def test_metadata_header_injection_is_neutralised(world: World) -> None:
 
 def test_hostile_repositories_through_a_hub(world: World, tmp_path: Path) -> None:
     """The same repositories served by olah: what a malicious Hub repository can really deliver."""
-    from tests.integration.hub_server import hf_env, hub, serve_repo
+    from hub_server import hf_env, hub, serve_repo
 
     src = world.root / "hub-src"
     repos = {"symlinks": h.symlink_escapes(src), "badmeta": h.broken_metadata(src), "emptyso": h.empty_so(src)}
