@@ -57,6 +57,7 @@ lint: $(STAMP)
 	$(BIN)/mypy factory scripts tests/unit tests/integration
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	$(BIN)/python scripts/bench_convert.py
 	$(BIN)/python scripts/bench_rerun.py
 	$(BIN)/python scripts/bench_index.py

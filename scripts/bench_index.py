@@ -2,8 +2,11 @@
 
     python scripts/bench_index.py [--projects 200] [--versions 10] [--dir DIR]
 
-Prints the full build, add-one-wheel and no-change times. Anchors on a
-2-core machine (FACTS.md): dumb-pypi full 8-18 s, add one 9-10 s, no change 1.8 s.
+Prints the full build, add-one-wheel and no-change times of kernel-factory and,
+measured in the same run on the same file names, of dumb-pypi (the baseline,
+`pip install dumb-pypi`; `make bench` installs it), with the ratios. dumb-pypi
+writes PEP 503 pages only (no PEP 691 JSON, no PEP 658 hashes, no per-variant
+indexes), so the comparison flatters it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,6 +68,26 @@ def timed(label: str, root: Path) -> float:
     return t2 - t0
 
 
+def dumb_pypi(label: str, names: list[str], previous: list[str] | None, work: Path) -> float | None:
+    """One dumb-pypi run (full, or incremental against ``previous``); None if dumb-pypi is not installed."""
+    if shutil.which("dumb-pypi") is None and not (Path(sys.executable).parent / "dumb-pypi").exists():
+        return None
+    exe = shutil.which("dumb-pypi") or str(Path(sys.executable).parent / "dumb-pypi")
+    current = work / f"{label.replace(' ', '-')}.txt"
+    current.write_text("\n".join(names) + "\n")
+    cmd = [exe, "--package-list", str(current), "--output-dir", str(work / "out"), "--packages-url", "../../files/",
+           "--no-generate-timestamp"]
+    if previous is not None:
+        prev = work / f"{label.replace(' ', '-')}.previous.txt"
+        prev.write_text("\n".join(previous) + "\n")
+        cmd += ["--previous-package-list", str(prev)]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    took = time.perf_counter() - t0
+    print(f"{'dumb-pypi ' + label:<22} {took:6.2f} s")
+    return took
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--projects", type=int, default=200)
@@ -80,15 +105,30 @@ def main() -> None:
     print(
         f"store of {args.projects * args.versions * len(VARIANTS)} records written in {time.perf_counter() - t0:.1f} s"
     )
+    ours: dict[str, float] = {}
+    base: dict[str, float | None] = {}
+    work = Path(tempfile.mkdtemp(prefix="bench-dumb-pypi-"))
     try:
-        timed("full build", root)
-        timed("no change", root)
+        before = sorted(p.name for p in files.glob("*.whl"))
+        ours["full build"] = timed("full build", root)
+        ours["no change"] = timed("no change", root)
         write_record(files, "kernel-000", "2.0.0", VARIANTS[0])
-        timed("add one", root)
+        after = sorted(p.name for p in files.glob("*.whl"))
+        ours["add one"] = timed("add one", root)
         timed("no change", root)
+        base["full build"] = dumb_pypi("full build", before, None, work)
+        base["no change"] = dumb_pypi("no change", before, before, work)
+        base["add one"] = dumb_pypi("add one", after, before, work)
     finally:
+        shutil.rmtree(work)
         if args.dir is None:
             shutil.rmtree(root)
+    for step, took in ours.items():
+        other = base.get(step)
+        if other is None:
+            print(f"{step:<12} kernel-factory {took:.2f} s (dumb-pypi not installed: no baseline)")
+        else:
+            print(f"{step:<12} kernel-factory {took:.2f} s, dumb-pypi {other:.2f} s: {other / took:.1f}x faster")
 
 
 if __name__ == "__main__":
