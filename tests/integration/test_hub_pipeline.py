@@ -47,6 +47,7 @@ def served(fixtures: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     serve_repo(fixtures / "img2grey", mirrors, "kernels-community/img2grey")
     serve_repo(fixtures / "tampered", mirrors, "kernels-community/tampered")
     serve_repo(fixtures / "pyonly", mirrors, "kernels-community/pyonly", repo_type="model")
+    serve_repo(fixtures / "relu-nested", mirrors, "kernels-community/relu-nested")
     with hub(mirrors, root / "olah") as (_, proxy):
         yield proxy
 
@@ -89,6 +90,29 @@ def test_hub_wheels_match_local_wheels(fixtures: Path, env: Path, capsys: pytest
             prov = json.loads(next(z.read(n) for n in z.namelist() if n.endswith(PROVENANCE)))
         assert prov["repo_id"] == "kernels-community/img2grey"
         assert prov["revision"] == git(fixtures / "img2grey", "rev-parse", "v1.1.2^{commit}")
+
+
+def test_fleet_from_config_nested_layout_and_branch_version(fixtures: Path, env: Path) -> None:
+    """A factory.toml fleet from the Hub: a nested-layout kernel by major branch, a flat one by specifier."""
+    (env / "factory.toml").write_text(
+        '[factory]\nstore = "store"\n\n'
+        '[[kernel]]\nrepo = "kernels-community/relu-nested"\nversions = [1]\n\n'
+        '[[kernel]]\nrepo = "kernels-community/img2grey"\ntags = ">=1.1.1,<2"\n'
+        'variants = ["torch213-cxx11-cpu-*"]\n'
+    )
+    assert main(["build", "--config", str(env / "factory.toml")]) == EXIT_OK
+    wheels = sorted(p.name for p in (env / "store" / "files").glob("*.whl"))
+    assert wheels == [
+        "img2grey-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_aarch64.whl",
+        "img2grey-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
+        "relu_nested-1.0.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
+    ]
+    local = env / "local"
+    assert main(["to-wheel", str(fixtures / "relu-nested"), "1", "--repo-id", "kernels-community/relu-nested",
+                 "-o", str(local)]) == EXIT_OK
+    name = wheels[-1]
+    assert entries(env / "store" / "files" / name) == entries(local / name)
+    assert "relu_nested/metadata.json" in entries(local / name)
 
 
 def test_model_type_repo_branch_version(env: Path) -> None:
