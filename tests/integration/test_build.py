@@ -82,11 +82,17 @@ def test_two_shards_build_the_same_store_as_one_run(example_repos: Path, tmp_pat
         counts.append(len([line for line in proc.stderr.splitlines() if "] built " in line]))
     assert sum(counts) == 8 and all(counts), counts  # disjoint, complete, both shards did work
 
-    def listing(root: Path) -> dict[str, bytes]:
-        return {p.name: p.read_bytes() for p in sorted((root / "store" / "files").iterdir())
-                if not p.name.startswith(".")}
+    for d in (one, two):
+        assert kf("index", "--config", d / "factory.toml").returncode == 0
 
-    assert listing(one) == listing(two)
+    def listing(root: Path) -> dict[str, bytes]:
+        store = root / "store"
+        return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*"))
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(store).parts)}
+
+    one_files, two_files = listing(one), listing(two)
+    assert any(name.startswith("simple/") for name in one_files)
+    assert one_files == two_files  # the same wheels, records and index pages, byte for byte
 
 
 def test_bad_shard_and_bad_config(example_repos: Path, tmp_path: Path) -> None:
