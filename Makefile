@@ -54,7 +54,7 @@ unit: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check factory tests scripts
-	$(BIN)/mypy factory scripts tests/unit tests/integration
+	$(BIN)/mypy factory scripts tests/index_synth.py tests/unit tests/integration
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'

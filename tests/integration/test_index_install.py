@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from index_synth import add_kernel
 
 from factory.index import index_store
-from factory.index_synth import add_kernel
 
 pytestmark = pytest.mark.integration
 

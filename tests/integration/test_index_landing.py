@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from index_synth import add_kernel, make_wheel
 
 from factory.index import index_store
-from factory.index_synth import add_kernel, make_wheel
 
 pytestmark = pytest.mark.integration
 

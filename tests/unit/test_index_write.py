@@ -9,12 +9,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from index_synth import add_kernel, make_wheel
 
 from factory.adopt import adopt
 from factory.errors import UsageError
 from factory.index import build_index, index_store, remove_stale, resolve_paths, run_index, write_index
 from factory.index_records import CACHE_FILE, load_local
-from factory.index_synth import add_kernel, make_wheel
 from factory.store import LocalStore
 
 CU = "torch27-cxx11-cu128-x86_64-linux"
