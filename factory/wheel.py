@@ -123,7 +123,9 @@ def check_requirements(reqs: Iterable[str], where: str) -> tuple[str, ...]:
     out: list[str] = []
     for req in reqs:
         try:
-            text = str(Requirement(req))
+            # Keep a compact requirement as written ("torch>=2.7,<2.8", as DESIGN.md shows it); normalise others.
+            text = req if not any(c.isspace() for c in req) else str(Requirement(req))
+            Requirement(text)
         except InvalidRequirement:
             raise BadKernel(f"{where}: {req!r} in metadata.json python-depends is not a valid requirement") from None
         if text not in out:

@@ -44,7 +44,10 @@ def test_one_wheel_per_variant_with_audited_tags(img2grey_wheels: Path) -> None:
     assert "img2grey/metadata.json" in names and "img2grey/__init__.py" in names
     assert not any(n.startswith("img2grey/img2grey/") for n in names)  # the compatibility folder is left out
     assert "Version: 1.1.2+torch213cpucxx11" in meta
-    assert "Summary: " in meta and "compute kernel" not in meta.split("Summary: ")[1].split("\n")[0] or True
+    assert "Requires-Dist: torch>=2.13,<2.14\n" in meta and "Requires-Python: >=3.9\n" in meta
+    assert "License-Expression: Apache-2.0\n" in meta
+    summary = meta.split("Summary: ")[1].split("\n")[0]
+    assert summary and summary != "img2grey compute kernel"  # the README's first sentence
     assert prov["variant"] == "torch213-cxx11-cpu-x86_64-linux" and prov["ref"] == "v1.1.2"
     assert len(prov["revision"]) == 40
 

@@ -93,7 +93,7 @@ def test_python_depends_mapped(tmp_path: Path) -> None:
     vdir = make_variant(tmp_path / "repo", meta={"python-depends": ["tvm-ffi"],
                                                  "python-depends-backends": {"cpu": ["numpy>=1"]}})
     _, metadata, record = convert(wheel_input(vdir), tmp_path / "o")
-    assert record.requires_dist == ("torch<2.8,>=2.7", "apache-tvm-ffi", "numpy>=1")
+    assert record.requires_dist == ("torch>=2.7,<2.8", "apache-tvm-ffi", "numpy>=1")
 
 
 def test_license_not_spdx_goes_to_license(tmp_path: Path) -> None:
