@@ -44,15 +44,19 @@ system-deps:
 	@command -v chromium >/dev/null && command -v aarch64-linux-gnu-g++ >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium g++-aarch64-linux-gnu >/dev/null; }
 
-# torch 2.13 CPU is what the fixtures are built against; tests install it into their own fresh venvs too.
-test: $(STAMP) system-deps lint
+# torch 2.13 CPU: the fixtures are built against its headers, and mypy reads its types.
+TORCH := $(VENV)/.torch
+$(TORCH): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
+	touch $@
+
+test: $(STAMP) $(TORCH) system-deps lint
 	$(BIN)/python -m pytest -n 2 -q tests
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
-lint: $(STAMP)
+lint: $(STAMP) $(TORCH)
 	$(BIN)/ruff check factory tests scripts
 	$(BIN)/mypy factory scripts tests/index_synth.py tests/unit tests/integration
 
