@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,3 +43,29 @@ def write_bytes(path: Path, data: bytes) -> bool:
     with atomic_open(path) as f:
         f.write(data)
     return True
+
+
+def remove_stale_tmp(root: Path, before: float) -> int:
+    """Remove ``.tmp-*`` files and folders below ``root`` (left by a killed run) last changed before ``before``.
+
+    Returns how many were removed. Callers pass the time they took the store's lock, or, where there is no
+    lock (a publish destination), a time far enough back that no live writer can own the file.
+    """
+    removed = 0
+    for folder, dirs, names in os.walk(root):
+        stale_dirs = [d for d in dirs if d.startswith(TMP_PREFIX)]
+        dirs[:] = [d for d in dirs if not d.startswith(TMP_PREFIX)]
+        for name in stale_dirs + [n for n in names if n.startswith(TMP_PREFIX)]:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+                if st.st_mtime >= before:
+                    continue
+                if name in stale_dirs:
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                continue
+    return removed

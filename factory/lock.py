@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from factory.atomic import TMP_PREFIX
+from factory import atomic
 from factory.errors import UsageError
 from factory.store import LocalStore, Store
 
@@ -53,25 +51,5 @@ def store_lock(store: Store, wait_s: float | None = None) -> Iterator[None]:
 
 
 def remove_stale_tmp(store: LocalStore, before: float) -> int:
-    """Remove ``.tmp-*`` files and folders (left by a killed run) older than ``before`` from the store's root and
-    ``files/``; call it holding the lock. Returns how many were removed."""
-    removed = 0
-    for folder in (store.root, store.files):
-        try:
-            entries = list(os.scandir(folder))
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            if not entry.name.startswith(TMP_PREFIX):
-                continue
-            try:
-                if entry.stat(follow_symlinks=False).st_mtime >= before:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    Path(entry.path).unlink()
-                removed += 1
-            except FileNotFoundError:
-                continue
-    return removed
+    """Remove ``.tmp-*`` leftovers of killed runs anywhere in the store and its index; call it holding the lock."""
+    return atomic.remove_stale_tmp(store.root, before)

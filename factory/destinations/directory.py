@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from factory.atomic import TMP_PREFIX, atomic_open
+from factory.atomic import TMP_PREFIX, atomic_open, remove_stale_tmp
 from factory.errors import Unreachable
 from factory.publish import LocalFile, State
 
@@ -50,8 +51,12 @@ def link_or_copy(src: Path, dest: Path) -> None:
         raise
 
 
+# A destination has no lock: a hidden temporary file this old belongs to a publish that was killed.
+STALE_TMP_S = 3600
+
+
 class DirectoryDestination:
-    """Publish into ``root``; nothing there is deleted."""
+    """Publish into ``root``; nothing there is deleted but the hidden leftovers of a killed publish."""
 
     workers = 8
 
@@ -71,6 +76,7 @@ class DirectoryDestination:
             raise Unreachable(f"cannot create {self.root}: {exc.strerror}; fix --to or its permissions") from None
         if not os.access(self.root, os.W_OK):
             raise Unreachable(f"cannot write to {self.root}; fix --to or its permissions")
+        remove_stale_tmp(self.root, time.time() - STALE_TMP_S)
 
     def state(self, file: LocalFile) -> State:
         target = self.root / file.rel
