@@ -148,16 +148,12 @@ def test_external_library_is_grafted(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert record.size == whl.stat().st_size
 
 
-REPOS = Path(__file__).resolve().parents[2] / "examples" / "repos"
-
-
-def test_real_fixture_kernel_runs_in_torch(tmp_path: Path) -> None:
+def test_real_fixture_kernel_runs_in_torch(example_repos: Path, tmp_path: Path) -> None:
     """The fixture builder's img2grey CPU kernel: wheel it, install it with pip, call the op from torch."""
-    vdir = REPOS / "img2grey" / "build" / X86
-    if not vdir.is_dir():
-        pytest.skip("examples/repos is not built: run `make fixtures` (scripts/build_fixtures.py)")
-    readme = (REPOS / "img2grey" / "README.md").read_text()
-    whl, _, record = convert(_input(vdir, source=str(REPOS / "img2grey"), readme=readme), tmp_path / "out")
+    repo = example_repos / "img2grey"
+    vdir = repo / "build" / X86
+    readme = (repo / "README.md").read_text()
+    whl, _, record = convert(_input(vdir, source=str(repo), readme=readme), tmp_path / "out")
     assert record.platform_tag == "manylinux_2_28_x86_64" and record.import_name == "img2grey"
     _run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", tmp_path / "site", whl)
     code = "import torch, img2grey; print(float(img2grey.img2grey(torch.ones(2, 2, 3)).sum()))"
