@@ -99,15 +99,19 @@ def _wanted(variant: str, spec: KernelSpec) -> bool:
 
 def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]) -> list[versions.Selected]:
     where = spec.repo_id or src.display
-    if spec.sha is not None:  # pinned by a lock file
+    if spec.sha is not None:  # pinned by a lock file: a release tag or a major branch at that commit names it
         sha = src.resolve(spec.sha)
-        tags = {s: t for t, s in src.refs().tags.items()}
-        tag_version = versions.tag_versions(src.refs())
-        for v, t in tag_version.items():
-            if src.refs().tags[t] == sha:
-                return [versions.Selected(sha, t, str(v))]
-        return [versions.Selected(sha, tags.get(sha), None)]
-    if spec.revision is not None:
+        refs = src.refs()
+        tagged = [(v, t) for v, t in versions.tag_versions(refs).items() if refs.tags[t] == sha]
+        if tagged:
+            version, tag = max(tagged)
+            return [versions.Selected(sha, tag, str(version))]
+        heads = [(n, b) for n, b in versions.major_branches(refs).items() if refs.branches[b] == sha]
+        if not heads:  # the major version comes from the variant's metadata.json when it is built
+            return [versions.Selected(sha, None, None)]
+        major, branch = max(heads)
+        chosen = [versions.Selected(sha, branch, None, major)]
+    elif spec.revision is not None:
         sha = src.resolve(spec.revision)
         if spec.version_override:
             return [versions.Selected(sha, None, spec.version_override)]

@@ -177,3 +177,14 @@ def test_lock_hash_mismatch_refuses_the_variant(fixtures: Path, env: Path, capsy
     err = capsys.readouterr().err
     assert "kernels.lock hash" in err and VARIANT in err
     assert not list((env / "store").rglob("*.whl"))
+
+
+def test_lock_at_a_branch_head_gets_the_branch_version(fixtures: Path, env: Path) -> None:
+    """kernels.lock pins a commit; with no release tag there, the v<N> branch at it gives N.0.K."""
+    sha = git(fixtures / "relu-nested", "rev-parse", "v1^{commit}")
+    lock = env / "kernels.lock"
+    lock.write_text(json.dumps([{"repo_id": "kernels-community/relu-nested", "sha": sha, "variants": {}}]))
+    (env / "factory.toml").write_text('[factory]\nstore = "store"\n')
+    assert main(["build", "--config", str(env / "factory.toml"), "--lock", str(lock)]) == EXIT_OK
+    wheels = sorted(p.name for p in (env / "store" / "files").glob("*.whl"))
+    assert wheels == ["relu_nested-1.0.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"]
