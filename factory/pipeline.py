@@ -107,17 +107,14 @@ def _run(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record] |
         return Outcome(job, error=f"{job.describe()}: bug: {traceback.format_exc()}", exit_code=EXIT_BUG)
     finally:
         tempfile.tempdir = saved
-        _drop_fetched(job, out_dir)
+        _drop_fetched(job)
 
 
-def _drop_fetched(job: Job, out_dir: Path) -> None:
-    """Remove what the job's source fetched into ``out_dir`` once the wheel is written (a variant can be GBs)."""
+def _drop_fetched(job: Job) -> None:
+    """Remove what the job's source fetched once the wheel is written (a variant can be gigabytes)."""
     src = _SOURCES.get((job.location, job.repo_id, job.repo_type))
-    tmp = getattr(src, "_tmp", None)
-    if isinstance(tmp, tempfile.TemporaryDirectory) and Path(tmp.name).resolve().is_relative_to(out_dir.resolve()):
-        tmp.cleanup()
-        setattr(src, "_tmp", None)  # noqa: B010  (not in the Source protocol) the next fetch makes a fresh one
-        getattr(src, "_fetched", {}).clear()
+    if src is not None:
+        src.release()
 
 
 def execute(

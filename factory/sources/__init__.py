@@ -57,6 +57,10 @@ class Source(Protocol):
         """A local folder holding ``build/<variant>/`` at ``sha`` exactly as in the repository."""
         ...
 
+    def release(self) -> None:
+        """Remove every folder ``fetch`` made (a variant can be gigabytes); a later fetch makes a fresh one."""
+        ...
+
 
 def open_source(location: str, *, repo_id: str | None = None, repo_type: str | None = None) -> Source:
     """A local path (folder or git repository) or a Hub repository id."""

@@ -330,6 +330,11 @@ class HubSource:
         shutil.copytree(source, dest / "build" / variant, copy_function=_link_or_copy)
         return dest
 
+    def release(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
     def lfs_paths(self, sha: str, variant: str) -> set[str]:
         """Paths (relative to build/<variant>/) that the Hub stores with LFS, for lock-hash checks."""
         prefix = f"build/{variant}/"

@@ -153,3 +153,9 @@ class LocalSource:
             raise VersionNotFound(f"{self.display}: no build/{variant} at {sha[:12]}")
         self._fetched[key] = dest
         return dest
+
+    def release(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        self._fetched.clear()
