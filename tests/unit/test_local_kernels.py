@@ -13,13 +13,11 @@ from kernels.load import _parse_local_kernel_overrides
 
 from factory import cli
 from factory.errors import EXIT_OK, EXIT_REFUSED
+from factory.local_checks import Environment, check_kernel, main_label
 from factory.local_kernels import (
-    Environment,
     InstalledKernel,
-    check_kernel,
     find_kernels,
     local_kernels_value,
-    main_label,
     report,
     shell_line,
     usable,
