@@ -44,12 +44,7 @@ def store_lock(store: Store, wait_s: float | None = None) -> Iterator[None]:
                     told = True
                 time.sleep(0.2)
         try:
-            remove_stale_tmp(store, time.time())
+            atomic.remove_stale_tmp(store.root, time.time())  # leftovers of killed runs, anywhere below
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-def remove_stale_tmp(store: LocalStore, before: float) -> int:
-    """Remove ``.tmp-*`` leftovers of killed runs anywhere in the store and its index; call it holding the lock."""
-    return atomic.remove_stale_tmp(store.root, before)

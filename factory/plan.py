@@ -131,9 +131,16 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
         chosen = []
         for text in spec.versions:
             chosen += versions.select(refs, versions.parse_request(text), where)
+    # One version per revision: a release tag wins over a major branch at the same commit (decided before
+    # counting commits, so a branch that loses costs no history look-up).
+    by_sha: dict[str, versions.Selected] = {}
+    for sel in chosen:
+        if sel.sha not in by_sha or (sel.major is None and by_sha[sel.sha].major is not None):
+            by_sha[sel.sha] = sel
     key = spec.repo_id or src.repo_id or src.display
     chosen = [
-        versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s for s in chosen
+        versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s
+        for s in by_sha.values()
     ]
     return versions.fill_versions(chosen, src.commit_count)
 
@@ -154,12 +161,7 @@ def plan_kernel(
     src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type)
     jobs: list[Job] = []
     refused: list[FactoryError] = []
-    # One version per revision: a release tag wins over a major branch at the same commit.
-    by_sha: dict[str, versions.Selected] = {}
     for sel in _selections(src, spec, known):
-        if sel.sha not in by_sha or (sel.major is None and by_sha[sel.sha].major is not None):
-            by_sha[sel.sha] = sel
-    for sel in by_sha.values():
         names = src.variants(sel.sha)
         where = f"{spec.repo_id or src.display}@{sel.ref or sel.sha[:12]}"
         if not names:
