@@ -6,13 +6,23 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= factory.toml
 PORT   ?= 8000
 
-.PHONY: demo index build serve test unit integration lint bench fixtures system-deps clean gpu-e2e
+.PHONY: demo index build serve test unit integration lint bench fixtures system-deps clean gpu-e2e install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q '.[test]'
 	touch $@
+
+# The tests run against what users get: the wheel built from this tree, installed (not editable).
+WHEEL := $(VENV)/.wheel
+$(WHEEL): $(STAMP) pyproject.toml $(shell find factory index_templates -type f ! -name '*.pyc' 2>/dev/null)
+	rm -rf dist
+	$(BIN)/python -m pip wheel -q --no-deps -w dist .
+	$(BIN)/python -m pip install -q --no-deps --force-reinstall dist/kernel_factory-*.whl
+	touch $@
+
+install: $(WHEEL)
 
 # Example kernel repositories (git repositories with tags and branches) from the committed prebuilt binaries.
 examples/repos/.built: $(STAMP) scripts/build_fixtures.py $(shell find examples/prebuilt examples/src -type f 2>/dev/null)
@@ -21,7 +31,7 @@ examples/repos/.built: $(STAMP) scripts/build_fixtures.py $(shell find examples/
 
 fixtures: examples/repos/.built
 
-build: $(STAMP) fixtures
+build: $(WHEEL) fixtures
 	$(BIN)/kernel-factory build --config $(CONFIG)
 
 index: build
@@ -36,7 +46,7 @@ demo: index
 	@echo "(the kernels need torch 2.13: install it first, or add your usual index with --extra-index-url)"
 	@echo "Browse the kernels: open public/index.html, or http://127.0.0.1:$(PORT)/ while serving."
 
-serve: $(STAMP)
+serve: $(WHEEL)
 	$(BIN)/kernel-factory serve --out public --port $(PORT)
 
 # Debian packages the integration tests use (headless Chromium, the aarch64 cross compiler).
@@ -50,18 +60,18 @@ $(TORCH): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	touch $@
 
-test: $(STAMP) $(TORCH) system-deps lint
+test: $(WHEEL) $(TORCH) system-deps lint
 	$(BIN)/python -m pytest -n 2 -q tests
 
-unit: $(STAMP)
+unit: $(WHEEL)
 	$(BIN)/python -m pytest -q tests/unit
 
-lint: $(STAMP) $(TORCH)
+lint: $(WHEEL) $(TORCH)
 	$(BIN)/ruff check factory tests scripts
 	$(BIN)/mypy factory scripts tests/index_synth.py tests/unit tests/integration
 
-bench: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+bench: $(WHEEL)
+	$(BIN)/python -m pip install -q '.[test,bench]'
 	$(BIN)/python scripts/bench_convert.py
 	$(BIN)/python scripts/bench_rerun.py
 	$(BIN)/python scripts/bench_index.py

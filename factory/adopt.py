@@ -19,9 +19,9 @@ from packaging.metadata import parse_email
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from factory.atomic import TMP_PREFIX, atomic_open, write_bytes
-from factory.errors import Refused
-from factory.store import FILES, Record
+from .atomic import TMP_PREFIX, atomic_open, write_bytes
+from .errors import Refused
+from .store import FILES, Record
 
 
 @dataclass

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from factory import macho
-from factory.errors import AuditFailed
-from factory.variants import Target
+from . import macho
+from .errors import AuditFailed
+from .variants import Target
 
 if TYPE_CHECKING:
     from auditwheel.policy import Policy, WheelPolicies

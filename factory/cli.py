@@ -12,50 +12,50 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from factory import __version__
-from factory.errors import EXIT_BUG, FactoryError
+from . import __version__
+from .errors import EXIT_BUG, FactoryError
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _to_wheel(ns: argparse.Namespace) -> int:
-    from factory.pipeline import run_to_wheel
+    from .pipeline import run_to_wheel
 
     return run_to_wheel(ns)
 
 
 def _plan(ns: argparse.Namespace) -> int:
-    from factory.pipeline import run_plan
+    from .pipeline import run_plan
 
     return run_plan(ns)
 
 
 def _build(ns: argparse.Namespace) -> int:
-    from factory.pipeline import run_build
+    from .pipeline import run_build
 
     return run_build(ns)
 
 
 def _index(ns: argparse.Namespace) -> int:
-    from factory.index import run_index
+    from .index import run_index
 
     return run_index(ns)
 
 
 def _publish(ns: argparse.Namespace) -> int:
-    from factory.publish import run_publish
+    from .publish import run_publish
 
     return run_publish(ns)
 
 
 def _serve(ns: argparse.Namespace) -> int:
-    from factory.serve import run_serve
+    from .serve import run_serve
 
     return run_serve(ns)
 
 
 def _local_kernels(ns: argparse.Namespace) -> int:
-    from factory.local_kernels import run_local_kernels
+    from .local_kernels import run_local_kernels
 
     return run_local_kernels(ns)
 
@@ -128,7 +128,7 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument("--store", metavar="DIR", help="store folder (default from config, else ./public)")
     ix.add_argument("--out", metavar="DIR", help="index root (default: the store folder)")
     ix.add_argument("--wheels", metavar="DIR", action="append", help="adopt the wheels in this folder too")
-    ix.add_argument("--templates", metavar="DIR", help="folder of templates overriding index_templates/")
+    ix.add_argument("--templates", metavar="DIR", help="templates overriding the shipped ones")
     ix.add_argument(
         "--base-url", metavar="URL", help="where the index will be served, for the landing page's pip commands"
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from factory.errors import ConfigError
+from .errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from factory import __version__, digest, kernelmeta, wheel
-from factory.audit import audit, repair
-from factory.errors import BadKernel, UnsafePath
-from factory.kernelmeta import KernelMeta
-from factory.store import Record
-from factory.variants import Target
+from . import __version__, digest, kernelmeta, wheel
+from .audit import audit, repair
+from .errors import BadKernel, UnsafePath
+from .kernelmeta import KernelMeta
+from .store import Record
+from .variants import Target
 
 _SKIP_DIRS = {"__pycache__"}
 _TOP_META = ("metadata.json", "metadata.json.sigstore")
@@ -239,7 +239,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
 def _mkdtemp(parent: Path) -> str:
     import tempfile
 
-    from factory.atomic import TMP_PREFIX
+    from .atomic import TMP_PREFIX
 
     return tempfile.mkdtemp(prefix=TMP_PREFIX, dir=parent)
 

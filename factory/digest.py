@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from factory.errors import BadKernel, DigestMismatch
+from .errors import BadKernel, DigestMismatch
 
 ALGORITHMS = ("sha256", "sha512")
 _TOP_LEVEL_EXCLUDED = {"metadata.json", "metadata.json.sigstore"}

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factory.atomic import TMP_PREFIX, write_bytes
-from factory.errors import EXIT_OK, EXIT_REFUSED, UsageError
-from factory.index_pages import DEFAULT_BASE_URL, Page, environment, fingerprint, plan, render_page
-from factory.index_records import load_local_keyed, load_records
-from factory.store import Record
+from .atomic import TMP_PREFIX, write_bytes
+from .errors import EXIT_OK, EXIT_REFUSED, UsageError
+from .index_pages import DEFAULT_BASE_URL, Page, environment, fingerprint, plan, render_page
+from .index_records import load_local_keyed, load_records
+from .store import Record
 
 STATE_FILE = ".index-state.json"  # in the index root: page path -> [digest of its inputs, size]
 STATE_SCHEMA = 2
@@ -49,7 +49,7 @@ class IndexResult:
 
 def resolve_paths(ns: argparse.Namespace) -> IndexOptions:
     """Store, index root, adopted folders, templates and base URL from the command line (defaults: ./public)."""
-    from factory import config
+    from . import config
 
     opts = config.load(ns)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
@@ -210,8 +210,8 @@ def run_index(ns: argparse.Namespace) -> int:
     root = Path(opts.store.removeprefix("file://"))
     if "://" in opts.store.removeprefix("file://") or (root.is_dir() and not os.access(root, os.W_OK)):
         return _run_index(opts)  # S3, or a read-only folder: no writer to wait for
-    from factory.lock import store_lock
-    from factory.store import LocalStore
+    from .lock import store_lock
+    from .store import LocalStore
 
     with store_lock(LocalStore(root)):
         return _run_index(opts)
@@ -222,7 +222,7 @@ def _run_index(opts: IndexOptions) -> int:
     if opts.wheels:
         if "://" in opts.store:
             raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
-        from factory.adopt import adopt
+        from .adopt import adopt
 
         for folder in opts.wheels:
             adopted = adopt(Path(opts.store), folder)

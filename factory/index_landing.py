@@ -11,7 +11,7 @@ from urllib.parse import quote
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from factory.store import Record
+from .store import Record
 
 HUB_URL = "https://huggingface.co/"
 _BACKEND_ORDER = ("cuda", "rocm", "xpu", "cann", "neuron", "tpu", "npu", "cpu", "metal", "universal")

@@ -18,10 +18,9 @@ import jinja2
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-import index_templates
-from factory import index_landing
-from factory.index_landing import landing_context
-from factory.store import Record
+from . import TEMPLATES, index_landing
+from .index_landing import landing_context
+from .store import Record
 
 API_VERSION = "1.1"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
@@ -114,7 +113,7 @@ def plan(records: Iterable[Record]) -> list[Page]:
 
 def environment(templates: Path | None) -> jinja2.Environment:
     """Templates from ``templates`` first (any name may be overridden), then the shipped ones."""
-    shipped = Path(index_templates.__file__).parent
+    shipped = TEMPLATES
     loaders: list[jinja2.BaseLoader] = []
     if templates is not None:
         loaders.append(jinja2.FileSystemLoader(str(templates)))

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from factory.atomic import write_bytes
-from factory.store import FILES, Record, open_store
+from .atomic import write_bytes
+from .store import FILES, Record, open_store
 
 CACHE_FILE = ".records-cache.json"
 CACHE_SCHEMA = 2

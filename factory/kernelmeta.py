@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from factory.errors import BadKernel
+from .errors import BadKernel
 
 MAX_BYTES = 32 << 20  # a digest of tens of thousands of files stays far below this
 MAX_DEPTH = 16  # metadata.json nests 3-4 levels deep

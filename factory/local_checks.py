@@ -17,11 +17,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from factory.errors import UnknownVariant
-from factory.variants import Target, parse
+from .errors import UnknownVariant
+from .variants import Target, parse
 
 if TYPE_CHECKING:
-    from factory.local_kernels import InstalledKernel
+    from .local_kernels import InstalledKernel
 
 # Requirements the variant check covers with a better message.
 FRAMEWORK_DISTS = ("torch", "apache-tvm-ffi")

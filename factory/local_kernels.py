@@ -24,8 +24,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from factory.errors import EXIT_OK, EXIT_REFUSED
-from factory.local_checks import Environment, check_kernel, detect_environment, installed_version
+from .errors import EXIT_OK, EXIT_REFUSED
+from .local_checks import Environment, check_kernel, detect_environment, installed_version
 
 PROVENANCE = "kernel_factory.json"
 # metadata.json fields that kernels 0.17 refuses to load without.

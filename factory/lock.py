@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from factory import atomic
-from factory.errors import UsageError
-from factory.store import LocalStore, Store
+from . import atomic
+from .errors import UsageError
+from .store import LocalStore, Store
 
 LOCK_NAME = ".kernel-factory.lock"
 

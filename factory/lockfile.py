@@ -26,7 +26,7 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from factory.errors import ConfigError, DigestMismatch
+from .errors import ConfigError, DigestMismatch
 
 if sys.version_info >= (3, 11):
     import tomllib

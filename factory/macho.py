@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from factory.errors import AuditFailed
+from .errors import AuditFailed
 
 _MH_MAGIC_64 = 0xFEEDFACF
 _FAT_MAGIC = 0xCAFEBABE

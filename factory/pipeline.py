@@ -13,9 +13,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from factory import config, versions
-from factory.config import KernelSpec, Options
-from factory.errors import (
+from . import config, versions
+from .config import KernelSpec, Options
+from .errors import (
     EXIT_BUG,
     EXIT_OK,
     EXIT_REFUSED,
@@ -25,11 +25,11 @@ from factory.errors import (
     Refused,
     UsageError,
 )
-from factory.lock import store_lock
-from factory.plan import Job, Plan, check_options, make_plan, print_plan
-from factory.sources import Source, open_source
-from factory.store import LocalStore, Record, Store, open_store
-from factory.variants import parse as parse_variant
+from .lock import store_lock
+from .plan import Job, Plan, check_options, make_plan, print_plan
+from .sources import Source, open_source
+from .store import LocalStore, Record, Store, open_store
+from .variants import parse as parse_variant
 
 _SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
 
@@ -50,7 +50,7 @@ def _source(job: Job) -> Source:
 
 
 def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
-    from factory import kernelmeta
+    from . import kernelmeta
 
     major = kernelmeta.load(variant_dir, f"build/{job.variant}").version  # BadKernel on hostile JSON
     if not isinstance(major, int) or isinstance(major, bool):
@@ -60,18 +60,18 @@ def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
 
 def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record]:
     """Fetch one variant and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
-    from factory.convert import WheelInput, convert
+    from .convert import WheelInput, convert
 
     src = _source(job)
     root = src.fetch(job.sha, job.variant)
     variant_dir = root / "build" / job.variant
     if job.lock_hash is not None:
-        from factory.lockfile import verify_lock_hash
+        from .lockfile import verify_lock_hash
 
         lfs = src.lfs_paths(job.sha, job.variant) if hasattr(src, "lfs_paths") else ()
         verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=lfs, where=f"build/{job.variant}")
     if opts.verify_signatures:
-        from factory.signature import verify_signature
+        from .signature import verify_signature
 
         verify_signature(variant_dir, f"build/{job.variant}")
     version = job.version or _version_from_metadata(job, variant_dir, src)
@@ -224,7 +224,7 @@ def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool) -> None:
 
 def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
     """kernels.lock, or a pyproject.toml's [tool.kernels.dependencies], as kernel specs."""
-    from factory import lockfile
+    from . import lockfile
 
     if Path(path).name.endswith(".toml"):
         return tuple(
@@ -247,7 +247,7 @@ def load_options(ns: argparse.Namespace) -> Options:
 def _shard(ns: argparse.Namespace) -> tuple[int, int] | None:
     if not getattr(ns, "shard", None):
         return None
-    from factory.shard import parse_shard
+    from .shard import parse_shard
 
     return parse_shard(ns.shard)
 

@@ -8,13 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TextIO
 
-from factory import variants as variants_mod
-from factory import versions
-from factory.config import KernelSpec, Options
-from factory.errors import FactoryError, NotAllowed, Refused, UsageError
-from factory.sources import Source, open_source
-from factory.sources.local import looks_local
-from factory.store import Record
+from . import variants as variants_mod
+from . import versions
+from .config import KernelSpec, Options
+from .errors import FactoryError, NotAllowed, Refused, UsageError
+from .sources import Source, open_source
+from .sources.local import looks_local
+from .store import Record
 
 README_NAMES = ("README.md", "CARD.md")
 
@@ -220,7 +220,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     have = {r.job_key for r in records if r.job_key is not None}
     plan = Plan()
     check_options(opts)
-    from factory.shard import in_shard
+    from .shard import in_shard
 
     for spec in opts.kernels:
         src, jobs, refused = plan_kernel(spec, opts, known)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from factory.errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
+from .errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 
 State = Literal["new", "changed", "same"]
 DEFAULT_STORE = "public"
@@ -88,17 +88,17 @@ class Destination(Protocol):
 def open_destination(to: str) -> Destination:
     """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint."""
     if to.startswith("s3://"):
-        from factory.destinations.s3 import S3Destination
+        from .destinations.s3 import S3Destination
 
         return S3Destination(to)
     if to.startswith(("http://", "https://")):
-        from factory.destinations.upload import UploadDestination
+        from .destinations.upload import UploadDestination
 
         return UploadDestination(to)
     if "://" in to and not to.startswith("file://"):
         scheme = to.split("://", 1)[0]
         raise UsageError(f"--to {to!r}: unknown scheme {scheme}://; use a folder, file://, s3:// or http(s)://")
-    from factory.destinations.directory import DirectoryDestination
+    from .destinations.directory import DirectoryDestination
 
     return DirectoryDestination(Path(to.removeprefix("file://")))
 
@@ -206,7 +206,7 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callab
 
 def store_root(ns: argparse.Namespace) -> Path:
     """The local folder to publish: ``--store``, else the default ``public``."""
-    from factory import config
+    from . import config
 
     opts = config.load(ns)  # defaults -> factory.toml -> environment
     store = getattr(ns, "store", None) or opts.index_out or opts.store or DEFAULT_STORE
@@ -224,7 +224,7 @@ def run_publish(ns: argparse.Namespace) -> int:
     """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
     root = store_root(ns)
     dest = open_destination(ns.to)
-    from factory.destinations.directory import DirectoryDestination
+    from .destinations.directory import DirectoryDestination
 
     if isinstance(dest, DirectoryDestination) and dest.root.resolve() == root.resolve():
         raise UsageError(f"--to {ns.to} is the store folder itself; publish to another folder")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from factory.errors import DigestMismatch, Refused, Unreachable
+from .errors import DigestMismatch, Refused, Unreachable
 
 
 def verify_signature(variant_dir: Path, where: str) -> None:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from factory.atomic import TMP_PREFIX, atomic_open, write_bytes
+from .atomic import TMP_PREFIX, atomic_open, write_bytes
 
 RECORD_SCHEMA = 1
 FILES = "files"
@@ -129,7 +129,7 @@ def open_store(location: str | Path) -> Store:
     """A local folder, or ``s3://bucket/prefix`` (factory/store_s3.py)."""
     text = str(location)
     if text.startswith("s3://"):
-        from factory.store_s3 import S3Store
+        from .store_s3 import S3Store
 
         return S3Store(text)
     return LocalStore(Path(text.removeprefix("file://")))

@@ -17,8 +17,8 @@ from typing import Any
 from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 
-from factory.atomic import atomic_open, write_bytes
-from factory.destinations.s3 import (
+from .atomic import atomic_open, write_bytes
+from .destinations.s3 import (
     explain,
     join_key,
     list_objects,
@@ -28,8 +28,8 @@ from factory.destinations.s3 import (
     remote_sha256,
     upload_file,
 )
-from factory.errors import Unreachable
-from factory.store import FILES, Record
+from .errors import Unreachable
+from .store import FILES, Record
 
 
 class S3Store:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from factory.errors import UnknownVariant
+from .errors import UnknownVariant
 
 # Platforms and operating systems the kernels project builds for.
 ARCHES = ("x86_64", "aarch64")

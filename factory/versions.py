@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from factory.errors import UsageError, VersionNotFound
-from factory.sources import Refs
+from .errors import UsageError, VersionNotFound
+from .sources import Refs
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from factory import __version__
-from factory.atomic import atomic_open
-from factory.errors import BadKernel
-from factory.zipwriter import ZipWriter
+from . import __version__
+from .atomic import atomic_open
+from .errors import BadKernel
+from .zipwriter import ZipWriter
 
 HUB_URL = "https://huggingface.co/"  # Project-URL "Hub" = HUB_URL + repo_id
 PROVENANCE = "kernel_factory.json"  # read back by `kernel-factory local-kernels`

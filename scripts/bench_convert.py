@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from factory import digest, variants  # noqa: E402
-from factory.convert import WheelInput, convert  # noqa: E402
+from kernel_factory import digest, variants  # noqa: E402
+from kernel_factory.convert import WheelInput, convert  # noqa: E402
 
 MB = 1 << 20
 SPAWN = multiprocessing.get_context("spawn")

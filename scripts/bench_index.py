@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from factory.index import index_store
-from factory.store import Record
-from factory.variants import parse
+from kernel_factory.index import index_store
+from kernel_factory.store import Record
+from kernel_factory.variants import parse
 
 VARIANTS = (
     "torch27-cxx11-cu128-x86_64-linux",

@@ -47,7 +47,7 @@ def main() -> int:
         cfg.write_text("\n".join(lines))
         with hub(mirrors, work / "olah") as (_server, proxy):
             env = {**os.environ, **hf_env(proxy.url, work / "hf")}
-            cmd = [sys.executable, "-m", "factory", "build", "--config", str(cfg), "--allow-no-digest"]
+            cmd = [sys.executable, "-m", "kernel_factory", "build", "--config", str(cfg), "--allow-no-digest"]
             t0 = time.perf_counter()
             first = subprocess.run(cmd, env=env, capture_output=True, text=True)
             first_s = time.perf_counter() - t0

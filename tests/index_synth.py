@@ -13,10 +13,9 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from kernel_factory.store import LocalStore, Record
+from kernel_factory.variants import parse
 from packaging.utils import canonicalize_name
-
-from factory.store import LocalStore, Record
-from factory.variants import parse
 
 UPLOAD_TIME = "2026-01-02T03:04:05Z"
 _ZIP_DATE = (2026, 1, 2, 3, 4, 6)

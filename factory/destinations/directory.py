@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from factory.atomic import TMP_PREFIX, atomic_open, remove_stale_tmp
-from factory.errors import Unreachable
-from factory.publish import LocalFile, State
+from ..atomic import TMP_PREFIX, atomic_open, remove_stale_tmp
+from ..errors import Unreachable
+from ..publish import LocalFile, State
 
 
 def same_bytes(a: Path, b: Path) -> bool:

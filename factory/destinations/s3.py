@@ -21,8 +21,8 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
-from factory.errors import FactoryError, Unreachable, UsageError
-from factory.publish import LocalFile, State, file_digest
+from ..errors import FactoryError, Unreachable, UsageError
+from ..publish import LocalFile, State, file_digest
 
 SHA_KEY = "sha256"  # user metadata key: x-amz-meta-sha256
 MB = 1 << 20

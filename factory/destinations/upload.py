@@ -19,8 +19,8 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from factory.errors import Refused, Unreachable, UsageError
-from factory.publish import LocalFile, State
+from ..errors import Refused, Unreachable, UsageError
+from ..publish import LocalFile, State
 
 _CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
 

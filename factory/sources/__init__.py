@@ -64,10 +64,10 @@ class Source(Protocol):
 
 def open_source(location: str, *, repo_id: str | None = None, repo_type: str | None = None) -> Source:
     """A local path (folder or git repository) or a Hub repository id."""
-    from factory.sources.local import LocalSource, looks_local
+    from ..sources.local import LocalSource, looks_local
 
     if looks_local(location):
         return LocalSource(Path(location), repo_id=repo_id)
-    from factory.sources.hub import HubSource
+    from ..sources.hub import HubSource
 
     return HubSource(location, repo_type=repo_type)

@@ -30,8 +30,8 @@ from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
 from packaging.version import InvalidVersion, Version
 
-from factory.errors import FactoryError, Unreachable, UsageError, VersionNotFound
-from factory.sources import Refs
+from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound
+from ..sources import Refs
 
 T = TypeVar("T")
 

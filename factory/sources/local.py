@@ -7,8 +7,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from factory.errors import UsageError, VersionNotFound
-from factory.sources import Refs
+from ..errors import UsageError, VersionNotFound
+from ..sources import Refs
 
 WORKTREE = "worktree"  # the revision name of a plain folder
 

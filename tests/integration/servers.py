@@ -26,9 +26,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin
 
+from kernel_factory.store import LocalStore, Record
 from packaging.utils import canonicalize_name, parse_wheel_filename
-
-from factory.store import LocalStore, Record
 
 HOST = "127.0.0.1"
 USER, PASSWORD = "uploader", "s3cret-pw"

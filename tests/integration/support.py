@@ -17,6 +17,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "tests" / ".cache"
+
+
+def built_wheel() -> Path:
+    """The kernel-factory wheel that ``make install`` built into dist/ (the one the test venv has installed)."""
+    wheels = sorted((ROOT / "dist").glob("kernel_factory-*.whl"))
+    assert len(wheels) == 1, f"expected one wheel in {ROOT / 'dist'} (run `make install`): {wheels}"
+    return wheels[0]
 TORCH_REQ = "torch==2.13.0"
 
 
@@ -31,7 +38,7 @@ def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None =
 def kf(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
        check: bool = False) -> subprocess.CompletedProcess[str]:
     """Run the kernel-factory CLI in a subprocess (as a user would)."""
-    return run(sys.executable, "-m", "factory", *args, cwd=cwd, env=env, check=check)
+    return run(sys.executable, "-m", "kernel_factory", *args, cwd=cwd, env=env, check=check)
 
 
 def free_port() -> int:

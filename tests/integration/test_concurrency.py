@@ -17,7 +17,7 @@ VARIANTS = ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm")
 
 def start(*args: str | Path, wait_s: str = "120") -> subprocess.Popen[str]:
     env = {**os.environ, "KERNEL_FACTORY_LOCK_WAIT": wait_s}
-    return subprocess.Popen([sys.executable, "-m", "factory", *map(str, args)], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "kernel_factory", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 
 

@@ -13,10 +13,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from factory import digest, variants
-from factory.convert import WheelInput, convert
-from factory.errors import AuditFailed
+from kernel_factory import digest, variants
+from kernel_factory.convert import WheelInput, convert
+from kernel_factory.errors import AuditFailed
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ VARIANTS = ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm", "torch-x
 
 
 def factory(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "factory", *map(str, args)], stdout=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-m", "kernel_factory", *map(str, args)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True, env=env)
 
 

@@ -32,10 +32,10 @@ class World:
 
     def run(self, *args: str | Path, out: Path | None = None, extra_env: dict[str, str] | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        """``python -m factory ARGS``; asserts nothing outside ``out`` (and the store) changed and TMPDIR is empty."""
+        """``python -m kernel_factory ARGS``; asserts nothing outside ``out`` (and the store) changed, TMPDIR empty."""
         before = h.snapshot(self.root)
         env = {**self.env, **(extra_env or {})}
-        proc = subprocess.run([sys.executable, "-m", "factory", *map(str, args)], cwd=self.root / "cwd", env=env,
+        proc = subprocess.run([sys.executable, "-m", "kernel_factory", *map(str, args)], cwd=self.root / "cwd", env=env,
                               capture_output=True, text=True, timeout=timeout)
         after = h.snapshot(self.root)
         skip = () if out is None else (str(out.relative_to(self.root)),)
@@ -170,7 +170,7 @@ def test_many_tiny_files(world: World, tmp_path: Path) -> None:
     out = tmp_path / "out"
     script = ("import resource, subprocess, sys, time\n"
               "t = time.monotonic()\n"
-              "rc = subprocess.run([sys.executable, '-m', 'factory', *sys.argv[1:]]).returncode\n"
+              "rc = subprocess.run([sys.executable, '-m', 'kernel_factory', *sys.argv[1:]]).returncode\n"
               "print(rc, time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
     proc = subprocess.run([sys.executable, "-c", script, "to-wheel", str(repo), "0.1.0", "-o", str(out)],
                           env=world.env, cwd=world.root / "cwd", capture_output=True, text=True, timeout=300)

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 from hub_server import Proxy, git, hf_env, hub, serve_repo
-
-from factory.cli import main
-from factory.errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
-from factory.lockfile import lock_hash
+from kernel_factory.cli import main
+from kernel_factory.errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from kernel_factory.lockfile import lock_hash
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel
-
-from factory.index import index_store
+from kernel_factory.index import index_store
 
 pytestmark = pytest.mark.integration
 
@@ -148,7 +147,7 @@ def test_factory_serve_answers_json_to_uv(root: Path, tmp_path: Path) -> None:
     """``kernel-factory serve`` negotiates PEP 691 JSON; uv resolves through it."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "factory", "serve", "--out", str(root), "--port", str(port)],
+        [sys.executable, "-m", "kernel_factory", "serve", "--out", str(root), "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV,
     )  # fmt: skip
     try:

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from support import ROOT, cached_venv, clean_env, fresh_venv, kf, run
+from support import built_wheel, cached_venv, clean_env, fresh_venv, kf, run
 
 KERNELS_REQ = f"kernels=={importlib.metadata.version('kernels')}"
 
@@ -57,7 +57,8 @@ def kernel_venv(path: Path, kernels_site: str, *wheels: Path) -> Path:
     """A clean venv with torch, kernels, kernel-factory and ``wheels`` installed (no deps, no index)."""
     python = fresh_venv(path, torch=True)
     site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
-    (site / "zzz_kernels.pth").write_text(f"{kernels_site}\n{ROOT}\n")
+    (site / "zzz_kernels.pth").write_text(f"{kernels_site}\n")
+    run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", built_wheel(), env=clean_env())
     assert "include-system-site-packages = false" in (path / "pyvenv.cfg").read_text()
     if wheels:
         run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", *wheels, env=clean_env())
@@ -69,7 +70,7 @@ def offline_env(**extra: str) -> dict[str, str]:
 
 
 def local_kernels(python: Path, *flags: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return run(python, "-m", "factory", "local-kernels", *flags, env=offline_env(HF_HOME=str(home)), check=False)
+    return run(python, "-m", "kernel_factory", "local-kernels", *flags, env=offline_env(HF_HOME=str(home)), check=False)
 
 
 LOAD = """
@@ -111,7 +112,7 @@ def test_get_kernel_loads_an_installed_wheel_offline(
     proc = run(
         "bash",
         "-c",
-        f'eval "$("{python}" -m factory local-kernels --shell)" && "{python}" "{script}"',
+        f'eval "$("{python}" -m kernel_factory local-kernels --shell)" && "{python}" "{script}"',
         env=offline_env(HF_HOME=str(home)),
         check=False,
     )

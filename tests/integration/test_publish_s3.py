@@ -15,12 +15,11 @@ from typing import Any
 
 import boto3
 import pytest
+from kernel_factory.cli import main
+from kernel_factory.destinations.s3 import PEP691, SHA_KEY
+from kernel_factory.publish import list_root
+from kernel_factory.store_s3 import S3Store
 from servers import Root, add_wheel, make_root, moto_server, page_links, s3_env, write_pages
-
-from factory.cli import main
-from factory.destinations.s3 import PEP691, SHA_KEY
-from factory.publish import list_root
-from factory.store_s3 import S3Store
 
 pytestmark = pytest.mark.integration
 WHEELS = [("img2grey", "1.1.2+torch213cpucxx11"), ("img2grey", "1.1.2+torch27cu128cxx11"), ("relu", "1.0.0")]
@@ -138,7 +137,7 @@ def test_killed_publish_reruns_to_a_complete_consistent_bucket(s3: Any, endpoint
     root = make_root(tmp_path, wheels, payload=os.urandom(4096))
     s3.create_bucket(Bucket="killed")
     env = {**os.environ, **s3_env(endpoint), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "factory", "publish", "--store", str(root.path),
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_factory", "publish", "--store", str(root.path),
                              "--to", "s3://killed/p"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     try:

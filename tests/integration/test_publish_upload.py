@@ -8,10 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kernel_factory.cli import main
+from kernel_factory.publish import list_root
 from servers import PASSWORD, USER, free_port, make_root, pypi_server
-
-from factory.cli import main
-from factory.publish import list_root
 
 pytestmark = pytest.mark.integration
 PINNED = "img2grey==1.1.2+torch213cpucxx11"

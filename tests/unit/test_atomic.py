@@ -3,8 +3,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from factory.atomic import atomic_open, remove_stale_tmp, write_bytes
+from kernel_factory.atomic import atomic_open, remove_stale_tmp, write_bytes
 
 
 def test_write_bytes_is_atomic_and_skips_equal_content(tmp_path: Path) -> None:
@@ -46,7 +45,7 @@ def test_remove_stale_tmp_everywhere_below_root_but_not_fresh_ones(tmp_path: Pat
 
 
 def test_folder_destination_clears_a_killed_publishs_leftovers(tmp_path: Path) -> None:
-    from factory.destinations.directory import STALE_TMP_S, DirectoryDestination
+    from kernel_factory.destinations.directory import STALE_TMP_S, DirectoryDestination
 
     dest = tmp_path / "dest"
     leftover = dest / "files" / ".tmp-0123"

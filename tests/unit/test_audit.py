@@ -6,9 +6,8 @@ import struct
 from pathlib import Path
 
 import pytest
-
-from factory import audit, macho, variants
-from factory.errors import AuditFailed
+from kernel_factory import audit, macho, variants
+from kernel_factory.errors import AuditFailed
 
 LIBZ = Path("/usr/lib/x86_64-linux-gnu/libz.so.1")  # GLIBC <= 2.14
 NEW_GLIBC = Path("/usr/lib/x86_64-linux-gnu/libnss_mdns.so.2")  # GLIBC_2.34, needs libc only

@@ -2,9 +2,8 @@ import argparse
 from pathlib import Path
 
 import pytest
-
-from factory import config
-from factory.errors import EXIT_USAGE, ConfigError
+from kernel_factory import config
+from kernel_factory.errors import EXIT_USAGE, ConfigError
 
 
 def ns(**kw: object) -> argparse.Namespace:

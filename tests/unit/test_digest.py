@@ -1,9 +1,8 @@
 from pathlib import Path
 
 import pytest
-
-from factory import digest
-from factory.errors import BadKernel, DigestMismatch
+from kernel_factory import digest
+from kernel_factory.errors import BadKernel, DigestMismatch
 
 
 def test_vector(tmp_path: Path) -> None:

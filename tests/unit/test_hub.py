@@ -7,9 +7,8 @@ from pathlib import Path
 import httpx2
 import pytest
 from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-from factory.errors import EXIT_UNREACHABLE, Unreachable, UsageError, VersionNotFound
-from factory.sources.hub import HubSource, _looks_like_tag
+from kernel_factory.errors import EXIT_UNREACHABLE, Unreachable, UsageError, VersionNotFound
+from kernel_factory.sources.hub import HubSource, _looks_like_tag
 
 SHA1, SHA2 = "a" * 40, "b" * 40
 

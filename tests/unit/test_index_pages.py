@@ -8,10 +8,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from factory.index_pages import in_variant, plan, render
-from factory.store import Record
-from factory.variants import parse
+from kernel_factory.index_pages import in_variant, plan, render
+from kernel_factory.store import Record
+from kernel_factory.variants import parse
 
 SHA = "a" * 64
 META = "b" * 64

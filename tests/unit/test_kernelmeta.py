@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from factory import kernelmeta
-from factory.errors import BadKernel
+from kernel_factory import kernelmeta
+from kernel_factory.errors import BadKernel
 
 
 def test_fields_and_digest_hash() -> None:

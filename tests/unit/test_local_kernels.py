@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernels.load import _parse_local_kernel_overrides
-
-from factory import cli
-from factory.errors import EXIT_OK, EXIT_REFUSED
-from factory.local_checks import Environment, check_kernel, main_label
-from factory.local_kernels import (
+from kernel_factory import cli
+from kernel_factory.errors import EXIT_OK, EXIT_REFUSED
+from kernel_factory.local_checks import Environment, check_kernel, main_label
+from kernel_factory.local_kernels import (
     InstalledKernel,
     find_kernels,
     local_kernels_value,
@@ -22,6 +20,7 @@ from factory.local_kernels import (
     shell_line,
     usable,
 )
+from kernels.load import _parse_local_kernel_overrides
 
 CPU213 = Environment(os="linux", arch="x86_64", torch="2.13.0+cpu", cxx11_abi=True)
 

@@ -3,9 +3,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from factory.errors import EXIT_REFUSED, EXIT_USAGE, ConfigError, DigestMismatch
-from factory.lockfile import (
+from kernel_factory.errors import EXIT_REFUSED, EXIT_USAGE, ConfigError, DigestMismatch
+from kernel_factory.lockfile import (
     Dependency,
     LockedKernel,
     lock_hash,

@@ -7,12 +7,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from kernel_factory import kernelmeta, variants, versions, wheel
+from kernel_factory.errors import BadKernel, FactoryError, UnknownVariant, UnsafePath, UsageError
+from kernel_factory.sources import Refs
+from kernel_factory.store import Record
 from packaging.version import Version
-
-from factory import kernelmeta, variants, versions, wheel
-from factory.errors import BadKernel, FactoryError, UnknownVariant, UnsafePath, UsageError
-from factory.sources import Refs
-from factory.store import Record
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -196,7 +195,7 @@ def test_wheel_names_any_text(name: str, version: str, label: str | None) -> Non
 @SETTINGS
 @given(st.text(max_size=20))
 def test_entry_names(name: str) -> None:
-    from factory.convert import _entry_name
+    from kernel_factory.convert import _entry_name
 
     assume(name)
     try:

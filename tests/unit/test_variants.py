@@ -1,7 +1,6 @@
 import pytest
-
-from factory.errors import EXIT_REFUSED, UnknownVariant
-from factory.variants import parse
+from kernel_factory.errors import EXIT_REFUSED, UnknownVariant
+from kernel_factory.variants import parse
 
 TABLE = [
     # variant, label, tag, requires

@@ -1,8 +1,7 @@
 import pytest
-
-from factory.errors import EXIT_USAGE, UsageError, VersionNotFound
-from factory.sources import Refs
-from factory.versions import Selected, fill_versions, parse_request, select
+from kernel_factory.errors import EXIT_USAGE, UsageError, VersionNotFound
+from kernel_factory.sources import Refs
+from kernel_factory.versions import Selected, fill_versions, parse_request, select
 
 REFS = Refs(
     branches={"main": "m" * 40, "v1": "a" * 40, "v2": "b" * 40, "vfoo": "c" * 40},

@@ -11,12 +11,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from kernel_factory import wheel
+from kernel_factory.convert import convert
+from kernel_factory.errors import BadKernel, DigestMismatch, UnsafePath
 from packaging.metadata import Metadata
 from wheel_kit import LIBZ, make_variant, wheel_input
-
-from factory import wheel
-from factory.convert import convert
-from factory.errors import BadKernel, DigestMismatch, UnsafePath
 
 DIST = "img2grey-1.1.2+torch27cpucxx11.dist-info"
 
