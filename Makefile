@@ -69,6 +69,7 @@ unit: $(WHEEL)
 lint: $(WHEEL) $(TORCH)
 	$(BIN)/ruff check factory tests scripts
 	$(BIN)/mypy factory scripts tests/index_synth.py tests/unit tests/integration
+	$(BIN)/lint-imports
 
 bench: $(WHEEL)
 	$(BIN)/python -m pip install -q '.[test,bench]'

@@ -37,25 +37,25 @@ def _build(ns: argparse.Namespace) -> int:
 
 
 def _index(ns: argparse.Namespace) -> int:
-    from .index import run_index
+    from .index.build import run_index
 
     return run_index(ns)
 
 
 def _publish(ns: argparse.Namespace) -> int:
-    from .publish import run_publish
+    from .publish.run import run_publish
 
     return run_publish(ns)
 
 
 def _serve(ns: argparse.Namespace) -> int:
-    from .serve import run_serve
+    from .index.serve import run_serve
 
     return run_serve(ns)
 
 
 def _local_kernels(ns: argparse.Namespace) -> int:
-    from .local_kernels import run_local_kernels
+    from .local.kernels import run_local_kernels
 
     return run_local_kernels(ns)
 

@@ -86,7 +86,6 @@ class Options:
     templates: str | None = None
     base_url: str | None = None
     kernels: tuple[KernelSpec, ...] = ()
-    config_file: str | None = None
 
 
 def _unknown(key: str, known: set[str], where: str) -> ConfigError:
@@ -237,7 +236,7 @@ def load(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> Option
         base = path.resolve().parent
         opts = apply_factory(opts, factory, base, f"{path} [factory]")
         specs = tuple(_kernel(k, base, f"{path} [[kernel]] #{i + 1}") for i, k in enumerate(kernels))
-        opts = replace(opts, kernels=specs, config_file=str(path))
+        opts = replace(opts, kernels=specs)
     env_table = {key: env[var] for var, key in ENV.items() if env.get(var)}
     opts = apply_factory(opts, env_table, Path.cwd(), "environment")
     return apply_cli(opts, ns)

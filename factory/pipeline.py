@@ -15,20 +15,14 @@ from pathlib import Path
 
 from . import config, versions
 from .config import KernelSpec, Options
-from .errors import (
-    EXIT_BUG,
-    EXIT_OK,
-    EXIT_REFUSED,
-    EXIT_UNREACHABLE,
-    BadKernel,
-    FactoryError,
-    Refused,
-    UsageError,
-)
-from .lock import store_lock
+from .errors import EXIT_BUG, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, BadKernel, FactoryError, Refused, UsageError
 from .plan import Job, Plan, check_options, make_plan, print_plan
-from .sources import Source, open_source
-from .store import LocalStore, Record, Store, open_store
+from .record import Record
+from .sources import open_source
+from .sources.base import Source
+from .store import Store, open_store
+from .store.local import LocalStore
+from .store.lock import store_lock
 from .variants import parse as parse_variant
 
 _SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
@@ -50,7 +44,7 @@ def _source(job: Job) -> Source:
 
 
 def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
-    from . import kernelmeta
+    from .verify import metadata as kernelmeta
 
     major = kernelmeta.load(variant_dir, f"build/{job.variant}").version  # BadKernel on hostile JSON
     if not isinstance(major, int) or isinstance(major, bool):
@@ -60,18 +54,18 @@ def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
 
 def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record]:
     """Fetch one variant and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
-    from .convert import WheelInput, convert
+    from .wheel.convert import WheelInput, convert
 
     src = _source(job)
     root = src.fetch(job.sha, job.variant)
     variant_dir = root / "build" / job.variant
     if job.lock_hash is not None:
-        from .lockfile import verify_lock_hash
+        from .verify.lockfile import verify_lock_hash
 
         lfs = src.lfs_paths(job.sha, job.variant) if hasattr(src, "lfs_paths") else ()
         verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=lfs, where=f"build/{job.variant}")
     if opts.verify_signatures:
-        from .signature import verify_signature
+        from .verify.signature import verify_signature
 
         verify_signature(variant_dir, f"build/{job.variant}")
     version = job.version or _version_from_metadata(job, variant_dir, src)
@@ -224,7 +218,7 @@ def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool) -> None:
 
 def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
     """kernels.lock, or a pyproject.toml's [tool.kernels.dependencies], as kernel specs."""
-    from . import lockfile
+    from .verify import lockfile
 
     if Path(path).name.endswith(".toml"):
         return tuple(

@@ -12,9 +12,10 @@ from . import variants as variants_mod
 from . import versions
 from .config import KernelSpec, Options
 from .errors import FactoryError, NotAllowed, Refused, UsageError
-from .sources import Source, open_source
+from .record import Record
+from .sources import open_source
+from .sources.base import Source
 from .sources.local import looks_local
-from .store import Record
 
 README_NAMES = ("README.md", "CARD.md")
 

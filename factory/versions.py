@@ -16,7 +16,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError, VersionNotFound
-from .sources import Refs
+from .sources.base import Refs
 
 
 @dataclass(frozen=True)

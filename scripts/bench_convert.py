@@ -35,8 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernel_factory import digest, variants  # noqa: E402
-from kernel_factory.convert import WheelInput, convert  # noqa: E402
+from kernel_factory import variants
+from kernel_factory.verify import digest
+from kernel_factory.wheel.convert import WheelInput, convert
 
 MB = 1 << 20
 SPAWN = multiprocessing.get_context("spawn")

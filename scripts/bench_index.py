@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernel_factory.index import index_store
-from kernel_factory.store import Record
+from kernel_factory.index.build import index_store
+from kernel_factory.record import Record
 from kernel_factory.variants import parse
 
 VARIANTS = (

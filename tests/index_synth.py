@@ -13,7 +13,8 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernel_factory.store import LocalStore, Record
+from kernel_factory.record import Record
+from kernel_factory.store.local import LocalStore
 from kernel_factory.variants import parse
 from packaging.utils import canonicalize_name
 

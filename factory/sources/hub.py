@@ -31,7 +31,7 @@ from huggingface_hub.utils._headers import build_hf_headers
 from packaging.version import InvalidVersion, Version
 
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound
-from ..sources import Refs
+from .base import Refs
 
 T = TypeVar("T")
 

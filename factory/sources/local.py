@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UsageError, VersionNotFound
-from ..sources import Refs
+from .base import Refs
 
 WORKTREE = "worktree"  # the revision name of a plain folder
 

@@ -18,7 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from kernel_factory import digest
+from kernel_factory.verify import digest
 
 GOOD = "torch-universal"  # noarch: no binaries, always buildable
 CPU = "torch213-cxx11-cpu-x86_64-linux"

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernel_factory.digest import compute
+from kernel_factory.verify.digest import compute
 
 HOST = "127.0.0.1"
 GIT_ENV = {

@@ -26,7 +26,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin
 
-from kernel_factory.store import LocalStore, Record
+from kernel_factory.record import Record
+from kernel_factory.store.local import LocalStore
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 HOST = "127.0.0.1"

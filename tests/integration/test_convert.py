@@ -13,9 +13,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from kernel_factory import digest, variants
-from kernel_factory.convert import WheelInput, convert
+from kernel_factory import variants
 from kernel_factory.errors import AuditFailed
+from kernel_factory.verify import digest
+from kernel_factory.wheel.convert import WheelInput, convert
 
 pytestmark = pytest.mark.integration
 

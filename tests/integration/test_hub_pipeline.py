@@ -14,7 +14,7 @@ import pytest
 from hub_server import Proxy, git, hf_env, hub, serve_repo
 from kernel_factory.cli import main
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
-from kernel_factory.lockfile import lock_hash
+from kernel_factory.verify.lockfile import lock_hash
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,10 +19,10 @@ from hub_server import (
     make_kernel_repo,
     serve_repo,
 )
-from kernel_factory.digest import verify
 from kernel_factory.errors import EXIT_UNREACHABLE, EXIT_USAGE, Unreachable, UsageError, VersionNotFound
-from kernel_factory.lockfile import lock_hash
 from kernel_factory.sources.hub import HubSource
+from kernel_factory.verify.digest import verify
+from kernel_factory.verify.lockfile import lock_hash
 
 pytestmark = pytest.mark.integration
 BIG = os.urandom(3 << 20)  # a 3 MiB "binary" so a download can be cut mid-way

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel, make_wheel
-from kernel_factory.index import index_store
+from kernel_factory.index.build import index_store
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
             )  # fmt: skip
     add_kernel(store, "My_Kernel", "0.1.0", variants[1], summary="Quotes \" and ' and <b>tags</b>")
     make_wheel(store / "adopt", "helper-lib", "2.0")
-    from kernel_factory.adopt import adopt
+    from kernel_factory.store.adopt import adopt
 
     adopt(store, store / "adopt")
     index_store(str(store), store, None, "https://kernels.example.com")

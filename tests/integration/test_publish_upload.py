@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.cli import main
-from kernel_factory.publish import list_root
+from kernel_factory.publish.run import list_root
 from servers import PASSWORD, USER, free_port, make_root, pypi_server
 
 pytestmark = pytest.mark.integration

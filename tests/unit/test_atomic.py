@@ -45,7 +45,7 @@ def test_remove_stale_tmp_everywhere_below_root_but_not_fresh_ones(tmp_path: Pat
 
 
 def test_folder_destination_clears_a_killed_publishs_leftovers(tmp_path: Path) -> None:
-    from kernel_factory.destinations.directory import STALE_TMP_S, DirectoryDestination
+    from kernel_factory.publish.directory import STALE_TMP_S, DirectoryDestination
 
     dest = tmp_path / "dest"
     leftover = dest / "files" / ".tmp-0123"

@@ -6,7 +6,9 @@ import struct
 from pathlib import Path
 
 import pytest
-from kernel_factory import audit, macho, variants
+from kernel_factory import variants
+from kernel_factory.audit import elf as audit
+from kernel_factory.audit import macho
 from kernel_factory.errors import AuditFailed
 
 LIBZ = Path("/usr/lib/x86_64-linux-gnu/libz.so.1")  # GLIBC <= 2.14

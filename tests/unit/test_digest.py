@@ -1,8 +1,8 @@
 from pathlib import Path
 
 import pytest
-from kernel_factory import digest
 from kernel_factory.errors import BadKernel, DigestMismatch
+from kernel_factory.verify import digest
 
 
 def test_vector(tmp_path: Path) -> None:

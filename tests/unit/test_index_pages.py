@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from kernel_factory.index_pages import in_variant, plan, render
-from kernel_factory.store import Record
+from kernel_factory.index.pages import in_variant, plan, render
+from kernel_factory.record import Record
 from kernel_factory.variants import parse
 
 SHA = "a" * 64

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel, make_wheel
-from kernel_factory.adopt import adopt
 from kernel_factory.errors import UsageError
-from kernel_factory.index import build_index, index_store, remove_stale, resolve_paths, run_index, write_index
-from kernel_factory.index_records import CACHE_FILE, load_local
-from kernel_factory.store import LocalStore
+from kernel_factory.index.build import build_index, index_store, remove_stale, resolve_paths, run_index, write_index
+from kernel_factory.store.adopt import adopt
+from kernel_factory.store.catalog import CACHE_FILE, load_local
+from kernel_factory.store.local import LocalStore
 
 CU = "torch27-cxx11-cu128-x86_64-linux"
 CPU = "torch213-cxx11-cpu-x86_64-linux"

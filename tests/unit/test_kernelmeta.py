@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from kernel_factory import kernelmeta
 from kernel_factory.errors import BadKernel
+from kernel_factory.verify import metadata as kernelmeta
 
 
 def test_fields_and_digest_hash() -> None:

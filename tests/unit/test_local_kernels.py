@@ -11,15 +11,9 @@ from typing import Any
 import pytest
 from kernel_factory import cli
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED
-from kernel_factory.local_checks import Environment, check_kernel, main_label
-from kernel_factory.local_kernels import (
-    InstalledKernel,
-    find_kernels,
-    local_kernels_value,
-    report,
-    shell_line,
-    usable,
-)
+from kernel_factory.local.checks import Environment, check_kernel, main_label
+from kernel_factory.local.installed import InstalledKernel
+from kernel_factory.local.kernels import find_kernels, local_kernels_value, report, shell_line, usable
 from kernels.load import _parse_local_kernel_overrides
 
 CPU213 = Environment(os="linux", arch="x86_64", torch="2.13.0+cpu", cxx11_abi=True)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.errors import EXIT_REFUSED, EXIT_USAGE, ConfigError, DigestMismatch
-from kernel_factory.lockfile import (
+from kernel_factory.verify.lockfile import (
     Dependency,
     LockedKernel,
     lock_hash,

@@ -7,10 +7,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from kernel_factory import kernelmeta, variants, versions, wheel
+from kernel_factory import variants, versions
 from kernel_factory.errors import BadKernel, FactoryError, UnknownVariant, UnsafePath, UsageError
-from kernel_factory.sources import Refs
-from kernel_factory.store import Record
+from kernel_factory.record import Record
+from kernel_factory.sources.base import Refs
+from kernel_factory.verify import metadata as kernelmeta
+from kernel_factory.wheel import distinfo as wheel
 from packaging.version import Version
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -185,7 +187,7 @@ def test_metadata_deep_nesting() -> None:
 def test_wheel_names_any_text(name: str, version: str, label: str | None) -> None:
     try:
         dist = wheel.dist_name(name, "build/x")
-        full = wheel.full_version(version, label, "build/x")
+        full = wheel.full_version(f"{version}+{label}" if label else version, "build/x")
     except BadKernel:
         return
     filename = wheel.wheel_filename(dist, full, "py3-none-any")
@@ -195,7 +197,7 @@ def test_wheel_names_any_text(name: str, version: str, label: str | None) -> Non
 @SETTINGS
 @given(st.text(max_size=20))
 def test_entry_names(name: str) -> None:
-    from kernel_factory.convert import _entry_name
+    from kernel_factory.wheel.convert import _entry_name
 
     assume(name)
     try:

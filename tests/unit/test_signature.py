@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.errors import EXIT_REFUSED, Refused
-from kernel_factory.signature import verify_signature
+from kernel_factory.verify.signature import verify_signature
 
 
 def test_missing_bundle_is_refused_when_asked(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 import pytest
 from kernel_factory.errors import EXIT_USAGE, UsageError, VersionNotFound
-from kernel_factory.sources import Refs
+from kernel_factory.sources.base import Refs
 from kernel_factory.versions import Selected, fill_versions, parse_request, select
 
 REFS = Refs(

@@ -11,9 +11,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from kernel_factory import wheel
-from kernel_factory.convert import convert
 from kernel_factory.errors import BadKernel, DigestMismatch, UnsafePath
+from kernel_factory.wheel import distinfo as wheel
+from kernel_factory.wheel.convert import convert
 from packaging.metadata import Metadata
 from wheel_kit import LIBZ, make_variant, wheel_input
 

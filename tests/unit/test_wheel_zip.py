@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from kernel_factory import zipwriter
-from kernel_factory.zipwriter import ZipWriter
+from kernel_factory.wheel import zipwriter
+from kernel_factory.wheel.zipwriter import ZipWriter
 
 DT = (2026, 1, 1, 0, 0, 0)
 
@@ -93,7 +93,7 @@ def test_mixed_chunks_round_trip(tmp_path: Path) -> None:
     """Machine code, entropy-limited and random chunks in one entry: one valid deflate stream."""
     import random
 
-    from kernel_factory.zipwriter import _Deflater
+    from kernel_factory.wheel.zipwriter import _Deflater
 
     rnd = random.Random(1)
     code = b"".join(b"mov rax, [rbp-%d]; call %x\n" % (rnd.randrange(64), rnd.randrange(99)) for _ in range(60_000))

@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from kernel_factory import digest, variants
-from kernel_factory.convert import WheelInput
+from kernel_factory import variants
+from kernel_factory.verify import digest
+from kernel_factory.wheel.convert import WheelInput
 
 LIBZ = Path("/usr/lib/x86_64-linux-gnu/libz.so.1")  # a real x86_64 ELF from the system
 COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z

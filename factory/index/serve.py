@@ -1,0 +1,110 @@
+"""``kernel-factory serve``: preview an index root on 127.0.0.1.
+
+Directory URLs answer with ``index.json`` when the client asks for
+``application/vnd.pypi.simple.v1+json`` (PEP 691), else ``index.html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..record import PEP691_JSON
+
+HTML_TYPE = "application/vnd.pypi.simple.v1+html"
+HOST = "127.0.0.1"
+
+
+def wants_json(accept: str | None) -> bool:
+    """Whether an Accept header prefers PEP 691 JSON over HTML (q-values respected; ties go to JSON)."""
+    if not accept:
+        return False
+    best_json = best_html = 0.0
+    for part in accept.split(","):
+        fields = [f.strip() for f in part.split(";")]
+        media = fields[0].lower()
+        q = 1.0
+        for param in fields[1:]:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media == PEP691_JSON:
+            best_json = max(best_json, q)
+        elif media in (HTML_TYPE, "text/html", "*/*"):
+            best_html = max(best_html, q)
+    return best_json > 0 and best_json >= best_html
+
+
+class IndexHandler(SimpleHTTPRequestHandler):
+    """Static files with the content types pip and uv expect, and PEP 691 negotiation on folders."""
+
+    extensions_map = {
+        **SimpleHTTPRequestHandler.extensions_map,
+        ".whl": "application/octet-stream",
+        ".metadata": "application/octet-stream",
+        ".json": "application/json",
+        ".html": "text/html; charset=utf-8",
+    }
+
+    def send_head(self) -> Any:
+        path = Path(self.translate_path(self.path))
+        if path.is_dir() and self.path.split("?", 1)[0].endswith("/"):
+            json_page = path / "index.json"
+            if wants_json(self.headers.get("Accept")) and json_page.is_file():
+                return self._send_file(json_page, PEP691_JSON)
+            html_page = path / "index.html"
+            if html_page.is_file():
+                return self._send_file(html_page, "text/html; charset=utf-8")
+        return super().send_head()
+
+    def _send_file(self, path: Path, content_type: str) -> Any:
+        f = open(path, "rb")  # noqa: SIM115 - the base class closes it after copyfile
+        try:
+            size = os.fstat(f.fileno()).st_size
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(size))
+            self.send_header("Vary", "Accept")
+            self.end_headers()
+            return f
+        except BaseException:
+            f.close()
+            raise
+
+
+def make_server(root: Path, port: int = 0) -> ThreadingHTTPServer:
+    """A server for ``root`` on 127.0.0.1 (port 0 picks a free one); call ``serve_forever``."""
+    handler = partial(IndexHandler, directory=str(root))
+    return ThreadingHTTPServer((HOST, port), handler)
+
+
+def run_serve(ns: argparse.Namespace) -> int:
+    root = Path(getattr(ns, "out", None) or "public")
+    if not (root / "simple").is_dir():
+        raise UsageError(f"{root} has no simple/ folder; run `kernel-factory index --out {root}` first")
+    try:
+        server = make_server(root, int(getattr(ns, "port", 8000)))
+    except OSError as exc:
+        msg = f"cannot listen on {HOST}:{ns.port} ({exc.strerror}); choose another --port (0: any free port)"
+        raise UsageError(msg) from None
+    url = f"http://{HOST}:{server.server_address[1]}"
+    print(f"serving {root} at {url}/  (Ctrl-C stops)")
+    print(f"  pip install <name>==<version>+<label> --index-url {url}/simple")
+    print(f"  pip install <name> --index-url {url}/variants/<label>/simple")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,226 @@
+"""``local-kernels --check``: would an installed kernel wheel load in this interpreter, and if not, why not.
+
+Compares the wheel's build variant with the interpreter: OS and architecture,
+torch's version, C++ ABI and backend (CUDA, ROCm, XPU, Metal), tvm-ffi, the
+wheel's other requirements and the kernels it depends on. Imports torch only
+when asked to (guarded); otherwise the standard library and ``packaging``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as im
+import platform
+from dataclasses import dataclass
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import UnknownVariant
+from ..variants import Target, parse
+from .installed import InstalledKernel
+
+# Requirements the variant check covers with a better message.
+FRAMEWORK_DISTS = ("torch", "apache-tvm-ffi")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What this interpreter offers a kernel."""
+
+    os: str  # linux, darwin, windows
+    arch: str  # x86_64, aarch64
+    torch: str | None = None  # installed torch version
+    cuda: str | None = None  # torch.version.cuda
+    hip: str | None = None  # torch.version.hip
+    xpu: bool = False
+    mps: bool = False
+    cxx11_abi: bool | None = None
+    torch_error: str | None = None  # torch is installed but does not import
+    tvm_ffi: str | None = None  # installed apache-tvm-ffi version
+
+
+def _machine() -> tuple[str, str]:
+    os_name = platform.system().lower()
+    arch = platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+    return os_name, arch
+
+
+def installed_version(name: str, path: list[str] | None) -> str | None:
+    """Version of the first distribution called ``name`` on ``path`` (sys.path by default)."""
+    want = canonicalize_name(name)
+    for dist in im.distributions(path=path) if path is not None else im.distributions():
+        if canonicalize_name(dist.metadata["Name"] or "") == want:
+            return dist.version
+    return None
+
+
+def detect_environment(path: list[str] | None = None, *, import_torch: bool = True) -> Environment:
+    """This machine and the torch on ``path``; imports torch only when ``import_torch``."""
+    os_name, arch = _machine()
+    torch_version = installed_version("torch", path)
+    tvm = installed_version("apache-tvm-ffi", path)
+    if torch_version is None or not import_torch:
+        return Environment(os=os_name, arch=arch, torch=torch_version, tvm_ffi=tvm)
+    try:
+        import torch
+    except Exception as exc:  # a broken install raises anything
+        first = (str(exc).splitlines() or [""])[0]
+        return Environment(os_name, arch, torch_version, torch_error=f"{type(exc).__name__}: {first}", tvm_ffi=tvm)
+    xpu = getattr(torch.version, "xpu", None)
+    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    abi = bool(torch.compiled_with_cxx11_abi()) if os_name == "linux" else None
+    return Environment(
+        os_name, arch, torch_version, torch.version.cuda, torch.version.hip, xpu is not None, mps, abi, tvm_ffi=tvm
+    )
+
+
+def main_label(env: Environment) -> str | None:
+    """The local label of the variant index that fits this torch (``torch213cpucxx11``), if known."""
+    if env.torch is None:
+        return None
+    try:
+        v = Version(env.torch)
+    except InvalidVersion:
+        return None
+    if env.cuda:
+        cv = Version(env.cuda)
+        backend = f"cu{cv.major}{cv.minor}"
+    elif env.hip:
+        hv = Version(env.hip.split("-")[0])
+        backend = f"rocm{hv.major}{hv.minor}"
+    elif env.xpu:
+        return None
+    else:
+        backend = "metal" if env.mps else "cpu"
+    abi = "" if env.os != "linux" else ("-cxx11" if env.cxx11_abi in (True, None) else "-cxx98")
+    try:
+        return parse(f"torch{v.major}{v.minor}{abi}-{backend}-{env.arch}-{env.os}").label
+    except Exception:  # kernels missing, or a combination kernels does not define
+        return None
+
+
+def _target(variant: str | None) -> tuple[Target | None, str | None]:
+    """(Target or None, reason) for a variant name; (None, None) when it cannot be judged here."""
+    if variant is None:
+        return None, None
+    try:
+        return parse(variant), None
+    except UnknownVariant as exc:
+        return None, str(exc)
+    except ImportError:  # the kernels library is missing; the caller says so once
+        return None, None
+
+
+def _fix(k: InstalledKernel, env: Environment) -> str:
+    try:
+        public = Version(k.version).public
+    except InvalidVersion:
+        public = k.version
+    label = main_label(env)
+    where = f"the variants/{label}/simple index" if label else "the variant index that matches your torch"
+    return f"pip install --force-reinstall '{k.dist}=={public}' from {where}"
+
+
+def _mm(version: str | None) -> tuple[int, int] | None:
+    try:
+        v = Version(version or "")
+    except InvalidVersion:
+        return None
+    return v.major, v.minor
+
+
+def _framework_reasons(t: Target, env: Environment, fix: str) -> list[str]:
+    want = t.framework_version or ""
+    if t.framework in ("torch", "torch-stable-abi"):
+        if env.torch is None:
+            return [f"built for torch {want} but torch is not installed: pip install 'torch=={want}.*'"]
+        have = _mm(env.torch)
+        if t.framework == "torch" and have != _mm(want):
+            return [f"built for torch {want} but torch {env.torch} is installed: {fix}"]
+        if t.framework == "torch-stable-abi" and (have is None or have < (_mm(want) or (0, 0))):
+            return [f"built for torch >= {want} (stable ABI) but torch {env.torch} is installed: {fix}"]
+        if env.torch_error:
+            return [f"torch {env.torch} is installed but does not import ({env.torch_error}): repair torch"]
+        abi = "cxx11" if (t.label or "").endswith("cxx11") else "cxx98" if (t.label or "").endswith("cxx98") else None
+        if abi and env.cxx11_abi is not None and (abi == "cxx11") != env.cxx11_abi:
+            mine = "cxx11" if env.cxx11_abi else "pre-cxx11 (cxx98)"
+            return [f"built for the {abi} C++ ABI but the installed torch uses the {mine} ABI: {fix}"]
+    elif t.framework == "tvm-ffi" and (env.tvm_ffi is None or _mm(env.tvm_ffi) != _mm(want)):
+        what = f"apache-tvm-ffi {env.tvm_ffi} is installed" if env.tvm_ffi else "apache-tvm-ffi is not installed"
+        return [f"built for apache-tvm-ffi {want} but {what}: pip install 'apache-tvm-ffi=={want}.*'"]
+    return []
+
+
+def _backend_reasons(t: Target, env: Environment, fix: str) -> list[str]:
+    if env.torch is None or env.torch_error or t.framework == "tvm-ffi":
+        return []
+    torch = f"torch {env.torch}"
+    if t.backend == "cuda":
+        if not env.cuda:
+            return [f"a CUDA build but {torch} has no CUDA: {fix}, or install a CUDA build of torch"]
+        have, want = _mm(env.cuda), _mm(t.backend_version or "")
+        if have and want and (have[0] != want[0] or want[1] > have[1]):
+            return [f"built for CUDA {t.backend_version} but {torch} uses CUDA {env.cuda}: {fix}"]
+    elif t.backend == "rocm" and not env.hip:
+        return [f"a ROCm build but {torch} has no ROCm: {fix}, or install a ROCm build of torch"]
+    elif t.backend == "xpu" and not env.xpu:
+        return [f"an XPU build but {torch} has no XPU support: {fix}"]
+    elif t.backend == "metal" and not env.mps:
+        return [f"a Metal build but {torch} cannot use Metal (MPS) here: {fix}"]
+    return []  # cpu and universal load anywhere; neuron, tpu, cann: kernels decides at load time
+
+
+def _platform_reasons(t: Target, env: Environment, fix: str) -> list[str]:
+    if t.os is None or (t.os, t.arch) == (env.os, env.arch):
+        return []
+    return [f"built for {t.arch}-{t.os} but this machine is {env.arch}-{env.os}: {fix}"]
+
+
+def _requirement_reasons(k: InstalledKernel, skip: tuple[str, ...], path: list[str] | None) -> list[str]:
+    reasons = []
+    for line in k.requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) in skip or (req.marker and not req.marker.evaluate({"extra": ""})):
+            continue
+        have = installed_version(req.name, path)
+        if have is None:
+            reasons.append(f"needs {req} which is not installed: pip install '{req}'")
+        elif req.specifier and not req.specifier.contains(have, prereleases=True):
+            reasons.append(f"needs {req} but {req.name} {have} is installed: pip install '{req}'")
+    return reasons
+
+
+def _dependency_reasons(k: InstalledKernel, provided: set[str]) -> list[str]:
+    reasons = []
+    deps = k.metadata.get("kernel-depends") or []
+    for dep in deps if isinstance(deps, list) else []:
+        repo = dep.get("repo-id") if isinstance(dep, dict) else None
+        if isinstance(repo, str) and repo not in provided:
+            reasons.append(
+                f"depends on kernel {repo}, which is not installed as a wheel here "
+                "(offline, get_kernel cannot fetch it): pip install its wheel too"
+            )
+    return reasons
+
+
+def check_kernel(k: InstalledKernel, env: Environment, provided: set[str], path: list[str] | None = None) -> list[str]:
+    """Why ``get_kernel`` would not load this installed kernel here; empty if it would."""
+    reasons = list(k.problems)
+    target, unknown = _target(k.variant)
+    if unknown:
+        reasons.append(unknown)
+    skip: tuple[str, ...] = ()
+    if target is not None:
+        fix = _fix(k, env)
+        reasons += _platform_reasons(target, env, fix)
+        reasons += _framework_reasons(target, env, fix)
+        reasons += _backend_reasons(target, env, fix)
+        skip = FRAMEWORK_DISTS
+    reasons += _requirement_reasons(k, skip, path)
+    reasons += _dependency_reasons(k, provided)
+    return reasons

@@ -1,0 +1,28 @@
+"""One installed kernel wheel, as LOCAL_KERNELS would name it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class InstalledKernel:
+    """One installed kernel wheel, as LOCAL_KERNELS would name it."""
+
+    dist: str  # distribution name as installed
+    version: str  # installed version, local label included
+    key: str  # LOCAL_KERNELS key: the Hub repository id, else the kernel's name
+    repo_id: str | None
+    name: str
+    variant: str | None
+    folder: Path  # the installed package folder: LOCAL_KERNELS' PATH
+    metadata: dict[str, Any] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()  # why LOCAL_KERNELS cannot point at it at all
+
+    @property
+    def title(self) -> str:
+        who = f" ({self.repo_id})" if self.repo_id else ""
+        return f"{self.name}{who} {self.version}"

@@ -1,0 +1,208 @@
+"""``kernel-factory local-kernels``: LOCAL_KERNELS for the kernel wheels installed here.
+
+The kernels library reads ``LOCAL_KERNELS=org/name=PATH:org2/name2=PATH2``
+and, for a PATH that holds ``metadata.json`` (and no build variant folders),
+imports ``PATH/__init__.py`` without further checks and whatever ``version=``
+or ``revision=`` was asked for. A kernel wheel made by kernel-factory installs
+exactly such a folder, so PATH is the installed package folder.
+
+Needs only the standard library and ``packaging``; ``--check`` imports torch
+(guarded) to learn its backend and C++ ABI, and parses variant names with the
+kernels library when it is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as im
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from ..errors import EXIT_OK, EXIT_REFUSED
+from ..record import PROVENANCE
+from .checks import Environment, check_kernel, detect_environment, installed_version
+from .installed import InstalledKernel
+
+# metadata.json fields that kernels 0.17 refuses to load without.
+REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
+
+
+def _read_json(text: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    if text is None:
+        return None, None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return None, str(exc)
+    return (data, None) if isinstance(data, dict) else (None, "not a JSON object")
+
+
+def _package(dist: im.Distribution, prov: dict[str, Any]) -> str | None:
+    pkg = prov.get("package")
+    if isinstance(pkg, str) and pkg:
+        return pkg
+    for f in dist.files or ():
+        if len(f.parts) == 2 and f.parts[1] == "metadata.json":
+            return f.parts[0]
+    return None
+
+
+def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str | None) -> InstalledKernel:
+    dist_name = dist.metadata["Name"] or "?"
+    prov = prov or {}
+    repo_id = prov.get("repo_id") if isinstance(prov.get("repo_id"), str) else None
+    problems: list[str] = []
+    if prov_error:
+        problems.append(f"its {PROVENANCE} is not valid JSON ({prov_error}): reinstall the wheel")
+    pkg = _package(dist, prov)
+    folder = Path(str(dist.locate_file(pkg or dist_name))).absolute()
+    meta: dict[str, Any] = {}
+    if pkg is None:
+        problems.append(f"its {PROVENANCE} names no package: rebuild the wheel with kernel-factory to-wheel")
+    elif not folder.is_dir():
+        problems.append(f"its package folder {folder} is missing: pip install --force-reinstall '{dist_name}'")
+    else:
+        meta_file = folder / "metadata.json"
+        if not meta_file.is_file():
+            problems.append(
+                f"{pkg}/metadata.json, which the kernels library reads, is missing: "
+                "rebuild the wheel with kernel-factory to-wheel and reinstall it"
+            )
+        else:
+            data, err = _read_json(meta_file.read_text(encoding="utf-8", errors="replace"))
+            missing = [k for k in REQUIRED_FIELDS if data is not None and k not in data]
+            if data is None:
+                problems.append(f"{meta_file} is not valid JSON ({err}): reinstall the wheel")
+            elif missing:
+                problems.append(
+                    f"{meta_file} lacks {', '.join(missing)}, which the kernels library requires: "
+                    "rebuild the wheel from a kernel-builder build"
+                )
+            meta = data or {}
+        if not (folder / "__init__.py").is_file():
+            problems.append(f"{pkg}/__init__.py is missing: pip install --force-reinstall '{dist_name}'")
+    name = str(prov.get("name") or meta.get("name") or dist_name)
+    key = repo_id or name
+    if ":" in str(folder):
+        problems.append(
+            f"its folder {folder} contains ':', which LOCAL_KERNELS cannot express (':' separates "
+            "entries): use an environment whose path has no ':'"
+        )
+    if ":" in key or "=" in key:
+        problems.append(
+            f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: "
+            "rebuild the wheel with a repo-id without them"
+        )
+    variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
+    return InstalledKernel(
+        dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems)
+    )
+
+
+def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
+    """Installed distributions that carry kernel-factory's provenance file, first of each name, sorted by key."""
+    seen: set[str] = set()
+    found: list[InstalledKernel] = []
+    for dist in im.distributions(path=path) if path is not None else im.distributions():
+        canon = canonicalize_name(dist.metadata["Name"] or "")
+        if canon in seen:
+            continue  # shadowed by an earlier entry of sys.path, as importlib sees it
+        seen.add(canon)
+        text = dist.read_text(PROVENANCE)
+        if text is None:
+            continue
+        prov, err = _read_json(text)
+        found.append(_kernel(dist, prov, err))
+    return sorted(found, key=lambda k: (k.key, k.dist))
+
+
+def usable(kernels: list[InstalledKernel]) -> tuple[list[InstalledKernel], list[tuple[InstalledKernel, str]]]:
+    """Split into the kernels LOCAL_KERNELS can name and those left out (with the reason)."""
+    keep: dict[str, InstalledKernel] = {}
+    left: list[tuple[InstalledKernel, str]] = []
+    for k in kernels:
+        if k.problems:
+            left.append((k, "; ".join(k.problems)))
+        elif k.key in keep:
+            left.append(
+                (
+                    k,
+                    f"{keep[k.key].dist} {keep[k.key].version} also provides {k.key}: "
+                    f"pip uninstall one of '{keep[k.key].dist}' and '{k.dist}'",
+                )
+            )
+        else:
+            keep[k.key] = k
+    return list(keep.values()), left
+
+
+def local_kernels_value(kernels: list[InstalledKernel]) -> str:
+    """``key=PATH:key2=PATH2`` for kernels that have no structural problem (empty if none)."""
+    return ":".join(f"{k.key}={k.folder}" for k in kernels)
+
+
+def shell_line(value: str) -> str:
+    """A line for ``eval``: export the value, or unset the variable when it is empty."""
+    if not value:
+        return "unset LOCAL_KERNELS"  # an empty LOCAL_KERNELS makes kernels raise
+    return f"export LOCAL_KERNELS={shlex.quote(value)}"
+
+
+def report(
+    kernels: list[InstalledKernel],
+    *,
+    shell: bool,
+    check: bool,
+    env: Environment | None = None,
+    has_kernels_lib: bool = True,
+    path: list[str] | None = None,
+) -> tuple[list[str], list[str], int]:
+    """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``."""
+    keep, left = usable(kernels)
+    value = local_kernels_value(keep)
+    out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
+    err: list[str] = []
+    if not kernels:
+        err.append(f"no kernel wheels are installed here (none has .dist-info/{PROVENANCE})")
+    if not check:
+        err += [f"left out {k.title}: {why}" for k, why in left]
+        return out, err, EXIT_REFUSED if left else EXIT_OK
+    if env is None and kernels:
+        raise ValueError("report(check=True) needs the environment")
+    lines: list[str] = []
+    if not has_kernels_lib:
+        lines.append("the kernels library is not installed, so get_kernel cannot run: pip install kernels")
+    provided = {k.key for k in keep}
+    shadowed = {id(k): why for k, why in left if not k.problems}
+    loading = 0
+    for k in kernels:
+        reasons = [shadowed[id(k)]] if id(k) in shadowed else []
+        reasons += check_kernel(k, env, provided, path) if env else []
+        if reasons:
+            lines.append(f"{k.title}: " + "; ".join(reasons))
+        else:
+            loading += 1
+            lines.append(f"{k.title}: would load from {k.folder}")
+    if kernels:
+        lines.append(f"{loading if has_kernels_lib else 0} of {len(kernels)} installed kernels would load")
+    (err if shell else out).extend(lines)
+    ok = has_kernels_lib and loading == len(kernels)
+    return out, err, EXIT_OK if ok else EXIT_REFUSED
+
+
+def run_local_kernels(ns: argparse.Namespace) -> int:
+    """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not."""
+    kernels = find_kernels()
+    env = detect_environment() if ns.check and kernels else None  # imports torch: only when needed
+    has_lib = installed_version("kernels", None) is not None
+    out, err, code = report(kernels, shell=ns.shell, check=ns.check, env=env, has_kernels_lib=has_lib)
+    for line in out:
+        print(line)
+    for line in err:
+        print(line, file=sys.stderr)
+    return code

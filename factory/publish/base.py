@@ -1,0 +1,66 @@
+"""What every publish destination shares: the ``Destination`` protocol and the local files it is given."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+State = Literal["new", "changed", "same"]
+
+
+@dataclass
+class LocalFile:
+    """One file of the local root: its path relative to the root (``/``-separated) and size."""
+
+    rel: str
+    path: Path
+    size: int
+    _sha256: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.rel.rsplit("/", 1)[-1]
+
+    def sha256(self) -> str:
+        """Hex sha256 of the file's bytes (computed once)."""
+        if self._sha256 is None:
+            self._sha256 = file_digest(self.path, "sha256")
+        return self._sha256
+
+
+def file_digest(path: Path, algorithm: str) -> str:
+    h = hashlib.new(algorithm, usedforsecurity=False)  # md5 only to compare with single-part S3 ETags
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Destination(Protocol):
+    """Where a root is published; see factory/destinations/."""
+
+    #: How the destination is named in messages (never with secrets).
+    display: str
+    #: Threads used to check and put files (1 where the client is not thread-safe).
+    workers: int
+
+    def wants(self, file: LocalFile) -> bool:
+        """Whether this destination takes ``file`` at all (an upload endpoint takes wheels only)."""
+        ...
+
+    def prepare(self, files: Sequence[LocalFile]) -> None:
+        """Check the destination is usable and learn what it holds; Unreachable if not."""
+        ...
+
+    def state(self, file: LocalFile) -> State:
+        """``new``, ``changed`` or ``same`` (already there with equal bytes)."""
+        ...
+
+    def put(self, file: LocalFile) -> None:
+        """Publish ``file`` (each file whole or not at all); Refused for this file only."""
+        ...
+
+    def close(self) -> None: ...

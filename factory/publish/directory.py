@@ -1,0 +1,94 @@
+"""A local folder (or ``file://`` URL) as a publish destination.
+
+Each file lands atomically: a hard link (or a copy) under a temporary name
+beside the target, then a rename. Files with equal bytes are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..atomic import TMP_PREFIX, atomic_open, remove_stale_tmp
+from ..errors import Unreachable
+from .base import LocalFile, State
+
+
+def same_bytes(a: Path, b: Path) -> bool:
+    """True if the two files hold the same bytes (same inode counts as same)."""
+    sa, sb = a.stat(), b.stat()
+    if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+        return True
+    if sa.st_size != sb.st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            ca, cb = fa.read(1 << 20), fb.read(1 << 20)
+            if ca != cb:
+                return False
+            if not ca:
+                return True
+
+
+def link_or_copy(src: Path, dest: Path) -> None:
+    """Put ``src`` at ``dest`` atomically: hard link where possible, else a copy."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    try:
+        os.link(src, tmp)
+    except OSError:  # another file system, or links not allowed: copy
+        with atomic_open(dest) as out, open(src, "rb") as f:
+            shutil.copyfileobj(f, out, 1 << 20)
+        return
+    try:
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# A destination has no lock: a hidden temporary file this old belongs to a publish that was killed.
+STALE_TMP_S = 3600
+
+
+class DirectoryDestination:
+    """Publish into ``root``; nothing there is deleted but the hidden leftovers of a killed publish."""
+
+    workers = 8
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.display = str(self.root)
+
+    def wants(self, file: LocalFile) -> bool:
+        return True
+
+    def prepare(self, files: Sequence[LocalFile]) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise Unreachable(f"--to {self.root} is a file, not a folder; give a folder")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise Unreachable(f"cannot create {self.root}: {exc.strerror}; fix --to or its permissions") from None
+        if not os.access(self.root, os.W_OK):
+            raise Unreachable(f"cannot write to {self.root}; fix --to or its permissions")
+        remove_stale_tmp(self.root, time.time() - STALE_TMP_S)
+
+    def state(self, file: LocalFile) -> State:
+        target = self.root / file.rel
+        if not target.is_file():
+            return "new"
+        return "same" if same_bytes(file.path, target) else "changed"
+
+    def put(self, file: LocalFile) -> None:
+        try:
+            link_or_copy(file.path, self.root / file.rel)
+        except OSError as exc:
+            raise Unreachable(f"cannot write {self.root / file.rel}: {exc.strerror}; fix --to or free space") from None
+
+    def close(self) -> None:
+        pass

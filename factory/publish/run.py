@@ -1,0 +1,190 @@
+"""``kernel-factory publish``: copy a store and index root to a destination.
+
+Destinations (this package: directory.py, s3.py, upload.py) sit behind the ``Destination`` protocol:
+a folder or ``file://`` URL, ``s3://bucket/prefix``, or an ``http(s)://``
+upload endpoint. Files go in phases so that a reader never sees a link to a
+file that is not there yet: wheels, then their ``.metadata``, then the other
+``files/`` (records), then the pages, deepest first, the landing page last.
+A file that is already there with the same bytes is skipped, so a second
+publish uploads nothing and an interrupted one completes when run again.
+Nothing at the destination is ever deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
+from .base import Destination, LocalFile
+
+DEFAULT_STORE = "public"
+T = TypeVar("T")
+
+
+def open_destination(to: str) -> Destination:
+    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint."""
+    if to.startswith("s3://"):
+        from .s3 import S3Destination
+
+        return S3Destination(to)
+    if to.startswith(("http://", "https://")):
+        from .upload import UploadDestination
+
+        return UploadDestination(to)
+    if "://" in to and not to.startswith("file://"):
+        scheme = to.split("://", 1)[0]
+        raise UsageError(f"--to {to!r}: unknown scheme {scheme}://; use a folder, file://, s3:// or http(s)://")
+    from .directory import DirectoryDestination
+
+    return DirectoryDestination(Path(to.removeprefix("file://")))
+
+
+def list_root(root: Path) -> list[LocalFile]:
+    """Every file under ``root``, sorted; hidden names (``.tmp-*``, ``.index-state.json``, caches) left out."""
+    found: list[LocalFile] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if name.startswith("."):  # temporary files (TMP_PREFIX) and the index's own state
+                continue
+            path = Path(folder) / name
+            if not path.is_file():
+                continue
+            rel = path.relative_to(root).as_posix()
+            found.append(LocalFile(rel, path, path.stat().st_size))
+    return found
+
+
+def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
+    """Wheels, then .metadata, then other ``files/``, then pages (deepest first, the root's last)."""
+    wheels, metadata, other_files, pages = [], [], [], []
+    for f in files:
+        if f.rel.startswith("files/"):
+            if f.name.endswith(".whl"):
+                wheels.append(f)
+            elif f.name.endswith(".whl.metadata"):
+                metadata.append(f)
+            else:
+                other_files.append(f)
+        else:
+            pages.append(f)
+    by_depth: dict[int, list[LocalFile]] = {}
+    for f in pages:
+        by_depth.setdefault(f.rel.count("/"), []).append(f)
+    page_phases = [by_depth[d] for d in sorted(by_depth, reverse=True)]
+    return [p for p in [wheels, metadata, other_files, *page_phases] if p]
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+@dataclass
+class Summary:
+    uploaded: int = 0
+    uploaded_bytes: int = 0
+    skipped: int = 0
+    refused: list[str] = field(default_factory=list)
+
+
+def _run_all(fn: Callable[[LocalFile], T], items: Sequence[LocalFile], workers: int) -> list[T]:
+    """``fn`` over ``items`` in threads; the first exception stops the rest and is raised."""
+    if workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures: list[Future[T]] = [pool.submit(fn, item) for item in items]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for fut in futures:
+            if fut in done and fut.exception() is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise fut.exception()  # type: ignore[misc]
+        return [fut.result() for fut in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callable[[str], None] = print) -> Summary:
+    """Publish the files under ``root`` to ``dest`` in phases; return what was done."""
+    files = [f for f in list_root(root) if dest.wants(f)]
+    dest.prepare(files)
+    summary = Summary()
+    lock = threading.Lock()
+
+    def one(f: LocalFile) -> None:
+        try:
+            state = dest.state(f)
+            if state != "same" and not dry_run:
+                dest.put(f)
+        except Refused as exc:
+            with lock:
+                summary.refused.append(f.rel)
+                out(f"refused {f.rel}: {exc}")
+            return
+        with lock:
+            if state == "same":
+                summary.skipped += 1
+                if dry_run:
+                    out(f"already there: {f.rel}")
+                return
+            summary.uploaded += 1
+            summary.uploaded_bytes += f.size
+            verb = "upload" if state == "new" else "replace"
+            if dry_run:
+                out(f"would {verb} {f.rel} ({_size(f.size)})")
+            else:
+                out(f"{'uploaded' if state == 'new' else 'replaced'} {f.rel} ({_size(f.size)})")
+
+    for phase in phases(files):
+        _run_all(one, phase, dest.workers)
+    return summary
+
+
+def store_root(ns: argparse.Namespace) -> Path:
+    """The local folder to publish: ``--store``, else the default ``public``."""
+    from .. import config
+
+    opts = config.load(ns)  # defaults -> factory.toml -> environment
+    store = getattr(ns, "store", None) or opts.index_out or opts.store or DEFAULT_STORE
+    if store.startswith("s3://"):
+        raise UsageError(
+            f"--store {store}: publish reads a local folder; copy the store down and run `kernel-factory index` first"
+        )
+    root = Path(store.removeprefix("file://"))
+    if not root.is_dir():
+        raise UsageError(f"store folder {root} does not exist; run `kernel-factory build` and `index`, or fix --store")
+    return root
+
+
+def run_publish(ns: argparse.Namespace) -> int:
+    """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
+    root = store_root(ns)
+    dest = open_destination(ns.to)
+    from .directory import DirectoryDestination
+
+    if isinstance(dest, DirectoryDestination) and dest.root.resolve() == root.resolve():
+        raise UsageError(f"--to {ns.to} is the store folder itself; publish to another folder")
+    dry_run = bool(getattr(ns, "dry_run", False))
+    print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}")
+    try:
+        summary = publish(root, dest, dry_run=dry_run, out=lambda line: print(line, flush=True))
+    finally:
+        dest.close()
+    if dry_run:
+        print(f"would upload {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
+              f"{summary.skipped} already there")
+    else:
+        print(f"uploaded {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
+              f"skipped {summary.skipped} unchanged")
+    if summary.refused:
+        print(f"error: {len(summary.refused)} files refused: {', '.join(summary.refused)}", file=sys.stderr)
+        return EXIT_REFUSED
+    return EXIT_OK

@@ -1,0 +1,192 @@
+"""``s3://bucket/prefix`` as a publish destination, and the S3 helpers store_s3.py shares.
+
+boto3 finds the endpoint (``AWS_ENDPOINT_URL``), region and credentials the
+usual ways. Each object carries its sha256 as ``x-amz-meta-sha256`` (multipart
+ETags are not md5 sums), so a file is uploaded only when new or changed: one
+listing, and a HEAD only for an object of the same size whose ETag is not
+the local file's md5. Keys
+are the raw file names (``+`` included); pages link ``%2B``, which S3 decodes.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import boto3
+from boto3.exceptions import Boto3Error
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+from ..errors import FactoryError, Unreachable, UsageError
+from ..record import PEP691_JSON
+from .base import LocalFile, State, file_digest
+
+SHA_KEY = "sha256"  # user metadata key: x-amz-meta-sha256
+MB = 1 << 20
+TRANSFER = TransferConfig(multipart_threshold=64 * MB, multipart_chunksize=64 * MB, max_concurrency=4)
+_AUTH_CODES = {
+    "InvalidAccessKeyId": "the access key id is not known",
+    "SignatureDoesNotMatch": "the secret key does not match the access key id",
+    "AccessDenied": "access is denied",
+    "ExpiredToken": "the session token has expired",
+    "InvalidToken": "the session token is not valid",
+    "403": "access is denied",
+    "Forbidden": "access is denied",
+}
+_CRED_HINT = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the bucket policy"
+
+
+def parse_s3_url(url: str, flag: str = "--to") -> tuple[str, str]:
+    """``s3://bucket/some/prefix/`` -> ``("bucket", "some/prefix")``."""
+    rest = url.removeprefix("s3://")
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise UsageError(f"{flag} {url!r} names no bucket; write s3://BUCKET/PREFIX")
+    return bucket, prefix.strip("/")
+
+
+def join_key(prefix: str, rel: str) -> str:
+    return f"{prefix}/{rel}" if prefix else rel
+
+
+def content_type(rel: str) -> str:
+    """The Content-Type an index host should serve ``rel`` with."""
+    name = rel.rsplit("/", 1)[-1]
+    if name.endswith(".whl"):
+        return "application/octet-stream"
+    if name.endswith(".metadata"):  # PEP 658 core metadata: RFC 822 text
+        return "text/plain; charset=utf-8"
+    if name == "index.json" and "simple" in rel.split("/"):
+        return PEP691_JSON
+    if name.endswith(".json"):
+        return "application/json"
+    if name.endswith((".html", ".htm")):
+        return "text/html; charset=utf-8"
+    guessed, _ = mimetypes.guess_type(name)
+    if guessed is None:
+        return "application/octet-stream"
+    return f"{guessed}; charset=utf-8" if guessed.startswith("text/") else guessed
+
+
+def make_client() -> Any:
+    """An S3 client from the usual environment (``AWS_ENDPOINT_URL`` included), with short connect timeouts."""
+    config = Config(
+        connect_timeout=10, read_timeout=120, retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=32
+    )
+    return boto3.session.Session().client("s3", config=config)
+
+
+def _client_error(exc: BaseException) -> ClientError | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ClientError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") -> FactoryError:
+    """A boto3/botocore failure -> one Unreachable line naming the problem and the fix (never a secret)."""
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return Unreachable(f"no AWS credentials for s3://{bucket}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+    err = _client_error(exc)
+    if err is not None:
+        code = str(err.response.get("Error", {}).get("Code", "")) or "error"
+        if code in ("NoSuchBucket", "404", "NotFound"):
+            return Unreachable(f"bucket {bucket} does not exist; create it or fix {flag}")
+        if code in _AUTH_CODES:
+            return Unreachable(f"S3 refused the credentials for s3://{bucket} ({code}: {_AUTH_CODES[code]}); "
+                               f"{_CRED_HINT}")
+        message = str(err.response.get("Error", {}).get("Message", "")).splitlines()[0:1]
+        detail = f": {message[0]}" if message else ""
+        return Unreachable(f"S3 error {code} on s3://{bucket}{detail}; check {flag} and AWS_ENDPOINT_URL")
+    if isinstance(exc, BotoCoreError):
+        return Unreachable(f"cannot reach S3 at {endpoint} ({type(exc).__name__}); check AWS_ENDPOINT_URL "
+                           "and the network")
+    return Unreachable(f"S3 upload to s3://{bucket} failed: {str(exc).splitlines()[0]}; check {flag}")
+
+
+def list_objects(client: Any, bucket: str, prefix: str) -> dict[str, tuple[int, str]]:
+    """Every key under ``prefix/`` -> (size, ETag without quotes)."""
+    found: dict[str, tuple[int, str]] = {}
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "")
+    for page in pages:
+        for obj in page.get("Contents", []):
+            found[obj["Key"]] = (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
+    return found
+
+
+def remote_sha256(client: Any, bucket: str, key: str) -> str | None:
+    """The ``x-amz-meta-sha256`` of ``key``, or None (missing object, or no such metadata)."""
+    try:
+        head = client.head_object(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
+    meta: dict[str, str] = head.get("Metadata", {})
+    return meta.get(SHA_KEY)
+
+
+def upload_file(client: Any, path: Path, bucket: str, key: str, sha256: str, rel: str | None = None) -> None:
+    """Stream ``path`` to ``key`` (multipart when large), with its content type and sha256."""
+    extra = {"ContentType": content_type(rel or key), "Metadata": {SHA_KEY: sha256}}
+    client.upload_file(str(path), bucket, key, ExtraArgs=extra, Config=TRANSFER)
+
+
+def put_bytes(client: Any, data: bytes, bucket: str, key: str, sha256: str) -> None:
+    client.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type(key), Metadata={SHA_KEY: sha256})
+
+
+class S3Destination:
+    """Publish into ``s3://bucket/prefix``; nothing there is deleted."""
+
+    workers = 16
+
+    def __init__(self, url: str) -> None:
+        self.bucket, self.prefix = parse_s3_url(url)
+        self.display = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+        self.client = make_client()
+        self.endpoint = str(self.client.meta.endpoint_url)
+        self.existing: dict[str, tuple[int, str]] = {}
+
+    def _fail(self, exc: BaseException) -> FactoryError:
+        return explain(exc, self.bucket, self.endpoint)
+
+    def wants(self, file: LocalFile) -> bool:
+        return True
+
+    def prepare(self, files: Sequence[LocalFile]) -> None:
+        try:
+            self.existing = list_objects(self.client, self.bucket, self.prefix)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+
+    def state(self, file: LocalFile) -> State:
+        key = join_key(self.prefix, file.rel)
+        if key not in self.existing:
+            return "new"
+        size, etag = self.existing[key]
+        if size != file.size:
+            return "changed"
+        if len(etag) == 32 and "-" not in etag and etag == file_digest(file.path, "md5"):
+            return "same"  # a single-part upload's ETag is its md5: equal bytes, no request needed
+        try:  # multipart (or encrypted) objects: compare the sha256 kept in the object's metadata
+            remote = remote_sha256(self.client, self.bucket, key)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+        return "same" if remote == file.sha256() else "changed"
+
+    def put(self, file: LocalFile) -> None:
+        key = join_key(self.prefix, file.rel)
+        try:
+            upload_file(self.client, file.path, self.bucket, key, file.sha256(), file.rel)
+        except (Boto3Error, BotoCoreError, ClientError) as exc:  # boto3 wraps ClientError in S3UploadFailedError
+            raise self._fail(exc) from None
+
+    def close(self) -> None:
+        self.client.close()

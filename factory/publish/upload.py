@@ -1,0 +1,177 @@
+"""An ``http(s)://`` upload endpoint (Artifactory, Nexus, devpi, pypiserver) as a publish destination.
+
+Wheels only (the endpoint builds its own index), sent with twine's client for
+the legacy upload API. Credentials: ``TWINE_USERNAME`` / ``TWINE_PASSWORD``,
+else user and password in the URL, else keyring, as twine finds them. A wheel
+already listed on the endpoint's simple page with the same sha256 is skipped;
+one listed with other bytes is refused (versions are immutable there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Sequence
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from ..errors import Refused, Unreachable, UsageError
+from .base import LocalFile, State
+
+_CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
+
+
+class _Links(HTMLParser):
+    """File name -> sha256 (or "") of every ``<a href>`` on a simple page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href") if tag == "a" else None
+        if not href:
+            return
+        url, _, fragment = href.partition("#")
+        name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+        algo, _, digest = fragment.partition("=")
+        self.files[name] = digest.lower() if algo == "sha256" else ""
+
+
+def parse_simple_page(html: str) -> dict[str, str]:
+    """The files a PEP 503 page links, with their sha256 where the link gives it."""
+    parser = _Links()
+    parser.feed(html)
+    return parser.files
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``https://user:pass@host/path`` -> (URL without them, user, password)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None, None
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return clean, unquote(parts.username or "") or None, unquote(parts.password or "") or None
+
+
+def find_credentials(url: str, user: str | None, password: str | None) -> tuple[str | None, str | None]:
+    """TWINE_USERNAME / TWINE_PASSWORD, then the URL's, then keyring."""
+    user = os.environ.get("TWINE_USERNAME") or user
+    password = os.environ.get("TWINE_PASSWORD") or password
+    if password is None:
+        try:
+            import keyring
+
+            cred = keyring.get_credential(url, user)
+            if cred is not None:
+                user, password = user or cred.username, cred.password
+        except Exception:  # no keyring backend, or a broken one: go on without
+            pass
+    return user, password
+
+
+class UploadDestination:
+    """Upload wheels to ``url`` (the legacy upload API); nothing there is deleted."""
+
+    workers = 1  # requests sessions are not thread-safe
+
+    def __init__(self, url: str) -> None:
+        try:
+            from twine.repository import Repository
+        except ImportError:
+            raise UsageError("publishing to an upload endpoint needs twine; pip install twine") from None
+        self.url, url_user, url_password = split_credentials(url)
+        self.display = self.url
+        user, password = find_credentials(self.url, url_user, url_password)
+        self.repo = Repository(self.url, user, password, disable_progress_bar=True)
+        self.simple_base = urljoin(self.url.rstrip("/") + "/", "simple/")
+        self.pages: dict[str, dict[str, str] | None] = {}
+
+    def wants(self, file: LocalFile) -> bool:
+        return file.rel.startswith("files/") and file.name.endswith(".whl")
+
+    def prepare(self, files: Sequence[LocalFile]) -> None:
+        for f in files:  # fetch each project's page once; checks the endpoint and the credentials
+            self._listed(f, refresh=False)
+
+    def _project(self, file: LocalFile) -> str:
+        try:
+            return canonicalize_name(parse_wheel_filename(file.name)[0])
+        except InvalidWheelFilename:
+            raise Refused(f"{file.name} is not a valid wheel file name; rebuild it") from None
+
+    def _get(self, url: str) -> Any:
+        import requests
+
+        try:
+            return self.repo.session.get(url, timeout=60)
+        except requests.RequestException as exc:
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: BaseException) -> Unreachable:
+        return Unreachable(f"cannot reach {self.display} ({type(exc).__name__}); check --to and the network")
+
+    def _check_auth(self, resp: Any) -> None:
+        if resp.status_code in (401, 403):
+            raise Unreachable(f"{self.display} refused the credentials (HTTP {resp.status_code}); {_CRED_HINT}")
+
+    def _listed(self, file: LocalFile, refresh: bool) -> dict[str, str] | None:
+        """The project's files on the endpoint's simple page, or None when it has no such page."""
+        project = self._project(file)
+        if refresh or project not in self.pages:
+            resp = self._get(urljoin(self.simple_base, f"{project}/"))
+            self._check_auth(resp)
+            self.pages[project] = parse_simple_page(resp.text) if resp.status_code == 200 else None
+        return self.pages[project]
+
+    def state(self, file: LocalFile) -> State:
+        listed = self._listed(file, refresh=False)
+        if listed is None or file.name not in listed:
+            return "new"
+        remote = listed[file.name]
+        if remote and remote != file.sha256():
+            raise Refused(f"{self.display} already holds {file.name} with other bytes; bump the version or delete it")
+        return "same"
+
+    def put(self, file: LocalFile) -> None:
+        import requests
+        from twine.exceptions import InvalidDistribution
+        from twine.package import PackageFile
+
+        try:
+            package = PackageFile.from_filename(str(file.path), None)
+        except InvalidDistribution as exc:
+            raise Refused(f"{file.name}: {exc}") from None
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # twine prints its own "Uploading ..." line
+                resp = self.repo.upload(package)
+        except requests.RequestException as exc:
+            raise self._unreachable(exc) from None
+        self._check_auth(resp)
+        if resp.status_code in (200, 201):
+            return
+        conflict = resp.status_code == 409 or (resp.status_code == 400 and "exist" in resp.text.lower())
+        if conflict and self.state_after_conflict(file):
+            return
+        lines = resp.text.strip().splitlines()
+        reason = (resp.reason or "").strip() or (lines[0] if lines else "")
+        if resp.status_code >= 500:
+            raise Unreachable(f"{self.display} failed on {file.name} (HTTP {resp.status_code} {reason}); retry later")
+        raise Refused(f"{self.display} rejected {file.name} (HTTP {resp.status_code} {reason})")
+
+    def state_after_conflict(self, file: LocalFile) -> bool:
+        """After a 409: True if the file there is ours (or cannot be compared); Refused if it differs."""
+        listed = self._listed(file, refresh=True)
+        remote = (listed or {}).get(file.name, "")
+        if remote and remote != file.sha256():
+            raise Refused(f"{self.display} already holds {file.name} with other bytes; bump the version or delete it")
+        return True
+
+    def close(self) -> None:
+        self.repo.close()

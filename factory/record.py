@@ -1,0 +1,77 @@
+"""The record: everything the index shows about one wheel (``files/<wheel>.json``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+RECORD_SCHEMA = 1
+#: The provenance file inside each wheel's .dist-info (read back by `kernel-factory local-kernels`).
+PROVENANCE = "kernel_factory.json"
+#: The Hub's web address: Project-URL "Hub" and the landing page's links are HUB_URL + repo id.
+HUB_URL = "https://huggingface.co/"
+#: PEP 691 JSON media type of the simple API.
+PEP691_JSON = "application/vnd.pypi.simple.v1+json"
+FILES = "files"
+
+
+@dataclass(frozen=True)
+class Record:
+    """Everything the index shows about one wheel (``files/<wheel>.json``)."""
+
+    filename: str  # the wheel file name
+    name: str  # distribution name as in METADATA (display form)
+    version: str  # full version, local label included
+    sha256: str  # hex digest of the wheel
+    size: int
+    metadata_sha256: str  # hex digest of the .metadata file (PEP 658)
+    requires_python: str | None
+    upload_time: str  # ISO 8601 UTC, "2026-01-02T03:04:05Z": the revision's commit time
+    summary: str = ""
+    requires_dist: tuple[str, ...] = ()
+    yanked: bool | str = False
+    kind: str = "kernel"  # "kernel" or "adopted"
+    # Kernel fields (empty for adopted wheels)
+    kernel_version: str | None = None  # version without the local label
+    label: str | None = None  # local label without '+'
+    variant: str | None = None  # build variant folder name
+    repo_id: str | None = None  # Hub repository id
+    source: str | None = None  # where it was built from (Hub id or path)
+    revision: str | None = None  # commit sha
+    ref: str | None = None  # the branch or tag that selected the revision
+    backend: str | None = None  # cuda, rocm, cpu, metal, xpu, universal, ...
+    backend_version: str | None = None
+    framework: str | None = None
+    framework_version: str | None = None  # torch "2.7"
+    os: str | None = None
+    arch: str | None = None
+    platform_tag: str | None = None
+    archs: tuple[str, ...] = ()  # CUDA/ROCm archs from metadata.json
+    license: str | None = None
+    upstream: str | None = None
+    import_name: str | None = None
+    digest: str | None = None  # "sha256:<hex of canonical digest json>" of metadata.json's digest
+    factory_version: str | None = None
+    schema: int = RECORD_SCHEMA
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def job_key(self) -> tuple[str, str, str] | None:
+        """(source key, revision, variant) for kernels built by the factory."""
+        if self.kind != "kernel" or self.revision is None or self.variant is None:
+            return None
+        return (self.repo_id or self.source or self.name, self.revision, self.variant)
+
+    def to_json(self) -> bytes:
+        return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Record:
+        raw = json.loads(data)
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in raw.items() if k in known}
+        for key in ("requires_dist", "archs"):
+            if key in values:
+                values[key] = tuple(values[key])
+        return cls(**values)

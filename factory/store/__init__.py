@@ -1,0 +1,32 @@
+"""The store: the source of truth. Wheels, their ``.metadata`` files and ``.json`` records under ``<root>/files/``.
+
+The index is rendered from the records alone. ``open_store`` picks the backend
+for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from ..record import Record
+
+
+class Store(Protocol):
+    """Where wheels and records live: a local folder (local.py) or S3 (s3.py)."""
+
+    def records(self) -> list[Record]: ...
+
+    def put(self, wheel: Path, metadata: bytes, record: Record) -> None: ...
+
+
+def open_store(location: str | Path) -> Store:
+    """A local folder, or ``s3://bucket/prefix`` (s3.py)."""
+    text = str(location)
+    if text.startswith("s3://"):
+        from .s3 import S3Store
+
+        return S3Store(text)
+    from .local import LocalStore
+
+    return LocalStore(Path(text.removeprefix("file://")))

@@ -1,0 +1,50 @@
+"""A store on a local file system: wheels, ``.metadata`` files and ``.json`` records under ``<root>/files/``.
+
+A wheel is stored in the order wheel -> .metadata -> record, each atomically,
+so a record only exists once its wheel and metadata are whole.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..atomic import TMP_PREFIX, atomic_open, write_bytes
+from ..record import FILES, Record
+
+
+class LocalStore:
+    """``<root>/files/`` on a local file system."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.files = self.root / FILES
+
+    def iter_records(self) -> Iterator[Record]:
+        if not self.files.is_dir():
+            return
+        for entry in sorted(os.scandir(self.files), key=lambda e: e.name):
+            if entry.name.startswith(TMP_PREFIX) or not entry.name.endswith(".whl.json"):
+                continue
+            wheel = self.files / entry.name.removesuffix(".json")
+            if not wheel.exists():  # a record without its wheel is not listed
+                continue
+            yield Record.from_json(Path(entry.path).read_bytes())
+
+    def records(self) -> list[Record]:
+        return list(self.iter_records())
+
+    def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
+        """Move (or copy) ``wheel`` in, then its .metadata, then the record; each atomic."""
+        self.files.mkdir(parents=True, exist_ok=True)
+        dest = self.files / record.filename
+        if wheel.resolve() != dest.resolve():
+            try:
+                os.replace(wheel, dest)  # same file system: an atomic rename
+            except OSError:
+                with atomic_open(dest) as out, open(wheel, "rb") as src:
+                    while chunk := src.read(1 << 20):
+                        out.write(chunk)
+        write_bytes(self.files / f"{record.filename}.metadata", metadata)
+        write_bytes(self.files / f"{record.filename}.json", record.to_json())

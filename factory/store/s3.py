@@ -1,0 +1,84 @@
+"""The store on S3: ``s3://bucket/prefix/files/<wheel>``, ``.metadata`` and ``.json`` records.
+
+N CI shards can ``build --store s3://...`` into one bucket at once: each wheel
+is uploaded before its ``.metadata`` and its record, so a listed record always
+has its wheel. Objects carry ``x-amz-meta-sha256`` and the content types the
+S3 publish destination uses, so publishing the index to the same prefix finds
+the wheels already there and uploads only the pages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from boto3.exceptions import Boto3Error
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..atomic import atomic_open, write_bytes
+from ..errors import Unreachable
+from ..publish.s3 import (
+    explain,
+    join_key,
+    list_objects,
+    make_client,
+    parse_s3_url,
+    put_bytes,
+    remote_sha256,
+    upload_file,
+)
+from ..record import FILES, Record
+
+
+class S3Store:
+    """The Store protocol (factory/store.py) over ``s3://bucket/prefix``."""
+
+    def __init__(self, url: str, client: Any = None) -> None:
+        self.url = url
+        self.bucket, self.prefix = parse_s3_url(url, flag="--store")
+        self.files_prefix = join_key(self.prefix, FILES)
+        self.client = client if client is not None else make_client()
+        self.endpoint = str(self.client.meta.endpoint_url)
+
+    def _fail(self, exc: BaseException) -> Unreachable:
+        err = explain(exc, self.bucket, self.endpoint, flag="--store")
+        return err if isinstance(err, Unreachable) else Unreachable(str(err))
+
+    def _key(self, name: str) -> str:
+        return f"{self.files_prefix}/{name}"
+
+    def _listing(self) -> dict[str, tuple[int, str]]:
+        try:
+            return list_objects(self.client, self.bucket, self.files_prefix)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+
+    def _get(self, key: str) -> bytes:
+        try:
+            body: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+        return body
+
+    def records(self) -> list[Record]:
+        """Every ``files/*.whl.json`` record whose wheel object exists, sorted by file name."""
+        listing = self._listing()
+        keys = sorted(k for k in listing if k.endswith(".whl.json") and k.removesuffix(".json") in listing)
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            return [Record.from_json(data) for data in pool.map(self._get, keys)]
+
+    def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
+        """Upload the wheel, then its .metadata, then the record; the local wheel is removed (moved in)."""
+        name = record.filename
+        try:
+            if remote_sha256(self.client, self.bucket, self._key(name)) != record.sha256:
+                upload_file(self.client, wheel, self.bucket, self._key(name), record.sha256)
+            put_bytes(self.client, metadata, self.bucket, self._key(f"{name}.metadata"),
+                      hashlib.sha256(metadata).hexdigest())
+            data = record.to_json()
+            put_bytes(self.client, data, self.bucket, self._key(f"{name}.json"), hashlib.sha256(data).hexdigest())
+        except (Boto3Error, BotoCoreError, ClientError) as exc:  # boto3 wraps ClientError in S3UploadFailedError
+            raise self._fail(exc) from None
+        wheel.unlink(missing_ok=True)

@@ -1,0 +1,76 @@
+"""metadata.json digest, computed exactly as the kernels project computes it.
+
+Walk the variant folder following symlinks, files only; leave out
+``metadata.json`` and ``metadata.json.sigstore`` at the top level only,
+anything under ``__pycache__`` and ``*.pyc``; key = path relative to the
+variant folder with ``/``; value = standard padded base64 of the raw hash.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from ..errors import BadKernel, DigestMismatch
+
+ALGORITHMS = ("sha256", "sha512")
+_TOP_LEVEL_EXCLUDED = {"metadata.json", "metadata.json.sigstore"}
+_CHUNK = 1 << 20
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def hash_file(path: Path, algorithm: str = "sha256") -> bytes:
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.digest()
+
+
+def digested_files(root: Path) -> Iterator[str]:
+    """Relative paths (with '/') of the files the digest covers, sorted."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        rel_dir = Path(dirpath).relative_to(root)
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in filenames:
+            rel = (rel_dir / name).as_posix()
+            if rel_dir == Path(".") and name in _TOP_LEVEL_EXCLUDED:
+                continue
+            if name.endswith(".pyc"):
+                continue
+            if not os.path.isfile(os.path.join(dirpath, name)):
+                continue
+            found.append(rel)
+    yield from sorted(found)
+
+
+def compute(root: Path, algorithm: str = "sha256") -> dict[str, str]:
+    if algorithm not in ALGORITHMS:
+        raise BadKernel(f"digest algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
+    return {rel: b64(hash_file(root / rel, algorithm)) for rel in digested_files(root)}
+
+
+def verify(root: Path, digest: Mapping[str, object], where: str) -> None:
+    """Check the folder against metadata.json's ``digest``; DigestMismatch names the first bad file."""
+    algorithm = digest.get("algorithm")
+    files = digest.get("files")
+    if not isinstance(algorithm, str) or not isinstance(files, dict):
+        raise BadKernel(f"{where}: metadata.json digest must have 'algorithm' and 'files'; rebuild the kernel")
+    if algorithm not in ALGORITHMS:
+        raise BadKernel(f"{where}: digest algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
+    actual = compute(root, algorithm)
+    for rel in sorted(files):
+        if rel not in actual:
+            raise DigestMismatch(f"{where}: file {rel!r} listed in metadata.json digest is missing")
+        if actual[rel] != files[rel]:
+            raise DigestMismatch(f"{where}: file {rel!r} does not match its metadata.json digest ({algorithm})")
+    extra = sorted(set(actual) - set(files))
+    if extra:
+        raise DigestMismatch(f"{where}: file {extra[0]!r} is not listed in metadata.json digest")

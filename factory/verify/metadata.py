@@ -1,0 +1,140 @@
+"""Read and validate a variant's metadata.json (kebab-case keys, as kernel-builder writes them).
+
+Parsing is safe against hostile input: a size cap, no NaN/Infinity, and
+deep nesting gives BadKernel rather than RecursionError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadKernel
+
+MAX_BYTES = 32 << 20  # a digest of tens of thousands of files stays far below this
+MAX_DEPTH = 16  # metadata.json nests 3-4 levels deep
+
+
+@dataclass(frozen=True)
+class KernelMeta:
+    """The fields of metadata.json the factory uses; ``raw`` is the original bytes."""
+
+    raw: bytes | None = None
+    name: str | None = None
+    version: int | None = None
+    license: str | None = None
+    upstream: str | None = None
+    python_depends: tuple[str, ...] = ()
+    python_depends_backends: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    kernel_depends: tuple[Any, ...] = ()
+    backend_type: str | None = None
+    archs: tuple[str, ...] = ()
+    digest: dict[str, Any] | None = None
+
+    @property
+    def digest_hash(self) -> str | None:
+        """"sha256:<hex>" of the canonical JSON of the digest object, or None without one."""
+        if self.digest is None:
+            return None
+        return "sha256:" + hashlib.sha256(canonical_json(self.digest)).hexdigest()
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth, iteratively (no recursion on hostile input)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > MAX_DEPTH:
+                return depth
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def parse(raw: bytes, where: str) -> KernelMeta:
+    """Validate metadata.json bytes; BadKernel names the bad key and the fix."""
+    fix = "fix metadata.json or rebuild the kernel with kernel-builder"
+    if len(raw) > MAX_BYTES:
+        raise BadKernel(f"{where}: metadata.json is {len(raw)} bytes (limit {MAX_BYTES}); {fix}")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise BadKernel(f"{where}: metadata.json nests too deeply; {fix}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadKernel(f"{where}: metadata.json is not valid UTF-8 JSON ({exc}); {fix}") from None
+    if not isinstance(data, dict):
+        raise BadKernel(f"{where}: metadata.json must hold a JSON object, not {type(data).__name__}; {fix}")
+    if _depth(data) > MAX_DEPTH:
+        raise BadKernel(f"{where}: metadata.json nests more than {MAX_DEPTH} levels deep; {fix}")
+
+    def typed(key: str, kind: type | tuple[type, ...], label: str) -> Any:
+        value = data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise BadKernel(f"{where}: metadata.json '{key}' must be {label}, not {type(value).__name__}; {fix}")
+        return value
+
+    def strings(value: Any, key: str) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise BadKernel(f"{where}: metadata.json '{key}' must be a list of strings; {fix}")
+        return tuple(value)
+
+    name = typed("name", str, "a string")
+    if name is not None and not name.strip():
+        raise BadKernel(f"{where}: metadata.json 'name' is empty; {fix}")
+    backends_raw = typed("python-depends-backends", dict, "an object of backend -> list of strings") or {}
+    backends = {k: strings(v, f"python-depends-backends.{k}") for k, v in backends_raw.items()}
+    kernel_depends = typed("kernel-depends", list, "a list") or []
+    backend = typed("backend", dict, "an object with 'type' and 'archs'") or {}
+    backend_type = backend.get("type")
+    if backend_type is not None and not isinstance(backend_type, str):
+        raise BadKernel(f"{where}: metadata.json 'backend.type' must be a string; {fix}")
+    digest = typed("digest", dict, "an object with 'algorithm' and 'files'")
+    if digest is not None:
+        files = digest.get("files")
+        if not isinstance(digest.get("algorithm"), str) or not isinstance(files, dict):
+            raise BadKernel(f"{where}: metadata.json 'digest' must have 'algorithm' and 'files'; {fix}")
+        if not all(isinstance(v, str) for v in files.values()):
+            raise BadKernel(f"{where}: metadata.json 'digest.files' values must be base64 strings; {fix}")
+    return KernelMeta(
+        raw=raw,
+        name=name,
+        version=typed("version", int, "an integer"),
+        license=typed("license", str, "a string"),
+        upstream=typed("upstream", str, "a string"),
+        python_depends=strings(data.get("python-depends"), "python-depends"),
+        python_depends_backends=backends,
+        kernel_depends=tuple(kernel_depends),
+        backend_type=backend_type,
+        archs=strings(backend.get("archs"), "backend.archs"),
+        digest=digest,
+    )
+
+
+def load(variant_dir: Path, where: str) -> KernelMeta:
+    """metadata.json of a variant folder; an empty KernelMeta when there is none."""
+    path = variant_dir / "metadata.json"
+    if not path.exists():
+        return KernelMeta()
+    if not path.is_file():
+        raise BadKernel(f"{where}: metadata.json is not a regular file; rebuild the kernel")
+    with open(path, "rb") as f:
+        raw = f.read(MAX_BYTES + 1)
+    return parse(raw, where)

@@ -1,0 +1,256 @@
+"""One fetched build-variant folder -> one audited wheel, its METADATA bytes and its store Record.
+
+``convert`` is a pure function of its inputs (safe in a worker process):
+read metadata.json, verify the digest, refuse unsafe paths, find the package
+folder, audit the binaries in place, write the wheel (streamed), make the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .. import __version__
+from ..audit.elf import audit, repair
+from ..errors import BadKernel, UnsafePath
+from ..record import PROVENANCE, Record
+from ..variants import Target
+from ..verify import digest
+from ..verify import metadata as kernelmeta
+from ..verify.metadata import KernelMeta
+from . import distinfo as wheel
+
+_SKIP_DIRS = {"__pycache__"}
+_TOP_META = ("metadata.json", "metadata.json.sigstore")
+
+
+@dataclass(frozen=True)
+class WheelInput:
+    variant_dir: Path  # folder whose content is build/<variant>/ of the repository
+    target: Target  # factory.variants.parse(variant_name)
+    kernel_version: str  # "1.1.2" (no local label)
+    repo_name: str  # repository name, distribution-name fallback
+    repo_id: str | None  # Hub id "org/name" or None
+    source: str  # where it came from (Hub id or path)
+    revision: str  # commit sha (or "worktree")
+    ref: str | None  # branch/tag that selected it
+    commit_time: int  # Unix time of the revision
+    readme: str | None  # README.md or CARD.md text
+    manylinux: str = "2_28"
+    accept_higher_policy: bool = False
+    allow_no_digest: bool = False
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    rel: str  # path inside the variant folder, with '/'
+    path: Path  # where to read it (a symlink's target inside the folder)
+    executable: bool
+
+
+def scan(root: Path, where: str) -> list[FileEntry]:
+    """Every file of the variant folder, sorted; UnsafePath for escaping symlinks and bad names."""
+    real_root = root.resolve()
+    found: list[FileEntry] = []
+    stack: list[tuple[Path, str, frozenset[Path]]] = [(root, "", frozenset({real_root}))]
+    while stack:
+        folder, prefix, ancestors = stack.pop()
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            name = _entry_name(entry.name, prefix, where)
+            rel = prefix + name
+            path = Path(entry.path)
+            if entry.is_symlink():
+                target = path.resolve()
+                if target != real_root and real_root not in target.parents:
+                    raise UnsafePath(f"{where}/{rel} is a symlink that leaves the variant folder; replace it with "
+                                     "the file itself")
+                if not target.exists():
+                    raise UnsafePath(f"{where}/{rel} is a dangling symlink; remove it or add its target")
+            st = path.stat()
+            if stat.S_ISDIR(st.st_mode):
+                if name in _SKIP_DIRS:
+                    continue
+                real = path.resolve()
+                if real in ancestors:
+                    raise UnsafePath(f"{where}/{rel} is a symlink loop; remove the link")
+                stack.append((path, rel + "/", ancestors | {real}))
+            elif stat.S_ISREG(st.st_mode):
+                if not name.endswith(".pyc"):
+                    found.append(FileEntry(rel, path, bool(st.st_mode & 0o111)))
+            else:
+                raise UnsafePath(f"{where}/{rel} is not a regular file or folder; remove it")
+    return sorted(found, key=lambda f: f.rel)
+
+
+def _entry_name(name: str, prefix: str, where: str) -> str:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise UnsafePath(f"{where}/{prefix}{shown!r} is not a UTF-8 file name; rename it") from None
+    if name in (".", "..") or "\\" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise UnsafePath(f"{where}/{prefix}{name!r} cannot be a wheel entry (control character or backslash); "
+                         "rename it")
+    return name
+
+
+@dataclass(frozen=True)
+class Layout:
+    package: str  # the import package name
+    files: tuple[FileEntry, ...]  # rel = the wheel entry name, "<package>/..." (metadata.json included)
+
+
+def find_layout(files: list[FileEntry], meta: KernelMeta, repo_name: str, where: str) -> Layout:
+    """Flat (``__init__.py`` at the top, a re-exporting compat subfolder left out) or nested ``<pkg>/``."""
+    rels = {f.rel for f in files}
+    packages = sorted({r.split("/", 1)[0] for r in rels if r.count("/") == 1 and r.endswith("/__init__.py")})
+    wanted = (meta.name or repo_name).replace("-", "_")
+    top_meta = [f for f in files if f.rel in _TOP_META]
+    if "__init__.py" in rels:
+        compat = wanted if wanted in packages else (packages[0] if len(packages) == 1 else None)
+        if compat is not None and not _reexports(next(f for f in files if f.rel == f"{compat}/__init__.py")):
+            compat = None
+        package = compat or wanted
+        kept = [f for f in files if compat is None or not f.rel.startswith(f"{compat}/")]
+        layout = Layout(package, tuple(_move(f, package) for f in kept))
+    elif packages:
+        package = wanted if wanted in packages else (packages[0] if len(packages) == 1 else "")
+        if not package:
+            raise BadKernel(f"{where}: several packages ({', '.join(packages)}) and none named {wanted!r}; "
+                            "set metadata.json 'name' to the package's name")
+        inner = [f for f in files if f.rel.startswith(f"{package}/") and f.rel.removeprefix(f"{package}/")
+                 not in _TOP_META]
+        layout = Layout(package, tuple(inner + [_move(f, package) for f in top_meta]))
+    else:
+        raise BadKernel(f"{where}: no __init__.py at the top or in a package folder; "
+                        "this is not a kernel build (rebuild it with kernel-builder)")
+    if not package.isidentifier():
+        raise BadKernel(f"{where}: {package!r} is not a valid Python package name; set metadata.json 'name'")
+    return layout
+
+
+def _move(f: FileEntry, package: str) -> FileEntry:
+    return FileEntry(f"{package}/{f.rel}", f.path, f.executable)
+
+
+def _reexports(init: FileEntry) -> bool:
+    """A compat ``__init__.py`` only imports from its parent package."""
+    if init.path.stat().st_size > 4096:
+        return False
+    code = [ln.strip() for ln in init.path.read_text("utf-8", "replace").splitlines()]
+    code = [ln for ln in code if ln and not ln.startswith("#")]
+    return bool(code) and all(ln.startswith(("from ..", "import ", '"""', "__all__")) for ln in code)
+
+
+def requirements(meta: KernelMeta, target: Target, where: str) -> tuple[str, ...]:
+    """target.requires + python-depends (kernels' names mapped to packages) + the backend's extra ones."""
+    table = json.loads(resources.files("kernels").joinpath("python_depends.json").read_text())
+    general: dict[str, dict[str, object]] = table.get("general", {})
+    backend_table: dict[str, dict[str, object]] = table.get("backends", {}).get(target.backend, {})
+    names = list(meta.python_depends) + list(meta.python_depends_backends.get(target.backend, ()))
+    reqs: list[str] = list(target.requires)
+    for dep in names:
+        info = general.get(dep) or backend_table.get(dep)
+        if isinstance(info, dict):
+            packages = info.get("python", [])
+            assert isinstance(packages, list)
+            reqs.extend(str(p["pkg"]) for p in packages if isinstance(p, dict) and "pkg" in p)
+        else:
+            reqs.append(dep)
+    return wheel.check_requirements(reqs, where)
+
+
+def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
+    """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input."""
+    target = inp.target
+    where = f"build/{target.variant}"
+    files = scan(inp.variant_dir, where)
+    meta = kernelmeta.load(inp.variant_dir, where)
+    if meta.digest is None:
+        if not inp.allow_no_digest:
+            raise BadKernel(f"{where}: metadata.json has no digest; rebuild the kernel, or pass --allow-no-digest")
+    else:
+        digest.verify(inp.variant_dir, meta.digest, where)
+    layout = find_layout(files, meta, inp.repo_name, where)
+    name = wheel.dist_name(meta.name or inp.repo_name, where)
+    version = wheel.full_version(target.local_version(inp.kernel_version), where)
+
+    result = audit([(f.rel, f.path) for f in files], target, inp.manylinux, inp.accept_higher_policy, where)
+    tag = f"{target.python_tag}-{target.abi_tag}-{result.platform}"
+    base_tag = tag if not result.graft else target.tag
+    filename = wheel.wheel_filename(name, version, tag)
+    dist_info = wheel.dist_info_dir(name, version)
+    requires = requirements(meta, target, where)
+    metadata = wheel.metadata_bytes(
+        name=name, version=version, summary=wheel.summary_of(inp.readme, name), readme=inp.readme,
+        license_text=meta.license, upstream=meta.upstream, repo_id=inp.repo_id, requires_dist=requires,
+    )
+    provenance: dict[str, object] = {
+        "repo_id": inp.repo_id, "revision": inp.revision, "ref": inp.ref, "variant": target.variant,
+        "digest": {"algorithm": (meta.digest or {}).get("algorithm"), "hash": meta.digest_hash},
+        "factory_version": __version__, "package": layout.package, "name": meta.name,
+        "kernel_version": inp.kernel_version, "kernel-depends": list(meta.kernel_depends),
+    }
+    if inp.repo_id is None or inp.source != inp.repo_id:
+        provenance["source"] = inp.source
+    members = sorted(
+        (wheel.Member(f.rel, path=f.path, executable=f.executable) for f in layout.files), key=lambda m: m.arcname
+    )
+    members += [
+        wheel.Member(f"{dist_info}/METADATA", data=metadata),
+        wheel.Member(f"{dist_info}/WHEEL", data=wheel.wheel_bytes(base_tag)),
+        wheel.Member(f"{dist_info}/{PROVENANCE}", data=wheel.provenance_bytes(provenance)),
+    ]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dest = out_dir / filename
+    if not result.graft:
+        wheel.write_wheel(dest, members, dist_info, inp.commit_time)
+    else:
+        staging = Path(_mkdtemp(out_dir))
+        try:
+            plain = staging / wheel.wheel_filename(name, version, base_tag)
+            wheel.write_wheel(plain, members, dist_info, inp.commit_time)
+            repaired = repair(plain, staging, result.platform, where)
+            os.replace(repaired, dest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    sha, size = _sha256(dest)
+    record = Record(
+        filename=filename, name=name, version=version, sha256=sha, size=size,
+        metadata_sha256=hashlib.sha256(metadata).hexdigest(), requires_python=wheel.REQUIRES_PYTHON,
+        upload_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(inp.commit_time)),
+        summary=wheel.summary_of(inp.readme, name), requires_dist=requires, kernel_version=inp.kernel_version,
+        label=target.label, variant=target.variant, repo_id=inp.repo_id, source=inp.source,
+        revision=inp.revision, ref=inp.ref, backend=target.backend, backend_version=target.backend_version,
+        framework=target.framework, framework_version=target.framework_version, os=target.os, arch=target.arch,
+        platform_tag=result.platform, archs=meta.archs, license=meta.license, upstream=meta.upstream,
+        import_name=layout.package, digest=meta.digest_hash, factory_version=__version__,
+    )
+    return dest, metadata, record
+
+
+def _mkdtemp(parent: Path) -> str:
+    import tempfile
+
+    from ..atomic import TMP_PREFIX
+
+    return tempfile.mkdtemp(prefix=TMP_PREFIX, dir=parent)
+
+
+def _sha256(path: Path) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size

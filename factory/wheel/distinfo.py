@@ -1,0 +1,204 @@
+"""Wheel names and the .dist-info files (METADATA, WHEEL, RECORD, provenance), and writing the archive."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidName, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from .. import __version__
+from ..atomic import atomic_open
+from ..errors import BadKernel
+from ..record import HUB_URL
+from .zipwriter import ZipWriter
+
+REQUIRES_PYTHON = ">=3.9"
+GENERATOR = f"kernel-factory {__version__}"
+_ABBREVIATIONS = {"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "incl."}
+MIN_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
+
+
+@dataclass(frozen=True)
+class Member:
+    """One wheel entry: from a file (streamed) or from memory."""
+
+    arcname: str
+    path: Path | None = None
+    data: bytes | None = None
+    executable: bool = False
+
+
+def dist_name(name: str, where: str) -> str:
+    """A valid project name (display form) or BadKernel."""
+    try:
+        canonicalize_name(name, validate=True)
+    except InvalidName:
+        raise BadKernel(
+            f"{where}: {name!r} is not a valid distribution name; set metadata.json 'name' to letters, digits, '-'"
+        ) from None
+    return name
+
+
+def filename_name(name: str) -> str:
+    """The distribution part of a wheel file name: PEP 503 normalised, '-' -> '_'."""
+    return canonicalize_name(name).replace("-", "_")
+
+
+def full_version(text: str, where: str) -> str:
+    """``text`` (the kernel version with its local label) normalised; BadKernel if it is not PEP 440."""
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        raise BadKernel(f"{where}: {text!r} is not a valid version; use a vX.Y.Z tag or a v<N> branch") from None
+
+
+def wheel_filename(name: str, version: str, tag: str) -> str:
+    filename = f"{filename_name(name)}-{version}-{tag}.whl"
+    parse_wheel_filename(filename)  # raises InvalidWheelFilename on a bad tag or version
+    return filename
+
+
+def dist_info_dir(name: str, version: str) -> str:
+    return f"{filename_name(name)}-{version}.dist-info"
+
+
+def summary_of(readme: str | None, name: str) -> str:
+    """The first sentence of the README's first prose paragraph, else "<name> compute kernel"."""
+    fallback = f"{name} compute kernel"
+    if not readme:
+        return fallback
+    lines = readme.splitlines()
+    if lines and lines[0].strip() == "---":  # YAML front matter of a Hub card
+        end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), None)
+        lines = lines[end + 1 :] if end is not None else lines
+    paragraph: list[str] = []
+    fenced = False
+    for line in lines:
+        text = line.strip()
+        if text.startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if fenced or text.startswith(("#", "<", "![", "[![", "|", ">", "---", "===")):
+            if paragraph:
+                break
+            continue
+        if not text:
+            if paragraph:
+                break
+            continue
+        paragraph.append(text)
+    words: list[str] = []
+    for word in " ".join(paragraph).split():
+        words.append(word)
+        if word.endswith((".", "!", "?")) and word.lower() not in _ABBREVIATIONS:
+            break
+    prose = " ".join(words)
+    if not prose:
+        return fallback
+    return prose if len(prose) <= 250 else prose[:247].rstrip() + "..."
+
+
+def license_fields(license_text: str | None) -> tuple[str, str] | None:
+    """("License-Expression", canonical SPDX) when valid, else ("License", text); None without a license."""
+    if not license_text or not license_text.strip():
+        return None
+    try:
+        return "License-Expression", str(canonicalize_license_expression(license_text))
+    except InvalidLicenseExpression:
+        return "License", " ".join(license_text.split())
+
+
+def check_requirements(reqs: Iterable[str], where: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for req in reqs:
+        try:
+            # Keep a compact requirement as written ("torch>=2.7,<2.8", as DESIGN.md shows it); normalise others.
+            text = req if not any(c.isspace() for c in req) else str(Requirement(req))
+            Requirement(text)
+        except InvalidRequirement:
+            raise BadKernel(f"{where}: {req!r} in metadata.json python-depends is not a valid requirement") from None
+        if text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+def metadata_bytes(
+    *,
+    name: str,
+    version: str,
+    summary: str,
+    readme: str | None,
+    license_text: str | None,
+    upstream: str | None,
+    repo_id: str | None,
+    requires_dist: Sequence[str],
+) -> bytes:
+    """METADATA (core metadata 2.4); the README is the message body."""
+    headers = [("Metadata-Version", "2.4"), ("Name", name), ("Version", version), ("Summary", summary)]
+    lic = license_fields(license_text)
+    if lic:
+        headers.append(lic)
+    if upstream and upstream.strip():
+        headers.append(("Project-URL", f"Source, {' '.join(upstream.split())}"))
+    if repo_id:
+        headers.append(("Project-URL", f"Hub, {HUB_URL}{repo_id}"))
+    headers.append(("Requires-Python", REQUIRES_PYTHON))
+    headers.extend(("Requires-Dist", req) for req in requires_dist)
+    if readme:
+        headers.append(("Description-Content-Type", "text/markdown"))
+    text = "".join(f"{key}: {value}\n" for key, value in headers)
+    if readme:
+        text += "\n" + readme.replace("\r\n", "\n")
+        if not text.endswith("\n"):
+            text += "\n"
+    return text.encode("utf-8")
+
+
+def wheel_bytes(tag: str) -> bytes:
+    purelib = "true" if tag == "py3-none-any" else "false"
+    return (
+        f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n"
+    ).encode()
+
+
+def provenance_bytes(fields: dict[str, object]) -> bytes:
+    return (json.dumps(fields, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def record_hash(digest: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def zip_date_time(commit_time: int) -> tuple[int, int, int, int, int, int]:
+    t = time.gmtime(max(commit_time, MIN_EPOCH))
+    return t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec
+
+
+def write_wheel(dest: Path, members: Sequence[Member], dist_info: str, commit_time: int) -> None:
+    """Write ``members`` in order, then RECORD, to ``dest`` atomically (hashes are taken while writing)."""
+    rows: list[tuple[str, str, str]] = []
+    with atomic_open(dest) as fp:
+        zw = ZipWriter(fp, zip_date_time(commit_time))
+        for m in members:
+            if m.data is not None:
+                digest, size = zw.add_bytes(m.arcname, m.data, m.executable), len(m.data)
+            else:
+                assert m.path is not None
+                digest, size = zw.add_file(m.arcname, m.path, m.executable)
+            rows.append((m.arcname, record_hash(digest), str(size)))
+        record_name = f"{dist_info}/RECORD"
+        rows.append((record_name, "", ""))
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(rows)
+        zw.add_bytes(record_name, buf.getvalue().encode("utf-8"))
+        zw.close()
