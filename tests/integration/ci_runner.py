@@ -82,9 +82,20 @@ class Log:
         return "".join(s.stdout for s in self.steps if s.job == job)
 
 
+#: (PATH, line) of the pip installs already done: the jobs share one venv, so a repeat is a no-op (of ~3 s).
+_INSTALLED: set[tuple[str, str]] = set()
+
+
 def sh(script: str, cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=cwd,
-                          env=dict(env), capture_output=True, text=True, timeout=600)
+    """``script`` in bash as runners run it, minus pip install lines this venv has already run."""
+    lines = script.splitlines()
+    done = {line for line in lines if line.startswith("python -m pip install ") and (env["PATH"], line) in _INSTALLED}
+    proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                           "\n".join(line for line in lines if line not in done) or "true"],
+                          cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=600)
+    if proc.returncode == 0:
+        _INSTALLED.update((env["PATH"], line) for line in lines if line.startswith("python -m pip install "))
+    return proc
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -116,8 +127,8 @@ def _job_order(jobs: Mapping[str, Any]) -> list[str]:
 
 
 def run_github(workflow: Path, workspace: Callable[[str], Path], env: Mapping[str, str],
-               secrets: Mapping[str, str], aws: Mapping[str, str]) -> Log:
-    """Every job of ``workflow`` in ``needs`` order, every matrix entry, every step.
+               secrets: Mapping[str, str], aws: Mapping[str, str], only: set[str] | None = None) -> Log:
+    """Every job of ``workflow`` (or those in ``only``) in ``needs`` order, every matrix entry, every step.
 
     ``workspace(job)`` gives a new folder holding the checkout; ``aws`` is what configure-aws-credentials
     exports; ``env`` is the runner's environment.
@@ -126,6 +137,8 @@ def run_github(workflow: Path, workspace: Callable[[str], Path], env: Mapping[st
     log = Log()
     wf_env = {k: str(v) for k, v in (wf.get("env") or {}).items()}
     for name in _job_order(wf["jobs"]):
+        if only is not None and name not in only:
+            continue
         job = wf["jobs"][name]
         matrix = (job.get("strategy") or {}).get("matrix") or {}
         keys = list(matrix)
@@ -174,8 +187,9 @@ def _runs(rules: list[Mapping[str, Any]] | None, variables: Mapping[str, str]) -
 
 
 def run_gitlab(template: Path, workspace: Callable[[str], Path], env: Mapping[str, str],
-               ci_variables: Mapping[str, str]) -> Log:
-    """Every job of the GitLab CI ``template`` whose rules hold, stage by stage, each matrix entry.
+               ci_variables: Mapping[str, str], only: set[str] | None = None) -> Log:
+    """Every job of the GitLab CI ``template`` whose rules hold (of those in ``only``), stage by stage, each
+    matrix entry.
 
     ``ci_variables`` are the project's CI/CD variables and the predefined ones; they override the template's
     ``variables`` as GitLab's do. Artifacts pass from job to job through ``workspace`` (the test's choice).
@@ -188,7 +202,8 @@ def run_gitlab(template: Path, workspace: Callable[[str], Path], env: Mapping[st
     for stage in doc["stages"]:
         for name in jobs:
             job = _resolve(doc, name)
-            if job.get("stage", "test") != stage or not _runs(job.get("rules"), variables):
+            if job.get("stage", "test") != stage or not _runs(job.get("rules"), variables) or (
+                    only is not None and name not in only):
                 continue
             matrix = (job.get("parallel") or {}).get("matrix") or [{}]
             entries = [{}] if matrix == [{}] else [
