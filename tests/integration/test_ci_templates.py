@@ -164,9 +164,13 @@ def test_github_workflow_shards_into_s3_then_indexes_and_publishes(
 
 # --- GitLab CI --------------------------------------------------------------------------------------------------
 
-def gitlab_variables(url: str, **extra: str) -> dict[str, str]:
-    return {"CI_PIPELINE_SOURCE": "schedule", "CI_PROJECT_ID": "7", "STORE": "s3://kernels/public",
-            **s3_env(url), **extra}
+def gitlab_variables(url: str, *, oidc: bool, **extra: str) -> dict[str, str]:
+    """The project's CI/CD variables: an OIDC role (no AWS key at all), or an access key pair."""
+    aws = s3_env(url)
+    if oidc:  # the template's before_script hands GitLab's ID token to boto3, which asks moto's STS
+        del aws["AWS_ACCESS_KEY_ID"], aws["AWS_SECRET_ACCESS_KEY"]
+        aws["AWS_ROLE_ARN"] = "arn:aws:iam::123456789012:role/kernels"
+    return {"CI_PIPELINE_SOURCE": "schedule", "CI_PROJECT_ID": "7", "STORE": "s3://kernels/public", **aws, **extra}
 
 
 def test_gitlab_template_shards_into_s3_then_publishes_to_s3_or_a_pypi_repository(
@@ -182,14 +186,14 @@ def test_gitlab_template_shards_into_s3_then_publishes_to_s3_or_a_pypi_repositor
             keep_artifact(tmp_path)
         return workspaces(job)
 
-    log = run_gitlab(GITLAB, workspace, env, gitlab_variables(url))
+    log = run_gitlab(GITLAB, workspace, env, gitlab_variables(url, oidc=True))
     jobs = [s.job for s in log.steps]
     assert jobs == [*(f"build{{'SHARD': '{k}'}}" for k in range(1, 5)), "index", "publish-s3"], jobs
     assert_published_site(client)
 
     # PUBLISH_TO=pypi: the wheels of the same store go to the upload endpoint (pypiserver here).
     with pypi_server(tmp_path) as endpoint:
-        variables = gitlab_variables(url, PUBLISH_TO="pypi", PYPI_UPLOAD_URL=endpoint, TWINE_USERNAME=USER,
+        variables = gitlab_variables(url, oidc=False, PUBLISH_TO="pypi", PYPI_UPLOAD_URL=endpoint, TWINE_USERNAME=USER,
                                      TWINE_PASSWORD=PASSWORD)
         log = run_gitlab(GITLAB, workspaces, env, variables, only={"publish-pypi"})
         assert [s.job for s in log.steps] == ["publish-pypi"]
