@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from support import ROOT, built_wheel, clean_env, fresh_venv, run
+from support import built_wheel, clean_env, fresh_venv, run
 
 EXPR = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
 
@@ -282,5 +282,3 @@ def run_dockerfile(dockerfile: Path, image_root: Path, env: Mapping[str, str],
 
     return log, docker_run
 
-
-__all__ = ["ROOT", "base_env", "deps_folder", "run_dockerfile", "run_github", "run_gitlab", "runner_venv"]
