@@ -70,6 +70,9 @@ lint: $(WHEEL) $(TORCH)
 	$(BIN)/ruff check factory tests scripts
 	$(BIN)/mypy factory scripts tests/index_synth.py tests/unit tests/integration
 	$(BIN)/lint-imports
+	$(BIN)/zizmor --offline --no-progress .github/workflows
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(BIN)/check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml
 
 bench: $(WHEEL)
 	$(BIN)/python -m pip install -q '.[test,bench]'
