@@ -17,7 +17,6 @@ from typing import Any
 from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..atomic import atomic_open, write_bytes
 from ..errors import Unreachable
 from ..publish.s3 import (
     explain,
