@@ -85,9 +85,15 @@ fail() { note "FAILED: $*"; echo "FAILED: $*" >&2; finish 1; }
 
 # ---------------------------------------------------------------- environment
 say "environment"
-export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+# kernel-factory itself comes from the wheel `make install` built (dist/; carry it), as users install it.
+KF_WHEEL=$(ls "$ROOT"/dist/kernel_factory-*.whl 2>/dev/null | head -1)
+[ -n "$KF_WHEEL" ] || { echo "FAILED: no dist/kernel_factory-*.whl: run 'make install' first (and carry dist)" >&2; exit 1; }
+rm -rf /tmp/kf && "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/kf "$KF_WHEEL" ||
+  { echo "FAILED: installing $KF_WHEEL" >&2; exit 1; }
+export PYTHONPATH=/tmp/kf${PYTHONPATH:+:$PYTHONPATH}
 deps_import() {
-  "$PY" -c "import factory.cli, factory.convert, factory.audit, factory.index, factory.serve, kernels.variants, \
+  "$PY" -c "import kernel_factory.cli, kernel_factory.wheel.convert, kernel_factory.audit.elf, \
+kernel_factory.index.build, kernel_factory.index.serve, kernels.variants, \
 auditwheel.policy, abi3audit._audit, isal, zlib_ng, jinja2, packaging" 2>/dev/null
 }
 if ! deps_import && compgen -G ".e2e/wheels/*.whl" >/dev/null; then
@@ -128,7 +134,7 @@ else
   VARIANT=${E2E_VARIANT:-$("$PY" scripts/gpu_e2e.py variant)} || fail "no build variant for this torch"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 fi
-LABEL=$("$PY" -c "from factory.variants import parse; print(parse('$VARIANT').label)") || fail "variant $VARIANT"
+LABEL=$("$PY" -c "from kernel_factory.variants import parse; print(parse('$VARIANT').label)") || fail "variant $VARIANT"
 OPS_ID=$("$PY" scripts/gpu_e2e.py ops-id)
 GXX_VER=$(g++ -dumpfullversion)
 GLIBC_VER=$(ldd --version | head -1 | awk '{print $NF}')
@@ -191,13 +197,13 @@ stage_done "compile + lay out (2 builds)"
 
 # ---------------------------------------------------------------- 2. the factory
 say "audit of the plain build for manylinux_2_28 (to-wheel)"
-"$PY" -m factory to-wheel "$WORK/plain/img2grey-cuda" 1.0.0 -o "$WORK/plain-wheels" 2>&1 | tee "$WORK/plain.log"
+"$PY" -m kernel_factory to-wheel "$WORK/plain/img2grey-cuda" 1.0.0 -o "$WORK/plain-wheels" 2>&1 | tee "$WORK/plain.log"
 RC=${PIPESTATUS[0]}
 if [ "$RC" -eq 0 ]; then
   note "audit, plain build: certified manylinux_2_28: $(cd "$WORK/plain-wheels" && ls ./*.whl)"
 else
   note "audit, plain build, manylinux_2_28: exit $RC: $(grep -m1 '^error:' "$WORK/plain.log")"
-  "$PY" -m factory to-wheel "$WORK/plain/img2grey-cuda" 1.0.0 --accept-higher-policy -o "$WORK/plain-higher" ||
+  "$PY" -m kernel_factory to-wheel "$WORK/plain/img2grey-cuda" 1.0.0 --accept-higher-policy -o "$WORK/plain-higher" ||
     fail "to-wheel --accept-higher-policy on the plain build"
   note "  with --accept-higher-policy: $(cd "$WORK/plain-higher" && ls ./*.whl | sed 's|^\./||')"
 fi
@@ -217,18 +223,18 @@ repo = "portable/img2grey-cuda"
 repo-id = "kernels-community/img2grey-cuda"
 tags = "$TAGS"
 EOF
-"$PY" -m factory build --config "$WORK/factory.toml" 2>&1 | tee "$WORK/build.log"
+"$PY" -m kernel_factory build --config "$WORK/factory.toml" 2>&1 | tee "$WORK/build.log"
 RC=${PIPESTATUS[0]}
 POLICY_NOTE="certified for manylinux_2_28"
 if [ "$RC" -eq 3 ]; then
   note "audit, portable build, manylinux_2_28: refused: $(grep -m1 '^error:' "$WORK/build.log")"
-  "$PY" -m factory build --config "$WORK/factory.toml" --accept-higher-policy || fail "build --accept-higher-policy"
+  "$PY" -m kernel_factory build --config "$WORK/factory.toml" --accept-higher-policy || fail "build --accept-higher-policy"
   POLICY_NOTE="published with --accept-higher-policy"
 elif [ "$RC" -ne 0 ]; then
   fail "kernel-factory build exited $RC"
 fi
 stage_done "build (fetch, verify, wheel, audit)"
-"$PY" -m factory index --config "$WORK/factory.toml" || fail "kernel-factory index"
+"$PY" -m kernel_factory index --config "$WORK/factory.toml" || fail "kernel-factory index"
 stage_done "index"
 WHEEL=$(cd "$WORK/store/files" && ls ./*.whl | sed 's|^\./||')
 [ "$(echo "$WHEEL" | wc -l)" -eq 1 ] || fail "expected one wheel in the store, got: $WHEEL"
@@ -238,7 +244,7 @@ note "audit, portable build: $POLICY_NOTE -> $WHEEL ($(stat -c %s "$WORK/store/f
 
 # ---------------------------------------------------------------- 3. serve, install, run
 say "serve on 127.0.0.1:$PORT"
-"$PY" -m factory serve --out "$WORK/store" --port "$PORT" >"$WORK/serve.log" 2>&1 &
+"$PY" -m kernel_factory serve --out "$WORK/store" --port "$PORT" >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
 "$PY" - "$PORT" <<'EOF' || fail "the index server did not answer (see $WORK/serve.log)"
 import sys, time, urllib.request
