@@ -16,8 +16,12 @@ TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings sk
 @contextmanager
 def atomic_open(path: Path) -> Iterator[BinaryIO]:
     """Write to a hidden temporary file beside ``path``; fsync and rename on success, remove on failure."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
+    except OSError as exc:  # name the folder, not a random temporary name
+        exc.filename = str(path.parent)
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -25,12 +29,19 @@ def atomic_open(path: Path) -> Iterator[BinaryIO]:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        named(exc, path)
         raise
+
+
+def named(exc: BaseException, path: Path | str) -> None:
+    """An OSError from write() or close() names no file: give it ``path``, so its one-line message can."""
+    if isinstance(exc, OSError) and exc.filename is None:
+        exc.filename = str(path)
 
 
 def write_bytes(path: Path, data: bytes) -> bool:

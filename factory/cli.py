@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .errors import EXIT_BUG, FactoryError
+from .errors import EXIT_BUG, FactoryError, unusable
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -102,6 +102,8 @@ def parser() -> argparse.ArgumentParser:
     )
     tw.add_argument("--jobs", type=int, metavar="N", help="parallel processes (default: number of cores)")
     tw.add_argument("--json", action="store_true", help="machine-readable output")
+    tw.add_argument("--scratch", metavar="DIR",
+                   help="temporary space for fetched variants (default: TMPDIR); wheels are written in the store")
     tw.set_defaults(handler=_to_wheel)
 
     pl = sub.add_parser("plan", help="print what build would fetch and build")
@@ -121,6 +123,8 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="require a valid metadata.json.sigstore bundle (sigstore, through the kernels package)",
     )
+    b.add_argument("--scratch", metavar="DIR",
+                  help="temporary space for fetched variants (default: TMPDIR); wheels are written in the store")
     b.set_defaults(handler=_build)
 
     ix = sub.add_parser("index", help="render the static index from the store's records")
@@ -169,10 +173,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # a full, read-only or forbidden store, scratch or destination: exit 4, one line
+        err = unusable(exc)
+        if err is None:
+            return _bug()
+        if ns.debug:
+            traceback.print_exc()
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception:
-        traceback.print_exc()
-        print("error: this is a bug in kernel-factory; please report it with the traceback above", file=sys.stderr)
-        return EXIT_BUG
+        return _bug()
+
+
+def _bug() -> int:
+    traceback.print_exc()
+    print("error: this is a bug in kernel-factory; please report it with the traceback above", file=sys.stderr)
+    return EXIT_BUG

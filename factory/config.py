@@ -38,6 +38,7 @@ FACTORY_KEYS = {
     "index-out",
     "templates",
     "base-url",
+    "scratch",
 }
 KERNEL_KEYS = {
     "repo",
@@ -55,6 +56,7 @@ ENV = {  # environment variable -> [factory] key
     "KERNEL_FACTORY_ALLOW_ORGS": "allow-orgs",
     "KERNEL_FACTORY_MANYLINUX": "manylinux",
     "KERNEL_FACTORY_JOBS": "jobs",
+    "KERNEL_FACTORY_SCRATCH": "scratch",
 }
 
 
@@ -85,6 +87,7 @@ class Options:
     index_out: str | None = None
     templates: str | None = None
     base_url: str | None = None
+    scratch: str | None = None  # temp space for fetched sources (default: TMPDIR)
     kernels: tuple[KernelSpec, ...] = ()
 
 
@@ -200,7 +203,7 @@ def apply_factory(opts: Options, table: Mapping[str, Any], base: Path, where: st
     changes: dict[str, Any] = {}
     for key, value in table.items():
         w = f"{where}.{key}"
-        if key == "store" or key == "index-out" or key == "templates":
+        if key in ("store", "index-out", "templates", "scratch"):
             if not isinstance(value, str):
                 raise ConfigError(f"{w}: expected a folder or s3:// URL, got {value!r}")
             changes[key.replace("-", "_")] = _path(value, base)
@@ -246,6 +249,8 @@ def apply_cli(opts: Options, ns: argparse.Namespace) -> Options:
     changes: dict[str, Any] = {}
     if getattr(ns, "store", None):
         changes["store"] = ns.store if "://" in ns.store else str(Path(ns.store).resolve())
+    if getattr(ns, "scratch", None):
+        changes["scratch"] = str(Path(ns.scratch).resolve())
     if getattr(ns, "jobs", None) is not None:
         changes["jobs"] = _int(ns.jobs, "--jobs")
     if getattr(ns, "manylinux", None):

@@ -5,10 +5,16 @@ Exit codes (documented in the README):
   1  a bug (an exception that is not a FactoryError)
   2  usage or configuration error (unknown version, organisation not allowed)
   3  some items refused (bad input, failed audit, digest mismatch); the rest done
-  4  a source or destination unreachable or unusable
+  4  a source or destination unreachable or unusable (full, read-only or forbidden file systems too)
+
+Several items: the most severe code wins, in the order 1 > 4 > 3 > 2 (``worst``).
 """
 
 from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterable
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -71,3 +77,57 @@ class Unreachable(FactoryError):
     """A source or destination cannot be reached or used."""
 
     exit_code = EXIT_UNREACHABLE
+
+
+# Most severe first: a bug, then an unusable source or destination, then refused items, then usage.
+SEVERITY = (EXIT_BUG, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_USAGE)
+
+
+def worst(codes: Iterable[int]) -> int:
+    """The most severe of ``codes`` (1 > 4 > 3 > 2); 0 only when every code is 0 (or there are none)."""
+    found = set(codes)
+    for code in SEVERITY:
+        if code in found:
+            return code
+    return EXIT_BUG if found - {EXIT_OK} else EXIT_OK
+
+
+# File system faults that make a store, scratch folder or destination unusable (exit 4), not a bug.
+UNUSABLE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
+)
+_FIX = {
+    errno.ENOSPC: "free space there or point --store / --scratch at another file system",
+    errno.EDQUOT: "raise the quota or point --store / --scratch at another file system",
+    errno.EFBIG: "raise the file size limit (ulimit -f) or point --store / --scratch elsewhere",
+    errno.EROFS: "mount it read-write or point --store / --scratch / --to elsewhere",
+    errno.EACCES: "fix its permissions or point --store / --scratch / --to elsewhere",
+    errno.EPERM: "fix its permissions or point --store / --scratch / --to elsewhere",
+    errno.EIO: "check the disk (dmesg) or point --store / --scratch / --to elsewhere",
+}
+
+
+def unusable(exc: OSError, path: str | os.PathLike[str] | None = None) -> Unreachable | None:
+    """The one place OSErrors are classified: a full, read-only, forbidden or failing file system -> Unreachable
+    with one line naming the path and the errno text; None for any other error (a bug, or "not found")."""
+    if exc.errno not in UNUSABLE_ERRNOS:
+        return None
+    where = exc.filename if exc.filename is not None else path
+    text = exc.strerror or os.strerror(exc.errno or 0)
+    return Unreachable(f"{os.fsdecode(where) if where is not None else 'a file'}: {text}; {_FIX[exc.errno]}")
+
+
+def unusable_from_text(text: str, path: str | os.PathLike[str]) -> Unreachable | None:
+    """The same classification for a tool's stderr (tar, git, patchelf): its errno text names the fault."""
+    for code in sorted(UNUSABLE_ERRNOS):
+        if os.strerror(code) in text:
+            return unusable(OSError(code, os.strerror(code)), path)
+    return None
+
+
+def last_line(text: str | bytes, fallback: str) -> str:
+    """The last non-empty line of a tool's output (its error), or ``fallback``."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else fallback

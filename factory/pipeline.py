@@ -13,9 +13,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import config, versions
+from . import config, space, versions
 from .config import KernelSpec, Options
-from .errors import EXIT_BUG, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, BadKernel, FactoryError, Refused, UsageError
+from .errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
 from .plan import Job, Plan, check_options, make_plan, print_plan
 from .record import Record
 from .sources import open_source
@@ -32,8 +32,9 @@ _SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
 class Outcome:
     job: Job
     record: Record | None = None
-    error: str | None = None
+    error: str | None = None  # one line: the cause
     exit_code: int = EXIT_OK
+    trace: str | None = None  # the traceback of an unexpected exception (a bug), shown under --debug
 
 
 def _source(job: Job) -> Source:
@@ -87,18 +88,28 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
     return convert(inp, out_dir)
 
 
-def _run(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record] | Outcome:
-    # Sources fetch into the run's scratch folder (removed with it, and by the next run after a kill):
-    # worker processes end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
-    # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
-    out_dir = Path(tempfile.mkdtemp(prefix="job-", dir=out_dir))
-    saved, tempfile.tempdir = tempfile.tempdir, str(out_dir)
-    try:
-        return build_one(job, opts, out_dir)
-    except FactoryError as exc:
+def failure(job: Job, exc: Exception) -> Outcome:
+    """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback."""
+    if isinstance(exc, OSError) and (err := unusable(exc)) is not None:
+        exc = err
+    if isinstance(exc, FactoryError):
         return Outcome(job, error=f"{job.where}: {exc}", exit_code=exc.exit_code)
-    except Exception:
-        return Outcome(job, error=f"{job.describe()}: bug: {traceback.format_exc()}", exit_code=EXIT_BUG)
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return Outcome(job, error=f"{job.describe()}: {type(exc).__name__}{': ' + detail if detail else ''}",
+                   exit_code=EXIT_BUG, trace="".join(traceback.format_exception(exc)))
+
+
+def _run(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) -> tuple[Path, bytes, Record] | Outcome:
+    # Sources fetch into the run's scratch folder (--scratch, else TMPDIR), removed with it: worker processes
+    # end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
+    # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
+    saved = tempfile.tempdir
+    try:
+        out_dir = Path(tempfile.mkdtemp(prefix="job-", dir=out_dir))
+        tempfile.tempdir = tempfile.mkdtemp(prefix="job-", dir=scratch) if scratch is not None else str(out_dir)
+        return build_one(job, opts, out_dir)
+    except Exception as exc:
+        return failure(job, exc)
     finally:
         tempfile.tempdir = saved
         _drop_fetched(job)
@@ -117,6 +128,7 @@ def execute(
     work: Path,
     deliver: Callable[[Job, Path, bytes, Record], None],
     progress: Callable[[Outcome], None],
+    scratch: Path | None = None,
 ) -> list[Outcome]:
     """Build every job (in ``opts.jobs`` processes), handing each finished wheel to ``deliver`` in this process."""
     outcomes: list[Outcome] = []
@@ -128,18 +140,18 @@ def execute(
             try:
                 deliver(job, *result)
                 outcome = Outcome(job, record=result[2])
-            except FactoryError as exc:
-                outcome = Outcome(job, error=str(exc), exit_code=exc.exit_code)
+            except (FactoryError, OSError) as exc:  # the store full, read-only, or refusing the wheel
+                outcome = failure(job, exc)
         outcomes.append(outcome)
         progress(outcome)
 
     if opts.jobs <= 1 or len(jobs) <= 1:
         for job in jobs:
-            finish(job, _run(job, opts, work))
+            finish(job, _run(job, opts, work, scratch))
         return outcomes
     with ProcessPoolExecutor(max_workers=min(opts.jobs, len(jobs))) as pool:
         pending: dict[Future[tuple[Path, bytes, Record] | Outcome], Job] = {
-            pool.submit(_run, job, opts, work): job for job in jobs
+            pool.submit(_run, job, opts, work, scratch): job for job in jobs
         }
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -162,7 +174,7 @@ def _progress(total: int) -> Callable[[Outcome], None]:
         if outcome.record is not None:
             status = f"built  {outcome.record.filename}"
         else:
-            status = f"failed {outcome.job.describe()}"
+            status = f"failed {outcome.error or outcome.job.describe()}"
         if bar is not None:
             bar.write(f"{status}", file=sys.stderr)
             bar.update(1)
@@ -175,26 +187,46 @@ def _progress(total: int) -> Callable[[Outcome], None]:
 
 
 def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
-    codes = {o.exit_code for o in outcomes} | {e.exit_code for e in plan.refused}
-    for code in (EXIT_BUG, EXIT_UNREACHABLE, EXIT_REFUSED):
-        if code in codes:
-            return code
-    return EXIT_OK
+    """The most severe code of any item or of the plan (1 > 4 > 3 > 2); never 0 when an item failed."""
+    codes = [o.exit_code if o.record is None else EXIT_OK for o in outcomes] + [e.exit_code for e in plan.refused]
+    if any(o.record is None and o.exit_code == EXIT_OK for o in outcomes):
+        codes.append(EXIT_BUG)  # a failure without a code is a bug
+    return worst(codes)
 
 
-def _work_dir(store: Store) -> tempfile.TemporaryDirectory[str]:
-    """A scratch folder on the store's file system (so wheels move in by rename), hidden from listings."""
+def _work_dir(store: Store, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
+    """Where wheels are written: on the store's file system (so they move in by rename), hidden from listings."""
     if isinstance(store, LocalStore):
-        store.files.mkdir(parents=True, exist_ok=True)
-        return tempfile.TemporaryDirectory(prefix=".tmp-work-", dir=store.files)
-    return tempfile.TemporaryDirectory(prefix="kernel-factory-")
+        try:
+            store.files.mkdir(parents=True, exist_ok=True)
+            return tempfile.TemporaryDirectory(prefix=".tmp-work-", dir=store.files)
+        except OSError as exc:
+            raise unusable(exc, store.files) or exc from None
+    return space.scratch_dir(scratch, prefix="kernel-factory-work-")
 
 
-def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool) -> None:
+def check_space(jobs: list[Job], opts: Options, target: Path) -> None:
+    """Refuse, before anything is fetched, a plan whose known size does not fit in ``target`` (the store) or in
+    the scratch folder (exit 4)."""
+    sizes = []
+    for job in jobs:
+        found = _source(job).sizes(job.sha, job.variant)
+        if found is not None:
+            sizes.append(found)
+    scratch = Path(opts.scratch) if opts.scratch else Path(tempfile.gettempdir())
+    space.check_plan(sizes, opts.jobs, target, scratch)
+
+
+def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool, debug: bool = False) -> None:
     built = [o for o in outcomes if o.record is not None]
     failed = [o for o in outcomes if o.record is None]
     for o in failed:
+        if o.trace and debug:
+            print(o.trace, file=sys.stderr, end="")
         print(f"error: {o.error}", file=sys.stderr)
+    if any(o.trace for o in failed):
+        print("error: this is a bug in kernel-factory; please report it with the traceback that --debug shows",
+              file=sys.stderr)
     for err in plan.refused:
         print(f"error: {err}", file=sys.stderr)
     if as_json:
@@ -254,7 +286,7 @@ def run_plan(ns: argparse.Namespace) -> int:
         print(json.dumps(plan.to_json(), indent=2))
     else:
         print_plan(plan)
-    return EXIT_REFUSED if plan.refused else EXIT_OK
+    return worst(e.exit_code for e in plan.refused)
 
 
 def run_build(ns: argparse.Namespace) -> int:
@@ -280,9 +312,12 @@ def run_build(ns: argparse.Namespace) -> int:
             store.put(wheel, meta, rec)
             held[rec.filename] = rec
 
-        with _work_dir(store) as work:
-            outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)))
-    _summarise(outcomes, plan, ns.json)
+        outcomes = []
+        if plan.todo:
+            with _work_dir(store, opts.scratch) as work, space.scratch_dir(opts.scratch) as scratch:
+                check_space(plan.todo, opts, store.root if isinstance(store, LocalStore) else Path(work))
+                outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)), Path(scratch))
+    _summarise(outcomes, plan, ns.json, ns.debug)
     return exit_code(outcomes, plan)
 
 
@@ -320,10 +355,13 @@ def run_to_wheel(ns: argparse.Namespace) -> int:
         names[rec.filename] = job
         os.replace(wheel, out / rec.filename)
 
-    with tempfile.TemporaryDirectory(prefix=".tmp-work-", dir=out) as work:
-        outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)))
+    outcomes = []
+    if plan.todo:
+        with space.scratch_dir(str(out), prefix=".tmp-work-") as work, space.scratch_dir(opts.scratch) as scratch:
+            check_space(plan.todo, opts, out)
+            outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)), Path(scratch))
     for o in outcomes:
         if o.record is not None:
             print(out / o.record.filename)
-    _summarise(outcomes, plan, ns.json)
+    _summarise(outcomes, plan, ns.json, getattr(ns, "debug", False))
     return exit_code(outcomes, plan)

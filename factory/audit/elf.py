@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import AuditFailed
+from ..errors import AuditFailed, unusable_from_text
 from ..variants import Target
 from . import macho
 
@@ -215,6 +215,9 @@ def repair(wheel: Path, out_dir: Path, platform: str, where: str) -> Path:
         for w in wheels:
             w.unlink()
         dest.rmdir()
+        full = unusable_from_text(proc.stderr + proc.stdout, dest)  # auditwheel or patchelf hit a full disk
+        if full is not None:
+            raise full
         raise AuditFailed(f"{where}: auditwheel repair failed: {detail}; install the library or link it statically")
     return wheels[0]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import TMP_PREFIX, write_bytes
+from ..atomic import TMP_PREFIX, named, write_bytes
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import Record
 from ..store.catalog import load_local_keyed, load_records
@@ -94,8 +94,9 @@ def write_page(path: Path, data: bytes) -> bool:
             f.write(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        named(exc, path)
         raise
     return True
 

@@ -11,6 +11,7 @@ are the raw file names (``+`` included); pages link ``%2B``, which S3 decodes.
 from __future__ import annotations
 
 import mimetypes
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ _AUTH_CODES = {
     "403": "access is denied",
     "Forbidden": "access is denied",
 }
+_BUSY_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "ServiceUnavailable",
+               "InternalError", "503", "500"}
 _CRED_HINT = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the bucket policy"
 
 
@@ -73,10 +76,15 @@ def content_type(rel: str) -> str:
 
 
 def make_client() -> Any:
-    """An S3 client from the usual environment (``AWS_ENDPOINT_URL`` included), with short connect timeouts."""
-    config = Config(
-        connect_timeout=10, read_timeout=120, retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=32
-    )
+    """An S3 client from the usual environment (``AWS_ENDPOINT_URL`` included), with short connect timeouts.
+
+    Throttling (``SlowDown``) and 5xx answers are retried by botocore's standard retry mode (exponential backoff,
+    5 attempts); ``AWS_MAX_ATTEMPTS`` and ``AWS_RETRY_MODE`` change that, as in the AWS CLI.
+    """
+    env = os.environ
+    retries: Any = None if env.get("AWS_MAX_ATTEMPTS") or env.get("AWS_RETRY_MODE") else \
+        {"max_attempts": 5, "mode": "standard"}
+    config = Config(connect_timeout=10, read_timeout=120, retries=retries, max_pool_connections=32)
     return boto3.session.Session().client("s3", config=config)
 
 
@@ -103,6 +111,12 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
                                f"{_CRED_HINT}")
         message = str(err.response.get("Error", {}).get("Message", "")).splitlines()[0:1]
         detail = f": {message[0]}" if message else ""
+        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in _BUSY_CODES or (isinstance(status, int) and status >= 500):
+            tries = int(err.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)) + 1
+            return Unreachable(f"S3 at {endpoint} is busy or failing ({code}{detail}) for s3://{bucket} after "
+                               f"{tries} attempt{'s' if tries != 1 else ''}; retry later "
+                               "(AWS_MAX_ATTEMPTS allows more)")
         return Unreachable(f"S3 error {code} on s3://{bucket}{detail}; check {flag} and AWS_ENDPOINT_URL")
     if isinstance(exc, BotoCoreError):
         return Unreachable(f"cannot reach S3 at {endpoint} ({type(exc).__name__}); check AWS_ENDPOINT_URL "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 from collections.abc import Sequence
 from html.parser import HTMLParser
@@ -20,6 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ..errors import Refused, Unreachable, UsageError
+from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
 from .base import LocalFile, State
 
 _CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
@@ -76,6 +78,17 @@ def find_credentials(url: str, user: str | None, password: str | None) -> tuple[
     return user, password
 
 
+def _retry_gets(session: Any) -> None:
+    """GETs of simple pages: urllib3's Retry on 429 and 5xx, with backoff and Retry-After honoured."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.util import Retry
+
+    retry = Retry(total=6, connect=3, backoff_factor=0.5, backoff_max=MAX_WAIT_S, allowed_methods=["GET", "HEAD"],
+                  status_forcelist=sorted(RETRY_STATUS), respect_retry_after_header=True, raise_on_status=False)
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, HTTPAdapter(max_retries=retry))
+
+
 class UploadDestination:
     """Upload wheels to ``url`` (the legacy upload API); nothing there is deleted."""
 
@@ -90,6 +103,8 @@ class UploadDestination:
         self.display = self.url
         user, password = find_credentials(self.url, url_user, url_password)
         self.repo = Repository(self.url, user, password, disable_progress_bar=True)
+        _retry_gets(self.repo.session)
+        logging.getLogger("twine.repository").setLevel(logging.ERROR)  # we say why we retry, once per retry
         self.simple_base = urljoin(self.url.rstrip("/") + "/", "simple/")
         self.pages: dict[str, dict[str, str] | None] = {}
 
@@ -127,6 +142,9 @@ class UploadDestination:
         if refresh or project not in self.pages:
             resp = self._get(urljoin(self.simple_base, f"{project}/"))
             self._check_auth(resp)
+            if resp.status_code >= 500 or resp.status_code == 429:
+                raise Unreachable(f"{self.display} answered HTTP {resp.status_code} for {project}'s simple page "
+                                  "after retries; retry later")
             self.pages[project] = parse_simple_page(resp.text) if resp.status_code == 200 else None
         return self.pages[project]
 
@@ -148,11 +166,15 @@ class UploadDestination:
             package = PackageFile.from_filename(str(file.path), None)
         except InvalidDistribution as exc:
             raise Refused(f"{file.name}: {exc}") from None
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):  # twine prints its own "Uploading ..." line
-                resp = self.repo.upload(package)
-        except requests.RequestException as exc:
-            raise self._unreachable(exc) from None
+        backoff = Backoff(f"{self.display}: uploading {file.name}")
+        while True:
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # twine prints its own "Uploading ..." line
+                    resp = self.repo.upload(package, max_redirects=1)  # one try: Backoff waits between tries
+            except requests.RequestException as exc:
+                raise self._unreachable(exc) from None
+            if resp.status_code not in RETRY_STATUS or not backoff.again(resp.headers, resp.status_code):
+                break
         self._check_auth(resp)
         if resp.status_code in (200, 201):
             return
@@ -161,8 +183,9 @@ class UploadDestination:
             return
         lines = resp.text.strip().splitlines()
         reason = (resp.reason or "").strip() or (lines[0] if lines else "")
-        if resp.status_code >= 500:
-            raise Unreachable(f"{self.display} failed on {file.name} (HTTP {resp.status_code} {reason}); retry later")
+        if resp.status_code >= 500 or resp.status_code == 429:
+            raise Unreachable(f"{self.display} failed on {file.name} (HTTP {resp.status_code} {reason}, "
+                              f"{backoff.tries} tries in {backoff.elapsed:.0f} s); retry later")
         raise Refused(f"{self.display} rejected {file.name} (HTTP {resp.status_code} {reason})")
 
     def state_after_conflict(self, file: LocalFile) -> bool:

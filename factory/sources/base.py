@@ -53,6 +53,10 @@ class Source(Protocol):
         """A local folder holding ``build/<variant>/`` at ``sha`` exactly as in the repository."""
         ...
 
+    def sizes(self, sha: str, variant: str) -> tuple[int, int] | None:
+        """(bytes of build/<variant>/, bytes ``fetch`` writes into scratch for it), or None when not known."""
+        ...
+
     def release(self) -> None:
         """Remove every folder ``fetch`` made (a variant can be gigabytes); a later fetch makes a fresh one."""
         ...

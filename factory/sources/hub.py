@@ -6,13 +6,14 @@ through the huggingface_hub cache, so a second fetch of the same revision downlo
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from huggingface_hub import HfApi, constants, get_cached_repo_tree, get_session, hf_raise_for_status, snapshot_download
 from huggingface_hub.errors import (
@@ -25,12 +26,13 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.file_download import repo_folder_name
-from huggingface_hub.hf_api import RepoFolder
+from huggingface_hub.hf_api import GitRefs, RepoFolder
 from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
 from packaging.version import InvalidVersion, Version
 
-from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound
+from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
+from ..retry import Backoff
 from .base import Refs
 
 T = TypeVar("T")
@@ -40,6 +42,16 @@ try:  # huggingface_hub 2.x talks through httpx2, 1.x through httpx
 except ImportError:  # pragma: no cover
     from httpx import TransportError  # type: ignore[assignment]
 REPO_TYPES = ("kernel", "model")
+BUSY = frozenset({429, 502, 503, 504})  # retried; olah answers 500 for an unknown revision, so 500 is not
+
+
+class Busy(Unreachable):
+    """The Hub answered 429 or 5xx: retried with backoff, then exit 4."""
+
+    def __init__(self, message: str, status: int | None, headers: Mapping[str, str] | None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers
 
 
 def _env_true(name: str) -> bool:
@@ -80,6 +92,7 @@ class HubSource:
         self._type: str | None = None
         self._refs: Refs | None = None
         self._commits: dict[str, tuple[int, int]] = {}
+        self._sizes: dict[str, dict[str, int]] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     # -- errors --------------------------------------------------------------
@@ -91,7 +104,10 @@ class HubSource:
             yield
         except FactoryError:
             raise
-        except (OfflineModeIsEnabled, LocalEntryNotFoundError, CachedRepoTreeNotFoundError):
+        except (OfflineModeIsEnabled, LocalEntryNotFoundError, CachedRepoTreeNotFoundError) as exc:
+            cause = exc.__cause__  # snapshot_download falls back to the cache when the Hub answers 429 or 5xx
+            if isinstance(cause, HfHubHTTPError) and _status(cause) in BUSY:
+                raise self._busy(what, cause) from None
             raise Unreachable(
                 f"{where}: {what} is not in the huggingface_hub cache ({self.cache_dir}) and the Hub is "
                 "not reachable or HF_HUB_OFFLINE is set; run once online to fill the cache"
@@ -104,19 +120,43 @@ class HubSource:
                 raise Unreachable(
                     f"{where}: {what} refused with HTTP {code}; set HF_TOKEN to a token that can read the repository"
                 ) from None
-            if code is not None and code < 500 and code != 429:
+            if code in BUSY:
+                raise self._busy(what, exc) from None
+            if code is not None and code < 500:
                 raise VersionNotFound(f"{where}: {what} failed with HTTP {code}") from None
             raise Unreachable(f"{where}: {what} failed with HTTP {code}; the Hub is unavailable, retry later") from None
-        except (OSError, TransportError) as exc:  # connection refused or reset, broken downloads
-            detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-            raise Unreachable(
-                f"{where}: {what} failed ({type(exc).__name__}{': ' + detail if detail else ''}); "
-                "check HF_ENDPOINT and the network, or set HF_HUB_OFFLINE=1 to use a filled cache"
-            ) from None
+        except OSError as exc:
+            full = unusable(exc, self.cache_dir)  # the cache (or scratch) full, read-only or forbidden
+            if full is not None:
+                raise full from None
+            raise self._network(what, exc) from None
+        except TransportError as exc:  # connection refused or reset, broken downloads
+            raise self._network(what, exc) from None
+
+    def _busy(self, what: str, exc: HfHubHTTPError) -> Busy:
+        code = _status(exc)
+        return Busy(f"{self._id} on {self.endpoint}: {what} failed with HTTP {code}; the Hub is busy or unavailable, "
+                    "retry later", code, getattr(getattr(exc, "response", None), "headers", None))
+
+    def _network(self, what: str, exc: BaseException) -> Unreachable:
+        where = f"{self._id} on {self.endpoint}"
+        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return Unreachable(
+            f"{where}: {what} failed ({type(exc).__name__}{': ' + detail if detail else ''}); "
+            "check HF_ENDPOINT and the network, or set HF_HUB_OFFLINE=1 to use a filled cache"
+        )
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        with self._errors(what):
-            return fn()
+        """``fn`` with one-line errors; HTTP 429/502/503/504 retried (Retry-After honoured) within a bounded time."""
+        backoff = Backoff(f"{self._id}: {what}")
+        while True:
+            try:
+                with self._errors(what):
+                    return fn()
+            except Busy as busy:
+                if not backoff.again(busy.headers, busy.status):
+                    raise Busy(f"{busy} (gave up after {backoff.tries} tries in {backoff.elapsed:.0f} s)",
+                               busy.status, busy.headers) from None
 
     # -- repository type and refs ------------------------------------------
     def _storage(self, repo_type: str) -> Path:
@@ -141,18 +181,22 @@ class HubSource:
             return self._refs
         if self.offline:
             return self._cached_refs()
+        def list_refs(repo_type: str) -> GitRefs | None:
+            try:
+                return self.api.list_repo_refs(self._id, repo_type=repo_type)
+            except GatedRepoError:
+                raise Unreachable(f"{self._id} on {self.endpoint} is gated; accept its terms on the Hub "
+                                  "and set HF_TOKEN to a token of that account") from None
+            except RepositoryNotFoundError:  # the Hub answers 401 RepoNotFound to anonymous callers
+                return None
+
         for repo_type in self._types:
             try:
-                with self._errors("listing refs"):
-                    try:
-                        raw = self.api.list_repo_refs(self._id, repo_type=repo_type)
-                    except GatedRepoError:
-                        raise Unreachable(f"{self._id} on {self.endpoint} is gated; accept its terms on the Hub "
-                                          "and set HF_TOKEN to a token of that account") from None
-                    except RepositoryNotFoundError:  # the Hub answers 401 RepoNotFound to anonymous callers
-                        continue
+                raw = self._call("listing refs", functools.partial(list_refs, repo_type))
             except VersionNotFound:
                 continue  # a plain 404 (olah): not a repository of this type
+            if raw is None:
+                continue
             self._type = repo_type
             self._refs = Refs(branches={b.name: b.target_commit for b in raw.branches},
                               tags={t.name: t.target_commit for t in raw.tags})
@@ -209,27 +253,30 @@ class HubSource:
             if len(found) == 1:
                 return found[0]
             raise VersionNotFound(self._no_revision(revision, refs) + " in the offline cache")
+        def info_of() -> Any:
+            try:
+                return self.api.repo_info(self._id, repo_type=self.repo_type, revision=revision)
+            except HfHubHTTPError as exc:
+                # The refs listing worked with these credentials, so a 401/403 here (olah) means no such revision.
+                code = _status(exc)
+                if code in (401, 403, 404):
+                    raise VersionNotFound(revision) from None
+                if code == 500:
+                    # olah answers 500 for an unknown sha: if the Hub still lists refs, the revision is unknown.
+                    self.api.list_repo_refs(self._id, repo_type=self.repo_type)
+                    raise VersionNotFound(revision) from None
+                raise
+
         try:
-            with self._errors(f"revision {revision!r}"):
-                try:
-                    info = self.api.repo_info(self._id, repo_type=self.repo_type, revision=revision)
-                except HfHubHTTPError as exc:
-                    # The refs listing worked with these credentials, so a 401/403 here (olah) means no such revision.
-                    code = _status(exc)
-                    if code in (401, 403, 404):
-                        raise VersionNotFound(revision) from None
-                    if code is not None and code >= 500:
-                        # olah answers 500 for an unknown sha: if the Hub still lists refs, the revision is unknown.
-                        self.api.list_repo_refs(self._id, repo_type=self.repo_type)
-                        raise VersionNotFound(revision) from None
-                    raise
+            info = self._call(f"revision {revision!r}", info_of)
         except VersionNotFound:
             raise VersionNotFound(self._no_revision(revision, refs)) from None
-        if not info.sha:
+        sha: str | None = info.sha
+        if not sha:
             raise VersionNotFound(self._no_revision(revision, refs))
-        if _is_sha(revision.lower()) and info.sha != revision.lower():
+        if _is_sha(revision.lower()) and sha != revision.lower():
             raise VersionNotFound(self._no_revision(revision, refs))
-        return info.sha
+        return sha
 
     def _no_revision(self, revision: str, refs: Refs) -> str:
         have = ", ".join(sorted(refs.branches) + sorted(refs.tags)) or "none"
@@ -250,21 +297,24 @@ class HubSource:
         count = 0
         first_date: str | None = None
         total: int | None = None
-        with self._errors(f"commit history of {sha[:12]}"):
-            while url is not None:
-                response = get_session().get(url, headers=headers)
-                hf_raise_for_status(response)
-                page = response.json()
-                if not isinstance(page, list):
-                    raise Unreachable(f"{self._id}: commits endpoint of {self.endpoint} did not answer a list")
-                if first_date is None and page and isinstance(page[0], dict):
-                    first_date = str(page[0].get("date") or "")
-                    header = response.headers.get("x-total-count")
-                    total = int(header) if header and header.isascii() and header.isdigit() else None
-                count += len(page)
-                if total is not None:
-                    break
-                url = response.links.get("next", {}).get("url")
+        def get(url: str) -> Any:
+            response = get_session().get(url, headers=headers)
+            hf_raise_for_status(response)
+            return response
+
+        while url is not None:
+            response = self._call(f"commit history of {sha[:12]}", functools.partial(get, url))
+            page = response.json()
+            if not isinstance(page, list):
+                raise Unreachable(f"{self._id}: commits endpoint of {self.endpoint} did not answer a list")
+            if first_date is None and page and isinstance(page[0], dict):
+                first_date = str(page[0].get("date") or "")
+                header = response.headers.get("x-total-count")
+                total = int(header) if header and header.isascii() and header.isdigit() else None
+            count += len(page)
+            if total is not None:
+                break
+            url = response.links.get("next", {}).get("url")
         if not first_date:
             raise Unreachable(f"{self._id}: commits endpoint of {self.endpoint} gave no date for {sha[:12]}")
         try:
@@ -329,6 +379,22 @@ class HubSource:
             shutil.rmtree(dest)
         shutil.copytree(source, dest / "build" / variant, copy_function=_link_or_copy)
         return dest
+
+    def sizes(self, sha: str, variant: str) -> tuple[int, int] | None:
+        """From one recursive listing of build/ per revision (the Hub gives each file's size)."""
+        if self.offline:
+            return None
+        if sha not in self._sizes:
+            try:
+                entries = self._call(f"file listing of build/ at {sha[:12]}", lambda: list(self.api.list_repo_tree(
+                    self._id, path_in_repo="build", recursive=True, repo_type=self.repo_type, revision=sha)))
+            except VersionNotFound:
+                return None
+            self._sizes[sha] = {e.path: int(getattr(e, "size", 0) or 0) for e in entries
+                                if not isinstance(e, RepoFolder)}
+        prefix = f"build/{variant}/"
+        total = sum(size for path, size in self._sizes[sha].items() if path.startswith(prefix))
+        return total, total  # the download into the cache, hard-linked (or copied) into scratch
 
     def release(self) -> None:
         if self._tmp is not None:

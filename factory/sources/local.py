@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import UsageError, VersionNotFound
+from ..errors import Unreachable, UsageError, VersionNotFound, last_line, unusable, unusable_from_text
+from ..space import measure
 from .base import Refs
 
 WORKTREE = "worktree"  # the revision name of a plain folder
@@ -57,11 +61,16 @@ class LocalSource:
 
     def _git(self, *args: str) -> str:
         proc = subprocess.run(["git", "-C", str(self.path), *args], capture_output=True)
-        if proc.returncode != 0:
-            raise VersionNotFound(
-                f"{self.display}: git {' '.join(args)} failed: {proc.stderr.decode(errors='replace').strip()}"
+        if proc.returncode != 0:  # the revisions were resolved already: this is the repository failing
+            text = proc.stderr.decode(errors="replace")
+            raise unusable_from_text(text, self.path) or Unreachable(
+                f"{self.display}: git {' '.join(args)} failed: {last_line(text, f'exit code {proc.returncode}')}"
             )
         return proc.stdout.decode("utf-8", errors="surrogateescape")
+
+    def _exists(self, sha: str, path: str) -> bool:
+        proc = subprocess.run(["git", "-C", str(self.path), "cat-file", "-e", f"{sha}:{path}"], capture_output=True)
+        return proc.returncode == 0
 
     # -- Source protocol ---------------------------------------------------
     def refs(self) -> Refs:
@@ -109,7 +118,9 @@ class LocalSource:
             return sorted(p.name for p in (self.path / "build").iterdir() if p.is_dir() and not p.is_symlink())
         proc = subprocess.run(["git", "-C", str(self.path), "ls-tree", "-z", f"{sha}:build"], capture_output=True)
         if proc.returncode != 0:
-            return []
+            if not self._exists(sha, "build"):
+                return []  # no build/ folder at this revision
+            self._git("ls-tree", "-z", f"{sha}:build")  # raises with git's own reason
         names = []
         for entry in proc.stdout.split(b"\0"):
             if not entry:
@@ -126,31 +137,66 @@ class LocalSource:
         proc = subprocess.run(["git", "-C", str(self.path), "show", f"{sha}:{path}"], capture_output=True)
         return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
 
+    def sizes(self, sha: str, variant: str) -> tuple[int, int] | None:
+        if not self.is_git:
+            return measure(self.path / "build" / variant), 0  # fetched in place
+        proc = subprocess.run(["git", "-C", str(self.path), "ls-tree", "-r", "-l", "-z", sha, "--", f"build/{variant}"],
+                              capture_output=True)
+        if proc.returncode != 0:
+            return None
+        total = 0
+        for entry in proc.stdout.split(b"\0"):
+            meta = entry.partition(b"\t")[0].split()
+            if len(meta) == 4 and meta[1] == b"blob" and meta[3].isdigit():
+                total += int(meta[3])
+        return total, total
+
     def fetch(self, sha: str, variant: str) -> Path:
         if not self.is_git:
             return self.path
         key = (sha, variant)
         if key in self._fetched:
             return self._fetched[key]
-        if self._tmp is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="kernel-factory-")
-        dest = Path(self._tmp.name) / sha / variant
-        dest.mkdir(parents=True)
-        # git archive keeps symlinks as symlinks; the wheel writer refuses those that escape.
-        archive = subprocess.Popen(
-            ["git", "-C", str(self.path), "archive", "--format=tar", sha, "--", f"build/{variant}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        tar = subprocess.run(
-            ["tar", "-x", "-C", str(dest), "--no-same-owner", "--no-same-permissions"],
-            stdin=archive.stdout,
-            capture_output=True,
-        )
-        assert archive.stdout is not None
-        archive.stdout.close()
-        if archive.wait() != 0 or tar.returncode != 0:
+        # "Not found" only when it is looked for and absent; any other failure keeps its own cause.
+        if not self._exists(sha, f"build/{variant}"):
             raise VersionNotFound(f"{self.display}: no build/{variant} at {sha[:12]}")
+        try:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="kernel-factory-")
+            dest = Path(self._tmp.name) / sha / variant
+            dest.mkdir(parents=True)
+        except OSError as exc:
+            raise unusable(exc, tempfile.gettempdir()) or exc from None
+        # git archive keeps symlinks as symlinks; the wheel writer refuses those that escape.
+        with tempfile.TemporaryFile() as git_err:
+            archive = subprocess.Popen(
+                ["git", "-C", str(self.path), "archive", "--format=tar", sha, "--", f"build/{variant}"],
+                stdout=subprocess.PIPE,
+                stderr=git_err,
+            )
+            assert archive.stdout is not None
+            tar = subprocess.run(
+                ["tar", "-x", "-C", str(dest), "--no-same-owner", "--no-same-permissions"],
+                stdin=archive.stdout,
+                capture_output=True,
+            )
+            archive.stdout.close()
+            git_code = archive.wait()
+            git_err.seek(0)
+            git_text = git_err.read().decode("utf-8", errors="replace")
+        if tar.returncode != 0 or git_code != 0:
+            shutil.rmtree(dest, ignore_errors=True)
+            tar_text = tar.stderr.decode("utf-8", errors="replace")
+            full = unusable_from_text(tar_text, dest)
+            if tar.returncode == -signal.SIGXFSZ:  # over the file size limit (ulimit -f)
+                full = unusable(OSError(errno.EFBIG, os.strerror(errno.EFBIG)), dest)
+            if full is not None:
+                raise full
+            if tar.returncode != 0:
+                raise Unreachable(f"{self.display}: extracting build/{variant} into {dest} failed: "
+                                  f"{last_line(tar_text, f'tar exit code {tar.returncode}')}")
+            raise Unreachable(f"{self.display}: git archive of build/{variant} at {sha[:12]} failed: "
+                              f"{last_line(git_text, f'git exit code {git_code}')}")
         self._fetched[key] = dest
         return dest
 

@@ -6,6 +6,7 @@ so a record only exists once its wheel and metadata are whole.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +43,10 @@ class LocalStore:
         if wheel.resolve() != dest.resolve():
             try:
                 os.replace(wheel, dest)  # same file system: an atomic rename
-            except OSError:
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    exc.filename = str(dest)
+                    raise
                 with atomic_open(dest) as out, open(wheel, "rb") as src:
                     while chunk := src.read(1 << 20):
                         out.write(chunk)

@@ -169,7 +169,8 @@ class Proxy:
     """A TCP proxy on 127.0.0.1 that counts response bytes and can play a server dying mid-download.
 
     ``die_after(n)``: after ``n`` more response bytes every connection is cut and new ones are closed
-    at once, until ``revive()``.
+    at once, until ``revive()``. ``busy(n, status, retry_after)``: the next ``n`` new connections are answered
+    ``status`` with ``Retry-After`` (and closed) instead of being forwarded, as a rate-limited Hub does.
     """
 
     def __init__(self, upstream_port: int) -> None:
@@ -185,6 +186,10 @@ class Proxy:
         self.budget: int | None = None  # response bytes left before the proxy dies
         self.dead = False
         self.cuts = 0
+        self.busy_left = 0
+        self.busy_answers = 0
+        self._busy_status = b""
+        self._retry_after = 0
         self._lock = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -197,6 +202,38 @@ class Proxy:
     def die_after(self, nbytes: int) -> None:
         with self._lock:
             self.budget = nbytes
+
+    def busy(self, n: int, status: int = 429, retry_after: int = 1) -> None:
+        reasons = {429: "Too Many Requests", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+        with self._lock:
+            self.busy_left, self._busy_status = n, f"{status} {reasons[status]}".encode()
+            self._retry_after = retry_after
+
+    def _answer_busy(self, client: socket.socket) -> bool:
+        """Answer a busy status to one request on ``client`` if the proxy is busy; True if it did."""
+        with self._lock:
+            if self.busy_left <= 0:
+                return False
+            self.busy_left -= 1
+            self.busy_answers += 1
+            status, retry_after = self._busy_status, self._retry_after
+        try:
+            client.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = client.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            body = b"busy"
+            client.sendall(b"HTTP/1.1 " + status + b"\r\nRetry-After: " + str(retry_after).encode()
+                           + b"\r\nContent-Type: text/plain\r\nContent-Length: " + str(len(body)).encode()
+                           + b"\r\nConnection: close\r\n\r\n" + body)
+        except OSError:
+            pass
+        finally:
+            client.close()
+        return True
 
     def revive(self) -> None:
         with self._lock:
@@ -229,6 +266,8 @@ class Proxy:
         return not self.dead
 
     def _pipe(self, client: socket.socket) -> None:
+        if self._answer_busy(client):
+            return
         try:
             upstream = socket.create_connection((HOST, self.upstream_port))
         except OSError:

@@ -75,9 +75,32 @@ def test_tag_names() -> None:
     assert not _looks_like_tag("v1") and not _looks_like_tag("main") and not _looks_like_tag("v1.x")
 
 
-def _http_error(code: int) -> HfHubHTTPError:
+def _http_error(code: int, headers: dict[str, str] | None = None) -> HfHubHTTPError:
     request = httpx2.Request("GET", "http://127.0.0.1:9/api/kernels/a/b/refs")
-    return HfHubHTTPError(f"{code} error", response=httpx2.Response(code, request=request))
+    return HfHubHTTPError(f"{code} error", response=httpx2.Response(code, request=request, headers=headers))
+
+
+def test_busy_hub_is_retried_honouring_retry_after_then_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("KERNEL_FACTORY_RETRY_S", "3")
+    src = HubSource("a/b")
+    answers = [_http_error(429, {"Retry-After": "0"}), _http_error(503, {"Retry-After": "0"})]
+
+    def flaky() -> str:
+        if answers:
+            raise answers.pop(0)
+        return "refs"
+
+    assert src._call("listing refs", flaky) == "refs" and answers == []
+
+    def busy() -> str:
+        raise _http_error(503, {"Retry-After": "1"})
+
+    with pytest.raises(Unreachable) as info:
+        src._call("listing refs", busy)
+    msg = str(info.value)
+    assert info.value.exit_code == EXIT_UNREACHABLE and "\n" not in msg
+    assert "HTTP 503; the Hub is busy or unavailable" in msg and "gave up after " in msg, msg
 
 
 @pytest.mark.parametrize(
@@ -85,7 +108,8 @@ def _http_error(code: int) -> HfHubHTTPError:
     [
         (_http_error(401), Unreachable, "set HF_TOKEN"),
         (_http_error(403), Unreachable, "set HF_TOKEN"),
-        (_http_error(503), Unreachable, "HTTP 503; the Hub is unavailable"),
+        (_http_error(503), Unreachable, "HTTP 503; the Hub is busy or unavailable"),
+        (_http_error(500), Unreachable, "HTTP 500; the Hub is unavailable"),
         (_http_error(404), VersionNotFound, "HTTP 404"),
         (httpx2.ConnectError("refused"), Unreachable, "check HF_ENDPOINT and the network"),
         (ConnectionResetError("reset"), Unreachable, "ConnectionResetError"),

@@ -166,7 +166,9 @@ def _client_error(code: str, message: str = "detail") -> ClientError:
         (S3UploadFailedError("Failed to upload x"), "S3 upload to s3://b failed"),
         (NoCredentialsError(), "no AWS credentials"),
         (EndpointConnectionError(endpoint_url="http://127.0.0.1:9"), "cannot reach S3 at http://e"),
-        (_client_error("SlowDown", "please slow down"), "S3 error SlowDown on s3://b: please slow down"),
+        (_client_error("SlowDown", "please slow down"),
+         "S3 at http://e is busy or failing (SlowDown: please slow down) for s3://b after 1 attempt; retry later"),
+        (_client_error("Teapot", "short and stout"), "S3 error Teapot on s3://b: short and stout"),
     ],
 )
 def test_s3_errors_become_one_unreachable_line(exc: BaseException, words: str) -> None:

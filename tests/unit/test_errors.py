@@ -1,0 +1,76 @@
+"""Exit codes: the most severe wins; OSErrors are classified in one place; the space a plan needs."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+from kernel_factory import space
+from kernel_factory.errors import (
+    EXIT_BUG,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    Refused,
+    Unreachable,
+    VersionNotFound,
+    unusable,
+    unusable_from_text,
+    worst,
+)
+from kernel_factory.pipeline import Outcome, exit_code
+from kernel_factory.plan import Job, Plan
+
+
+def test_worst_orders_bug_unusable_refused_usage() -> None:
+    assert worst([]) == EXIT_OK
+    assert worst([EXIT_OK, EXIT_OK]) == EXIT_OK
+    assert worst([EXIT_USAGE, EXIT_OK]) == EXIT_USAGE
+    assert worst([EXIT_USAGE, EXIT_REFUSED]) == EXIT_REFUSED
+    assert worst([EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE]) == EXIT_UNREACHABLE
+    assert worst([EXIT_UNREACHABLE, EXIT_BUG, EXIT_OK]) == EXIT_BUG
+    assert worst([7]) == EXIT_BUG  # an unknown code is not success
+
+
+def _job(variant: str) -> Job:
+    return Job(location="/r", repo_id="org/r", repo_type=None, repo_name="r", source="/r", sha="a" * 40, ref="v1",
+               version="1.0.0", variant=variant, commit_time=0, readme=None, allow_no_digest=False)
+
+
+def test_an_item_failing_with_code_2_is_not_success() -> None:
+    failed = Outcome(_job("torch-cpu"), error="no build/torch-cpu", exit_code=VersionNotFound.exit_code)
+    assert exit_code([failed], Plan()) == EXIT_USAGE
+    assert exit_code([Outcome(_job("torch-cpu"), error="?")], Plan()) == EXIT_BUG  # a failure without a code
+    plan = Plan(refused=[Refused("bad variant")])
+    assert exit_code([failed], plan) == EXIT_REFUSED
+    assert exit_code([failed, Outcome(_job("x"), error="disk", exit_code=EXIT_UNREACHABLE)], plan) == EXIT_UNREACHABLE
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO, errno.EFBIG])
+def test_file_system_faults_are_unusable_naming_path_and_errno_text(code: int) -> None:
+    err = unusable(OSError(code, os.strerror(code), "/store/files/x.whl"))
+    assert isinstance(err, Unreachable) and err.exit_code == EXIT_UNREACHABLE
+    line = str(err)
+    assert line.startswith(f"/store/files/x.whl: {os.strerror(code)}; ") and "\n" not in line
+
+
+def test_other_os_errors_are_not_classified_and_a_missing_name_takes_the_given_path() -> None:
+    assert unusable(FileNotFoundError(errno.ENOENT, "No such file or directory", "/x")) is None
+    assert unusable(OSError(errno.EINVAL, "Invalid argument")) is None
+    err = unusable(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), "/scratch")
+    assert err is not None and str(err).startswith("/scratch: No space left on device;")
+
+
+def test_tool_stderr_is_classified_by_its_errno_text() -> None:
+    err = unusable_from_text("tar: build/v/blob.bin: Cannot write: No space left on device\n", "/tmp/s/v")
+    assert err is not None and str(err).startswith("/tmp/s/v: No space left on device;")
+    assert unusable_from_text("fatal: not a tree object", "/tmp/s/v") is None
+
+
+def test_space_needed_by_a_plan() -> None:
+    # every wheel stays in the store; scratch holds the fetched trees of the `jobs` largest at once
+    assert space.needs([(10, 10), (30, 30), (20, 0)], jobs=2) == (60, 40)
+    assert space.needs([], jobs=4) == (0, 0)
+    assert [space.human(n) for n in (999, 7_800_000_000, 1_234_567)] == ["999 bytes", "7.8 GB", "1.2 MB"]
