@@ -198,7 +198,6 @@ def _work_dir(store: Store, scratch: str | None) -> tempfile.TemporaryDirectory[
     """Where wheels are written: on the store's file system (so they move in by rename), hidden from listings."""
     if isinstance(store, LocalStore):
         try:
-            store.files.mkdir(parents=True, exist_ok=True)
             return tempfile.TemporaryDirectory(prefix=".tmp-work-", dir=store.files)
         except OSError as exc:
             raise unusable(exc, store.files) or exc from None
@@ -313,6 +312,11 @@ def run_build(ns: argparse.Namespace) -> int:
             held[rec.filename] = rec
 
         outcomes = []
+        if isinstance(store, LocalStore):
+            try:
+                store.files.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise unusable(exc, store.files) or exc from None
         if plan.todo:
             with _work_dir(store, opts.scratch) as work, space.scratch_dir(opts.scratch) as scratch:
                 check_space(plan.todo, opts, store.root if isinstance(store, LocalStore) else Path(work))
