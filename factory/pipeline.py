@@ -321,7 +321,7 @@ def run_build(ns: argparse.Namespace) -> int:
             with _work_dir(store, opts.scratch) as work, space.scratch_dir(opts.scratch) as scratch:
                 check_space(plan.todo, opts, store.root if isinstance(store, LocalStore) else Path(work))
                 outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)), Path(scratch))
-    _summarise(outcomes, plan, ns.json, ns.debug)
+    _summarise(outcomes, plan, ns.json, getattr(ns, "debug", False))
     return exit_code(outcomes, plan)
 
 

@@ -74,3 +74,31 @@ def test_space_needed_by_a_plan() -> None:
     assert space.needs([(10, 10), (30, 30), (20, 0)], jobs=2) == (60, 40)
     assert space.needs([], jobs=4) == (0, 0)
     assert [space.human(n) for n in (999, 7_800_000_000, 1_234_567)] == ["999 bytes", "7.8 GB", "1.2 MB"]
+
+
+def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: pytest.CaptureFixture[str]) -> None:
+    from kernel_factory.pipeline import _progress, _summarise, failure
+
+    full = failure(_job("torch-cpu"), OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/store/files/.tmp-x"))
+    assert full.exit_code == EXIT_UNREACHABLE and full.trace is None
+    assert full.error == "org/r@v1: /store/files/.tmp-x: No space left on device; " \
+        "free space there or point --store / --scratch at another file system"
+    try:
+        raise KeyError("boom")
+    except KeyError as exc:
+        bug = failure(_job("torch-cuda"), exc)
+    assert bug.exit_code == EXIT_BUG and bug.error == "org/r@v1 torch-cuda: KeyError: 'boom'"
+    report = _progress(2)
+    report(full)
+    report(bug)
+    err = capsys.readouterr().err
+    assert "[1/2] failed org/r@v1: /store/files/.tmp-x: No space left on device;" in err
+    assert "[2/2] failed org/r@v1 torch-cuda: KeyError: 'boom'" in err
+
+    _summarise([full, bug], Plan(), as_json=False, debug=False)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "this is a bug in kernel-factory" in err
+    _summarise([full, bug], Plan(), as_json=False, debug=True)
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and 'raise KeyError("boom")' in err
+    assert exit_code([full, bug], Plan()) == EXIT_BUG
