@@ -272,7 +272,7 @@ def load_options(ns: argparse.Namespace) -> Options:
 def _shard(ns: argparse.Namespace) -> tuple[int, int] | None:
     if not getattr(ns, "shard", None):
         return None
-    from .shard import parse_shard
+    from .plan.shard import parse_shard
 
     return parse_shard(ns.shard)
 

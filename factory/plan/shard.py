@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .errors import UsageError
+from ..errors import UsageError
 
 _HELP = "give --shard as K/N with 1 <= K <= N, e.g. --shard 2/4"
 

@@ -8,14 +8,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TextIO
 
-from . import variants as variants_mod
-from . import versions
-from .config import KernelSpec, Options
-from .errors import FactoryError, NotAllowed, Refused, UsageError
-from .record import Record
-from .sources import open_source
-from .sources.base import Source
-from .sources.local import looks_local
+from .. import variants as variants_mod
+from .. import versions
+from ..config import KernelSpec, Options
+from ..errors import FactoryError, NotAllowed, Refused, UsageError
+from ..record import Record
+from ..sources import open_source
+from ..sources.base import Source
+from ..sources.local import looks_local
 
 README_NAMES = ("README.md", "CARD.md")
 
