@@ -4,8 +4,8 @@ Linux: the lowest manylinux policy (auditwheel's policy data) whose symbol
 versions the ELF files meet, external libraries outside the policy whitelist
 and outside what torch and the GPU runtimes provide (those are grafted with
 ``auditwheel repair``), and the machine type. abi3 wheels: every Python
-extension is checked with abi3audit. macOS: the minimum OS from
-LC_BUILD_VERSION. Windows: no audit beyond abi3.
+extension is checked with abi3audit. macOS: the architecture of every
+Mach-O slice against the variant name, the minimum OS from LC_BUILD_VERSION. Windows: no audit beyond abi3.
 """
 
 from __future__ import annotations
@@ -224,13 +224,30 @@ def repair(wheel: Path, out_dir: Path, platform: str, where: str) -> Path:
 
 # -- macOS ----------------------------------------------------------------------
 def _macos_platform(files: Sequence[tuple[str, Path]], target: Target, where: str) -> str:
-    minos = (26, 0) if target.backend == "metal" else (11, 0)
+    """``macosx_<minos>_<arch>``: the arch from the variant name, checked against every Mach-O slice list.
+
+    The minimum OS is the highest one the binaries' load commands give for the variant's slice; 11.0 when
+    none says (arm64 macOS starts there); 26.0 at least for Metal.
+    """
+    arch = target.arch or "aarch64"
+    floor = (26, 0) if target.backend == "metal" else (11, 0) if arch == "aarch64" else (10, 9)
+    said: list[tuple[int, int]] = []
     for rel, path in files:
-        found = macho.min_os(path, where=f"{where}/{rel}")
-        if found is not None:
-            minos = max(minos, found)
-    major, minor = minos
-    return f"macosx_{major}_{minor if major < 11 else 0}_arm64"
+        found = macho.slices(path, f"{where}/{rel}")
+        if found is None:
+            continue
+        mine = [s for s in found if s.arch == arch]
+        if not mine:
+            have = ", ".join(sorted({s.arch for s in found}))
+            kind = "a universal binary of" if found[0].universal else "built for"
+            raise AuditFailed(
+                f"{where}/{rel} is {kind} {have}, not {arch} as the variant name says; "
+                f"rebuild it for {arch}, or publish it under a darwin variant of its own arch"
+            )
+        if mine[0].min_os is not None:
+            said.append(mine[0].min_os)
+    major, minor = max([floor, *said]) if said else max(floor, (11, 0))
+    return f"macosx_{major}_{minor if major < 11 else 0}_{'arm64' if arch == 'aarch64' else arch}"
 
 
 # -- abi3 -----------------------------------------------------------------------

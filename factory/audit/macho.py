@@ -1,27 +1,49 @@
-"""A tiny Mach-O reader: the minimum macOS version (LC_BUILD_VERSION / LC_VERSION_MIN_MACOSX) of a binary."""
+"""A tiny Mach-O reader: the architecture and minimum macOS version of each slice of a binary.
+
+Thin 64-bit files and universal (fat) files, whose header lists one slice per
+architecture. The minimum OS comes from LC_BUILD_VERSION (platform macOS) or,
+in older binaries, LC_VERSION_MIN_MACOSX.
+"""
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import AuditFailed
 
+_MH_MAGIC = 0xFEEDFACE  # 32-bit
 _MH_MAGIC_64 = 0xFEEDFACF
 _FAT_MAGIC = 0xCAFEBABE
 _FAT_MAGIC_64 = 0xCAFEBABF
 _LC_BUILD_VERSION = 0x32
 _LC_VERSION_MIN_MACOSX = 0x24
 _PLATFORM_MACOS = 1
-_CPU_TYPE_ARM64 = 0x0100000C
 _MAX_COMMANDS = 4096
+_MAX_SLICES = 64
+# CPU types (mach/machine.h) -> the architecture names of variant names (x86_64, aarch64).
+CPU_TYPES = {0x01000007: "x86_64", 0x0100000C: "aarch64", 7: "i386", 12: "arm", 18: "ppc", 0x01000012: "ppc64"}
+
+
+@dataclass(frozen=True)
+class Slice:
+    arch: str  # "x86_64", "aarch64", or what else the CPU type names ("cputype 0x...")
+    min_os: tuple[int, int] | None  # (major, minor) from the load commands, when they say
+    universal: bool = False  # one slice of a fat file
+
+
+def arch_name(cputype: int) -> str:
+    return CPU_TYPES.get(cputype & 0xFFFFFFFF, f"cputype {cputype & 0xFFFFFFFF:#x}")
 
 
 def is_macho(magic: bytes) -> bool:
     if len(magic) < 4:
         return False
-    return struct.unpack("<I", magic)[0] == _MH_MAGIC_64 or struct.unpack(">I", magic)[0] in (
-        _FAT_MAGIC, _FAT_MAGIC_64
+    little = struct.unpack("<I", magic)[0]
+    return little in (_MH_MAGIC_64, _MH_MAGIC) or struct.unpack(">I", magic)[0] in (
+        _FAT_MAGIC, _FAT_MAGIC_64, _MH_MAGIC_64, _MH_MAGIC
     )
 
 
@@ -29,22 +51,23 @@ def _version(encoded: int) -> tuple[int, int]:
     return encoded >> 16, (encoded >> 8) & 0xFF
 
 
-def _thin_min_os(f: object, offset: int, where: str) -> tuple[int, int] | None:
-    read, seek = f.read, f.seek  # type: ignore[attr-defined]
-    seek(offset)
-    header = read(32)
-    if len(header) < 32:
+def _thin(f: BinaryIO, offset: int, where: str) -> Slice:
+    f.seek(offset)
+    header = f.read(32)
+    if len(header) < 28:
         raise AuditFailed(f"{where}: truncated Mach-O header; rebuild the kernel")
-    magic, cputype, _sub, _ftype, ncmds, _size, _flags, _res = struct.unpack("<IiiIIIII", header)
-    if magic != _MH_MAGIC_64:
-        raise AuditFailed(f"{where}: not a 64-bit little-endian Mach-O file; rebuild it for arm64")
-    if cputype != _CPU_TYPE_ARM64:
-        return None  # another slice of a fat binary
+    magic = struct.unpack("<I", header[:4])[0]
+    if magic == _MH_MAGIC:
+        cputype = struct.unpack("<i", header[4:8])[0]
+        raise AuditFailed(f"{where}: a 32-bit Mach-O file ({arch_name(cputype)}); rebuild it as a 64-bit binary")
+    if magic != _MH_MAGIC_64 or len(header) < 32:
+        raise AuditFailed(f"{where}: not a 64-bit little-endian Mach-O file; rebuild the kernel")
+    _magic, cputype, _sub, _ftype, ncmds, _size, _flags, _res = struct.unpack("<IiiIIIII", header)
     found: tuple[int, int] | None = None
     pos = offset + 32
     for _ in range(min(ncmds, _MAX_COMMANDS)):
-        seek(pos)
-        cmd_header = read(16)
+        f.seek(pos)
+        cmd_header = f.read(16)
         if len(cmd_header) < 16:
             raise AuditFailed(f"{where}: truncated Mach-O load commands; rebuild the kernel")
         cmd, size, a, b = struct.unpack("<IIII", cmd_header)
@@ -55,27 +78,39 @@ def _thin_min_os(f: object, offset: int, where: str) -> tuple[int, int] | None:
         elif cmd == _LC_VERSION_MIN_MACOSX and found is None:
             found = _version(a)
         pos += size
-    return found
+    return Slice(arch_name(cputype), found)
 
 
-def min_os(path: Path, where: str) -> tuple[int, int] | None:
-    """(major, minor) of an arm64 Mach-O file (thin or fat); None when ``path`` is not Mach-O."""
+def slices(path: Path, where: str) -> list[Slice] | None:
+    """Every architecture slice of a Mach-O file (one for a thin file); None when ``path`` is not Mach-O."""
     with open(path, "rb") as f:
         magic = f.read(8)
-        if len(magic) < 8 or not is_macho(magic[:4]):
+        if len(magic) < 4 or not is_macho(magic[:4]):
             return None
-        if struct.unpack("<I", magic[:4])[0] == _MH_MAGIC_64:
-            return _thin_min_os(f, 0, where)
-        fat64 = struct.unpack(">I", magic[:4])[0] == _FAT_MAGIC_64
-        count = min(struct.unpack(">I", magic[4:8])[0], 64)
-        found: tuple[int, int] | None = None
+        big = struct.unpack(">I", magic[:4])[0]
+        if big not in (_FAT_MAGIC, _FAT_MAGIC_64):
+            return [_thin(f, 0, where)]
+        if len(magic) < 8:
+            raise AuditFailed(f"{where}: truncated universal Mach-O header; rebuild the kernel")
+        count = struct.unpack(">I", magic[4:8])[0]
+        if count == 0 or count > _MAX_SLICES:
+            raise AuditFailed(f"{where}: a universal Mach-O file with {count} slices; rebuild the kernel")
+        entry = 32 if big == _FAT_MAGIC_64 else 20
+        found = []
         for i in range(count):
-            if fat64:
-                f.seek(8 + i * 32)
-                cputype, _sub, offset = struct.unpack(">iiQ", f.read(16))
-            else:
-                f.seek(8 + i * 20)
-                cputype, _sub, offset = struct.unpack(">iiI", f.read(12))
-            if cputype == _CPU_TYPE_ARM64:
-                found = _thin_min_os(f, offset, where)
+            f.seek(8 + i * entry)
+            raw = f.read(entry)
+            if len(raw) < entry:
+                raise AuditFailed(f"{where}: truncated universal Mach-O header; rebuild the kernel")
+            cputype, _sub, offset = struct.unpack(">iiQ" if entry == 32 else ">iiI", raw[:16 if entry == 32 else 12])
+            one = _thin(f, offset, where)
+            found.append(Slice(one.arch, one.min_os, universal=True))
         return found
+
+
+def min_os(path: Path, where: str, arch: str = "aarch64") -> tuple[int, int] | None:
+    """(major, minor) of the ``arch`` slice of a Mach-O file; None when not Mach-O or the slice does not say."""
+    for s in slices(path, where) or []:
+        if s.arch == arch:
+            return s.min_os
+    return None

@@ -52,6 +52,21 @@ def _package(dist: im.Distribution, prov: dict[str, Any]) -> str | None:
     return None
 
 
+def kernels_refusal(raw: bytes, data: dict[str, Any]) -> str | None:
+    """Why ``get_kernel`` refuses this metadata.json (the kernels library's own parser and message), or None."""
+    try:
+        from kernels import Metadata
+    except ImportError:  # without kernels, the fields it requires at least
+        missing = [k for k in REQUIRED_FIELDS if k not in data]
+        return f"lacks {', '.join(missing)}, which the kernels library requires" if missing else None
+    try:
+        Metadata.from_bytes(raw)
+    except ValueError as exc:
+        message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        return f"kernels.get_kernel would refuse it: {message}"
+    return None
+
+
 def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str | None) -> InstalledKernel:
     dist_name = dist.metadata["Name"] or "?"
     prov = prov or {}
@@ -75,14 +90,14 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
             )
         else:
             data, err = _read_json(meta_file.read_text(encoding="utf-8", errors="replace"))
-            missing = [k for k in REQUIRED_FIELDS if data is not None and k not in data]
             if data is None:
                 problems.append(f"{meta_file} is not valid JSON ({err}): reinstall the wheel")
-            elif missing:
-                problems.append(
-                    f"{meta_file} lacks {', '.join(missing)}, which the kernels library requires: "
-                    "rebuild the wheel from a kernel-builder build"
-                )
+            else:
+                refused = kernels_refusal(meta_file.read_bytes(), data)
+                if refused:
+                    problems.append(
+                        f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels accepts"
+                    )
             meta = data or {}
         if not (folder / "__init__.py").is_file():
             problems.append(f"{pkg}/__init__.py is missing: pip install --force-reinstall '{dist_name}'")

@@ -128,8 +128,28 @@ def parse(raw: bytes, where: str) -> KernelMeta:
     )
 
 
+def check_kernels_rules(raw: bytes, where: str) -> None:
+    """BadKernel with the kernels library's own message when ``get_kernel`` would refuse this metadata.json.
+
+    ``kernels.Metadata`` is the parser ``get_kernel`` reads metadata.json with (name rules, required fields,
+    backend types); ``raw`` has passed :func:`parse` first, so it is bounded, plain JSON.
+    """
+    try:
+        from kernels import Metadata
+    except ImportError:
+        raise BadKernel(f"{where}: checking metadata.json needs the kernels library; pip install kernels") from None
+    try:
+        Metadata.from_bytes(raw)
+    except ValueError as exc:
+        message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        raise BadKernel(
+            f"{where}: kernels.get_kernel would refuse this metadata.json: {message}; "
+            "fix metadata.json or rebuild the kernel with kernel-builder"
+        ) from None
+
+
 def load(variant_dir: Path, where: str) -> KernelMeta:
-    """metadata.json of a variant folder; an empty KernelMeta when there is none."""
+    """metadata.json of a variant folder, checked by kernels' own rules; an empty KernelMeta when there is none."""
     path = variant_dir / "metadata.json"
     if not path.exists():
         return KernelMeta()
@@ -137,4 +157,6 @@ def load(variant_dir: Path, where: str) -> KernelMeta:
         raise BadKernel(f"{where}: metadata.json is not a regular file; rebuild the kernel")
     with open(path, "rb") as f:
         raw = f.read(MAX_BYTES + 1)
-    return parse(raw, where)
+    meta = parse(raw, where)
+    check_kernels_rules(raw, where)
+    return meta

@@ -44,6 +44,7 @@ def metadata(name: str, folder: Path, **extra: Any) -> dict[str, Any]:
     """A metadata.json object with the digest of ``folder`` as it is now."""
     meta: dict[str, Any] = {
         "name": name,
+        "id": f"_{name.replace('-', '_')}_0000000",
         "version": 1,
         "license": "Apache-2.0",
         "python-depends": [],
@@ -73,7 +74,10 @@ def variant(repo: Path, name: str, package: str, files: Files | None = None, *,
     if isinstance(meta, bytes):
         (folder / "metadata.json").write_bytes(meta)
     else:
-        data = metadata(package, folder) if digest_files else {"name": package, "version": 1}
+        data = metadata(package, folder) if digest_files else {
+            "name": package, "id": f"_{package}_0000000", "version": 1, "license": "Apache-2.0",
+            "python-depends": [], "backend": {"type": "cpu"},
+        }
         data.update(meta or {})
         (folder / "metadata.json").write_text(json.dumps(data, indent=1))
     return folder

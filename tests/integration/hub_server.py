@@ -53,6 +53,15 @@ def git(repo: Path, *args: str, when: int | None = None) -> str:
                           env=env).stdout.strip()
 
 
+def _backend_type(variant: str) -> str:
+    """kernels' backend type for a variant name (a noarch ``torch-universal`` is cpu)."""
+    for part in variant.split("-")[1:]:
+        for prefix, kind in (("cu", "cuda"), ("rocm", "rocm"), ("xpu", "xpu"), ("metal", "metal")):
+            if part.startswith(prefix) and (part == prefix or part[len(prefix):].isdigit()):
+                return kind
+    return "cpu"
+
+
 def write_variant(build: Path, variant: str, module: str, *, version: int = 1, payload: bytes = b"") -> None:
     """One build/<variant>/ folder in the flat layout with a correct sha256 digest."""
     vdir = build / variant
@@ -62,7 +71,8 @@ def write_variant(build: Path, variant: str, module: str, *, version: int = 1, p
     if not variant.startswith("torch-"):
         (vdir / f"_{module}_abc123.abi3.so").write_bytes(b"\x7fELF fake " + variant.encode() + payload)
     meta = {
-        "name": module, "version": version, "license": "Apache-2.0", "python-depends": [],
+        "name": module, "id": f"_{module}_abc123", "version": version, "license": "Apache-2.0", "python-depends": [],
+        "backend": {"type": _backend_type(variant)},
         "digest": {"algorithm": "sha256", "files": compute(vdir, "sha256")},
     }
     (vdir / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

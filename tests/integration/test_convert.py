@@ -61,7 +61,8 @@ def _variant(root: Path, variant: str, so: Path) -> Path:
     (vdir / "__init__.py").write_text("from . import _k\n")
     (vdir / "img2grey" / "__init__.py").write_text("from .. import *\n")
     shutil.move(so, vdir / "_k.abi3.so")
-    meta = {"name": "img2grey", "version": 1, "license": "Apache-2.0", "backend": {"type": "cpu", "archs": []},
+    meta = {"name": "img2grey", "id": "_img2grey_abc123", "version": 1, "license": "Apache-2.0",
+            "python-depends": [], "backend": {"type": "cpu", "archs": []},
             "digest": {"algorithm": "sha256", "files": digest.compute(vdir)}}
     (vdir / "metadata.json").write_text(json.dumps(meta))
     return vdir

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
+import macho_kit
 import pytest
 from kernel_factory import variants
 from kernel_factory.audit import elf as audit
@@ -100,6 +103,63 @@ def test_macos_minos(tmp_path: Path) -> None:
     fat.write_bytes(struct.pack(">IIiiIII", 0xCAFEBABE, 1, 0x0100000C, 0, 64, len(thin), 0).ljust(64, b"\0") + thin)
     assert macho.min_os(fat, "w") == (26, 1)
     assert macho.min_os(LIBZ if LIBZ.exists() else fat, "w") in (None, (26, 1))
+
+
+X86_MAC = variants.parse("torch210-cpu-x86_64-darwin")
+ARM_MAC = variants.parse("torch210-cpu-aarch64-darwin")
+MAC_WHERE = "build/torch210-cpu-x86_64-darwin"
+
+
+def _mac_platform(tmp_path: Path, data: bytes, target: variants.Target) -> str:
+    so = tmp_path / "_k.abi3.so"
+    so.write_bytes(data)
+    return audit.audit([("_k.abi3.so", so)], target, "2_28", False, MAC_WHERE).platform
+
+
+@pytest.mark.parametrize(("data", "platform"), [
+    (macho_kit.thin("x86_64", (10, 15)), "macosx_10_15_x86_64"),
+    (macho_kit.thin("x86_64", (10, 13), old_command=True), "macosx_10_13_x86_64"),
+    (macho_kit.thin("x86_64", (13, 3)), "macosx_13_0_x86_64"),
+    (macho_kit.thin("x86_64", None), "macosx_11_0_x86_64"),  # nothing says: the variant's default
+])
+def test_macos_x86_64_tagged_by_the_binary(tmp_path: Path, data: bytes, platform: str) -> None:
+    assert _mac_platform(tmp_path, data, X86_MAC) == platform
+
+
+def test_macos_arch_contradicting_the_variant_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(AuditFailed) as err:
+        _mac_platform(tmp_path, macho_kit.thin("arm64", (11, 0)), X86_MAC)
+    assert str(err.value) == (f"{MAC_WHERE}/_k.abi3.so is built for aarch64, not x86_64 as the variant name says; "
+                              "rebuild it for x86_64, or publish it under a darwin variant of its own arch")
+    with pytest.raises(AuditFailed, match="is built for x86_64, not aarch64 as the variant name says"):
+        _mac_platform(tmp_path, macho_kit.thin("x86_64", (10, 15)), ARM_MAC)
+    with pytest.raises(AuditFailed, match="a 32-bit Mach-O file \\(i386\\); rebuild it as a 64-bit binary"):
+        _mac_platform(tmp_path, macho_kit.thin("i386", (10, 6), bits=32), X86_MAC)
+
+
+def test_macos_universal_binaries(tmp_path: Path) -> None:
+    both = macho_kit.fat(("x86_64", macho_kit.thin("x86_64", (10, 13), old_command=True)),
+                         ("arm64", macho_kit.thin("arm64", (12, 0))))
+    assert _mac_platform(tmp_path, both, X86_MAC) == "macosx_10_13_x86_64"  # the variant's own slice decides
+    assert _mac_platform(tmp_path, both, ARM_MAC) == "macosx_12_0_arm64"
+    arm_only = macho_kit.fat(("arm64", macho_kit.thin("arm64", (11, 0))))
+    with pytest.raises(AuditFailed, match="_k.abi3.so is a universal binary of aarch64, not x86_64 as the variant"):
+        _mac_platform(tmp_path, arm_only, X86_MAC)
+
+
+@pytest.mark.skipif(shutil.which("llvm-mc") is None, reason="llvm-mc (Debian llvm) is not installed")
+def test_macos_objects_from_llvm(tmp_path: Path) -> None:
+    """Mach-O objects assembled by LLVM for x86_64 and arm64 macOS read as their architecture and minimum OS."""
+    src = tmp_path / "k.s"
+    for triple, version, target, platform in (("x86_64-apple-macos", "10, 14", X86_MAC, "macosx_10_14_x86_64"),
+                                              ("arm64-apple-macos", "12, 1", ARM_MAC, "macosx_12_0_arm64")):
+        src.write_text(f".build_version macos, {version}\n.globl _PyInit__k\n_PyInit__k:\nret\n")
+        obj = tmp_path / "_k.abi3.so"
+        subprocess.run(["llvm-mc", f"-triple={triple}", "-filetype=obj", str(src), "-o", str(obj)], check=True)
+        assert audit.audit([("_k.abi3.so", obj)], target, "2_28", False, MAC_WHERE).platform == platform
+        other = ARM_MAC if target is X86_MAC else X86_MAC
+        with pytest.raises(AuditFailed, match="as the variant name says"):
+            audit.audit([("_k.abi3.so", obj)], other, "2_28", False, MAC_WHERE)
 
 
 def test_abi3_check_skips_non_extensions() -> None:

@@ -149,7 +149,15 @@ def test_missing_metadata_json_is_left_out_with_exit_3(site: Path) -> None:
 def test_metadata_json_without_required_fields(site: Path) -> None:
     install(site, "img2grey", "1.1.2", meta={"name": "img2grey", "id": "x"})
     (k,) = find_kernels([str(site)])
-    assert "lacks version, license, python-depends, backend" in k.problems[0]
+    assert "kernels.get_kernel would refuse it: Cannot parse metadata: missing field `version`" in k.problems[0]
+
+
+@pytest.mark.parametrize("name", ["scale_add", "Img2Grey_X"])
+def test_metadata_name_that_kernels_refuses(site: Path, name: str) -> None:
+    install(site, "img2grey", "1.1.2", repo_id="org/img2grey", meta=metadata("img2grey") | {"name": name})
+    (k,) = find_kernels([str(site)])
+    assert f"Invalid kernel name `{name}`. Name must: - Start with a lowercase letter" in k.problems[0]
+    assert "\n" not in k.problems[0]
 
 
 def test_missing_init_py(site: Path) -> None:

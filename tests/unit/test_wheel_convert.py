@@ -82,10 +82,22 @@ def test_same_input_same_bytes(tmp_path: Path) -> None:
 
 
 def test_distribution_name_normalised(tmp_path: Path) -> None:
-    vdir = make_variant(tmp_path / "repo", package="layer_norm", name="Layer.Norm")
+    vdir = make_variant(tmp_path / "repo", package="layer_norm", name="layer-norm")
     whl, metadata, _ = convert(wheel_input(vdir), tmp_path / "o")
     assert whl.name.startswith("layer_norm-1.1.2+")
-    assert b"Name: Layer.Norm\n" in metadata
+    assert b"Name: layer-norm\n" in metadata
+
+
+@pytest.mark.parametrize("name", ["scale_add", "Img2Grey_X", "Layer.Norm"])
+def test_name_that_kernels_refuses(tmp_path: Path, name: str) -> None:
+    """kernels.get_kernel refuses these names; so does the build, with kernels' own message on one line."""
+    vdir = make_variant(tmp_path / "repo", package="layer_norm", name=name)
+    with pytest.raises(BadKernel) as err:
+        convert(wheel_input(vdir), tmp_path / "o")
+    msg = str(err.value)
+    assert msg.startswith("build/torch27-cxx11-cpu-x86_64-linux: kernels.get_kernel would refuse this metadata.json: "
+                          f"Cannot parse metadata: Invalid kernel name `{name}`. Name must: - Start with a lowercase")
+    assert "\n" not in msg and not (tmp_path / "o").exists()
 
 
 def test_python_depends_mapped(tmp_path: Path) -> None:

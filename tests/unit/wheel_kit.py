@@ -53,6 +53,7 @@ def make_variant(
     }
     if name is not None:
         metadata["name"] = name
+        metadata["id"] = f"_{name.replace('-', '_')}_abc123"
     metadata.update(meta or {})
     if with_digest:
         metadata["digest"] = {"algorithm": "sha256", "files": digest.compute(vdir)}
