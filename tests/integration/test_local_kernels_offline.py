@@ -202,3 +202,67 @@ def test_check_names_a_torch_mismatch(tmp_path: Path, kernels_site: str, kernel_
         "from the variants/torch213cpucxx11/simple index, or install a CUDA build of torch"
     )
     assert lines[2] == "1 of 2 installed kernels would load"
+
+
+def named_wheel(out: Path, dist: str, meta_name: str) -> Path:
+    """A universal (pure-Python) kernel wheel laid out as to-wheel lays them out, its metadata.json naming ``meta_name``."""
+    pkg, version = dist.replace("-", "_"), "1.0.0"
+    info = f"{pkg}-{version}.dist-info"
+    meta = {"name": meta_name, "id": f"_{pkg}_0000000", "version": 1, "license": "Apache-2.0",
+            "python-depends": [], "backend": {"type": "cpu"}}
+    prov = {"repo_id": f"example/{dist}", "revision": "0" * 40, "ref": "v1.0.0", "variant": "torch-universal",
+            "digest": None, "factory_version": "0.1.0", "package": pkg, "name": meta_name, "kernel_version": version}
+    files = {
+        f"{pkg}/__init__.py": b"def hello():\n    return 'hello'\n",
+        f"{pkg}/metadata.json": json.dumps(meta).encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nRequires-Dist: torch\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/kernel_factory.json": json.dumps(prov, sort_keys=True).encode(),
+    }
+    wheel = out / f"{pkg}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"]))
+    return wheel
+
+
+AGREE = """
+import sys
+from kernels import get_kernel
+
+for repo in sys.argv[1:]:
+    try:
+        get_kernel(repo, version=1)
+        print(repo, "loads")
+    except Exception as exc:
+        print(repo, "refused:", str(exc).splitlines()[0])
+"""
+
+
+def test_check_agrees_with_get_kernel_on_kernel_names(tmp_path: Path, kernels_site: str) -> None:
+    """A metadata.json name that kernels forbids: --check says so, and get_kernel refuses it; a good one loads."""
+    good = named_wheel(tmp_path, "scale-add", "scale-add")
+    bad = named_wheel(tmp_path, "scale-bad", "scale_bad")
+    python = kernel_venv(tmp_path / "venv", kernels_site, good, bad)
+    home = tmp_path / "hf-home"
+    check = local_kernels(python, "--check", home=home)
+    assert check.returncode == 3, check.stdout + check.stderr
+    lines = check.stdout.splitlines()
+    site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
+    assert lines[0] == f"scale-add (example/scale-add) 1.0.0: would load from {site}/scale_add"
+    assert lines[1].startswith(
+        f"scale_bad (example/scale-bad) 1.0.0: {site}/scale_bad/metadata.json: kernels.get_kernel would refuse it: "
+        "Cannot parse metadata: Invalid kernel name `scale_bad`. Name must: - Start with a lowercase letter (a-z)"
+    ), lines[1]
+    assert lines[2] == "1 of 2 installed kernels would load"
+    script = tmp_path / "agree.py"
+    script.write_text(AGREE)
+    value = f"example/scale-add={site}/scale_add:example/scale-bad={site}/scale_bad"
+    proc = run(python, script, "example/scale-add", "example/scale-bad",
+               env=offline_env(HF_HOME=str(home), LOCAL_KERNELS=value))
+    assert proc.stdout.splitlines() == [
+        "example/scale-add loads",
+        f'example/scale-bad refused: Cannot parse metadata from `"{site}/scale_bad/metadata.json"`: '
+        "Invalid kernel name `scale_bad`. Name must:",
+    ]
