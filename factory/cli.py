@@ -142,7 +142,13 @@ def parser() -> argparse.ArgumentParser:
     pu.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml")
     pu.add_argument("--store", metavar="DIR", help="store and index folder (default from config, else ./public)")
     pu.add_argument(
-        "--to", required=True, metavar="DEST", help="folder, file://, s3://bucket/prefix or https:// upload URL"
+        "--to", metavar="DEST",
+        help="folder, file://, s3://bucket/prefix or https:// upload URL (default: TWINE_REPOSITORY_URL)",
+    )
+    pu.add_argument("-r", "--repository", metavar="NAME", help="upload to this ~/.pypirc section, as twine -r does")
+    pu.add_argument(
+        "--simple-url", metavar="URL",
+        help="the upload endpoint's simple index, where not detected (devpi: <index>/+simple/)",
     )
     pu.add_argument("--dry-run", action="store_true", help="print what would be uploaded; upload nothing")
     pu.set_defaults(handler=_publish)

@@ -39,6 +39,7 @@ FACTORY_KEYS = {
     "templates",
     "base-url",
     "scratch",
+    "simple-url",
 }
 KERNEL_KEYS = {
     "repo",
@@ -88,6 +89,7 @@ class Options:
     templates: str | None = None
     base_url: str | None = None
     scratch: str | None = None  # temp space for fetched sources (default: TMPDIR)
+    simple_url: str | None = None  # publish: the upload endpoint's simple index, where not <url>/simple/
     kernels: tuple[KernelSpec, ...] = ()
 
 
@@ -215,6 +217,10 @@ def apply_factory(opts: Options, table: Mapping[str, Any], base: Path, where: st
             changes["jobs"] = _int(value, w)
         elif key == "base-url":
             changes["base_url"] = str(value).rstrip("/")
+        elif key == "simple-url":
+            if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+                raise ConfigError(f"{w}: expected the endpoint's simple index URL (http(s)://...), got {value!r}")
+            changes["simple_url"] = value
         else:
             changes[key.replace("-", "_")] = _bool(value, w)
     return replace(opts, **changes)

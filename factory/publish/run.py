@@ -29,16 +29,26 @@ DEFAULT_STORE = "public"
 T = TypeVar("T")
 
 
-def open_destination(to: str) -> Destination:
-    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint."""
+def open_destination(to: str | None, *, simple_url: str | None = None, repository: str | None = None) -> Destination:
+    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint.
+
+    Without ``--to``, an upload endpoint named as twine names it (``--repository`` from ~/.pypirc,
+    TWINE_REPOSITORY_URL, TWINE_REPOSITORY).
+    """
+    if to is None or repository or to.startswith(("http://", "https://")):
+        from .endpoint import resolve
+        from .upload import UploadDestination
+
+        if to is not None and repository:
+            raise UsageError("pass either --to or --repository, not both")
+        return UploadDestination(resolve(to, repository, simple_url))
+    if simple_url:
+        raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
+                         f"not --to {to}; drop it")
     if to.startswith("s3://"):
         from .s3 import S3Destination
 
         return S3Destination(to)
-    if to.startswith(("http://", "https://")):
-        from .upload import UploadDestination
-
-        return UploadDestination(to)
     if "://" in to and not to.startswith("file://"):
         scheme = to.split("://", 1)[0]
         raise UsageError(f"--to {to!r}: unknown scheme {scheme}://; use a folder, file://, s3:// or http(s)://")
@@ -166,8 +176,11 @@ def store_root(ns: argparse.Namespace) -> Path:
 
 def run_publish(ns: argparse.Namespace) -> int:
     """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
+    from .. import config
+
     root = store_root(ns)
-    dest = open_destination(ns.to)
+    simple_url = getattr(ns, "simple_url", None) or config.load(ns).simple_url
+    dest = open_destination(ns.to, simple_url=simple_url, repository=getattr(ns, "repository", None))
     from .directory import DirectoryDestination
 
     if isinstance(dest, DirectoryDestination) and dest.root.resolve() == root.resolve():

@@ -1,10 +1,10 @@
 """An ``http(s)://`` upload endpoint (Artifactory, Nexus, devpi, pypiserver) as a publish destination.
 
 Wheels only (the endpoint builds its own index), sent with twine's client for
-the legacy upload API. Credentials: ``TWINE_USERNAME`` / ``TWINE_PASSWORD``,
-else user and password in the URL, else keyring, as twine finds them. A wheel
-already listed on the endpoint's simple page with the same sha256 is skipped;
-one listed with other bytes is refused (versions are immutable there).
+the legacy upload API. The URL, credentials and certificates are found as twine
+finds them, and the simple index as endpoint.py says. A wheel already listed on
+the endpoint's simple page with the same sha256 is skipped; one listed with
+other bytes is refused (versions are immutable there).
 """
 
 from __future__ import annotations
@@ -12,17 +12,18 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
+import sys
 from collections.abc import Sequence
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
 from .base import LocalFile, State
+from .endpoint import Endpoint, simple_index
 
 _CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
 
@@ -51,33 +52,6 @@ def parse_simple_page(html: str) -> dict[str, str]:
     return parser.files
 
 
-def split_credentials(url: str) -> tuple[str, str | None, str | None]:
-    """``https://user:pass@host/path`` -> (URL without them, user, password)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None, None
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return clean, unquote(parts.username or "") or None, unquote(parts.password or "") or None
-
-
-def find_credentials(url: str, user: str | None, password: str | None) -> tuple[str | None, str | None]:
-    """TWINE_USERNAME / TWINE_PASSWORD, then the URL's, then keyring."""
-    user = os.environ.get("TWINE_USERNAME") or user
-    password = os.environ.get("TWINE_PASSWORD") or password
-    if password is None:
-        try:
-            import keyring
-
-            cred = keyring.get_credential(url, user)
-            if cred is not None:
-                user, password = user or cred.username, cred.password
-        except Exception:  # no keyring backend, or a broken one: go on without
-            pass
-    return user, password
-
-
 def _retry_gets(session: Any) -> None:
     """GETs of simple pages: urllib3's Retry on 429 and 5xx, with backoff and Retry-After honoured."""
     from requests.adapters import HTTPAdapter
@@ -94,18 +68,20 @@ class UploadDestination:
 
     workers = 1  # requests sessions are not thread-safe
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, endpoint: Endpoint) -> None:
         try:
             from twine.repository import Repository
         except ImportError:
             raise UsageError("publishing to an upload endpoint needs twine; pip install twine") from None
-        self.url, url_user, url_password = split_credentials(url)
+        self.url = endpoint.url
         self.display = self.url
-        user, password = find_credentials(self.url, url_user, url_password)
-        self.repo = Repository(self.url, user, password, disable_progress_bar=True)
+        self.repo = Repository(self.url, endpoint.user, endpoint.password, disable_progress_bar=True)
+        self.repo.set_certificate_authority(endpoint.ca_cert)
+        self.repo.set_client_certificate(endpoint.client_cert)
         _retry_gets(self.repo.session)
         logging.getLogger("twine.repository").setLevel(logging.ERROR)  # we say why we retry, once per retry
-        self.simple_base = urljoin(self.url.rstrip("/") + "/", "simple/")
+        self.explicit_simple = endpoint.simple_url is not None
+        self.simple_base = simple_index(endpoint, self.repo.session)
         self.pages: dict[str, dict[str, str] | None] = {}
 
     def wants(self, file: LocalFile) -> bool:
@@ -114,6 +90,13 @@ class UploadDestination:
     def prepare(self, files: Sequence[LocalFile]) -> None:
         for f in files:  # fetch each project's page once; checks the endpoint and the credentials
             self._listed(f, refresh=False)
+        if self.pages and all(page is None for page in self.pages.values()):  # a new index, or the wrong URL?
+            resp = self._get(self.simple_base)
+            self._check_auth(resp)
+            if resp.status_code != 200:
+                hint = "check --simple-url" if self.explicit_simple else "pass --simple-url (devpi: <index>/+simple/)"
+                print(f"warning: {self.simple_base} answers HTTP {resp.status_code}, so every file counts as new and "
+                      f"is uploaded again; {hint}", file=sys.stderr, flush=True)
 
     def _project(self, file: LocalFile) -> str:
         try:

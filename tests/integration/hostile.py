@@ -170,7 +170,7 @@ def html_everywhere(root: Path) -> Path:
               '<img src=x onerror=alert(1)>.\n')
     repo = kernel(root, "htmlkernel", "htmlkernel", readme=readme, as_git=False,
                   bad_meta={GOOD: {"license": '<script>alert("license")</script>',
-                                   "upstream": 'javascript:alert("x")'}})
+                                   "upstream": 'https://x.example/"><script>alert("u")</script>'}})
     variant(repo, '<script>alert("v")</script>', "htmlkernel")
     variant(repo, "torch-\"quoted'", "htmlkernel")
     commit(repo)

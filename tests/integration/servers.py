@@ -1,7 +1,8 @@
 """Real servers on 127.0.0.1 for the publish tests, and a small store and index root to publish.
 
-``MotoServer`` runs ``python -m moto.server`` (an S3 endpoint); ``PyPIServer``
-runs ``pypi-server`` with an htpasswd file (needs passlib). Both pick a free
+``moto_server`` runs ``python -m moto.server`` (an S3 endpoint); ``pypi_server``
+runs ``pypi-server`` with an htpasswd file (needs passlib); ``devpi_server`` runs
+devpi-server with one user and one index. Both pick a free
 port, wait until it answers, and stop their process on exit. ``make_root``
 writes tiny pure-python wheels through ``LocalStore.put`` plus simple pages
 linking them the way the index does (``%2B``, ``#sha256=``).
@@ -109,6 +110,38 @@ def pypi_server(tmp: Path) -> Iterator[str]:
     try:
         wait_port(port, proc)
         yield f"http://{HOST}:{port}/"
+    finally:
+        stop(proc)
+        log.close()
+
+
+@contextmanager
+def devpi_server(tmp: Path, timeout: float = 180.0) -> Iterator[str]:
+    """A devpi-server index URL (``http://127.0.0.1:N/USER/dev/``: upload there, pages at ``+simple/``).
+
+    ``devpi-init`` makes the server folder (no PyPI mirror), then the user USER/PASSWORD and the index are
+    made through devpi's JSON API with basic auth, as devpi-client would.
+    """
+    import requests
+
+    bindir = Path(sys.executable).parent
+    serverdir = tmp / "devpi"
+    log = open(tmp / "devpi.log", "wb")  # noqa: SIM115
+    subprocess.run([str(bindir / "devpi-init"), "--serverdir", str(serverdir), "--root-passwd", "root-pw",
+                    "--no-root-pypi"], check=True, stdout=log, stderr=subprocess.STDOUT)
+    port = free_port()
+    proc = subprocess.Popen([str(bindir / "devpi-server"), "--serverdir", str(serverdir), "--host", HOST,
+                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc, timeout=timeout)
+        base = f"http://{HOST}:{port}"
+        json_headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        made = requests.put(f"{base}/{USER}", json={"password": PASSWORD}, headers=json_headers, timeout=60)
+        assert made.ok, made.text
+        index = requests.put(f"{base}/{USER}/dev", json={"type": "stage", "bases": [], "volatile": True},
+                             headers=json_headers, auth=(USER, PASSWORD), timeout=60)
+        assert index.ok, index.text
+        yield f"{base}/{USER}/dev/"
     finally:
         stop(proc)
         log.close()
