@@ -29,9 +29,12 @@ def thin(arch: str, minos: tuple[int, int] | None = (11, 0), *, old_command: boo
     end = (28 if bits == 32 else 32) + len(commands) + 24
     commands += struct.pack("<IIIIII", 0x2, 24, end, 0, end, 1)
     ncmds += 1
+    cpu, sub = CPU[arch], SUBTYPE[arch]
     if bits == 32:
-        return struct.pack("<IiiIIII", 0xFEEDFACE, CPU[arch], SUBTYPE[arch], MH_BUNDLE, ncmds, len(commands), 0) + commands + b"\0"
-    return struct.pack("<IiiIIIII", 0xFEEDFACF, CPU[arch], SUBTYPE[arch], MH_BUNDLE, ncmds, len(commands), 0, 0) + commands + b"\0"
+        header = struct.pack("<IiiIIII", 0xFEEDFACE, cpu, sub, MH_BUNDLE, ncmds, len(commands), 0)
+    else:
+        header = struct.pack("<IiiIIIII", 0xFEEDFACF, cpu, sub, MH_BUNDLE, ncmds, len(commands), 0, 0)
+    return header + commands + b"\0"
 
 
 def fat(*slices: tuple[str, bytes]) -> bytes:

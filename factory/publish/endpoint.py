@@ -123,7 +123,7 @@ def simple_from_shape(url: str) -> str | None:
     for pattern in (_ARTIFACTORY, _NEXUS):
         m = pattern.match(parts.path)
         if m:
-            return urlunsplit((parts.scheme, parts.netloc, m.group("base") + "/simple/", "", ""))
+            return str(urlunsplit((parts.scheme, parts.netloc, m.group("base") + "/simple/", "", "")))
     return None
 
 

@@ -205,7 +205,7 @@ def test_check_names_a_torch_mismatch(tmp_path: Path, kernels_site: str, kernel_
 
 
 def named_wheel(out: Path, dist: str, meta_name: str) -> Path:
-    """A universal (pure-Python) kernel wheel laid out as to-wheel lays them out, its metadata.json naming ``meta_name``."""
+    """A universal (pure-Python) kernel wheel laid out as to-wheel lays them out; metadata.json names ``meta_name``."""
     pkg, version = dist.replace("-", "_"), "1.0.0"
     info = f"{pkg}-{version}.dist-info"
     meta = {"name": meta_name, "id": f"_{pkg}_0000000", "version": 1, "license": "Apache-2.0",
