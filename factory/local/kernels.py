@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import EXIT_OK, EXIT_REFUSED
 from ..record import PROVENANCE
+from ..verify import metadata as kernelmeta
 from .checks import Environment, check_kernel, detect_environment, installed_version
 from .installed import InstalledKernel
 
@@ -55,16 +56,11 @@ def _package(dist: im.Distribution, prov: dict[str, Any]) -> str | None:
 def kernels_refusal(raw: bytes, data: dict[str, Any]) -> str | None:
     """Why ``get_kernel`` refuses this metadata.json (the kernels library's own parser and message), or None."""
     try:
-        from kernels import Metadata
+        message = kernelmeta.kernels_refusal(raw)
     except ImportError:  # without kernels, the fields it requires at least
         missing = [k for k in REQUIRED_FIELDS if k not in data]
         return f"lacks {', '.join(missing)}, which the kernels library requires" if missing else None
-    try:
-        Metadata.from_bytes(raw)
-    except ValueError as exc:
-        message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-        return f"kernels.get_kernel would refuse it: {message}"
-    return None
+    return f"kernels.get_kernel would refuse it: {message}" if message else None
 
 
 def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str | None) -> InstalledKernel:

@@ -128,24 +128,32 @@ def parse(raw: bytes, where: str) -> KernelMeta:
     )
 
 
-def check_kernels_rules(raw: bytes, where: str) -> None:
-    """BadKernel with the kernels library's own message when ``get_kernel`` would refuse this metadata.json.
+def kernels_refusal(raw: bytes) -> str | None:
+    """The kernels library's own message, on one line, when ``get_kernel`` would refuse this metadata.json.
 
     ``kernels.Metadata`` is the parser ``get_kernel`` reads metadata.json with (name rules, required fields,
-    backend types); ``raw`` has passed :func:`parse` first, so it is bounded, plain JSON.
+    backend types, URLs). ImportError when the kernels library is not installed.
     """
-    try:
-        from kernels import Metadata
-    except ImportError:
-        raise BadKernel(f"{where}: checking metadata.json needs the kernels library; pip install kernels") from None
+    from kernels import Metadata
+
     try:
         Metadata.from_bytes(raw)
     except ValueError as exc:
-        message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return None
+
+
+def check_kernels_rules(raw: bytes, where: str) -> None:
+    """BadKernel with kernels' message when ``get_kernel`` would refuse ``raw`` (which :func:`parse` took)."""
+    try:
+        message = kernels_refusal(raw)
+    except ImportError:
+        raise BadKernel(f"{where}: checking metadata.json needs the kernels library; pip install kernels") from None
+    if message:
         raise BadKernel(
             f"{where}: kernels.get_kernel would refuse this metadata.json: {message}; "
             "fix metadata.json or rebuild the kernel with kernel-builder"
-        ) from None
+        )
 
 
 def load(variant_dir: Path, where: str) -> KernelMeta:

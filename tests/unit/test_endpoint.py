@@ -59,3 +59,16 @@ def test_bad_endpoints_are_usage_errors(home: Path) -> None:
         resolve("https://h.example/", None, "ftp://x/", {})
     with pytest.raises(UsageError, match="^TWINE_REPOSITORY_URL 'h.example' is not an http"):
         resolve(None, None, None, {"TWINE_REPOSITORY_URL": "h.example"})
+
+
+def test_upload_destination_uses_the_certificates(home: Path) -> None:
+    """TWINE_CERT and TWINE_CLIENT_CERT reach the session twine uploads with (no request: the URL shape says it all)."""
+    from kernel_factory.destinations.upload import UploadDestination
+
+    env = {"TWINE_CERT": "/etc/ca.pem", "TWINE_CLIENT_CERT": "/etc/me.pem", "TWINE_PASSWORD": "pw"}
+    dest = UploadDestination(resolve("https://h.example/artifactory/api/pypi/k", None, None, env))
+    try:
+        assert (dest.repo.session.verify, dest.repo.session.cert) == ("/etc/ca.pem", "/etc/me.pem")
+        assert dest.simple_base == "https://h.example/artifactory/api/pypi/k/simple/"
+    finally:
+        dest.close()
