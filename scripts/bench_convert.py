@@ -88,7 +88,8 @@ def make_variant(root: Path, variant: str, size: int, pool: bytes, seed: int) ->
     so = vdir / "_bench_0123abc.abi3.so"
     write_so(so, size, pool, seed)
     so.chmod(0o755)
-    meta = {"name": "bench", "version": 1, "license": "Apache-2.0", "backend": {"type": "cpu", "archs": []},
+    meta = {"name": "bench", "id": "_bench_0123abc", "version": 1, "license": "Apache-2.0", "python-depends": [],
+            "backend": {"type": "cpu", "archs": []},
             "digest": {"algorithm": "sha256", "files": digest.compute(vdir)}}
     (vdir / "metadata.json").write_text(json.dumps(meta))
     return vdir
