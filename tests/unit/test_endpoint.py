@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kernel_factory.publish.endpoint import Endpoint, resolve, simple_from_shape
 from kernel_factory.errors import UsageError
+from kernel_factory.publish.endpoint import Endpoint, resolve, simple_from_shape
 
 
 @pytest.mark.parametrize(("url", "simple"), [
@@ -63,7 +63,7 @@ def test_bad_endpoints_are_usage_errors(home: Path) -> None:
 
 def test_upload_destination_uses_the_certificates(home: Path) -> None:
     """TWINE_CERT and TWINE_CLIENT_CERT reach the session twine uploads with (no request: the URL shape says it all)."""
-    from kernel_factory.destinations.upload import UploadDestination
+    from kernel_factory.publish.upload import UploadDestination
 
     env = {"TWINE_CERT": "/etc/ca.pem", "TWINE_CLIENT_CERT": "/etc/me.pem", "TWINE_PASSWORD": "pw"}
     dest = UploadDestination(resolve("https://h.example/artifactory/api/pypi/k", None, None, env))
