@@ -40,7 +40,7 @@ def file_digest(path: Path, algorithm: str) -> str:
 
 
 class Destination(Protocol):
-    """Where a root is published; see factory/destinations/."""
+    """Where a root is published; see directory.py, s3.py and upload.py beside this file."""
 
     #: How the destination is named in messages (never with secrets).
     display: str
