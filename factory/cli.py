@@ -60,6 +60,12 @@ def _local_kernels(ns: argparse.Namespace) -> int:
     return run_local_kernels(ns)
 
 
+def _which(ns: argparse.Namespace) -> int:
+    from .which import run_which
+
+    return run_which(ns)
+
+
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml (default: ./factory.toml)")
     p.add_argument("--lock", metavar="FILE", help="kernels.lock, or a pyproject.toml with [tool.kernels.dependencies]")
@@ -156,6 +162,13 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("--shell", action="store_true", help="print `export LOCAL_KERNELS=...` for eval")
     lk.add_argument("--check", action="store_true", help="say which installed kernels would load, and why not")
     lk.set_defaults(handler=_local_kernels)
+
+    wh = sub.add_parser("which", help="this environment's build variant, label and install command")
+    wh.add_argument("--python", metavar="PY", help="interpreter (or venv folder) to inspect (default: this one)")
+    wh.add_argument("--index-url", metavar="URL", help="an index kernel-factory made (its root, not simple/)")
+    wh.add_argument("--kernel", metavar="NAME", help="with --index-url: print the commands that install NAME")
+    wh.add_argument("--json", action="store_true", help="machine-readable output")
+    wh.set_defaults(handler=_which)
     return p
 
 
