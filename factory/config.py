@@ -39,6 +39,10 @@ FACTORY_KEYS = {
     "templates",
     "base-url",
     "scratch",
+    "s3-put-args",
+    "cache-control-immutable",
+    "cache-control-pages",
+    "s3-directory-keys",
 }
 KERNEL_KEYS = {
     "repo",
@@ -89,6 +93,10 @@ class Options:
     base_url: str | None = None
     scratch: str | None = None  # temp space for fetched sources (default: TMPDIR)
     kernels: tuple[KernelSpec, ...] = ()
+    s3_put_args: tuple[tuple[str, str], ...] = ()  # every S3 put: ServerSideEncryption, SSEKMSKeyId, ACL, ...
+    cache_control_immutable: str = "public, max-age=31536000, immutable"  # wheels and .metadata on S3
+    cache_control_pages: str = "public, max-age=300"  # pages, JSON and records on S3
+    s3_directory_keys: bool = False  # S3: every .../index.html also at the key .../
 
 
 def _unknown(key: str, known: set[str], where: str) -> ConfigError:
@@ -215,9 +223,31 @@ def apply_factory(opts: Options, table: Mapping[str, Any], base: Path, where: st
             changes["jobs"] = _int(value, w)
         elif key == "base-url":
             changes["base_url"] = str(value).rstrip("/")
+        elif key == "s3-put-args":
+            changes["s3_put_args"] = _put_args(value, w)
+        elif key.startswith("cache-control-"):
+            changes[key.replace("-", "_")] = _cache_control(value, w)
         else:
             changes[key.replace("-", "_")] = _bool(value, w)
     return replace(opts, **changes)
+
+
+def _cache_control(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip() or any(c in value for c in "\r\n"):
+        raise ConfigError(f"{where}: expected a Cache-Control value like 'public, max-age=300', got {value!r}")
+    return value.strip()
+
+
+def _put_args(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """``{ServerSideEncryption = "aws:kms", ...}`` or ``["Key=Value", ...]`` -> sorted (key, value) pairs."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        pairs = [v.partition("=") for v in value]
+        if any(not sep or not k for k, sep, _ in pairs):
+            raise ConfigError(f"{where}: expected KEY=VALUE, e.g. ServerSideEncryption=aws:kms, got {value!r}")
+        value = {k.strip(): v.strip() for k, _, v in pairs}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where}: expected a table of strings, e.g. {{ ServerSideEncryption = \"aws:kms\" }}")
+    return tuple(sorted(value.items()))
 
 
 def find_config(explicit: str | None) -> Path | None:
@@ -258,6 +288,14 @@ def apply_cli(opts: Options, ns: argparse.Namespace) -> Options:
     for flag in ("accept_higher_policy", "allow_no_digest", "verify_signatures"):
         if getattr(ns, flag, None):
             changes[flag] = True
+    if getattr(ns, "s3_put_arg", None):
+        changes["s3_put_args"] = tuple(sorted({**dict(opts.s3_put_args),
+                                               **dict(_put_args(ns.s3_put_arg, "--s3-put-arg"))}.items()))
+    for flag in ("cache_control_immutable", "cache_control_pages"):
+        if getattr(ns, flag, None):
+            changes[flag] = _cache_control(getattr(ns, flag), "--" + flag.replace("_", "-"))
+    if getattr(ns, "s3_directory_keys", False):
+        changes["s3_directory_keys"] = True
     extra: Sequence[str] = getattr(ns, "allow_org", None) or ()
     if extra:
         changes["allow_orgs"] = tuple(dict.fromkeys((*opts.allow_orgs, *extra)))

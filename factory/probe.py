@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import tempfile
 from dataclasses import dataclass

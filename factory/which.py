@@ -32,7 +32,8 @@ from .probe import Environment, probe, resolve_python
 
 PEP691 = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{PEP691}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-_LABEL = re.compile(r"(torch|torchabi|tvmffi)(\d)(\d+)(cu\d+|rocm\d+|xpu\d+|cann\d+|cpu|metal|neuron|tpu)(cxx11|cxx98)?")
+_BACKENDS = r"(cu\d+|rocm\d+|xpu\d+|cann\d+|cpu|metal|neuron|tpu)"
+_LABEL = re.compile(r"(torch|torchabi|tvmffi)(\d)(\d+)" + _BACKENDS + r"(cxx11|cxx98)?")
 _MAC_ARCH = {"aarch64": ("_arm64", "_universal2"), "x86_64": ("_x86_64", "_universal2", "_intel")}
 _WIN = {"x86_64": "win_amd64", "aarch64": "win_arm64"}
 

@@ -20,21 +20,24 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from .base import Destination, LocalFile
+
+if TYPE_CHECKING:
+    from ..config import Options
 
 DEFAULT_STORE = "public"
 T = TypeVar("T")
 
 
-def open_destination(to: str) -> Destination:
+def open_destination(to: str, options: Options | None = None) -> Destination:
     """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint."""
     if to.startswith("s3://"):
-        from .s3 import S3Destination
+        from .s3 import DEFAULT_PUT, PutOptions, S3Destination
 
-        return S3Destination(to)
+        return S3Destination(to, DEFAULT_PUT if options is None else PutOptions.from_options(options))
     if to.startswith(("http://", "https://")):
         from .upload import UploadDestination
 
@@ -166,8 +169,10 @@ def store_root(ns: argparse.Namespace) -> Path:
 
 def run_publish(ns: argparse.Namespace) -> int:
     """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
+    from .. import config
+
     root = store_root(ns)
-    dest = open_destination(ns.to)
+    dest = open_destination(ns.to, config.load(ns))
     from .directory import DirectoryDestination
 
     if isinstance(dest, DirectoryDestination) and dest.root.resolve() == root.resolve():

@@ -39,7 +39,7 @@ if {darwin!r}:  # a Mac: the probe reads platform after importing torch
     platform.machine = lambda: "arm64"
 '''
 
-FAKES = {  # name -> (fake torch fields, expected variant, expected label)
+FAKES: dict[str, tuple[dict[str, object], str, str]] = {  # name -> (fake torch fields, variant, label)
     "cuda": (dict(version="2.13.0+cu130", cuda="13.0"), "torch213-cxx11-cu130-x86_64-linux", "torch213cu130cxx11"),
     "rocm": (dict(version="2.12.0+rocm7.1", hip="7.1.25424-4179531dcd"), "torch212-cxx11-rocm71-x86_64-linux",
              "torch212rocm71cxx11"),
