@@ -54,6 +54,7 @@ KERNEL_KEYS = {
     "repo-id",
     "repo-type",
     "allow-no-digest",
+    "exclude",
 }
 ENV = {  # environment variable -> [factory] key
     "KERNEL_FACTORY_STORE": "store",
@@ -77,6 +78,7 @@ class KernelSpec:
     sha: str | None = None  # pinned by a lock file
     version_override: str | None = None  # to-wheel --revision with an X.Y.Z version
     lock_hashes: tuple[tuple[str, str], ...] = ()  # kernels.lock: (variant, "sha256-<hex>") to check after fetch
+    exclude: tuple[str, ...] = ()  # with repo = "org/*": repository ids (globs) left out
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
     repo = table.get("repo")
     if not isinstance(repo, str) or not repo:
         raise ConfigError(f"{where}: 'repo' must be a Hub id like 'kernels-community/activation' or a local path")
-    if _looks_path(repo) or (base / repo).exists():
+    if not any(c in repo for c in "*?[") and (_looks_path(repo) or (base / repo).exists()):
         repo = _path(repo, base)
     versions: tuple[str, ...] = ()
     if "versions" in table:
@@ -171,6 +173,15 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
     revision = table.get("revision")
     if not versions and revision is None:
         raise ConfigError(f"{where}: give 'versions' (e.g. [1]), 'tags' (e.g. '>=1.1.2,<2') or 'revision'")
+    exclude = _str_list(table.get("exclude", []), f"{where}.exclude")
+    globbed = any(c in repo for c in "*?[")
+    if exclude and not globbed:
+        raise ConfigError(f"{where}: 'exclude' goes with a glob repo like 'org/*'; drop it or glob 'repo'")
+    if globbed and (repo.startswith(("/", ".", "~")) or repo.count("/") != 1 or any(c in repo.split("/")[0]
+                                                                                   for c in "*?[")):
+        raise ConfigError(f"{where}: a glob repo names one Hub organisation and globs the names, e.g. 'org/*'")
+    if globbed and (table.get("repo-id") or table.get("revision")):
+        raise ConfigError(f"{where}: 'repo-id' and 'revision' name one repository; not with a glob repo")
     repo_type = table.get("repo-type")
     if repo_type not in (None, "kernel", "model"):
         raise ConfigError(f"{where}.repo-type: expected 'kernel' or 'model', got {repo_type!r}")
@@ -185,6 +196,7 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
         allow_no_digest=_bool(table["allow-no-digest"], f"{where}.allow-no-digest")
         if "allow-no-digest" in table
         else None,
+        exclude=exclude,
     )
 
 
