@@ -193,9 +193,13 @@ def probe(python: str | None) -> Environment:
 
 
 def resolve_python(python: str | None) -> str | None:
-    """``--python`` as given, or a folder's (a venv's) bin/python."""
+    """``--python`` as given (a relative path made absolute: the probe runs in another folder), or a folder's
+    (a venv's) bin/python; a bare name is looked up on PATH."""
     if python and Path(python).is_dir():
         for candidate in (Path(python) / "bin" / "python", Path(python) / "Scripts" / "python.exe"):
             if candidate.exists():
-                return str(candidate)
+                return str(candidate.absolute())
+        raise UsageError(f"--python {python}: a folder without bin/python; give an interpreter or a venv folder")
+    if python and os.sep in python and not os.path.isabs(python):
+        return os.path.abspath(python)
     return python

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from index_synth import add_kernel
 from kernel_factory.errors import UnknownVariant, UsageError
+from kernel_factory.index import index_store
 from kernel_factory.probe import environment
-from kernel_factory.which import LabelParts, Wheel, fits_platform, nearest, parse_label
+from kernel_factory.which import LabelParts, Wheel, choose, commands, fits_platform, nearest, parse_label
 from packaging.utils import parse_wheel_filename
 
 
@@ -68,3 +71,21 @@ def test_fits_platform_and_nearest() -> None:
         ("torch213cpucxx11", "manylinux_2_28_x86_64"),
         ("torch213metal", "macosx_11_0_arm64"),
     ]
+
+
+def test_choose_from_pep691_json_files(tmp_path: Path) -> None:
+    store = tmp_path / "public"
+    cu130 = "torch213-cxx11-cu130-x86_64-linux"
+    for version, variant in (("1.0.0", cu130), ("1.1.0", cu130), ("1.2.0", "torch213-cxx11-cu130-aarch64-linux"),
+                             ("1.3.0", "torch-universal")):
+        add_kernel(store, "relu", version, variant)
+    index_store(str(store), store, None, "http://127.0.0.1")
+    env = environment(facts(cuda="13.0"))
+    choice, _ = choose(store.as_uri(), "relu", env)
+    assert choice is not None  # the universal 1.3.0 is in the variant root too, and newest
+    assert (str(choice.wheel.version), choice.root) == ("1.3.0", f"{store.as_uri()}/variants/torch213cu130cxx11/simple")
+    choice, _ = choose(store.as_uri(), "relu", environment(facts("aarch64", cuda="13.0", version="2.12.0")))
+    assert choice is not None and choice.root == f"{store.as_uri()}/simple"  # no torch212 root: universal
+    pip, uv = commands("relu", choice, "/my env/python")
+    assert pip == f"'/my env/python' -m pip install relu==1.3.0 --index-url {store.as_uri()}/simple"
+    assert uv == f"uv pip install --python '/my env/python' relu==1.3.0 --index-url {store.as_uri()}/simple"
