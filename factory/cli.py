@@ -61,7 +61,7 @@ def _local_kernels(ns: argparse.Namespace) -> int:
 
 
 def _which(ns: argparse.Namespace) -> int:
-    from .which import run_which
+    from .local.which import run_which
 
     return run_which(ns)
 

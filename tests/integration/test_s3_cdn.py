@@ -12,7 +12,7 @@ import boto3
 import pytest
 from kernel_factory import config
 from kernel_factory.cli import main
-from kernel_factory.publish import list_root
+from kernel_factory.publish.run import list_root
 from kernel_factory.store import open_store
 from servers import moto_server, s3_env, tiny_wheel
 
@@ -83,7 +83,7 @@ def test_bad_put_arg_is_refused_before_any_upload(s3: Any, tmp_path: Path, capsy
 
 
 def test_s3_store_puts_carry_headers(s3: Any, tmp_path: Path) -> None:
-    from kernel_factory.store import Record
+    from kernel_factory.record import Record
 
     s3.create_bucket(Bucket="store")
     opts = config.Options(s3_put_args=(("ServerSideEncryption", "AES256"),))

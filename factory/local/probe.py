@@ -22,7 +22,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import Refused, UsageError
+from ..errors import Refused, UsageError
 
 MARK = "KF-PROBE "
 PROBE = r"""
@@ -154,7 +154,7 @@ def environment(facts: dict[str, Any]) -> Environment:
     """Probe facts -> the build variant kernel-builder makes for this environment, and its label."""
     from kernels.variants import Arch, ArchVariant, Torch
 
-    from .variants import parse
+    from ..variants import parse
 
     python = str(facts.get("python") or "python")
     t = facts.get("torch")

@@ -1,6 +1,6 @@
 """``kernel-factory which``: this environment's build variant, label and variant root, and the install command.
 
-The interpreter is inspected by factory/probe.py (a script run with it, so
+The interpreter is inspected by factory/local/probe.py (a script run with it, so
 kernel-factory can live in a pipx venv and inspect another). With
 ``--index-url URL --kernel NAME`` the kernel's page in the variant root
 (``URL/variants/<label>/simple/<name>/``, PEP 691 JSON or HTML) gives the
@@ -27,7 +27,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from .errors import EXIT_OK, EXIT_REFUSED, Unreachable, UsageError
+from ..errors import EXIT_OK, EXIT_REFUSED, Unreachable, UsageError
 from .probe import Environment, probe, resolve_python
 
 PEP691 = "application/vnd.pypi.simple.v1+json"
