@@ -60,6 +60,23 @@ def _local_kernels(ns: argparse.Namespace) -> int:
     return run_local_kernels(ns)
 
 
+def _which(ns: argparse.Namespace) -> int:
+    from .local.which import run_which
+
+    return run_which(ns)
+
+
+def _add_s3_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--s3-put-arg", action="append", metavar="KEY=VALUE",
+                   help="S3: pass to every put, e.g. ServerSideEncryption=aws:kms (repeatable; s3-put-args)")
+    p.add_argument("--cache-control-immutable", metavar="VALUE",
+                   help="S3: Cache-Control of wheels and .metadata (default 'public, max-age=31536000, immutable')")
+    p.add_argument("--cache-control-pages", metavar="VALUE",
+                   help="S3: Cache-Control of pages, JSON and records (default 'public, max-age=300')")
+    p.add_argument("--s3-directory-keys", action="store_true",
+                   help="S3: also put each .../index.html at the key .../ (a CDN without index documents)")
+
+
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml (default: ./factory.toml)")
     p.add_argument("--lock", metavar="FILE", help="kernels.lock, or a pyproject.toml with [tool.kernels.dependencies]")
@@ -125,6 +142,7 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--scratch", metavar="DIR",
                   help="temporary space for fetched variants (default: TMPDIR); wheels are written in the store")
+    _add_s3_flags(b)
     b.set_defaults(handler=_build)
 
     ix = sub.add_parser("index", help="render the static index from the store's records")
@@ -151,6 +169,7 @@ def parser() -> argparse.ArgumentParser:
         help="the upload endpoint's simple index, where not detected (devpi: <index>/+simple/)",
     )
     pu.add_argument("--dry-run", action="store_true", help="print what would be uploaded; upload nothing")
+    _add_s3_flags(pu)
     pu.set_defaults(handler=_publish)
 
     se = sub.add_parser("serve", help="preview the index on 127.0.0.1")
@@ -162,6 +181,13 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("--shell", action="store_true", help="print `export LOCAL_KERNELS=...` for eval")
     lk.add_argument("--check", action="store_true", help="say which installed kernels would load, and why not")
     lk.set_defaults(handler=_local_kernels)
+
+    wh = sub.add_parser("which", help="this environment's build variant, label and install command")
+    wh.add_argument("--python", metavar="PY", help="interpreter (or venv folder) to inspect (default: this one)")
+    wh.add_argument("--index-url", metavar="URL", help="an index kernel-factory made (its root, not simple/)")
+    wh.add_argument("--kernel", metavar="NAME", help="with --index-url: print the commands that install NAME")
+    wh.add_argument("--json", action="store_true", help="machine-readable output")
+    wh.set_defaults(handler=_which)
     return p
 
 

@@ -40,6 +40,10 @@ FACTORY_KEYS = {
     "base-url",
     "scratch",
     "simple-url",
+    "s3-put-args",
+    "cache-control-immutable",
+    "cache-control-pages",
+    "s3-directory-keys",
 }
 KERNEL_KEYS = {
     "repo",
@@ -51,6 +55,7 @@ KERNEL_KEYS = {
     "repo-id",
     "repo-type",
     "allow-no-digest",
+    "exclude",
 }
 ENV = {  # environment variable -> [factory] key
     "KERNEL_FACTORY_STORE": "store",
@@ -74,6 +79,7 @@ class KernelSpec:
     sha: str | None = None  # pinned by a lock file
     version_override: str | None = None  # to-wheel --revision with an X.Y.Z version
     lock_hashes: tuple[tuple[str, str], ...] = ()  # kernels.lock: (variant, "sha256-<hex>") to check after fetch
+    exclude: tuple[str, ...] = ()  # with repo = "org/*": repository ids (globs) left out
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,10 @@ class Options:
     scratch: str | None = None  # temp space for fetched sources (default: TMPDIR)
     simple_url: str | None = None  # publish: the upload endpoint's simple index, where not <url>/simple/
     kernels: tuple[KernelSpec, ...] = ()
+    s3_put_args: tuple[tuple[str, str], ...] = ()  # every S3 put: ServerSideEncryption, SSEKMSKeyId, ACL, ...
+    cache_control_immutable: str = "public, max-age=31536000, immutable"  # wheels and .metadata on S3
+    cache_control_pages: str = "public, max-age=300"  # pages, JSON and records on S3
+    s3_directory_keys: bool = False  # S3: every .../index.html also at the key .../
 
 
 def _unknown(key: str, known: set[str], where: str) -> ConfigError:
@@ -155,7 +165,7 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
     repo = table.get("repo")
     if not isinstance(repo, str) or not repo:
         raise ConfigError(f"{where}: 'repo' must be a Hub id like 'kernels-community/activation' or a local path")
-    if _looks_path(repo) or (base / repo).exists():
+    if not any(c in repo for c in "*?[") and (_looks_path(repo) or (base / repo).exists()):
         repo = _path(repo, base)
     versions: tuple[str, ...] = ()
     if "versions" in table:
@@ -165,6 +175,15 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
     revision = table.get("revision")
     if not versions and revision is None:
         raise ConfigError(f"{where}: give 'versions' (e.g. [1]), 'tags' (e.g. '>=1.1.2,<2') or 'revision'")
+    exclude = _str_list(table.get("exclude", []), f"{where}.exclude")
+    globbed = any(c in repo for c in "*?[")
+    if exclude and not globbed:
+        raise ConfigError(f"{where}: 'exclude' goes with a glob repo like 'org/*'; drop it or glob 'repo'")
+    if globbed and (repo.startswith(("/", ".", "~")) or repo.count("/") != 1 or any(c in repo.split("/")[0]
+                                                                                   for c in "*?[")):
+        raise ConfigError(f"{where}: a glob repo names one Hub organisation and globs the names, e.g. 'org/*'")
+    if globbed and (table.get("repo-id") or table.get("revision")):
+        raise ConfigError(f"{where}: 'repo-id' and 'revision' name one repository; not with a glob repo")
     repo_type = table.get("repo-type")
     if repo_type not in (None, "kernel", "model"):
         raise ConfigError(f"{where}.repo-type: expected 'kernel' or 'model', got {repo_type!r}")
@@ -179,6 +198,7 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
         allow_no_digest=_bool(table["allow-no-digest"], f"{where}.allow-no-digest")
         if "allow-no-digest" in table
         else None,
+        exclude=exclude,
     )
 
 
@@ -221,9 +241,31 @@ def apply_factory(opts: Options, table: Mapping[str, Any], base: Path, where: st
             if not isinstance(value, str) or not value.startswith(("http://", "https://")):
                 raise ConfigError(f"{w}: expected the endpoint's simple index URL (http(s)://...), got {value!r}")
             changes["simple_url"] = value
+        elif key == "s3-put-args":
+            changes["s3_put_args"] = _put_args(value, w)
+        elif key.startswith("cache-control-"):
+            changes[key.replace("-", "_")] = _cache_control(value, w)
         else:
             changes[key.replace("-", "_")] = _bool(value, w)
     return replace(opts, **changes)
+
+
+def _cache_control(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip() or any(c in value for c in "\r\n"):
+        raise ConfigError(f"{where}: expected a Cache-Control value like 'public, max-age=300', got {value!r}")
+    return value.strip()
+
+
+def _put_args(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """``{ServerSideEncryption = "aws:kms", ...}`` or ``["Key=Value", ...]`` -> sorted (key, value) pairs."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        pairs = [v.partition("=") for v in value]
+        if any(not sep or not k for k, sep, _ in pairs):
+            raise ConfigError(f"{where}: expected KEY=VALUE, e.g. ServerSideEncryption=aws:kms, got {value!r}")
+        value = {k.strip(): v.strip() for k, _, v in pairs}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where}: expected a table of strings, e.g. {{ ServerSideEncryption = \"aws:kms\" }}")
+    return tuple(sorted(value.items()))
 
 
 def find_config(explicit: str | None) -> Path | None:
@@ -264,6 +306,14 @@ def apply_cli(opts: Options, ns: argparse.Namespace) -> Options:
     for flag in ("accept_higher_policy", "allow_no_digest", "verify_signatures"):
         if getattr(ns, flag, None):
             changes[flag] = True
+    if getattr(ns, "s3_put_arg", None):
+        changes["s3_put_args"] = tuple(sorted({**dict(opts.s3_put_args),
+                                               **dict(_put_args(ns.s3_put_arg, "--s3-put-arg"))}.items()))
+    for flag in ("cache_control_immutable", "cache_control_pages"):
+        if getattr(ns, flag, None):
+            changes[flag] = _cache_control(getattr(ns, flag), "--" + flag.replace("_", "-"))
+    if getattr(ns, "s3_directory_keys", False):
+        changes["s3_directory_keys"] = True
     extra: Sequence[str] = getattr(ns, "allow_org", None) or ()
     if extra:
         changes["allow_orgs"] = tuple(dict.fromkeys((*opts.allow_orgs, *extra)))

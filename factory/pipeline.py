@@ -293,7 +293,7 @@ def run_build(ns: argparse.Namespace) -> int:
     shard = _shard(ns)
     check_options(opts)  # before the store is touched
     quiet_downloads()
-    store = open_store(opts.store)
+    store = open_store(opts.store, opts)
     with store_lock(store):
         records = store.records()
         plan = make_plan(opts, records, shard)

@@ -12,6 +12,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..record import HUB_URL, Record
+from .selector import selector_rows
 
 _BACKEND_ORDER = ("cuda", "rocm", "xpu", "cann", "neuron", "tpu", "npu", "cpu", "metal", "universal")
 _FRAMEWORK_ORDER = ("torch", "torch-stable-abi", "tvm-ffi", "torch-noarch")
@@ -208,4 +209,5 @@ def landing_context(records: Sequence[Record], base_url: str) -> dict[str, Any]:
         "adopted": [_adopted_view(p, adopted[p], base_url) for p in sorted(adopted)],
         "labels": labels,
         "wheels": len(records),
+        "selector": selector_rows(records, base_url),
     }

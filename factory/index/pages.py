@@ -21,11 +21,12 @@ from packaging.version import InvalidVersion, Version
 from .. import TEMPLATES
 from ..record import Record
 from . import landing as index_landing
+from . import selector as index_selector
 from .landing import landing_context
 
 API_VERSION = "1.1"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
-TEMPLATE_NAMES = ("landing.html", "project.html", "root.html", "style.css", "copy.js")
+TEMPLATE_NAMES = ("landing.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def environment(templates: Path | None) -> jinja2.Environment:
 def fingerprint(env: jinja2.Environment, base_url: str) -> str:
     """Changes when a template or the base URL does, so cached pages are rendered again."""
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
-    for module in (__file__, index_landing.__file__):  # the rendering code itself
+    for module in (__file__, index_landing.__file__, index_selector.__file__):  # the rendering code itself
         h.update(Path(module).read_bytes())
     for name in sorted(set(TEMPLATE_NAMES) | set(env.list_templates())):
         if not name.endswith((".html", ".css", ".js", ".j2")):

@@ -15,6 +15,7 @@ from ..errors import FactoryError, NotAllowed, Refused, UsageError
 from ..record import Record
 from ..sources import open_source
 from ..sources.base import Source
+from ..sources.hub_list import expand, is_glob
 from ..sources.local import looks_local
 
 README_NAMES = ("README.md", "CARD.md")
@@ -211,6 +212,22 @@ def _complete(src: Source, jobs: list[Job]) -> list[Job]:
     return out
 
 
+def expand_specs(specs: Iterable[KernelSpec]) -> list[tuple[KernelSpec, bool]]:
+    """Each spec, with ``repo = "org/*"`` globs replaced by the organisation's matching repositories (listed
+    on the Hub at every plan, so new repositories are picked up); (spec, came from a glob)."""
+    out: list[tuple[KernelSpec, bool]] = []
+    for spec in specs:
+        if not is_glob(spec.repo):
+            out.append((spec, False))
+            continue
+        repos = expand(spec.repo, spec.exclude, spec.repo_type)
+        if not repos:
+            raise UsageError(f"repo {spec.repo!r}: no {spec.repo_type or 'kernel'} repository on the Hub matches "
+                             "(after exclude); check the organisation, the glob and HF_ENDPOINT")
+        out += [(replace(spec, repo=repo, exclude=()), True) for repo in repos]
+    return out
+
+
 def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] | None = None) -> Plan:
     records = list(records)
     known = {
@@ -223,8 +240,14 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     check_options(opts)
     from .shard import in_shard
 
-    for spec in opts.kernels:
-        src, jobs, refused = plan_kernel(spec, opts, known)
+    for spec, listed in expand_specs(opts.kernels):
+        try:
+            src, jobs, refused = plan_kernel(spec, opts, known)
+        except UsageError as exc:  # a listed repository without the requested versions: skip it, say so
+            if not listed:
+                raise
+            plan.refused.append(Refused(f"{spec.repo}: {exc}; skipped"))
+            continue
         plan.refused += refused
         if shard is not None:  # partition the full plan, before dropping what the store holds
             jobs = [job for job in jobs if in_shard(job.key, *shard)]

@@ -20,16 +20,21 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from .base import Destination, LocalFile
+
+if TYPE_CHECKING:
+    from ..config import Options
 
 DEFAULT_STORE = "public"
 T = TypeVar("T")
 
 
-def open_destination(to: str | None, *, simple_url: str | None = None, repository: str | None = None) -> Destination:
+def open_destination(
+    to: str | None, options: Options | None = None, *, simple_url: str | None = None, repository: str | None = None
+) -> Destination:
     """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint.
 
     Without ``--to``, an upload endpoint named as twine names it (``--repository`` from ~/.pypirc,
@@ -46,9 +51,9 @@ def open_destination(to: str | None, *, simple_url: str | None = None, repositor
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
                          f"not --to {to}; drop it")
     if to.startswith("s3://"):
-        from .s3 import S3Destination
+        from .s3 import DEFAULT_PUT, PutOptions, S3Destination
 
-        return S3Destination(to)
+        return S3Destination(to, DEFAULT_PUT if options is None else PutOptions.from_options(options))
     if "://" in to and not to.startswith("file://"):
         scheme = to.split("://", 1)[0]
         raise UsageError(f"--to {to!r}: unknown scheme {scheme}://; use a folder, file://, s3:// or http(s)://")
@@ -179,8 +184,9 @@ def run_publish(ns: argparse.Namespace) -> int:
     from .. import config
 
     root = store_root(ns)
-    simple_url = getattr(ns, "simple_url", None) or config.load(ns).simple_url
-    dest = open_destination(ns.to, simple_url=simple_url, repository=getattr(ns, "repository", None))
+    opts = config.load(ns)
+    simple_url = getattr(ns, "simple_url", None) or opts.simple_url
+    dest = open_destination(ns.to, opts, simple_url=simple_url, repository=getattr(ns, "repository", None))
     from .directory import DirectoryDestination
 
     if isinstance(dest, DirectoryDestination) and dest.root.resolve() == root.resolve():

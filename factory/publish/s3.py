@@ -10,25 +10,30 @@ are the raw file names (``+`` included); pages link ``%2B``, which S3 decodes.
 
 from __future__ import annotations
 
+import difflib
 import mimetypes
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 from boto3.exceptions import Boto3Error
-from boto3.s3.transfer import TransferConfig
+from boto3.s3.transfer import S3Transfer, TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
-from ..errors import FactoryError, Unreachable, UsageError
+from ..errors import ConfigError, FactoryError, Unreachable, UsageError
 from ..record import PEP691_JSON
 from .base import LocalFile, State, file_digest
 
 SHA_KEY = "sha256"  # user metadata key: x-amz-meta-sha256
 MB = 1 << 20
 TRANSFER = TransferConfig(multipart_threshold=64 * MB, multipart_chunksize=64 * MB, max_concurrency=4)
+IMMUTABLE = "public, max-age=31536000, immutable"
+PAGES = "public, max-age=300"
+OWN_ARGS = frozenset({"ContentType", "Metadata", "CacheControl"})
 _AUTH_CODES = {
     "InvalidAccessKeyId": "the access key id is not known",
     "SignatureDoesNotMatch": "the secret key does not match the access key id",
@@ -146,14 +151,61 @@ def remote_sha256(client: Any, bucket: str, key: str) -> str | None:
     return meta.get(SHA_KEY)
 
 
-def upload_file(client: Any, path: Path, bucket: str, key: str, sha256: str, rel: str | None = None) -> None:
-    """Stream ``path`` to ``key`` (multipart when large), with its content type and sha256."""
-    extra = {"ContentType": content_type(rel or key), "Metadata": {SHA_KEY: sha256}}
-    client.upload_file(str(path), bucket, key, ExtraArgs=extra, Config=TRANSFER)
+@dataclass(frozen=True)
+class PutOptions:
+    """What every put carries besides the bytes: Cache-Control per kind of file, and the ``s3-put-args``."""
+
+    immutable: str = IMMUTABLE  # wheels and their .metadata: their bytes never change under one name
+    pages: str = PAGES  # pages, PEP 691 JSON, records: they change when something is published
+    args: tuple[tuple[str, str], ...] = ()  # ServerSideEncryption, SSEKMSKeyId, ACL, StorageClass, ...
+    directory_keys: bool = False  # also put .../index.html at the key .../ (a CDN with no index documents)
+
+    @classmethod
+    def from_options(cls, opts: Any) -> PutOptions:
+        """From config.Options; an argument boto3 does not take, or one kernel-factory sets itself, is refused."""
+        allowed = set(S3Transfer.ALLOWED_UPLOAD_ARGS) - OWN_ARGS
+        for key, _ in opts.s3_put_args:
+            if key not in allowed:
+                hint = difflib.get_close_matches(key, sorted(allowed), n=1)
+                own = " (kernel-factory sets it; use cache-control-* for CacheControl)" if key in OWN_ARGS else ""
+                raise ConfigError(f"s3-put-args: {key!r} is not an argument S3 uploads take{own}"
+                                  + (f"; did you mean {hint[0]!r}?" if hint else ""))
+        return cls(opts.cache_control_immutable, opts.cache_control_pages, tuple(opts.s3_put_args),
+                   opts.s3_directory_keys)
 
 
-def put_bytes(client: Any, data: bytes, bucket: str, key: str, sha256: str) -> None:
-    client.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type(key), Metadata={SHA_KEY: sha256})
+DEFAULT_PUT = PutOptions()
+
+
+def is_immutable(rel: str) -> bool:
+    return rel.endswith((".whl", ".whl.metadata"))
+
+
+def put_args(rel: str, sha256: str, put: PutOptions) -> dict[str, Any]:
+    """ExtraArgs of one upload: content type, sha256, Cache-Control, then the configured arguments."""
+    return {
+        "ContentType": content_type(rel),
+        "Metadata": {SHA_KEY: sha256},
+        "CacheControl": put.immutable if is_immutable(rel) else put.pages,
+        **dict(put.args),
+    }
+
+
+def directory_key(key: str) -> str | None:
+    """``simple/relu/index.html`` -> ``simple/relu/`` (None for the bucket's own root)."""
+    if key == "index.html" or not key.endswith("/index.html"):
+        return None
+    return key.removesuffix("index.html")
+
+
+def upload_file(client: Any, path: Path, bucket: str, key: str, sha256: str, rel: str | None = None,
+                put: PutOptions = DEFAULT_PUT) -> None:
+    """Stream ``path`` to ``key`` (multipart when large), with its content type, sha256 and headers."""
+    client.upload_file(str(path), bucket, key, ExtraArgs=put_args(rel or key, sha256, put), Config=TRANSFER)
+
+
+def put_bytes(client: Any, data: bytes, bucket: str, key: str, sha256: str, put: PutOptions = DEFAULT_PUT) -> None:
+    client.put_object(Bucket=bucket, Key=key, Body=data, **put_args(key, sha256, put))
 
 
 class S3Destination:
@@ -161,7 +213,8 @@ class S3Destination:
 
     workers = 16
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, put: PutOptions = DEFAULT_PUT) -> None:
+        self.put_options = put
         self.bucket, self.prefix = parse_s3_url(url)
         self.display = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.client = make_client()
@@ -184,6 +237,9 @@ class S3Destination:
         key = join_key(self.prefix, file.rel)
         if key not in self.existing:
             return "new"
+        alias = self._alias(key)
+        if alias is not None and self.existing.get(alias, (-1, ""))[0] != file.size:
+            return "changed"  # the page is there, its directory key is not (yet)
         size, etag = self.existing[key]
         if size != file.size:
             return "changed"
@@ -198,9 +254,15 @@ class S3Destination:
     def put(self, file: LocalFile) -> None:
         key = join_key(self.prefix, file.rel)
         try:
-            upload_file(self.client, file.path, self.bucket, key, file.sha256(), file.rel)
+            upload_file(self.client, file.path, self.bucket, key, file.sha256(), file.rel, self.put_options)
+            alias = self._alias(key)
+            if alias is not None:
+                upload_file(self.client, file.path, self.bucket, alias, file.sha256(), file.rel, self.put_options)
         except (Boto3Error, BotoCoreError, ClientError) as exc:  # boto3 wraps ClientError in S3UploadFailedError
             raise self._fail(exc) from None
+
+    def _alias(self, key: str) -> str | None:
+        return directory_key(key) if self.put_options.directory_keys else None
 
     def close(self) -> None:
         self.client.close()

@@ -7,7 +7,7 @@ for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..record import Record
 
@@ -20,13 +20,14 @@ class Store(Protocol):
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None: ...
 
 
-def open_store(location: str | Path) -> Store:
-    """A local folder, or ``s3://bucket/prefix`` (s3.py)."""
+def open_store(location: str | Path, options: Any = None) -> Store:
+    """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers)."""
     text = str(location)
     if text.startswith("s3://"):
+        from ..publish.s3 import DEFAULT_PUT, PutOptions
         from .s3 import S3Store
 
-        return S3Store(text)
+        return S3Store(text, put=DEFAULT_PUT if options is None else PutOptions.from_options(options))
     from .local import LocalStore
 
     return LocalStore(Path(text.removeprefix("file://")))

@@ -19,6 +19,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..errors import Unreachable
 from ..publish.s3 import (
+    DEFAULT_PUT,
+    PutOptions,
     explain,
     join_key,
     list_objects,
@@ -34,8 +36,9 @@ from ..record import FILES, Record
 class S3Store:
     """The Store protocol (factory/store.py) over ``s3://bucket/prefix``."""
 
-    def __init__(self, url: str, client: Any = None) -> None:
+    def __init__(self, url: str, client: Any = None, put: PutOptions = DEFAULT_PUT) -> None:
         self.url = url
+        self.put_options = put
         self.bucket, self.prefix = parse_s3_url(url, flag="--store")
         self.files_prefix = join_key(self.prefix, FILES)
         self.client = client if client is not None else make_client()
@@ -73,11 +76,12 @@ class S3Store:
         name = record.filename
         try:
             if remote_sha256(self.client, self.bucket, self._key(name)) != record.sha256:
-                upload_file(self.client, wheel, self.bucket, self._key(name), record.sha256)
+                upload_file(self.client, wheel, self.bucket, self._key(name), record.sha256, put=self.put_options)
             put_bytes(self.client, metadata, self.bucket, self._key(f"{name}.metadata"),
-                      hashlib.sha256(metadata).hexdigest())
+                      hashlib.sha256(metadata).hexdigest(), self.put_options)
             data = record.to_json()
-            put_bytes(self.client, data, self.bucket, self._key(f"{name}.json"), hashlib.sha256(data).hexdigest())
+            put_bytes(self.client, data, self.bucket, self._key(f"{name}.json"), hashlib.sha256(data).hexdigest(),
+                      self.put_options)
         except (Boto3Error, BotoCoreError, ClientError) as exc:  # boto3 wraps ClientError in S3UploadFailedError
             raise self._fail(exc) from None
         wheel.unlink(missing_ok=True)

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -183,8 +184,9 @@ class Proxy:
     ``status`` with ``Retry-After`` (and closed) instead of being forwarded, as a rate-limited Hub does.
     """
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, mirrors: Path | None = None) -> None:
         self.upstream_port = upstream_port
+        self.mirrors = mirrors  # answers /api/kernels?author=ORG (and /api/models) from here: olah does not
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((HOST, 0))
@@ -275,6 +277,25 @@ class Proxy:
         client.sendall(data)
         return not self.dead
 
+    def _listing(self, client: socket.socket, request: bytes) -> bool:
+        """Answer ``GET /api/kernels?author=ORG`` (or models) the way the Hub does: a JSON list of repositories."""
+        line = request.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = line.split(" ")
+        if self.mirrors is None or len(parts) < 2 or not parts[1].startswith(("/api/kernels?", "/api/models?")):
+            return False
+        url = urllib.parse.urlsplit(parts[1])
+        kind = url.path.removeprefix("/api/")
+        author = urllib.parse.parse_qs(url.query).get("author", [""])[0]
+        folder = self.mirrors / kind / author
+        repos = sorted(p.name for p in folder.iterdir() if p.is_dir()) if author and folder.is_dir() else []
+        body = json.dumps([{"_id": f"{author}/{name}", "id": f"{author}/{name}", "author": author, "private": False}
+                           for name in repos]).encode()
+        with self._lock:
+            self.requests.append(line)
+        client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        return True
+
     def _pipe(self, client: socket.socket) -> None:
         if self._answer_busy(client):
             return
@@ -291,6 +312,8 @@ class Proxy:
                     if not data:
                         return
                     if s is client:
+                        if self._listing(client, data):
+                            continue  # answered here; the connection stays open for the next request
                         with self._lock:
                             self.requests += [line.decode("latin-1") for line in data.split(b"\r\n")
                                               if line.startswith((b"GET ", b"HEAD ", b"POST "))]
@@ -309,11 +332,12 @@ class Proxy:
 
 
 @contextmanager
-def hub(mirrors: Path, workdir: Path) -> Iterator[tuple[OlahServer, Proxy]]:
-    """olah on ``mirrors`` and a proxy in front of it; use ``proxy.url`` as HF_ENDPOINT."""
+def hub(mirrors: Path, workdir: Path, *, listing: bool = False) -> Iterator[tuple[OlahServer, Proxy]]:
+    """olah on ``mirrors`` and a proxy in front of it; use ``proxy.url`` as HF_ENDPOINT. With ``listing`` the
+    proxy also answers the organisation listings (``/api/kernels?author=ORG``) that olah does not serve."""
     server = OlahServer(mirrors, workdir)
     server.start()
-    proxy = Proxy(server.port)
+    proxy = Proxy(server.port, mirrors if listing else None)
     try:
         yield server, proxy
     finally:

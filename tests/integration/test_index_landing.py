@@ -73,3 +73,17 @@ def test_dom(landing: Path, tmp_path: Path) -> None:
         'data-cmd="pip install img2grey==1.1.2+torch213cu130cxx11 --index-url https://kernels.example.com/simple"'
         in dom
     )
+
+
+def test_selector_filters_and_shows_commands(landing: Path, tmp_path: Path) -> None:
+    uri = landing.as_uri() + "#torch=2.13&backend=cuda+13.0&arch=x86_64-linux"
+    dom = chromium(tmp_path / "profile", "--dump-dom", uri).stdout
+    cmds = dom.split('<div id="sel-cmds">')[1].split("</div>\n")[0]
+    root = "https://kernels.example.com/variants/torch213cu130cxx11/simple"
+    assert f"<code>pip install img2grey --index-url {root}</code>" in cmds
+    assert f"<code>uv pip install my-kernel --index-url {root}</code>" in cmds
+    assert cmds.count("<code>") == 4  # img2grey and my-kernel, pip and uv: nothing else fits
+    entries = dom.split('<div class="entry"')[1:]
+    shown = [e.split("</a>")[0].rsplit(">", 1)[1] + " " + e.split('class="plat">')[1].split("<")[0].split(" ")[0]
+             for e in entries if not e.startswith(" hidden")]
+    assert sorted(set(shown)) == ["+torch213cu130cxx11 x86_64-linux", "universal any"]

@@ -100,3 +100,33 @@ def test_bad_config_one_clear_line(tmp_path: Path, text: str, message: str) -> N
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         config.load(ns(config=str(tmp_path / "nope.toml")), env={})
+
+
+def test_s3_keys_file_then_flags(tmp_path: Path) -> None:
+    p = write(tmp_path, """
+[factory]
+s3-put-args = { ServerSideEncryption = "aws:kms", StorageClass = "STANDARD_IA" }
+cache-control-pages = "public, max-age=60"
+s3-directory-keys = true
+""")
+    opts = config.load(ns(config=str(p), s3_put_arg=["StorageClass=GLACIER_IR", "ACL=private"],
+                          cache_control_immutable="max-age=99"), env={})
+    assert opts.s3_put_args == (("ACL", "private"), ("ServerSideEncryption", "aws:kms"), ("StorageClass", "GLACIER_IR"))
+    assert (opts.cache_control_pages, opts.cache_control_immutable) == ("public, max-age=60", "max-age=99")
+    assert opts.s3_directory_keys is True
+    assert config.Options().cache_control_immutable == "public, max-age=31536000, immutable"
+    for bad in ('s3-put-args = "x"', 's3-put-args = { ACL = 1 }', 'cache-control-pages = ""'):
+        with pytest.raises(ConfigError):
+            config.load(ns(config=str(write(tmp_path, f"[factory]\n{bad}\n"))), env={})
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        config.load(ns(s3_put_arg=["ACL"]), env={})
+
+
+def test_org_glob_with_exclude(tmp_path: Path) -> None:
+    p = write(tmp_path, '[[kernel]]\nrepo = "kernels-community/*"\nexclude = ["*-test"]\nversions = [1]\n')
+    spec = config.load(ns(config=str(p)), env={}).kernels[0]
+    assert (spec.repo, spec.exclude) == ("kernels-community/*", ("*-test",))
+    for bad in ('repo = "kernels-community/relu"\nexclude = ["x"]', 'repo = "*/relu"', 'repo = "./local/*"',
+                'repo = "kernels-community/*"\nrevision = "main"'):
+        with pytest.raises(ConfigError):
+            config.load(ns(config=str(write(tmp_path, f"[[kernel]]\n{bad}\nversions = [1]\n"))), env={})
