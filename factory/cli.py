@@ -151,6 +151,13 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument("--out", metavar="DIR", help="index root (default: the store folder)")
     ix.add_argument("--wheels", metavar="DIR", action="append", help="adopt the wheels in this folder too")
     ix.add_argument("--templates", metavar="DIR", help="templates overriding the shipped ones")
+    ix.add_argument("--repair", action="store_true", help="rebuild damaged records from their wheels")
+    ix.add_argument(
+        "--allow-kernel-names",
+        action="store_true",
+        default=None,
+        help="let --wheels adopt wheels whose project is a kernel the store holds",
+    )
     ix.add_argument(
         "--base-url", metavar="URL", help="where the index will be served, for the landing page's pip commands"
     )

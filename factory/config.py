@@ -44,6 +44,7 @@ FACTORY_KEYS = {
     "cache-control-immutable",
     "cache-control-pages",
     "s3-directory-keys",
+    "allow-kernel-names",
 }
 KERNEL_KEYS = {
     "repo",
@@ -96,6 +97,7 @@ class Options:
     base_url: str | None = None
     scratch: str | None = None  # temp space for fetched sources (default: TMPDIR)
     simple_url: str | None = None  # publish: the upload endpoint's simple index, where not <url>/simple/
+    allow_kernel_names: bool = False  # index --wheels may adopt wheels of a kernel's project
     kernels: tuple[KernelSpec, ...] = ()
     s3_put_args: tuple[tuple[str, str], ...] = ()  # every S3 put: ServerSideEncryption, SSEKMSKeyId, ACL, ...
     cache_control_immutable: str = "public, max-age=31536000, immutable"  # wheels and .metadata on S3
@@ -303,7 +305,7 @@ def apply_cli(opts: Options, ns: argparse.Namespace) -> Options:
         changes["jobs"] = _int(ns.jobs, "--jobs")
     if getattr(ns, "manylinux", None):
         changes["manylinux"] = _manylinux(ns.manylinux, "--manylinux")
-    for flag in ("accept_higher_policy", "allow_no_digest", "verify_signatures"):
+    for flag in ("accept_higher_policy", "allow_no_digest", "verify_signatures", "allow_kernel_names"):
         if getattr(ns, flag, None):
             changes[flag] = True
     if getattr(ns, "s3_put_arg", None):

@@ -277,10 +277,17 @@ def _shard(ns: argparse.Namespace) -> tuple[int, int] | None:
     return parse_shard(ns.shard)
 
 
+def _warn_damaged(lines: list[str]) -> None:
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
+
+
 def run_plan(ns: argparse.Namespace) -> int:
     opts = load_options(ns)
     store = open_store(opts.store)
-    plan = make_plan(opts, store.records(), _shard(ns))
+    records = store.records()
+    _warn_damaged(store.damaged)
+    plan = make_plan(opts, records, _shard(ns))
     if ns.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
@@ -296,6 +303,7 @@ def run_build(ns: argparse.Namespace) -> int:
     store = open_store(opts.store, opts)
     with store_lock(store):
         records = store.records()
+        _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
         plan = make_plan(opts, records, shard)
         print_plan(plan, sys.stderr)
         held = {r.filename: r for r in records}

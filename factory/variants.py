@@ -6,7 +6,10 @@ this module only maps the parsed variant to what the wheel needs.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import UnknownVariant
 
@@ -64,6 +67,7 @@ def _upper_bound(version: str) -> str:
     return f"{major}.{int(minor) + 1}"
 
 
+@lru_cache(maxsize=4096)
 def parse(name: str) -> Target:
     """Map a build-variant folder name to its target; UnknownVariant if not a kernels variant."""
     from kernels.variants import ArchVariant, Torch, TorchStableAbi, TvmFfi, parse_variant
@@ -140,3 +144,60 @@ def parse(name: str) -> Target:
         framework_version=fw_version,
         requires=requires,
     )
+
+
+_LABEL = re.compile(r"(?P<fw>torchabi|torch|tvmffi)(?P<major>[0-9])(?P<minor>[0-9]+)(?P<backend>[a-z]+?[0-9]*)"
+                    r"(?P<abi>cxx11|cxx98)?")
+_FW_PREFIX = {"torch": "torch", "torchabi": "torch-stable-abi", "tvmffi": "tvm-ffi"}
+
+
+def _platforms(tags: Iterable[str]) -> list[tuple[str, str]]:
+    """(arch, os) pairs named by wheel platform tags (``manylinux_2_28_x86_64`` -> x86_64, linux)."""
+    found: list[tuple[str, str]] = []
+    for tag in tags:
+        arch = ("x86_64" if tag.endswith(("x86_64", "amd64")) else
+                "aarch64" if tag.endswith(("aarch64", "arm64")) else None)
+        os_ = ("linux" if tag.startswith(("manylinux", "musllinux", "linux")) else
+               "darwin" if tag.startswith("macosx") else "windows" if tag.startswith("win") else None)
+        if arch and os_ and (arch, os_) not in found:
+            found.append((arch, os_))
+    return found
+
+
+@lru_cache(maxsize=4096)
+def _for_label(label: str, platforms: tuple[str, ...]) -> Target | None:
+    if platforms == ("any",):
+        if label in NOARCH_BACKENDS and label != "universal":
+            return parse(f"torch-{label}")
+        return None
+    m = _LABEL.fullmatch(label)
+    if m is None:
+        return None
+    fw = _FW_PREFIX[m["fw"]] + m["major"] + m["minor"]
+    if m["abi"]:
+        if m["fw"] != "torch":
+            return None
+        fw += f"-{m['abi']}"
+    for arch, os_ in _platforms(platforms):
+        try:
+            target = parse(f"{fw}-{m['backend']}-{arch}-{os_}")
+        except UnknownVariant:
+            continue
+        if target.label == label:
+            return target
+    return None
+
+
+def is_label(label: str) -> bool:
+    """Whether ``label`` is shaped like a build variant's label (``torch27cu128cxx11``, ``torchabi29cpu``,
+    ``tvmffi01cu128``, a noarch backend such as ``cuda``), whatever the platform."""
+    return _LABEL.fullmatch(label) is not None or (label in NOARCH_BACKENDS and label != "universal")
+
+
+def for_label(label: str, platforms: Iterable[str]) -> Target | None:
+    """The build variant whose local label is ``label``, for a wheel of these platform tags; None if none is.
+
+    The inverse of ``parse(name).label``, checked by parsing the name it gives with the same rules
+    (``torch27cu128cxx11`` on ``manylinux_2_28_x86_64`` -> ``torch27-cxx11-cu128-x86_64-linux``).
+    """
+    return _for_label(label, tuple(sorted(set(platforms))))

@@ -37,6 +37,9 @@ class IndexOptions:
     wheels: tuple[Path, ...]
     templates: Path | None
     base_url: str
+    repair: bool = False
+    allow_kernel_names: bool = False
+    kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,16 @@ def resolve_paths(ns: argparse.Namespace) -> IndexOptions:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
     base_url = (getattr(ns, "base_url", None) or opts.base_url or DEFAULT_BASE_URL).rstrip("/")
-    return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url)
+    repair = bool(getattr(ns, "repair", False))
+    if repair and "://" in store.removeprefix("file://"):
+        raise UsageError(
+            f"--repair needs a local store folder, not {store}; delete the damaged records and rerun build"
+        )
+    from packaging.utils import canonicalize_name
+
+    names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
+    return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
+                        opts.allow_kernel_names, names)
 
 
 def _order(path: str) -> tuple[int, str]:
@@ -195,13 +207,18 @@ def build_index(
     return IndexResult(len(pages), written, unchanged, removed)
 
 
-def index_store(store: str, out: Path, templates: Path | None, base_url: str) -> tuple[int, IndexResult]:
-    """List the store's records and bring the index in ``out`` up to date; (number of records, result)."""
+def index_store(
+    store: str, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None = None
+) -> tuple[int, IndexResult]:
+    """List the store's valid records and bring the index in ``out`` up to date; (number of records, result).
+
+    Each record left out (damaged, invalid, without its wheel) adds one line to ``damaged``.
+    """
     keys: dict[str, str] | None = None
     if "://" in store and not store.startswith("file://"):
-        records = load_records(store)
+        records = load_records(store, damaged)
     else:
-        records, keys = load_local_keyed(Path(store.removeprefix("file://")))
+        records, keys = load_local_keyed(Path(store.removeprefix("file://")), damaged)
     return len(records), build_index(out, records, templates, base_url, keys)
 
 
@@ -218,26 +235,43 @@ def run_index(ns: argparse.Namespace) -> int:
         return _run_index(opts)
 
 
+def _kernel_projects(store: str) -> set[str]:
+    """Normalised names of the kernels the store holds (built by the factory, not adopted)."""
+    from packaging.utils import canonicalize_name
+
+    return {canonicalize_name(r.name) for r in load_records(store, []) if r.kind == "kernel"}
+
+
 def _run_index(opts: IndexOptions) -> int:
     refused = 0
+    if opts.repair:
+        from ..store.adopt import repair_store
+
+        repaired, failed = repair_store(Path(opts.store.removeprefix("file://")))
+        print(f"repaired {len(repaired)} record(s)" + (f", {len(failed)} could not be repaired" if failed else ""))
+        refused += len(failed)
     if opts.wheels:
         if "://" in opts.store:
             raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
         from ..store.adopt import adopt
 
+        kernels = set() if opts.allow_kernel_names else _kernel_projects(opts.store) | opts.kernel_names
         for folder in opts.wheels:
-            adopted = adopt(Path(opts.store), folder)
+            adopted = adopt(Path(opts.store), folder, kernels)
             refused += len(adopted.refused)
             print(
                 f"adopted {len(adopted.adopted)} wheel(s) from {folder}, {len(adopted.present)} already in the store"
                 + (f", {len(adopted.refused)} refused" if adopted.refused else "")
             )
-    count, result = index_store(opts.store, opts.out, opts.templates, opts.base_url)
+    damaged: list[str] = []
+    count, result = index_store(opts.store, opts.out, opts.templates, opts.base_url, damaged)
+    for line in damaged:
+        print(f"error: {line}", file=sys.stderr)
     print(
         f"index: {count} wheel(s), {result.pages} page(s): {result.written} written, "
         f"{result.unchanged} unchanged, {result.removed} removed -> {opts.out}"
+        + (f"; {len(damaged)} record(s) left out" if damaged else "")
     )
     if refused:
         print(f"error: {refused} wheel(s) refused (see the warnings above); fix or remove them", file=sys.stderr)
-        return EXIT_REFUSED
-    return EXIT_OK
+    return EXIT_REFUSED if refused or damaged else EXIT_OK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -141,11 +142,18 @@ def safe_link(url: str | None) -> str | None:
     return None
 
 
+def command(*parts: str) -> str:
+    """A shell command with each part quoted (``shlex.quote``): nothing from a record can add a word to it."""
+    return " ".join(shlex.quote(p) for p in parts)
+
+
 def _commands(project: str, record: Record, base_url: str) -> tuple[str, str]:
-    pin = f"pip install {project}=={record.version} --index-url {base_url}/simple"
+    pin = command("pip", "install", f"{project}=={record.version}", "--index-url", f"{base_url}/simple")
     if record.label:
-        return pin, f"pip install {project} --index-url {base_url}/variants/{record.label}/simple"
-    return pin, f"pip install {project} --index-url {base_url}/simple"
+        return pin, command("pip", "install", project, "--index-url", f"{base_url}/variants/{record.label}/simple")
+    if "+" in record.version:  # a label that names no variant: only in the combined index, so pin it
+        return pin, pin
+    return pin, command("pip", "install", project, "--index-url", f"{base_url}/simple")
 
 
 def _version_view(project: str, version: str, recs: list[Record], base_url: str) -> VersionView:
@@ -159,7 +167,7 @@ def _version_view(project: str, version: str, recs: list[Record], base_url: str)
             platform=f"{r.arch}-{r.os}" if r.os and r.arch else "any",
             archs=" ".join(r.archs),
             filename=r.filename,
-            href="files/" + quote(r.filename),
+            href="./files/" + quote(r.filename),
             pin_cmd=pin,
             variant_cmd=var,
             yanked=bool(r.yanked),
@@ -192,7 +200,7 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
 def _adopted_view(project: str, recs: list[Record], base_url: str) -> AdoptedView:
     versions = sorted({r.version for r in recs}, key=_vkey, reverse=True)
     latest = max(recs, key=lambda r: (_vkey(r.version), r.filename))
-    pin = f"pip install {project}=={versions[0]} --index-url {base_url}/simple"
+    pin = command("pip", "install", f"{project}=={versions[0]}", "--index-url", f"{base_url}/simple")
     return AdoptedView(latest.name, project, latest.summary, tuple(versions), pin)
 
 
@@ -200,8 +208,10 @@ def landing_context(records: Sequence[Record], base_url: str) -> dict[str, Any]:
     """Everything landing.html shows."""
     kernels: dict[str, list[Record]] = defaultdict(list)
     adopted: dict[str, list[Record]] = defaultdict(list)
-    for r in records:
-        (kernels if r.kind == "kernel" else adopted)[canonicalize_name(r.name)].append(r)
+    built = {canonicalize_name(r.name) for r in records if r.kind == "kernel"}
+    for r in records:  # adopted wheels of a kernel's project (allowed with --allow-kernel-names) show with it
+        project = canonicalize_name(r.name)
+        (kernels if project in built else adopted)[project].append(r)
     labels = sorted({r.label for r in records if r.label})
     return {
         "base_url": base_url,

@@ -57,10 +57,17 @@ def variant_labels(records: Iterable[Record]) -> list[str]:
     return sorted({r.label for r in records if r.label})
 
 
+def combined_only(record: Record) -> bool:
+    """An adopted wheel whose local label names no build variant: listed in the combined root only."""
+    return record.label is None and "+" in record.version
+
+
 def in_variant(record: Record, label: str, backend: str | None) -> bool:
     """Whether ``record`` belongs in the per-variant index of ``label`` (whose backend is ``backend``)."""
+    if combined_only(record):
+        return False
     if record.label is None:
-        return True  # universal kernels and adopted wheels
+        return True  # universal kernels and adopted wheels without a label
     if record.label == label:
         return True
     return record.framework == "torch-noarch" and backend is not None and record.backend == backend
@@ -84,6 +91,8 @@ def plan(records: Iterable[Record]) -> list[Page]:
     by_label: dict[str, list[tuple[str, Record]]] = defaultdict(list)
     for name, _, r in keyed:
         by_project[name].append(r)
+        if combined_only(r):
+            continue
         if r.label is None:
             shared.append((name, r))
             continue
@@ -146,7 +155,7 @@ def fingerprint(env: jinja2.Environment, base_url: str) -> str:
 
 def file_href(record: Record, depth: int) -> str:
     """Relative link from a page ``depth`` folders deep to the wheel, ``+`` written ``%2B``."""
-    return "../" * depth + "files/" + quote(record.filename) + "#sha256=" + record.sha256
+    return ("../" * depth or "./") + "files/" + quote(record.filename) + "#sha256=" + record.sha256
 
 
 def _yanked(record: Record) -> bool | str:
@@ -159,7 +168,7 @@ def _file_json(record: Record, depth: int) -> dict[str, object]:
     core: dict[str, str] | bool = {"sha256": record.metadata_sha256} if record.metadata_sha256 else False
     entry: dict[str, object] = {
         "filename": record.filename,
-        "url": "../" * depth + "files/" + quote(record.filename),
+        "url": ("../" * depth or "./") + "files/" + quote(record.filename),
         "hashes": {"sha256": record.sha256},
         "core-metadata": core,
         "dist-info-metadata": core,

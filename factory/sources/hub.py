@@ -9,11 +9,13 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urljoin
 
 from huggingface_hub import HfApi, constants, get_cached_repo_tree, get_session, hf_raise_for_status, snapshot_download
 from huggingface_hub.errors import (
@@ -26,7 +28,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.file_download import repo_folder_name
-from huggingface_hub.hf_api import GitRefs, RepoFolder
+from huggingface_hub.hf_api import GitRefInfo, GitRefs, RepoFolder
 from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
 from packaging.version import InvalidVersion, Version
@@ -34,6 +36,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
 from .base import Refs
+from .hub_checks import origin, redact_url, ref_problem
 
 T = TypeVar("T")
 
@@ -82,6 +85,7 @@ class HubSource:
         self.name = name
         self.display = repo_id
         self.endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+        self.shown = redact_url(self.endpoint)  # what messages print: no credentials
         self.token = os.environ.get("HF_TOKEN") or None
         self.offline = _env_true("HF_HUB_OFFLINE")
         home = os.environ.get("HF_HOME")
@@ -99,7 +103,7 @@ class HubSource:
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
         """Turn huggingface_hub and network errors into one-line factory errors."""
-        where = f"{self._id} on {self.endpoint}"
+        where = f"{self._id} on {self.shown}"
         try:
             yield
         except FactoryError:
@@ -135,12 +139,12 @@ class HubSource:
 
     def _busy(self, what: str, exc: HfHubHTTPError) -> Busy:
         code = _status(exc)
-        return Busy(f"{self._id} on {self.endpoint}: {what} failed with HTTP {code}; the Hub is busy or unavailable, "
+        return Busy(f"{self._id} on {self.shown}: {what} failed with HTTP {code}; the Hub is busy or unavailable, "
                     "retry later", code, getattr(getattr(exc, "response", None), "headers", None))
 
     def _network(self, what: str, exc: BaseException) -> Unreachable:
-        where = f"{self._id} on {self.endpoint}"
-        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        where = f"{self._id} on {self.shown}"
+        detail = redact_url(str(exc).splitlines()[0])[:200] if str(exc) else ""
         return Unreachable(
             f"{where}: {what} failed ({type(exc).__name__}{': ' + detail if detail else ''}); "
             "check HF_ENDPOINT and the network, or set HF_HUB_OFFLINE=1 to use a filled cache"
@@ -165,7 +169,7 @@ class HubSource:
     def _not_found(self) -> UsageError:
         tried = " and ".join(self._types) + (" types" if len(self._types) > 1 else " type")
         return UsageError(
-            f"no kernel repository {self._id} on {self.endpoint} (tried {tried}); "
+            f"no kernel repository {self._id} on {self.shown} (tried {tried}); "
             "check the repository id and HF_ENDPOINT"
         )
 
@@ -185,7 +189,7 @@ class HubSource:
             try:
                 return self.api.list_repo_refs(self._id, repo_type=repo_type)
             except GatedRepoError:
-                raise Unreachable(f"{self._id} on {self.endpoint} is gated; accept its terms on the Hub "
+                raise Unreachable(f"{self._id} on {self.shown} is gated; accept its terms on the Hub "
                                   "and set HF_TOKEN to a token of that account") from None
             except RepositoryNotFoundError:  # the Hub answers 401 RepoNotFound to anonymous callers
                 return None
@@ -198,17 +202,32 @@ class HubSource:
             if raw is None:
                 continue
             self._type = repo_type
-            self._refs = Refs(branches={b.name: b.target_commit for b in raw.branches},
-                              tags={t.name: t.target_commit for t in raw.tags})
+            self._refs = Refs(branches=self._usable(raw.branches), tags=self._usable(raw.tags))
             self._remember_refs(self._refs)
             return self._refs
         raise self._not_found()
 
+    def _usable(self, refs: list[GitRefInfo]) -> dict[str, str]:
+        """Ref name -> sha of the refs whose name and target are safe to use; one warning line per other ref."""
+        usable: dict[str, str] = {}
+        for ref in refs:
+            name, sha = str(ref.name), str(ref.target_commit)
+            problem = ref_problem(name, sha)
+            if problem is None:
+                usable[name] = sha
+            else:
+                print(f"warning: {self._id} on {self.shown}: ignored the ref {name[:100]!r}: {problem}; "
+                      "check HF_ENDPOINT points at a Hub you trust", file=sys.stderr)
+        return usable
+
     def _remember_refs(self, refs: Refs) -> None:
         """Write branch and tag -> sha into the cache's refs/ folder, as huggingface_hub does, for offline runs."""
         folder = self._storage(self.repo_type) / "refs"
+        inside = folder.resolve()
         for name, sha in {**refs.branches, **refs.tags}.items():
             path = folder / name
+            if ref_problem(name, sha) is not None or not path.resolve().is_relative_to(inside):
+                continue  # never a path outside the cache's refs/ folder
             try:
                 if path.is_file() and path.read_text() == sha:
                     continue
@@ -306,7 +325,7 @@ class HubSource:
             response = self._call(f"commit history of {sha[:12]}", functools.partial(get, url))
             page = response.json()
             if not isinstance(page, list):
-                raise Unreachable(f"{self._id}: commits endpoint of {self.endpoint} did not answer a list")
+                raise Unreachable(f"{self._id}: commits endpoint of {self.shown} did not answer a list")
             if first_date is None and page and isinstance(page[0], dict):
                 first_date = str(page[0].get("date") or "")
                 header = response.headers.get("x-total-count")
@@ -314,15 +333,28 @@ class HubSource:
             count += len(page)
             if total is not None:
                 break
-            url = response.links.get("next", {}).get("url")
+            url = self._next_page(url, response.links.get("next", {}).get("url"))
         if not first_date:
-            raise Unreachable(f"{self._id}: commits endpoint of {self.endpoint} gave no date for {sha[:12]}")
+            raise Unreachable(f"{self._id}: commits endpoint of {self.shown} gave no date for {sha[:12]}")
         try:
             when = int(parse_datetime(first_date).timestamp())
         except ValueError:
             raise Unreachable(f"{self._id}: commits endpoint gave an unreadable date {first_date!r}") from None
         self._commits[sha] = (total if total is not None else count, when)
         return self._commits[sha]
+
+    def _next_page(self, current: str, link: str | None) -> str | None:
+        """The next page of a paginated answer; only on the endpoint's own scheme, host and port (the token goes
+        with every request)."""
+        if not link:
+            return None
+        url = urljoin(current, link)
+        if origin(url) != origin(self.endpoint):
+            raise Unreachable(
+                f"{self._id}: the commits endpoint of {self.shown} points its next page at another host "
+                f"({redact_url(url)[:200]}); not following it, so HF_TOKEN is not sent there: check HF_ENDPOINT"
+            )
+        return url
 
     def commit_count(self, sha: str) -> int:
         return self._history(sha)[0]

@@ -13,7 +13,13 @@ from ..record import Record
 
 
 class Store(Protocol):
-    """Where wheels and records live: a local folder (local.py) or S3 (s3.py)."""
+    """Where wheels and records live: a local folder (local.py) or S3 (s3.py).
+
+    ``records()`` lists the valid records whose wheel is there (check.py checks each one) and leaves in
+    ``damaged`` one line per record it skipped: damaged, invalid, or without its wheel.
+    """
+
+    damaged: list[str]
 
     def records(self) -> list[Record]: ...
 

@@ -3,25 +3,41 @@
 Each wheel is hard-linked (else copied) into ``files/``, then its METADATA is
 written beside it, then its record; each step atomic, so a record only exists
 once its wheel and metadata are whole. Adopting a wheel again does nothing.
+
+A wheel whose local label is a build variant's (by factory/variants.py), or
+that carries kernel-factory's provenance file, is recorded with that variant,
+so the index lists it in that variant's root and the combined root only. A
+wheel with no label is universal; one with an unknown label goes in the
+combined root only. A wheel whose project is a kernel the store already holds
+is refused unless the user allows it (``--allow-kernel-names``). Nothing is
+read from a wheel beyond ``MAX_METADATA`` bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import zipfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from packaging.metadata import parse_email
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from .. import variants
 from ..atomic import TMP_PREFIX, atomic_open, write_bytes
-from ..errors import Refused
-from ..record import FILES, Record
+from ..errors import Refused, UnknownVariant
+from ..record import FILES, PROVENANCE, Record
+from . import check as record_check
+
+MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel
+MAX_PROVENANCE = 64 * 1024
 
 
 @dataclass
@@ -39,20 +55,86 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_metadata(wheel: Path) -> bytes:
-    """The bytes of the wheel's ``<name>-<version>.dist-info/METADATA``; Refused if there is not exactly one."""
+def _read_capped(zf: zipfile.ZipFile, member: str, limit: int, wheel: Path) -> bytes:
+    """One member's bytes; Refused when it says, or turns out, to be bigger than ``limit``."""
+    too_big = Refused(f"{wheel.name}: {member} inflates to more than {limit} bytes (a zip bomb?); "
+                      "rebuild the wheel with smaller metadata")
+    if zf.getinfo(member).file_size > limit:
+        raise too_big
+    with zf.open(member) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise too_big
+    return data
+
+
+def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
+    """(METADATA, the provenance file or None) of a wheel, each read with a size cap.
+
+    Refused if there is not exactly one ``.dist-info/METADATA``, or the zip is unreadable.
+    """
     try:
         with zipfile.ZipFile(wheel) as zf:
-            found = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            names = [n for n in zf.namelist() if n.count("/") == 1 and ".dist-info/" in n]
+            found = [n for n in names if n.endswith(".dist-info/METADATA")]
             if len(found) != 1:
                 raise Refused(f"{wheel.name}: expected one .dist-info/METADATA, found {len(found)}; rebuild the wheel")
-            return zf.read(found[0])
-    except (zipfile.BadZipFile, OSError) as exc:
+            metadata = _read_capped(zf, found[0], MAX_METADATA, wheel)
+            prov = found[0].removesuffix("METADATA") + PROVENANCE
+            provenance = _read_capped(zf, prov, MAX_PROVENANCE, wheel) if prov in names else None
+            return metadata, provenance
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
         raise Refused(f"{wheel.name}: not a readable zip file ({exc}); rebuild or remove it") from None
 
 
-def make_record(wheel: Path, metadata: bytes) -> Record:
-    """The record of an adopted wheel, from its file name, METADATA and file."""
+def read_metadata(wheel: Path) -> bytes:
+    """The bytes of the wheel's ``<name>-<version>.dist-info/METADATA``; Refused if there is not exactly one."""
+    return read_wheel_info(wheel)[0]
+
+
+def _provenance_variant(provenance: bytes | None) -> str | None:
+    if provenance is None:
+        return None
+    try:
+        data = json.loads(provenance)
+    except (ValueError, RecursionError):
+        return None
+    variant = data.get("variant") if isinstance(data, dict) else None
+    return variant if isinstance(variant, str) else None
+
+
+def variant_fields(wheel_name: str, provenance: bytes | None) -> dict[str, Any]:
+    """Record fields naming the build variant of an adopted wheel; empty when it has no label or an unknown one.
+
+    The provenance file's variant wins when its label is the wheel's; else the label is read back as a variant
+    by the rules built wheels follow. An unknown label prints a warning: the wheel goes in the combined root only.
+    """
+    _name, version, _build, tags = parse_wheel_filename(wheel_name)
+    label = version.local
+    target: variants.Target | None = None
+    named = _provenance_variant(provenance)
+    if named is not None:
+        try:
+            target = variants.parse(named)
+        except UnknownVariant:
+            target = None
+        if target is not None and target.label != label:
+            target = None
+    if target is None and label is not None:
+        target = variants.for_label(label, {t.platform for t in tags})
+    if target is None:
+        if label is not None:
+            print(f"warning: {wheel_name}: local label {label!r} is not a build variant's; it is listed in the "
+                  "combined index only, not in any variants/<label>/ root", file=sys.stderr)
+        return {}
+    return {"label": target.label, "variant": target.variant, "backend": target.backend,
+            "backend_version": target.backend_version, "framework": target.framework,
+            "framework_version": target.framework_version, "os": target.os, "arch": target.arch,
+            "kernel_version": version.public}
+
+
+def make_record(wheel: Path, metadata: bytes, provenance: bytes | None = None) -> Record:
+    """The record of an adopted wheel, from its file name, METADATA, provenance and file."""
     name, version, _build, _tags = parse_wheel_filename(wheel.name)
     raw, _unparsed = parse_email(metadata)
     meta_name = raw.get("name")
@@ -83,6 +165,7 @@ def make_record(wheel: Path, metadata: bytes) -> Record:
         requires_dist=tuple(raw.get("requires_dist", [])),
         kind="adopted",
         license=raw.get("license_expression") or raw.get("license") or None,
+        **variant_fields(wheel.name, provenance),
     )
 
 
@@ -101,17 +184,22 @@ def _link_or_copy(src: Path, dest: Path) -> None:
             out.write(chunk)
 
 
-def adopt_one(store_root: Path, wheel: Path) -> Record | None:
-    """Adopt one wheel; None if the store already has its record. Refused on bad input."""
+def adopt_one(store_root: Path, wheel: Path, kernels: Collection[str] = ()) -> Record | None:
+    """Adopt one wheel; None if the store already has its record. Refused on bad input, and when the wheel's
+    project is one of ``kernels`` (normalised names of kernels the factory builds)."""
     try:
-        parse_wheel_filename(wheel.name)
+        project = parse_wheel_filename(wheel.name)[0]
     except InvalidWheelFilename as exc:
         raise Refused(f"{wheel.name}: not a valid wheel file name ({exc}); rename or remove it") from None
+    if project in kernels:
+        raise Refused(f"{wheel.name}: project {project!r} is a kernel this store builds, and an adopted wheel would "
+                      "sit beside it in every install; remove the wheel, or pass --allow-kernel-names "
+                      "(allow-kernel-names = true) if you mean to add it")
     files = store_root / FILES
     if (files / f"{wheel.name}.json").exists():
         return None
-    metadata = read_metadata(wheel)
-    record = make_record(wheel, metadata)
+    metadata, provenance = read_wheel_info(wheel)
+    record = make_record(wheel, metadata, provenance)
     files.mkdir(parents=True, exist_ok=True)
     dest = files / wheel.name
     if not dest.exists():
@@ -123,17 +211,101 @@ def adopt_one(store_root: Path, wheel: Path) -> Record | None:
     return record
 
 
-def adopt(store_root: Path, folder: Path) -> AdoptResult:
-    """Adopt every ``*.whl`` in ``folder``; refused wheels are warned about and listed, the rest go on."""
+def adopt(store_root: Path, folder: Path, kernels: Collection[str] = ()) -> AdoptResult:
+    """Adopt every ``*.whl`` in ``folder``; refused wheels are warned about and listed, the rest go on.
+
+    A wheel of a project in ``kernels`` (normalised names) is refused.
+    """
     result = AdoptResult()
     for wheel in sorted(folder.glob("*.whl")):
         if not wheel.is_file():
             continue
         try:
-            record = adopt_one(store_root, wheel)
+            record = adopt_one(store_root, wheel, kernels)
         except Refused as exc:
             print(f"warning: skipped {exc}", file=sys.stderr)
             result.refused.append(wheel.name)
             continue
         (result.adopted if record is not None else result.present).append(wheel.name)
     return result
+
+
+def repair(store_root: Path, wheel_name: str) -> Record:
+    """Rebuild ``files/<wheel>.json`` (and its ``.metadata``) from the wheel in the store; Refused if unreadable.
+
+    A wheel that kernel-factory built carries its provenance: the record names its variant, repository and
+    revision again, with the wheel's entry time (the revision's commit time) as upload time.
+    """
+    files = store_root / FILES
+    wheel = files / wheel_name
+    try:
+        parse_wheel_filename(wheel_name)
+    except InvalidWheelFilename as exc:
+        raise Refused(f"{wheel_name}: not a valid wheel file name ({exc}); delete it and its record") from None
+    metadata, provenance = read_wheel_info(wheel)
+    record = make_record(wheel, metadata, provenance)
+    prov = _provenance(provenance)
+    if prov and record.variant is not None and prov.get("variant") == record.variant:
+        built = _as_built(record, prov, wheel)
+        try:
+            record_check.check(json.loads(built.to_json()), wheel_name)
+            record = built
+        except ValueError:
+            pass  # a provenance file we cannot trust: the record of an adopted wheel
+    write_bytes(files / f"{wheel_name}.metadata", metadata)
+    write_bytes(files / f"{wheel_name}.json", record.to_json())
+    return record
+
+
+def _provenance(provenance: bytes | None) -> dict[str, Any]:
+    try:
+        data = json.loads(provenance) if provenance is not None else None
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _as_built(record: Record, prov: dict[str, Any], wheel: Path) -> Record:
+    from dataclasses import replace
+
+    def text(key: str) -> str | None:
+        value = prov.get(key)
+        return value if isinstance(value, str) else None
+
+    digest = prov.get("digest")
+    with zipfile.ZipFile(wheel) as zf:
+        stamp = zf.infolist()[0].date_time
+    upload = "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z".format(*stamp)
+    return replace(record, kind="kernel", repo_id=text("repo_id"), source=text("source") or text("repo_id"),
+                   revision=text("revision"), ref=text("ref"), import_name=text("package"),
+                   kernel_version=text("kernel_version") or record.kernel_version,
+                   digest=digest.get("hash") if isinstance(digest, dict) else None,
+                   factory_version=text("factory_version"), upload_time=upload)
+
+
+def repair_store(store_root: Path) -> tuple[list[str], list[str]]:
+    """Rebuild every damaged or invalid record whose wheel is in the store; (repaired, refused) wheel names."""
+    files = store_root / FILES
+    repaired: list[str] = []
+    refused: list[str] = []
+    if not files.is_dir():
+        return repaired, refused
+    for path in sorted(files.glob("*.whl.json")):
+        wheel = path.name.removesuffix(".json")
+        if path.name.startswith(".") or not (files / wheel).is_file():
+            continue
+        try:
+            with open(path, "rb") as f:
+                record_check.parse(f.read(record_check.MAX_RECORD_BYTES + 1), wheel, str(path))
+            continue
+        except record_check.BadRecord:
+            pass
+        try:
+            repair(store_root, wheel)
+        except Refused as exc:
+            print(f"error: cannot repair {path}: {exc}", file=sys.stderr)
+            refused.append(wheel)
+            continue
+        print(f"repaired {path} from its wheel", file=sys.stderr)
+        repaired.append(wheel)
+    return repaired, refused

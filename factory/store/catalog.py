@@ -3,7 +3,9 @@
 Reading 20,000 small JSON files costs more than rendering the pages that
 change; ``files/.records-cache.json`` keeps the parsed records, and a record
 file whose (mtime, size) changed is read again. Like ``LocalStore.records``,
-a record whose wheel is missing is not listed.
+every record read is checked by factory/store/check.py, and one that fails,
+or whose wheel is missing, is not listed but named in ``damaged``. The cache
+holds only records that passed the check.
 """
 
 from __future__ import annotations
@@ -15,22 +17,13 @@ from typing import Any
 
 from ..atomic import write_bytes
 from ..record import FILES, Record
+from . import check as record_check
 from . import open_store
 
 CACHE_FILE = ".records-cache.json"
-CACHE_SCHEMA = 2
+CACHE_SCHEMA = 3  # 3: rows are records that passed store/check.py
 _NAMES = tuple(Record.__dataclass_fields__)
-_FIELDS = frozenset(_NAMES)
 _TUPLES = ("requires_dist", "archs")
-
-
-def record_from_dict(raw: dict[str, Any]) -> Record:
-    """Like ``Record.from_json`` on an already parsed object."""
-    values = {k: v for k, v in raw.items() if k in _FIELDS}
-    for key in _TUPLES:
-        if key in values:
-            values[key] = tuple(values[key])
-    return Record(**values)
 
 
 def _from_row(row: list[Any]) -> Record:
@@ -62,9 +55,10 @@ def _read_cache(path: Path) -> dict[str, list[Any]]:
     return data["records"]  # type: ignore[no-any-return]
 
 
-def load_local_keyed(root: Path) -> tuple[list[Record], dict[str, str]]:
-    """The records under ``<root>/files/`` whose wheel is there, sorted by file name, and a key per wheel
-    that changes when its record file does (mtime and size)."""
+def load_local_keyed(root: Path, damaged: list[str] | None = None) -> tuple[list[Record], dict[str, str]]:
+    """The valid records under ``<root>/files/`` whose wheel is there, sorted by file name, and a key per wheel
+    that changes when its record file does (mtime and size). One line per record left out goes to ``damaged``."""
+    damaged = [] if damaged is None else damaged
     files = root / FILES
     if not files.is_dir():
         return [], {}
@@ -85,6 +79,7 @@ def load_local_keyed(root: Path) -> tuple[list[Record], dict[str, str]]:
     for entry in sorted(record_entries, key=lambda e: e.name):
         wheel = entry.name[:-5]
         if wheel not in names:
+            damaged.append(record_check.missing_wheel(entry.path, wheel))
             continue
         try:
             st = entry.stat()
@@ -96,8 +91,13 @@ def load_local_keyed(root: Path) -> tuple[list[Record], dict[str, str]]:
             fresh[entry.name] = hit
         else:
             try:
-                record = record_from_dict(json.loads(Path(entry.path).read_bytes()))
+                with open(entry.path, "rb") as f:
+                    raw = f.read(record_check.MAX_RECORD_BYTES + 1)
+                record = record_check.parse(raw, wheel, entry.path)
             except FileNotFoundError:
+                continue
+            except record_check.BadRecord as exc:
+                damaged.append(str(exc))
                 continue
             fresh[entry.name] = [st.st_mtime_ns, st.st_size, _to_row(record)]
             changed = True
@@ -112,14 +112,18 @@ def load_local_keyed(root: Path) -> tuple[list[Record], dict[str, str]]:
     return records, keys
 
 
-def load_local(root: Path) -> list[Record]:
-    """The records under ``<root>/files/`` whose wheel is there, sorted by file name."""
-    return load_local_keyed(root)[0]
+def load_local(root: Path, damaged: list[str] | None = None) -> list[Record]:
+    """The valid records under ``<root>/files/`` whose wheel is there, sorted by file name."""
+    return load_local_keyed(root, damaged)[0]
 
 
-def load_records(store: str | Path) -> list[Record]:
-    """Records of a local store folder (cached) or of any other store (``open_store``)."""
+def load_records(store: str | Path, damaged: list[str] | None = None) -> list[Record]:
+    """Valid records of a local store folder (cached) or of any other store (``open_store``)."""
     text = str(store)
     if "://" in text and not text.startswith("file://"):
-        return open_store(text).records()
-    return load_local(Path(text.removeprefix("file://")))
+        opened = open_store(text)
+        records = opened.records()
+        if damaged is not None:
+            damaged.extend(opened.damaged)
+        return records
+    return load_local(Path(text.removeprefix("file://")), damaged)

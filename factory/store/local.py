@@ -11,8 +11,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..atomic import TMP_PREFIX, atomic_open, write_bytes
+from ..atomic import atomic_open, write_bytes
 from ..record import FILES, Record
+from . import check
 
 
 class LocalStore:
@@ -21,17 +22,29 @@ class LocalStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.files = self.root / FILES
+        self.damaged: list[str] = []
 
     def iter_records(self) -> Iterator[Record]:
+        """Valid records whose wheel is there; each record skipped adds one line to ``damaged``."""
+        self.damaged = []
         if not self.files.is_dir():
             return
         for entry in sorted(os.scandir(self.files), key=lambda e: e.name):
-            if entry.name.startswith(TMP_PREFIX) or not entry.name.endswith(".whl.json"):
+            if entry.name.startswith(".") or not entry.name.endswith(".whl.json"):
                 continue
-            wheel = self.files / entry.name.removesuffix(".json")
-            if not wheel.exists():  # a record without its wheel is not listed
+            wheel = entry.name.removesuffix(".json")
+            where = f"{self.files / entry.name}"
+            if not (self.files / wheel).exists():
+                self.damaged.append(check.missing_wheel(where, wheel))
                 continue
-            yield Record.from_json(Path(entry.path).read_bytes())
+            try:
+                with open(entry.path, "rb") as f:
+                    data = f.read(check.MAX_RECORD_BYTES + 1)
+                yield check.parse(data, wheel, where)
+            except check.BadRecord as exc:
+                self.damaged.append(str(exc))
+            except FileNotFoundError:
+                continue
 
     def records(self) -> list[Record]:
         return list(self.iter_records())

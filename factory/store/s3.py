@@ -43,6 +43,7 @@ class S3Store:
         self.files_prefix = join_key(self.prefix, FILES)
         self.client = client if client is not None else make_client()
         self.endpoint = str(self.client.meta.endpoint_url)
+        self.damaged: list[str] = []
 
     def _fail(self, exc: BaseException) -> Unreachable:
         err = explain(exc, self.bucket, self.endpoint, flag="--store")
@@ -65,11 +66,38 @@ class S3Store:
         return body
 
     def records(self) -> list[Record]:
-        """Every ``files/*.whl.json`` record whose wheel object exists, sorted by file name."""
+        """Every valid ``files/*.whl.json`` record whose wheel object exists, sorted by file name.
+
+        Each record skipped (damaged, invalid, too big, without its wheel) adds one line to ``damaged``.
+        """
+        from . import check as record_check
+
+        self.damaged = []
         listing = self._listing()
-        keys = sorted(k for k in listing if k.endswith(".whl.json") and k.removesuffix(".json") in listing)
+        keys: list[str] = []
+        for key in sorted(listing):
+            name = key[len(self.files_prefix) + 1:]
+            if not name.endswith(".whl.json") or "/" in name or name.startswith("."):
+                continue
+            if key.removesuffix(".json") not in listing:
+                self.damaged.append(record_check.missing_wheel(self._url(key), name.removesuffix(".json")))
+            elif listing[key][0] > record_check.MAX_RECORD_BYTES:
+                self.damaged.append(f"{self._url(key)}: {listing[key][0]} bytes, more than a record may hold "
+                                    f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}")
+            else:
+                keys.append(key)
+        records: list[Record] = []
         with ThreadPoolExecutor(max_workers=16) as pool:
-            return [Record.from_json(data) for data in pool.map(self._get, keys)]
+            for key, data in zip(keys, pool.map(self._get, keys), strict=True):
+                name = key[len(self.files_prefix) + 1:].removesuffix(".json")
+                try:
+                    records.append(record_check.parse(data, name, self._url(key), record_check.REMOTE_HINT))
+                except record_check.BadRecord as exc:
+                    self.damaged.append(str(exc))
+        return records
+
+    def _url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         """Upload the wheel, then its .metadata, then the record; the local wheel is removed (moved in)."""

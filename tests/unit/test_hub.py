@@ -9,6 +9,7 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 from kernel_factory.errors import EXIT_UNREACHABLE, Unreachable, UsageError, VersionNotFound
 from kernel_factory.sources.hub import HubSource, _looks_like_tag
+from kernel_factory.sources.hub_checks import redact_url, ref_problem
 
 SHA1, SHA2 = "a" * 40, "b" * 40
 
@@ -152,3 +153,32 @@ def test_repository_not_found_tries_each_type(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(src.api, "list_repo_refs", gated)
     with pytest.raises(Unreachable, match="is gated.*HF_TOKEN"):
         src.refs()
+
+
+@pytest.mark.parametrize("name", ["/abs/x.pth", "../../x", "a/../../x", "a\\b", "v1\n", "v1\x00", "", "a//b", "./v1"])
+def test_unsafe_ref_names(name: str) -> None:
+    assert ref_problem(name, SHA1) is not None
+
+
+@pytest.mark.parametrize("name", ["v1", "main", "pr/12", "v1.0.2", "refs-x_y"])
+def test_safe_ref_names(name: str) -> None:
+    assert ref_problem(name, SHA1) is None
+    assert ref_problem(name, "not a sha") is not None
+
+
+def test_redact_url() -> None:
+    assert redact_url("http://user:pw@127.0.0.1:9/api failed") == "http://127.0.0.1:9/api failed"
+    assert redact_url("see https://tok@host/x and http://host/y") == "see https://host/x and http://host/y"
+
+
+def test_next_page_only_on_the_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://u:p@127.0.0.1:9")
+    src = HubSource("kernels-community/relu")
+    here = "http://127.0.0.1:9/api/kernels/kernels-community/relu/commits/x"
+    assert src._next_page(here, "?page=2") == here + "?page=2"
+    assert src._next_page(here, "http://127.0.0.1:9/p?page=3") == "http://127.0.0.1:9/p?page=3"
+    assert src._next_page(here, None) is None
+    for other in ("http://127.0.0.1:10/p", "https://127.0.0.1:9/p", "http://localhost:9/p", "//evil.invalid/p"):
+        with pytest.raises(Unreachable) as info:
+            src._next_page(here, other)
+        assert "u:p" not in str(info.value) and "points its next page at another host" in str(info.value)

@@ -1,0 +1,210 @@
+"""Records from a store are checked before use (factory/store/check.py); pages quote and prefix what they show.
+
+The property tests generate records whose fields mix valid values with hostile ones: no record that the
+check accepts makes the index write outside its root, and no record at all (checked or not) gives a
+``javascript:`` or ``data:`` link or a landing-page command with an unquoted shell metacharacter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+import urllib.parse
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from index_synth import kernel_record, make_wheel
+from kernel_factory import variants
+from kernel_factory.errors import UnknownVariant
+from kernel_factory.index.build import build_index
+from kernel_factory.index.landing import landing_context
+from kernel_factory.index.pages import render
+from kernel_factory.record import Record
+from kernel_factory.store import check as record_check
+
+CPU = "torch213-cxx11-cpu-x86_64-linux"
+CU = "torch27-cxx11-cu128-x86_64-linux"
+BASE = "https://kernels.example.com"
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Record:
+    folder = tmp_path_factory.mktemp("wheels")
+    wheel, meta = make_wheel(folder, "img2grey", "1.1.2+torch213cpucxx11", "py3-none-linux_x86_64")
+    return kernel_record(wheel, meta, "img2grey", "1.1.2", CPU, repo_id="kernels-community/img2grey")
+
+
+def raw(record: Record, **change: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(record.to_json())
+    data.update(change)
+    return data
+
+
+def test_a_good_record_passes(good: Record) -> None:
+    assert record_check.check(raw(good), good.filename) == good
+    assert record_check.parse(good.to_json(), good.filename, "files/x.json") == good
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"label": "../../../x"}, "label '../../../x' is not the local label"),
+    ({"label": "torch27cu128cxx11"}, "is not the local label of version"),
+    ({"variant": CU}, "is not the label of variant"),
+    ({"variant": "../x"}, "is not a build variant"),
+    ({"name": "javascript:alert(1)//"}, "is not a valid project name"),
+    ({"name": "other"}, "does not match the file name"),
+    ({"version": "1.0 --index-url https://evil/simple ; curl x | sh ;"}, "is not a valid version"),
+    ({"version": "1.1.3+torch213cpucxx11"}, "does not match the file name"),
+    ({"filename": "other-1.0-py3-none-any.whl"}, "is not the one its key names"),
+    ({"archs": 5}, "'archs' must be a list"),
+    ({"archs": [["sm_90"]]}, "'archs' holds"),
+    ({"size": "12"}, "'size' must be a whole number"),
+    ({"size": True}, "'size' must be a whole number"),
+    ({"sha256": "../x"}, "'sha256' must be a sha256"),
+    ({"metadata_sha256": 5}, "'metadata_sha256' must be"),
+    ({"name": None}, "'name' must be a string"),
+    ({"summary": "a\x1bb"}, "'summary' holds a control character"),
+    ({"repo_id": "../../evil"}, "is not a Hub repository id"),
+    ({"requires_python": ">=3.9\"><script>"}, "is not a version specifier"),
+    ({"upload_time": "yesterday"}, "is not like"),
+    ({"kind": "root"}, "'kind' must be one of"),
+    ({"extra": {"a": [[[[[[[[[1]]]]]]]]]}}, "nests deeper than"),
+])
+def test_hostile_fields_are_refused(good: Record, change: dict[str, Any], why: str) -> None:
+    with pytest.raises(ValueError, match=None) as info:
+        record_check.check(raw(good, **change), good.filename)
+    assert why in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"[" * 100_000 + b"]" * 100_000, "damaged (not valid JSON)"),
+    (b'{"filename": "img2gr', "damaged (not valid JSON)"),
+    (b"[]", "not a valid record (it holds a JSON list, not an object)"),
+    (b'{"summary": "' + b"x" * (record_check.MAX_RECORD_BYTES + 1) + b'"}', "more than a record may hold"),
+])
+def test_damaged_records_are_named_with_their_repair(good: Record, data: bytes, why: str) -> None:
+    with pytest.raises(record_check.BadRecord) as info:
+        record_check.parse(data, good.filename, "public/files/x.whl.json")
+    message = str(info.value)
+    assert message.startswith("public/files/x.whl.json: ") and why in message and "\n" not in message
+    assert message.endswith("run `kernel-factory index --repair` to rebuild it from its wheel, or delete it and "
+                            "rerun build")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["27", "28", "210", "213"]), st.sampled_from(["", "-cxx11", "-cxx98"]),
+       st.sampled_from(["cpu", "cu126", "cu128", "rocm71", "xpu20252", "metal", "cann81"]),
+       st.sampled_from(["x86_64-linux", "aarch64-linux", "aarch64-darwin", "x86_64-windows"]))
+def test_for_label_inverts_parse(torch: str, abi: str, backend: str, platform: str) -> None:
+    name = f"torch{torch}{abi}-{backend}-{platform}"
+    try:
+        target = variants.parse(name)
+    except UnknownVariant:
+        return
+    assert target.label is not None
+    assert variants.for_label(target.label, [target.platform]) == target
+
+
+# -- properties over generated records -------------------------------------------------------------------
+HOSTILE = st.sampled_from(["../../../x", "/abs/x", "javascript:alert(1)//", "data:text/html,<b>x", "a b", "$(id)",
+                           "`id`", "; curl x | sh ;", "x\ny", "'\"", "..", ".", "", " JavaScript:x", "a/b", "a\\b",
+                           "%2e%2e", "<script>", "1.0 --index-url http://evil/simple", "x&y", "!x", "*", "~x"])
+NAMES = st.one_of(st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,8}[A-Za-z0-9])?", fullmatch=True), HOSTILE,
+                  st.text(max_size=10))
+VERSIONS = st.one_of(st.sampled_from(["1.0", "2!1.0.post1", "0.1rc1", "1.1.2"]), HOSTILE, st.text(max_size=8))
+LABELS = st.one_of(st.none(), st.sampled_from(["torch213cpucxx11", "torch27cu128cxx11", "cuda", "weird"]), HOSTILE)
+VARIANT_NAMES = st.one_of(st.none(), st.sampled_from([CPU, CU, "torch-universal", "torch-cuda"]), HOSTILE)
+TAGS = st.sampled_from(["py3-none-any", "cp39-abi3-manylinux_2_28_x86_64", "py3-none-linux_x86_64"])
+HEX = "0" * 64
+
+
+@st.composite
+def records(draw: st.DrawFn) -> dict[str, Any]:
+    """A record object: consistent by default, with any field swapped for a hostile value."""
+    name, version, label = draw(NAMES), draw(VERSIONS), draw(LABELS)
+    full = f"{version}+{label}" if label and draw(st.booleans()) else version
+    filename = f"{name.replace('-', '_')}-{full}-{draw(TAGS)}.whl"
+    data: dict[str, Any] = {
+        "filename": draw(st.one_of(st.just(filename), HOSTILE)), "name": name, "version": full,
+        "sha256": HEX, "size": 1, "metadata_sha256": HEX, "requires_python": None,
+        "upload_time": "2026-01-02T03:04:05Z", "summary": draw(st.one_of(st.just(""), HOSTILE)),
+        "kind": draw(st.sampled_from(["kernel", "adopted"])), "label": label, "variant": draw(VARIANT_NAMES),
+        "repo_id": draw(st.one_of(st.none(), st.just("org/name"), HOSTILE)),
+        "upstream": draw(st.one_of(st.none(), HOSTILE, st.just("https://example.com/x"))),
+        "archs": draw(st.lists(st.one_of(st.just("sm_90"), HOSTILE), max_size=2)),
+    }
+    return data
+
+
+class _Attrs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[str] = []
+        self.commands: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for key, value in attrs:
+            if key in ("href", "src"):
+                self.links.append(value or "")
+            if key == "data-cmd":
+                self.commands.append(value or "")
+
+
+def _safe_command(cmd: str) -> bool:
+    """Every word quoted: splitting and joining again gives the same text, and it is five words."""
+    words = shlex.split(cmd)
+    return shlex.join(words) == cmd and len(words) == 5 and words[:2] == ["pip", "install"]
+
+
+@SETTINGS
+@given(st.lists(records(), min_size=1, max_size=4))
+def test_no_record_gives_a_script_link_or_an_unquoted_command(raws: list[dict[str, Any]]) -> None:
+    """Even a record that skipped the check: links are relative or http(s), commands quoted word by word."""
+    recs = [Record(**{**r, "archs": tuple(r["archs"])}) for r in raws]
+    pages = render(recs, None, BASE)
+    for path, data in pages.items():
+        if not path.endswith(".html"):
+            continue
+        parser = _Attrs()
+        parser.feed(data.decode())
+        for link in parser.links:
+            scheme = urllib.parse.urlsplit(link.strip()).scheme.lower()
+            assert scheme in ("", "http", "https"), (path, link)
+            assert scheme or link.startswith(("./", "../", "#")), (path, link)
+        for cmd in parser.commands:
+            assert _safe_command(cmd), (path, cmd)
+    context = landing_context(recs, BASE)
+    for kernel in context["kernels"]:
+        for version in kernel.versions:
+            for row in version.rows:
+                for cell in row.cells:
+                    for entry in cell:
+                        assert _safe_command(entry.pin_cmd) and _safe_command(entry.variant_cmd)
+    for adopted in context["adopted"]:
+        assert _safe_command(adopted.pin_cmd)
+
+
+@SETTINGS
+@given(st.lists(records(), min_size=1, max_size=4))
+def test_no_checked_record_writes_outside_the_index_root(raws: list[dict[str, Any]]) -> None:
+    accepted: dict[str, Record] = {}
+    for data in raws:
+        key = data["filename"] if isinstance(data["filename"], str) else "x.whl"
+        try:
+            accepted.setdefault(key, record_check.check(json.loads(json.dumps(data)), key))
+        except ValueError:
+            continue
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "site" / "out"
+        out.mkdir(parents=True)
+        build_index(out, list(accepted.values()), None, BASE)
+        for dirpath, dirs, files in os.walk(tmp):
+            for name in dirs + files:
+                path = Path(dirpath, name)
+                assert path == out.parent or out in path.parents or path == out, path
