@@ -353,7 +353,8 @@ def unescaped(root: Path, template_scripts: int = 1) -> list[str]:
         known = {"html", "head", "meta", "title", "body", "h1", "h2", "h3", "a", "br", "p", "code", "pre", "span",
                  "div", "section", "details", "summary", "table", "thead", "tbody", "tr", "th", "td", "footer",
                  "script", "style", "button", "ul", "li", "nav", "header", "main", "link", "small", "strong", "em",
-                 "dl", "dt", "dd", "label", "input", "kbd", "abbr", "time", "caption", "colgroup", "col", "ol", "hr"}
+                 "dl", "dt", "dd", "label", "input", "kbd", "abbr", "time", "caption", "colgroup", "col", "ol", "hr",
+                 "select", "option"}
         for tag, attrs in parser.tags:
             if tag not in known:
                 problems.append(f"{page}: unexpected <{tag}> element")
