@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= factory.toml
 PORT   ?= 8000
 
-.PHONY: demo index build serve test unit integration lint bench fixtures system-deps clean gpu-e2e install
+.PHONY: demo index build serve test test-min unit integration lint bench fixtures system-deps clean gpu-e2e install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,8 +60,14 @@ $(TORCH): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	touch $@
 
+# loadgroup: each xdist_group (the fresh-venv installs of tests/integration/test_installed.py) stays on one worker.
 test: $(WHEEL) $(TORCH) system-deps lint
-	$(BIN)/python -m pytest -n 2 -q tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q tests
+
+# The minimum-versions job alone: the built wheel with every Requires-Dist at its lower bound, end to end.
+# (`make test` runs it too.)
+test-min: $(WHEEL)
+	$(BIN)/python -m pytest -q tests/integration/test_installed.py -k TestLowest
 
 unit: $(WHEEL)
 	$(BIN)/python -m pytest -q tests/unit
@@ -73,6 +79,7 @@ lint: $(WHEEL) $(TORCH)
 	$(BIN)/zizmor --offline --no-progress .github/workflows
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(BIN)/check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml
+	$(BIN)/deptry factory
 
 bench: $(WHEEL)
 	$(BIN)/python -m pip install -q '.[test,bench]'

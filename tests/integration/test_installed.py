@@ -1,0 +1,146 @@
+"""What users get: the built wheel installed into a FRESH venv (not editable), driven through its console script.
+
+The main job runs end to end on the bundled example kernels: to-wheel, build, index, serve with a real
+``pip install`` from it, and publish to a folder. It runs twice, each in its own xdist group:
+
+- ``TestNewest``: the wheel with its dependencies at their newest versions, as ``pipx install`` gives;
+- ``TestLowest``: every Requires-Dist at its declared lower bound (``uv pip install --resolution lowest-direct``
+  naming each requirement), which proves the bounds in pyproject.toml. ``make test-min`` runs it alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+from support import built_wheel, clean_env, free_port, fresh_venv, run, wait_http
+
+UV = str(Path(sys.executable).with_name("uv"))
+X86 = "img2grey-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+
+CONFIG = """
+[factory]
+store = "store"
+jobs = 2
+
+[[kernel]]
+repo = "{repos}/img2grey"
+repo-id = "kernels-community/img2grey"
+tags = ">=1.1.0,<2"
+
+[[kernel]]
+repo = "{repos}/pyonly"
+tags = ">=0.2"
+"""
+
+
+def requirements(wheel: Path) -> list[Requirement]:
+    """The wheel's Requires-Dist entries that apply here (no extras, markers true)."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        headers = HeaderParser().parsestr(zf.read(meta).decode())
+    reqs = [Requirement(r) for r in headers.get_all("Requires-Dist") or []]
+    return [r for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
+
+
+def lower_bound(req: Requirement) -> Version:
+    bounds = [Version(s.version) for s in req.specifier if s.operator == ">="]
+    assert len(bounds) == 1, f"{req}: every dependency needs exactly one >= lower bound"
+    return bounds[0]
+
+
+@pytest.fixture(scope="class")
+def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding the built wheel and its dependencies, resolved the test class's way; its bin folder."""
+    resolution = request.cls.resolution
+    python = fresh_venv(tmp_path_factory.mktemp(f"venv-{resolution}") / "venv")
+    wheel = built_wheel()
+    named = [str(r) for r in requirements(wheel)] if resolution == "lowest-direct" else []
+    run(UV, "pip", "install", "-q", "--python", python, "--resolution", resolution, wheel, *named, env=clean_env())
+    return python.parent
+
+
+@pytest.fixture(scope="class")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("home")
+    return clean_env(HOME=str(home), HF_HOME=str(home / "hf"), HF_HUB_OFFLINE="1")
+
+
+@pytest.fixture(scope="class")
+def store(venv: Path, env: dict[str, str], example_repos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`build` then `index` from a factory.toml, through the installed console script."""
+    work = tmp_path_factory.mktemp("work")
+    (work / "factory.toml").write_text(CONFIG.format(repos=example_repos))
+    run(venv / "kernel-factory", "build", "--config", work / "factory.toml", cwd=work, env=env)
+    run(venv / "kernel-factory", "index", "--config", work / "factory.toml", cwd=work, env=env)
+    return work / "store"
+
+
+class InstalledFlow:
+    """The end-to-end steps; subclasses pick how the wheel's dependencies resolve."""
+
+    resolution: ClassVar[str]
+
+    def test_installed_versions(self, venv: Path) -> None:
+        """The console script runs from the fresh venv; at lowest-direct, each dependency sits at its bound."""
+        out = run(venv / "python", "-c", "import kernel_factory, sys; print(kernel_factory.__file__)").stdout
+        assert out.startswith(str(venv.parent)), out  # the installed package, not this checkout
+        assert run(venv / "kernel-factory", "--version").stdout.startswith("kernel-factory ")
+        if self.resolution != "lowest-direct":
+            return
+        wrong = {}
+        for req in requirements(built_wheel()):
+            have = run(venv / "python", "-c", f"import importlib.metadata as m; print(m.version({req.name!r}))")
+            if Version(have.stdout.strip()) != lower_bound(req):
+                wrong[req.name] = (str(lower_bound(req)), have.stdout.strip())
+        assert wrong == {}, f"declared lower bound vs installed (raise the bound in pyproject.toml): {wrong}"
+
+    def test_to_wheel(self, venv: Path, env: dict[str, str], example_repos: Path, tmp_path: Path) -> None:
+        proc = run(venv / "kernel-factory", "to-wheel", example_repos / "img2grey", "1.1.2",
+                   "--variants", "*-cpu-x86_64-linux", "-o", tmp_path, env=env)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [X86], proc.stderr
+
+    def test_serve_then_pip_install(self, venv: Path, env: dict[str, str], store: Path, tmp_path: Path) -> None:
+        files = sorted(p.name for p in (store / "files").glob("*.whl"))
+        assert X86 in files and any(f.startswith("pyonly-") for f in files), files
+        port = free_port()
+        with open(tmp_path / "serve.log", "w") as log:
+            server = subprocess.Popen([str(venv / "kernel-factory"), "serve", "--out", str(store),
+                                       "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_http(f"http://127.0.0.1:{port}/simple/")
+            client = fresh_venv(tmp_path / "client")
+            run(client, "-m", "pip", "install", "-q", "--no-deps", "--no-cache-dir",
+                "--index-url", f"http://127.0.0.1:{port}/simple", "img2grey==1.1.2+torch213cpucxx11",
+                env=clean_env())
+            got = run(client, "-c", "import importlib.metadata as m; print(m.version('img2grey'))").stdout.strip()
+            assert got == "1.1.2+torch213cpucxx11"
+        finally:
+            server.terminate()
+            server.wait(10)
+
+    def test_publish_to_folder(self, venv: Path, env: dict[str, str], store: Path, tmp_path: Path) -> None:
+        dest = tmp_path / "www"
+        run(venv / "kernel-factory", "publish", "--store", store, "--to", dest, env=env)
+        visible = sorted(str(p.relative_to(store)) for p in store.rglob("*")
+                         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(store).parts))
+        published = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+        assert published == visible and "simple/index.html" in published
+        assert all((dest / rel).read_bytes() == (store / rel).read_bytes() for rel in published)
+
+
+@pytest.mark.xdist_group("installed-newest")
+class TestNewest(InstalledFlow):
+    resolution = "highest"
+
+
+@pytest.mark.xdist_group("installed-lowest")
+class TestLowest(InstalledFlow):
+    resolution = "lowest-direct"
