@@ -17,9 +17,11 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import ClassVar
 
+import boto3
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+from servers import PASSWORD, USER, moto_server, pypi_server, s3_env
 from support import built_wheel, clean_env, free_port, fresh_venv, run, wait_http
 
 UV = str(Path(sys.executable).with_name("uv"))
@@ -95,11 +97,12 @@ class InstalledFlow:
         assert run(venv / "kernel-factory", "--version").stdout.startswith("kernel-factory ")
         if self.resolution != "lowest-direct":
             return
-        wrong = {}
-        for req in requirements(built_wheel()):
-            have = run(venv / "python", "-c", f"import importlib.metadata as m; print(m.version({req.name!r}))")
-            if Version(have.stdout.strip()) != lower_bound(req):
-                wrong[req.name] = (str(lower_bound(req)), have.stdout.strip())
+        reqs = requirements(built_wheel())
+        names = [r.name for r in reqs]
+        have = run(venv / "python", "-c", f"import importlib.metadata as m; print(*(m.version(n) for n in {names!r}))")
+        installed = dict(zip(names, have.stdout.split(), strict=True))
+        wrong = {r.name: (str(lower_bound(r)), installed[r.name]) for r in reqs
+                 if Version(installed[r.name]) != lower_bound(r)}
         assert wrong == {}, f"declared lower bound vs installed (raise the bound in pyproject.toml): {wrong}"
 
     def test_to_wheel(self, venv: Path, env: dict[str, str], example_repos: Path, tmp_path: Path) -> None:
@@ -134,6 +137,24 @@ class InstalledFlow:
         published = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
         assert published == visible and "simple/index.html" in published
         assert all((dest / rel).read_bytes() == (store / rel).read_bytes() for rel in published)
+
+    def test_publish_to_s3_and_an_upload_endpoint(self, venv: Path, env: dict[str, str], store: Path,
+                                                  tmp_path: Path) -> None:
+        """The other destinations, so their libraries (boto3, botocore, twine, requests, keyring) run too."""
+        wheels = sorted(p.name for p in (store / "files").glob("*.whl"))
+        with moto_server(tmp_path) as endpoint:
+            s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+            s3.create_bucket(Bucket="kernels")
+            run(venv / "kernel-factory", "publish", "-q", "--store", store, "--to", "s3://kernels/idx",
+                env={**env, **s3_env(endpoint)})
+            keys = {o["Key"] for o in s3.list_objects_v2(Bucket="kernels", Prefix="idx/")["Contents"]}
+        assert {f"idx/files/{w}" for w in wheels} | {"idx/simple/index.html", "idx/index.html"} <= keys
+        with pypi_server(tmp_path) as url:
+            run(venv / "kernel-factory", "publish", "--store", store, "--to", url,
+                env={**env, "TWINE_USERNAME": USER, "TWINE_PASSWORD": PASSWORD,
+                     "PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring"})
+        assert sorted(p.name for p in (tmp_path / "pypi-packages").iterdir()) == wheels
 
 
 @pytest.mark.xdist_group("installed-newest")
