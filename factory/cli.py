@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -310,8 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns.quiet = getattr(ns, "quiet", False)
     ns.verbose = getattr(ns, "verbose", 0)
     if ns.verbose:
-        logging.basicConfig(level=logging.DEBUG if ns.verbose > 1 else logging.INFO, stream=sys.stderr,
-                            format="%(name)s: %(message)s")
+        level = "debug" if ns.verbose > 1 else "info"
+        logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(name)s: %(message)s")
+        os.environ.setdefault("HF_HUB_VERBOSITY", level)  # huggingface_hub sets its own level from this
     handler: Handler = ns.handler
     try:
         return handler(ns)
