@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 # The tests run against what users get: the wheel built from this tree, installed (not editable).
 WHEEL := $(VENV)/.wheel
 $(WHEEL): $(STAMP) pyproject.toml $(shell find factory index_templates -type f ! -name '*.pyc' 2>/dev/null)
-	rm -rf dist
+	rm -rf dist build  # setuptools reuses build/lib: modules since moved or deleted would ship again
 	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 	$(BIN)/python -m pip install -q --no-deps --force-reinstall dist/kernel_factory-*.whl
 	touch $@
@@ -60,9 +60,8 @@ $(TORCH): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	touch $@
 
-# loadgroup: each xdist_group (the fresh-venv installs of tests/integration/test_installed.py) stays on one worker.
 test: $(WHEEL) $(TORCH) system-deps lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q tests
+	$(BIN)/python -m pytest -n 2 -q tests
 
 # The minimum-versions job alone: the built wheel with every Requires-Dist at its lower bound, end to end.
 # (`make test` runs it too.)

@@ -1,11 +1,13 @@
 """What users get: the built wheel installed into a FRESH venv (not editable), driven through its console script.
 
 The main job runs end to end on the bundled example kernels: to-wheel, build, index, serve with a real
-``pip install`` from it, and publish to a folder. It runs twice, each in its own xdist group:
+``pip install`` from it, and publish to a folder. It runs twice:
 
 - ``TestNewest``: the wheel with its dependencies at their newest versions, as ``pipx install`` gives;
 - ``TestLowest``: every Requires-Dist at its declared lower bound (``uv pip install --resolution lowest-direct``
   naming each requirement), which proves the bounds in pyproject.toml. ``make test-min`` runs it alone.
+
+Each class's venv and store are made once per run, whichever xdist worker needs them first.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 from servers import PASSWORD, USER, moto_server, pypi_server, s3_env
-from support import built_wheel, clean_env, free_port, fresh_venv, run, wait_http
+from support import built_wheel, clean_env, free_port, fresh_venv, run, shared_once, wait_http
 
 UV = str(Path(sys.executable).with_name("uv"))
 X86 = "img2grey-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
@@ -58,31 +60,39 @@ def lower_bound(req: Requirement) -> Version:
     return bounds[0]
 
 
-@pytest.fixture(scope="class")
+# Each venv and store is made once per test run and shared by the xdist workers (support.shared_once), so the
+# two classes' tests may run on any worker without installing or building again.
+@pytest.fixture
 def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding the built wheel and its dependencies, resolved the test class's way; its bin folder."""
-    resolution = request.cls.resolution
-    python = fresh_venv(tmp_path_factory.mktemp(f"venv-{resolution}") / "venv")
-    wheel = built_wheel()
-    named = [str(r) for r in requirements(wheel)] if resolution == "lowest-direct" else []
-    run(UV, "pip", "install", "-q", "--python", python, "--resolution", resolution, wheel, *named, env=clean_env())
-    return python.parent
+    resolution: str = request.cls.resolution
+
+    def make(folder: Path) -> None:
+        python = fresh_venv(folder / "venv")
+        wheel = built_wheel()
+        named = [str(r) for r in requirements(wheel)] if resolution == "lowest-direct" else []
+        run(UV, "pip", "install", "-q", "--python", python, "--resolution", resolution, wheel, *named,
+            env=clean_env())
+
+    return shared_once(tmp_path_factory, f"venv-{resolution}", make) / "venv" / "bin"
 
 
-@pytest.fixture(scope="class")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("home")
+@pytest.fixture
+def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = shared_once(tmp_path_factory, f"home-{request.cls.resolution}", lambda folder: None)
     return clean_env(HOME=str(home), HF_HOME=str(home / "hf"), HF_HUB_OFFLINE="1")
 
 
-@pytest.fixture(scope="class")
-def store(venv: Path, env: dict[str, str], example_repos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture
+def store(request: pytest.FixtureRequest, venv: Path, env: dict[str, str], example_repos: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`build` then `index` from a factory.toml, through the installed console script."""
-    work = tmp_path_factory.mktemp("work")
-    (work / "factory.toml").write_text(CONFIG.format(repos=example_repos))
-    run(venv / "kernel-factory", "build", "--config", work / "factory.toml", cwd=work, env=env)
-    run(venv / "kernel-factory", "index", "--config", work / "factory.toml", cwd=work, env=env)
-    return work / "store"
+    def make(work: Path) -> None:
+        (work / "factory.toml").write_text(CONFIG.format(repos=example_repos))
+        run(venv / "kernel-factory", "build", "--config", work / "factory.toml", cwd=work, env=env)
+        run(venv / "kernel-factory", "index", "--config", work / "factory.toml", cwd=work, env=env)
+
+    return shared_once(tmp_path_factory, f"store-{request.cls.resolution}", make) / "store"
 
 
 class InstalledFlow:
@@ -157,11 +167,9 @@ class InstalledFlow:
         assert sorted(p.name for p in (tmp_path / "pypi-packages").iterdir()) == wheels
 
 
-@pytest.mark.xdist_group("installed-newest")
 class TestNewest(InstalledFlow):
     resolution = "highest"
 
 
-@pytest.mark.xdist_group("installed-lowest")
 class TestLowest(InstalledFlow):
     resolution = "lowest-direct"

@@ -6,6 +6,7 @@ built straight from the tree: the sdist leaves nothing out. Metadata users and r
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tarfile
 import zipfile
@@ -14,7 +15,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
-from support import ROOT, run
+from support import ROOT, run, shared_once
 
 BIN = Path(sys.executable).parent
 
@@ -24,11 +25,17 @@ def _build(out: Path, *flags: str) -> None:
     run(sys.executable, "-m", "build", "-q", "--no-isolation", *flags, "--outdir", out, ROOT)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("release")
-    _build(out / "from-sdist")  # sdist, then the wheel built from that sdist
-    _build(out / "from-tree", "--wheel")
+    """Built once per run (support.shared_once): two builds at once in the tree would trip over each other."""
+    def make(out: Path) -> None:
+        _build(out / "from-sdist")  # sdist, then the wheel built from that sdist
+        # A wheel built in the tree packs setuptools' build/lib, which keeps modules since moved or deleted
+        # (`make install` removes it too); the wheel built from the sdist is immune.
+        shutil.rmtree(ROOT / "build", ignore_errors=True)
+        _build(out / "from-tree", "--wheel")
+
+    out = shared_once(tmp_path_factory, "release", make)
     (sdist,) = (out / "from-sdist").glob("*.tar.gz")
     (wheel,) = (out / "from-sdist").glob("*.whl")
     (tree_wheel,) = (out / "from-tree").glob("*.whl")
