@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= factory.toml
 PORT   ?= 8000
 
-.PHONY: demo index build serve test unit integration lint bench fixtures system-deps clean gpu-e2e install
+.PHONY: demo index build serve test test-min unit integration lint bench fixtures system-deps clean gpu-e2e install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 # The tests run against what users get: the wheel built from this tree, installed (not editable).
 WHEEL := $(VENV)/.wheel
 $(WHEEL): $(STAMP) pyproject.toml $(shell find factory index_templates -type f ! -name '*.pyc' 2>/dev/null)
-	rm -rf dist
+	rm -rf dist build  # setuptools reuses build/lib: modules since moved or deleted would ship again
 	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 	$(BIN)/python -m pip install -q --no-deps --force-reinstall dist/kernel_factory-*.whl
 	touch $@
@@ -63,6 +63,11 @@ $(TORCH): $(STAMP)
 test: $(WHEEL) $(TORCH) system-deps lint
 	$(BIN)/python -m pytest -n 2 -q tests
 
+# The minimum-versions job alone: the built wheel with every Requires-Dist at its lower bound, end to end.
+# (`make test` runs it too.)
+test-min: $(WHEEL)
+	$(BIN)/python -m pytest -q tests/integration/test_installed.py -k TestLowest
+
 unit: $(WHEEL)
 	$(BIN)/python -m pytest -q tests/unit
 
@@ -73,6 +78,7 @@ lint: $(WHEEL) $(TORCH)
 	$(BIN)/zizmor --offline --no-progress .github/workflows
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(BIN)/check-jsonschema --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci.yml
+	$(BIN)/deptry factory
 
 bench: $(WHEEL)
 	$(BIN)/python -m pip install -q '.[test,bench]'

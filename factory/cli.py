@@ -3,11 +3,15 @@
 Each subcommand parses its flags here and hands a Namespace to the module
 that does the work. Errors print one line (``--debug`` adds the traceback)
 and return the exit code their class carries (see factory/errors.py).
+The texts users read (``--help``) are DESCRIPTION and each subcommand's
+description and example below, not this docstring.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -77,6 +81,106 @@ def _add_s3_flags(p: argparse.ArgumentParser) -> None:
                    help="S3: also put each .../index.html at the key .../ (a CDN without index documents)")
 
 
+DESCRIPTION = """\
+Turn Hugging Face Kernel Hub kernels into audited, pip-installable wheels (one per
+build variant) and publish them as a static package index that pip and uv install
+from: a plain folder, an S3 bucket, or a PyPI-style upload endpoint.
+
+Start with `kernel-factory to-wheel` for one kernel, or write a factory.toml and
+run `build`, `index` and `publish`. Exit codes: 0 ok, 1 a bug, 2 usage or
+configuration error, 3 some items refused, 4 a source or destination unreachable.
+"""
+
+EPILOG = """\
+example:
+  kernel-factory build --config factory.toml && kernel-factory index
+  kernel-factory serve --out public --port 8000
+  pip install img2grey==1.1.2+torch213cpucxx11 --index-url http://127.0.0.1:8000/simple
+
+Run `kernel-factory COMMAND --help` for each command's flags.
+"""
+
+# One paragraph and an example per subcommand: (help line, description, example).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "to-wheel": (
+        "one kernel version -> one wheel per build variant",
+        "Build wheels for one version of one kernel, from a Hub repository or a local folder or git\n"
+        "repository laid out like one (build/<variant>/...). Each build variant becomes one audited abi3\n"
+        "wheel whose local version label names the variant; the wheels go to the output folder.",
+        "kernel-factory to-wheel kernels-community/activation 1 -o wheels/\n"
+        "  kernel-factory to-wheel ./img2grey 1.1.2 --variants '*-cpu-x86_64-linux'",
+    ),
+    "plan": (
+        "print what build would fetch and build",
+        "Read the configuration (factory.toml, or a kernels.lock with --lock) and the store, and print\n"
+        "what `build` would build, what the store already holds and what is refused. Fetches no files.",
+        "kernel-factory plan --config factory.toml --json",
+    ),
+    "build": (
+        "fetch, verify, wheel, audit and store every planned item",
+        "Build every kernel version the configuration names into the store: fetch each build variant,\n"
+        "check its digest (and signature, if asked), write the wheel, audit it for the manylinux policy\n"
+        "and keep it with its PEP 658 metadata. What the store already holds is skipped, so a rerun is\n"
+        "cheap; --shard K/N splits the work across machines.",
+        "kernel-factory build --config factory.toml --jobs 4\n"
+        "  kernel-factory build --store s3://bucket/kernels --shard 1/2",
+    ),
+    "index": (
+        "render the static index from the store's records",
+        "Write the static package index for the store's wheels: PEP 503 HTML and PEP 691 JSON pages under\n"
+        "simple/, one index per variant under variants/<label>/simple/, and a landing page. Only pages\n"
+        "whose content changed are rewritten.",
+        "kernel-factory index --store public --base-url https://kernels.example.com",
+    ),
+    "publish": (
+        "copy the store and index to a folder, s3:// or an upload endpoint",
+        "Copy the store's wheels and index pages to a destination: a folder, an S3 bucket, or a PyPI-style\n"
+        "upload endpoint. Files go in an order where no page links a missing file; nothing is deleted, and\n"
+        "only new or changed files are sent, so a rerun finishes an interrupted publish.",
+        "kernel-factory publish --store public --to /srv/www/kernels\n"
+        "  kernel-factory publish --store public --to s3://bucket/kernels --dry-run",
+    ),
+    "serve": (
+        "preview the index on 127.0.0.1",
+        "Serve an index folder on 127.0.0.1 for a local look or a test install with pip or uv. It answers\n"
+        "PEP 691 JSON to clients that ask for it. For previews only: publish to a real web server or bucket.",
+        "kernel-factory serve --out public --port 8000\n"
+        "  pip install img2grey --index-url http://127.0.0.1:8000/simple",
+    ),
+    "local-kernels": (
+        "print LOCAL_KERNELS for the kernel wheels installed here",
+        "Find the kernel wheels installed in this Python environment and print the LOCAL_KERNELS value\n"
+        "that makes the kernels package load them instead of downloading from the Hub. --check says which\n"
+        "kernels would load with the torch installed here, and why not.",
+        'eval "$(kernel-factory local-kernels --shell)"\n'
+        "  kernel-factory local-kernels --check",
+    ),
+    "which": (
+        "this environment's build variant, label and install command",
+        "Name the build variant, local version label and variant index root that fit an interpreter's torch\n"
+        "(by default the one running kernel-factory; --python takes another interpreter or a venv folder).\n"
+        "With --index-url and --kernel it prints the pip and uv commands that install the kernel's newest\n"
+        "wheel that fits; when none fits it exits 3 and lists the builds there are, nearest first.",
+        "kernel-factory which --python /srv/app/.venv\n"
+        "  kernel-factory which --index-url https://kernels.example.com --kernel img2grey",
+    ),
+}
+
+
+def _global_flags() -> argparse.ArgumentParser:
+    """--debug, -q and -v, accepted before or after the subcommand (``kernel-factory index --debug``).
+
+    SUPPRESS keeps a subcommand's parser from resetting what was given before the subcommand.
+    """
+    g = argparse.ArgumentParser(add_help=False)
+    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="print only errors and results, no plan or progress lines")
+    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="also print what the libraries underneath log (-vv: debug detail)")
+    return g
+
+
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml (default: ./factory.toml)")
     p.add_argument("--lock", metavar="FILE", help="kernels.lock, or a pyproject.toml with [tool.kernels.dependencies]")
@@ -94,12 +198,18 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kernel-factory", description=__doc__.splitlines()[0] if __doc__ else None)
+    common = _global_flags()
+    p = argparse.ArgumentParser(prog="kernel-factory", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
     p.add_argument("--version", action="version", version=f"kernel-factory {__version__}")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    tw = sub.add_parser("to-wheel", help="one kernel version -> one wheel per build variant")
+    def command(name: str) -> argparse.ArgumentParser:
+        help_line, description, example = COMMANDS[name]
+        return sub.add_parser(name, help=help_line, description=description, epilog=f"example:\n  {example}",
+                              formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
+
+    tw = command("to-wheel")
     tw.add_argument("repo", metavar="REPO_OR_PATH", help="Hub id (org/name) or a local folder or git repository")
     tw.add_argument("version", metavar="VERSION", help="1.1.2 (tag v1.1.2), 1 (branch v1) or a specifier '>=1.1,<2'")
     tw.add_argument("--revision", metavar="REV", help="build this branch, tag or commit, versioned as VERSION")
@@ -123,12 +233,12 @@ def parser() -> argparse.ArgumentParser:
                    help="temporary space for fetched variants (default: TMPDIR); wheels are written in the store")
     tw.set_defaults(handler=_to_wheel)
 
-    pl = sub.add_parser("plan", help="print what build would fetch and build")
+    pl = command("plan")
     _add_config_flags(pl)
     pl.add_argument("--shard", metavar="K/N", help="only shard K of N (1-based)")
     pl.set_defaults(handler=_plan)
 
-    b = sub.add_parser("build", help="fetch, verify, wheel, audit and store every planned item")
+    b = command("build")
     _add_config_flags(b)
     b.add_argument("--shard", metavar="K/N", help="only shard K of N (1-based)")
     b.add_argument(
@@ -145,7 +255,7 @@ def parser() -> argparse.ArgumentParser:
     _add_s3_flags(b)
     b.set_defaults(handler=_build)
 
-    ix = sub.add_parser("index", help="render the static index from the store's records")
+    ix = command("index")
     ix.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml")
     ix.add_argument("--store", metavar="DIR", help="store folder (default from config, else ./public)")
     ix.add_argument("--out", metavar="DIR", help="index root (default: the store folder)")
@@ -163,7 +273,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ix.set_defaults(handler=_index)
 
-    pu = sub.add_parser("publish", help="copy the store and index to a folder, s3:// or an upload endpoint")
+    pu = command("publish")
     pu.add_argument("--config", metavar="FILE", help="factory.toml or pyproject.toml")
     pu.add_argument("--store", metavar="DIR", help="store and index folder (default from config, else ./public)")
     pu.add_argument(
@@ -179,17 +289,17 @@ def parser() -> argparse.ArgumentParser:
     _add_s3_flags(pu)
     pu.set_defaults(handler=_publish)
 
-    se = sub.add_parser("serve", help="preview the index on 127.0.0.1")
+    se = command("serve")
     se.add_argument("--out", metavar="DIR", default="public", help="index root (default: ./public)")
     se.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     se.set_defaults(handler=_serve)
 
-    lk = sub.add_parser("local-kernels", help="print LOCAL_KERNELS for the kernel wheels installed here")
+    lk = command("local-kernels")
     lk.add_argument("--shell", action="store_true", help="print `export LOCAL_KERNELS=...` for eval")
     lk.add_argument("--check", action="store_true", help="say which installed kernels would load, and why not")
     lk.set_defaults(handler=_local_kernels)
 
-    wh = sub.add_parser("which", help="this environment's build variant, label and install command")
+    wh = command("which")
     wh.add_argument("--python", metavar="PY", help="interpreter (or venv folder) to inspect (default: this one)")
     wh.add_argument("--index-url", metavar="URL", help="an index kernel-factory made (its root, not simple/)")
     wh.add_argument("--kernel", metavar="NAME", help="with --index-url: print the commands that install NAME")
@@ -204,6 +314,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns = p.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
+    ns.debug = getattr(ns, "debug", False)
+    ns.quiet = getattr(ns, "quiet", False)
+    ns.verbose = getattr(ns, "verbose", 0)
+    if ns.verbose:
+        level = "debug" if ns.verbose > 1 else "info"
+        logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(name)s: %(message)s")
+        os.environ.setdefault("HF_HUB_VERBOSITY", level)  # huggingface_hub sets its own level from this
     handler: Handler = ns.handler
     try:
         return handler(ns)

@@ -160,10 +160,12 @@ def execute(
     return outcomes
 
 
-def _progress(total: int) -> Callable[[Outcome], None]:
-    """A progress bar on a terminal (tqdm, which huggingface_hub brings); one line per wheel in logs."""
+def _progress(total: int, quiet: bool = False) -> Callable[[Outcome], None]:
+    """A progress bar on a terminal (tqdm); one line per wheel in logs; nothing with -q."""
     count = [0]
     bar = None
+    if quiet:
+        return lambda outcome: None
     if sys.stderr.isatty() and total > 1:
         from tqdm import tqdm
 
@@ -305,7 +307,8 @@ def run_build(ns: argparse.Namespace) -> int:
         records = store.records()
         _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
         plan = make_plan(opts, records, shard)
-        print_plan(plan, sys.stderr)
+        if not getattr(ns, "quiet", False):
+            print_plan(plan, sys.stderr)
         held = {r.filename: r for r in records}
 
         def deliver(job: Job, wheel: Path, meta: bytes, rec: Record) -> None:
@@ -328,7 +331,8 @@ def run_build(ns: argparse.Namespace) -> int:
         if plan.todo:
             with _work_dir(store, opts.scratch) as work, space.scratch_dir(opts.scratch) as scratch:
                 check_space(plan.todo, opts, store.root if isinstance(store, LocalStore) else Path(work))
-                outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)), Path(scratch))
+                progress = _progress(len(plan.todo), getattr(ns, "quiet", False))
+                outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
     _summarise(outcomes, plan, ns.json, getattr(ns, "debug", False))
     return exit_code(outcomes, plan)
 
@@ -356,7 +360,8 @@ def run_to_wheel(ns: argparse.Namespace) -> int:
             raise UsageError(f"with --revision, VERSION must be 1.1.2 or a major version like 1, not {ns.version!r}")
     opts = replace(opts, kernels=(spec,))
     plan = make_plan(opts, [])
-    print_plan(plan, sys.stderr)
+    if not getattr(ns, "quiet", False):
+        print_plan(plan, sys.stderr)
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     names: dict[str, Job] = {}
@@ -371,7 +376,8 @@ def run_to_wheel(ns: argparse.Namespace) -> int:
     if plan.todo:
         with space.scratch_dir(str(out), prefix=".tmp-work-") as work, space.scratch_dir(opts.scratch) as scratch:
             check_space(plan.todo, opts, out)
-            outcomes = execute(plan.todo, opts, Path(work), deliver, _progress(len(plan.todo)), Path(scratch))
+            progress = _progress(len(plan.todo), getattr(ns, "quiet", False))
+            outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
     for o in outcomes:
         if o.record is not None:
             print(out / o.record.filename)

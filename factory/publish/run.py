@@ -192,9 +192,12 @@ def run_publish(ns: argparse.Namespace) -> int:
     if isinstance(dest, DirectoryDestination) and dest.root.resolve() == root.resolve():
         raise UsageError(f"--to {ns.to} is the store folder itself; publish to another folder")
     dry_run = bool(getattr(ns, "dry_run", False))
-    print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}")
+    quiet = bool(getattr(ns, "quiet", False))  # -q: no per-file lines, only the summary and errors
+    if not quiet:
+        print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}")
     try:
-        summary = publish(root, dest, dry_run=dry_run, out=lambda line: print(line, flush=True))
+        summary = publish(root, dest, dry_run=dry_run,
+                          out=(lambda line: None) if quiet else (lambda line: print(line, flush=True)))
     finally:
         dest.close()
     if dry_run:

@@ -11,9 +11,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "tests" / ".cache"
@@ -84,6 +85,22 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def shared_once(tmp_path_factory: Any, name: str, make: Callable[[Path], None]) -> Path:
+    """A folder that ``make`` fills once per test run, whichever pytest-xdist worker asks first; the others wait
+    for it and reuse it. For expensive setup several workers' tests read (an installed venv, a built store)."""
+    base: Path = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's basetemp sits in the run's own folder
+        base = base.parent
+    folder = base / "shared" / name
+    with _file_lock(base / "shared" / f"{name}.lock"):
+        if not (folder / ".complete").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            make(folder)
+            (folder / ".complete").touch()
+    return folder
 
 
 def cached_venv(name: str, *requirements: str) -> Path:
