@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import config, space, versions
+from . import config, space, stages, versions
 from .config import KernelSpec, Options
 from .errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
 from .plan import Job, Plan, check_options, make_plan, print_plan
@@ -57,8 +57,10 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
     """Fetch one variant and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
     from .wheel.convert import WheelInput, convert
 
+    stages.reset()
     src = _source(job)
-    root = src.fetch(job.sha, job.variant)
+    with stages.timed("fetch"):
+        root = src.fetch(job.sha, job.variant)
     variant_dir = root / "build" / job.variant
     if job.lock_hash is not None:
         from .verify.lockfile import verify_lock_hash
@@ -85,7 +87,9 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
         accept_higher_policy=opts.accept_higher_policy,
         allow_no_digest=job.allow_no_digest,
     )
-    return convert(inp, out_dir)
+    result = convert(inp, out_dir)
+    stages.dump(variant=job.variant)
+    return result
 
 
 def failure(job: Job, exc: Exception) -> Outcome:

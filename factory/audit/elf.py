@@ -253,15 +253,16 @@ def _macos_platform(files: Sequence[tuple[str, Path]], target: Target, where: st
 # -- abi3 -----------------------------------------------------------------------
 def check_abi3(files: Sequence[tuple[str, Path]], where: str) -> None:
     """AuditFailed naming the first non-abi3 symbol of a Python extension (abi3audit's tables)."""
-    from abi3audit._audit import AuditError
-    from abi3audit._audit import audit as abi3_audit
-    from abi3audit._extract import SharedObjectExtractor, SharedObjectSpec
-    from abi3info.models import PyVersion
-
-    baseline = PyVersion(3, 9)
     for rel, path in files:
         if not rel.endswith((".so", ".pyd")) or not _is_extension(path):
             continue
+        # Imported only for an extension: abi3audit pulls in requests_cache and boto3 (about a second).
+        from abi3audit._audit import AuditError
+        from abi3audit._audit import audit as abi3_audit
+        from abi3audit._extract import SharedObjectExtractor, SharedObjectSpec
+        from abi3info.models import PyVersion
+
+        baseline = PyVersion(3, 9)
         try:
             for so in SharedObjectExtractor(SharedObjectSpec(str(path))):
                 result = abi3_audit(so, assume_minimum_abi3=baseline)

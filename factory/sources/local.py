@@ -152,8 +152,8 @@ class LocalSource:
         return total, total
 
     def fetch(self, sha: str, variant: str) -> Path:
-        if not self.is_git:
-            return self.path
+        if not self.is_git or self._checked_out(sha, variant):
+            return self.path  # read in place: no copy of a variant that can be gigabytes
         key = (sha, variant)
         if key in self._fetched:
             return self._fetched[key]
@@ -199,6 +199,23 @@ class LocalSource:
                               f"{last_line(git_text, f'git exit code {git_code}')}")
         self._fetched[key] = dest
         return dest
+
+    def _checked_out(self, sha: str, variant: str) -> bool:
+        """True when the work tree holds build/<variant> exactly as at ``sha``: HEAD is ``sha``, and git sees
+        nothing modified, untracked or ignored there, and no file flagged assume-unchanged or skip-worktree."""
+        path, folder = str(self.path), f"build/{variant}"
+        head = subprocess.run(["git", "-C", path, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+                              capture_output=True, text=True)
+        if head.returncode != 0 or head.stdout.strip() != sha:
+            return False
+        status = subprocess.run(  # --no-optional-locks: parallel workers must not fight over index.lock
+            ["git", "--no-optional-locks", "-C", path, "status", "--porcelain", "-z", "--ignored",
+             "--untracked-files=all", "--", folder], capture_output=True)
+        if status.returncode != 0 or status.stdout:
+            return False
+        flags = subprocess.run(["git", "-C", path, "ls-files", "-v", "-z", "--", folder], capture_output=True)
+        entries = [e for e in flags.stdout.split(b"\0") if e]
+        return flags.returncode == 0 and bool(entries) and all(e.startswith(b"H ") for e in entries)
 
     def release(self) -> None:
         if self._tmp is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import BadKernel, DigestMismatch
@@ -57,20 +57,49 @@ def compute(root: Path, algorithm: str = "sha256") -> dict[str, str]:
     return {rel: b64(hash_file(root / rel, algorithm)) for rel in digested_files(root)}
 
 
+class Check:
+    """metadata.json's ``digest`` against a folder's file names, then file by file as each is hashed.
+
+    The names are compared first (no file read); each file's hash is then checked where it is
+    read anyway (while its wheel entry is written), so a file is read and hashed once.
+    """
+
+    def __init__(self, digest: Mapping[str, object], names: Iterable[str], where: str) -> None:
+        algorithm = digest.get("algorithm")
+        files = digest.get("files")
+        if not isinstance(algorithm, str) or not isinstance(files, dict):
+            raise BadKernel(f"{where}: metadata.json digest must have 'algorithm' and 'files'; rebuild the kernel")
+        if algorithm not in ALGORITHMS:
+            raise BadKernel(f"{where}: digest algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
+        self.algorithm, self.where = algorithm, where
+        self.expected: dict[str, object] = dict(files)
+        present = set(names)
+        missing = sorted(set(files) - present)
+        if missing:
+            raise DigestMismatch(f"{where}: file {missing[0]!r} listed in metadata.json digest is missing")
+        extra = sorted(present - set(files))
+        if extra:
+            raise DigestMismatch(f"{where}: file {extra[0]!r} is not listed in metadata.json digest")
+        self.unchecked = set(files)
+
+    def check(self, rel: str, raw: bytes) -> None:
+        """``raw``: the file's hash with ``self.algorithm``."""
+        if b64(raw) != self.expected[rel]:
+            raise DigestMismatch(f"{self.where}: file {rel!r} does not match its metadata.json digest "
+                                 f"({self.algorithm})")
+        self.unchecked.discard(rel)
+
+    def check_file(self, rel: str, path: Path) -> None:
+        self.check(rel, hash_file(path, self.algorithm))
+
+    def done(self) -> None:
+        """Every listed file was checked (anything else is a bug in the caller)."""
+        if self.unchecked:
+            raise AssertionError(f"{self.where}: digest not checked for {sorted(self.unchecked)[0]!r}")
+
+
 def verify(root: Path, digest: Mapping[str, object], where: str) -> None:
     """Check the folder against metadata.json's ``digest``; DigestMismatch names the first bad file."""
-    algorithm = digest.get("algorithm")
-    files = digest.get("files")
-    if not isinstance(algorithm, str) or not isinstance(files, dict):
-        raise BadKernel(f"{where}: metadata.json digest must have 'algorithm' and 'files'; rebuild the kernel")
-    if algorithm not in ALGORITHMS:
-        raise BadKernel(f"{where}: digest algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
-    actual = compute(root, algorithm)
-    for rel in sorted(files):
-        if rel not in actual:
-            raise DigestMismatch(f"{where}: file {rel!r} listed in metadata.json digest is missing")
-        if actual[rel] != files[rel]:
-            raise DigestMismatch(f"{where}: file {rel!r} does not match its metadata.json digest ({algorithm})")
-    extra = sorted(set(actual) - set(files))
-    if extra:
-        raise DigestMismatch(f"{where}: file {extra[0]!r} is not listed in metadata.json digest")
+    check = Check(digest, digested_files(root), where)
+    for rel in sorted(check.expected):
+        check.check_file(rel, root / rel)

@@ -1,8 +1,11 @@
 """One fetched build-variant folder -> one audited wheel, its METADATA bytes and its store Record.
 
 ``convert`` is a pure function of its inputs (safe in a worker process):
-read metadata.json, verify the digest, refuse unsafe paths, find the package
-folder, audit the binaries in place, write the wheel (streamed), make the record.
+read metadata.json, refuse unsafe paths, check the digest's file names and the
+small files, find the package folder, write the package files into a temporary
+wheel (each read once: hashed for the digest and RECORD and compressed in one
+pass; a mismatch removes the wheel), audit the binaries in place once they are
+verified, then add the .dist-info files, name the wheel and make the record.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, stages
 from ..audit.elf import audit, repair
 from ..errors import BadKernel, UnsafePath
 from ..record import PROVENANCE, Record
@@ -29,6 +32,7 @@ from . import distinfo as wheel
 
 _SKIP_DIRS = {"__pycache__"}
 _TOP_META = ("metadata.json", "metadata.json.sigstore")
+SMALL = 1 << 20  # files up to this size are digest-checked before anything reads them (layout, audit)
 
 
 @dataclass(frozen=True)
@@ -170,59 +174,80 @@ def requirements(meta: KernelMeta, target: Target, where: str) -> tuple[str, ...
 
 
 def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
-    """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input."""
+    """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input.
+
+    Each file is read once: hashed for the digest check and RECORD and compressed into a temporary
+    wheel in one pass. Small files (and any the wheel leaves out) are checked before anything reads
+    them; the binaries are audited only once their digests matched; a mismatch removes the wheel.
+    """
     target = inp.target
     where = f"build/{target.variant}"
     files = scan(inp.variant_dir, where)
     meta = kernelmeta.load(inp.variant_dir, where)
+    check = None
     if meta.digest is None:
         if not inp.allow_no_digest:
             raise BadKernel(f"{where}: metadata.json has no digest; rebuild the kernel, or pass --allow-no-digest")
     else:
-        digest.verify(inp.variant_dir, meta.digest, where)
+        check = digest.Check(meta.digest, (f.rel for f in files if f.rel not in _TOP_META), where)
+    digest_rel = {f.path: f.rel for f in files if check is not None and f.rel in check.expected}
+    if check is not None:
+        with stages.timed("verify"):
+            for f in files:
+                if f.rel in check.expected and f.path.stat().st_size <= SMALL:
+                    check.check_file(f.rel, f.path)
     layout = find_layout(files, meta, inp.repo_name, where)
     name = wheel.dist_name(meta.name or inp.repo_name, where)
     version = wheel.full_version(target.local_version(inp.kernel_version), where)
-
-    result = audit([(f.rel, f.path) for f in files], target, inp.manylinux, inp.accept_higher_policy, where)
-    tag = f"{target.python_tag}-{target.abi_tag}-{result.platform}"
-    base_tag = tag if not result.graft else target.tag
-    filename = wheel.wheel_filename(name, version, tag)
-    dist_info = wheel.dist_info_dir(name, version)
     requires = requirements(meta, target, where)
     metadata = wheel.metadata_bytes(
         name=name, version=version, summary=wheel.summary_of(inp.readme, name), readme=inp.readme,
         license_text=meta.license, upstream=meta.upstream, repo_id=inp.repo_id, requires_dist=requires,
     )
-    provenance: dict[str, object] = {
-        "repo_id": inp.repo_id, "revision": inp.revision, "ref": inp.ref, "variant": target.variant,
-        "digest": {"algorithm": (meta.digest or {}).get("algorithm"), "hash": meta.digest_hash},
-        "factory_version": __version__, "package": layout.package, "name": meta.name,
-        "kernel_version": inp.kernel_version, "kernel-depends": list(meta.kernel_depends),
-    }
-    if inp.repo_id is None or inp.source != inp.repo_id:
-        provenance["source"] = inp.source
-    members = sorted(
-        (wheel.Member(f.rel, path=f.path, executable=f.executable) for f in layout.files), key=lambda m: m.arcname
-    )
-    members += [
-        wheel.Member(f"{dist_info}/METADATA", data=metadata),
-        wheel.Member(f"{dist_info}/WHEEL", data=wheel.wheel_bytes(base_tag)),
-        wheel.Member(f"{dist_info}/{PROVENANCE}", data=wheel.provenance_bytes(provenance)),
-    ]
+    dist_info = wheel.dist_info_dir(name, version)
     out_dir.mkdir(parents=True, exist_ok=True)
-    dest = out_dir / filename
-    if not result.graft:
-        wheel.write_wheel(dest, members, dist_info, inp.commit_time)
-    else:
-        staging = Path(_mkdtemp(out_dir))
-        try:
-            plain = staging / wheel.wheel_filename(name, version, base_tag)
-            wheel.write_wheel(plain, members, dist_info, inp.commit_time)
-            repaired = repair(plain, staging, result.platform, where)
-            os.replace(repaired, dest)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+    with wheel.WheelWriter(out_dir, inp.commit_time) as ww:
+        for f in sorted(layout.files, key=lambda f: f.rel):
+            rel = digest_rel.get(f.path)  # every written byte is checked, small files a second time
+            also = hashlib.new(check.algorithm) if check and rel and check.algorithm != "sha256" else None
+            raw = ww.add(wheel.Member(f.rel, path=f.path, executable=f.executable), also)
+            if check and rel:
+                check.check(rel, also.digest() if also is not None else raw)
+        if check is not None:
+            with stages.timed("verify"):
+                for f in files:  # what the wheel leaves out (a compat folder), still covered by the digest
+                    if f.rel in check.unchecked:
+                        check.check_file(f.rel, f.path)
+            check.done()
+        with stages.timed("audit"):
+            result = audit([(f.rel, f.path) for f in files], target, inp.manylinux, inp.accept_higher_policy,
+                           where)
+        tag = f"{target.python_tag}-{target.abi_tag}-{result.platform}"
+        base_tag = tag if not result.graft else target.tag
+        filename = wheel.wheel_filename(name, version, tag)
+        provenance: dict[str, object] = {
+            "repo_id": inp.repo_id, "revision": inp.revision, "ref": inp.ref, "variant": target.variant,
+            "digest": {"algorithm": (meta.digest or {}).get("algorithm"), "hash": meta.digest_hash},
+            "factory_version": __version__, "package": layout.package, "name": meta.name,
+            "kernel_version": inp.kernel_version, "kernel-depends": list(meta.kernel_depends),
+        }
+        if inp.repo_id is None or inp.source != inp.repo_id:
+            provenance["source"] = inp.source
+        ww.add(wheel.Member(f"{dist_info}/METADATA", data=metadata))
+        ww.add(wheel.Member(f"{dist_info}/WHEEL", data=wheel.wheel_bytes(base_tag)))
+        ww.add(wheel.Member(f"{dist_info}/{PROVENANCE}", data=wheel.provenance_bytes(provenance)))
+        dest = out_dir / filename
+        if not result.graft:
+            ww.finish(dist_info, dest)
+        else:
+            staging = Path(_mkdtemp(out_dir))
+            try:
+                plain = staging / wheel.wheel_filename(name, version, base_tag)
+                ww.finish(dist_info, plain)
+                repaired = repair(plain, staging, result.platform, where)
+                os.replace(repaired, dest)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
     sha, size = _sha256(dest)
     record = Record(
         filename=filename, name=name, version=version, sha256=sha, size=size,

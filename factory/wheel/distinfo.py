@@ -6,18 +6,21 @@ import base64
 import csv
 import io
 import json
+import os
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from .. import __version__
-from ..atomic import atomic_open
+from .. import __version__, stages
+from ..atomic import TMP_PREFIX
 from ..errors import BadKernel
 from ..record import HUB_URL
 from .zipwriter import ZipWriter
@@ -184,21 +187,60 @@ def zip_date_time(commit_time: int) -> tuple[int, int, int, int, int, int]:
     return t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec
 
 
+class WheelWriter:
+    """A wheel written entry by entry into a hidden temporary file in ``folder``; ``finish`` names it.
+
+    Leaving the ``with`` block without ``finish`` (a digest mismatch, any error) removes the file:
+    nothing half-written or unverified is left behind.
+    """
+
+    def __init__(self, folder: Path, commit_time: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
+        self.tmp = Path(tmp)
+        self.fp = os.fdopen(fd, "w+b")
+        self.zw = ZipWriter(self.fp, zip_date_time(commit_time))
+        self.rows: list[tuple[str, str, str]] = []
+
+    def __enter__(self) -> WheelWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.fp.closed:
+            self.fp.close()
+        self.tmp.unlink(missing_ok=True)
+
+    def add(self, m: Member, also: Any = None) -> bytes:
+        """Write one member; returns its sha256 digest (``also``: another hashlib object fed the same bytes)."""
+        if m.data is not None:
+            digest, size = self.zw.add_bytes(m.arcname, m.data, m.executable), len(m.data)
+            if also is not None:
+                also.update(m.data)
+        else:
+            assert m.path is not None
+            digest, size = self.zw.add_file(m.arcname, m.path, m.executable, also)
+        self.rows.append((m.arcname, record_hash(digest), str(size)))
+        return digest
+
+    def finish(self, dist_info: str, dest: Path) -> None:
+        """Write RECORD and the central directory, then move the file to ``dest`` atomically."""
+        start = time.perf_counter()
+        record_name = f"{dist_info}/RECORD"
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows([*self.rows, (record_name, "", "")])
+        self.zw.add_bytes(record_name, buf.getvalue().encode("utf-8"))
+        self.zw.close()
+        self.fp.flush()
+        os.fsync(self.fp.fileno())
+        self.fp.close()
+        os.chmod(self.tmp, 0o644)
+        os.replace(self.tmp, dest)
+        stages.add("write", time.perf_counter() - start)
+
+
 def write_wheel(dest: Path, members: Sequence[Member], dist_info: str, commit_time: int) -> None:
     """Write ``members`` in order, then RECORD, to ``dest`` atomically (hashes are taken while writing)."""
-    rows: list[tuple[str, str, str]] = []
-    with atomic_open(dest) as fp:
-        zw = ZipWriter(fp, zip_date_time(commit_time))
+    with WheelWriter(dest.parent, commit_time) as ww:
         for m in members:
-            if m.data is not None:
-                digest, size = zw.add_bytes(m.arcname, m.data, m.executable), len(m.data)
-            else:
-                assert m.path is not None
-                digest, size = zw.add_file(m.arcname, m.path, m.executable)
-            rows.append((m.arcname, record_hash(digest), str(size)))
-        record_name = f"{dist_info}/RECORD"
-        rows.append((record_name, "", ""))
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(rows)
-        zw.add_bytes(record_name, buf.getvalue().encode("utf-8"))
-        zw.close()
+            ww.add(m)
+        ww.finish(dist_info, dest)

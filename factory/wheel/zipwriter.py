@@ -1,12 +1,15 @@
 """A streaming, reproducible zip writer for wheels.
 
-Entries are read in 1 MB chunks, hashed (sha256, for RECORD) and deflated
-while they are written, so memory does not grow with file size and no file is
-read twice. Each chunk of a large entry is stored (incompressible), deflated
-with isal (entropy-limited data, where it matches zlib's size at 5x the speed)
-or with zlib-ng (match-rich machine code), chosen by probing its first 64 KB;
-the raw-deflate segments are joined at sync-flush boundaries, which any
-inflater reads as one stream. Local headers are patched in place once an
+Entries are read once, in 1 MB chunks: hashed (sha256 for RECORD, and the
+caller's own hash for a digest check) and deflated while they are written, so
+memory does not grow with file size. A large entry is first classified from
+16 probes spread over it: stored (incompressible), mostly CUDA fatbins (every
+chunk deflated with isal, which matches zlib's size on them at many times the
+speed) or machine code (zlib-ng for the match-rich chunks, isal for the rest);
+each chunk's own first 64 KB picks its level, and a chunk that does not shrink
+is stored. The choice is a function of the input alone. Chunks are deflated
+independently on a thread per core and joined at sync-flush boundaries, which
+any inflater reads as one stream. Local headers are patched in place once an
 entry's CRC and sizes are known (the output must be seekable), so no data
 descriptors are written; zip64 extras only where a size or offset needs them.
 Fixed timestamps and permissions: the same input gives the same bytes.
@@ -17,22 +20,32 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from isal import isal_zlib
 from zlib_ng import zlib_ng
 
+from .. import stages
+
 CHUNK = 1 << 20
-# zlib-ng level 5: measured on libtorch_cpu.so, 1.023x the size of zlib level 6 at 3.2x its speed
-# (level 4: 1.039x, level 3: 1.057x; isal 3: 1.10x). See scripts/bench_convert.py.
+# zlib-ng level 5 for machine code: on libtorch_cpu.so 1.03x the size of zlib level 6 at 3x its speed
+# (level 4: 1.05x). isal for the rest: on libcublasLt.so.13 (CUDA fatbins) level 3 is within 1.5% of
+# zlib 6 at 7x its speed. See docs/convert.md and scripts/bench_convert.py.
 LEVEL = 5
-# Store an entry when deflating its first MB saves less than this fraction.
+# Store an entry (small files) when deflating it saves less than this fraction.
 MIN_SAVING = 0.02
-PROBE = 64 << 10  # bytes of each chunk deflated with isal to choose how to encode the chunk
+PROBE = 64 << 10  # bytes of a chunk deflated with isal (level 3) to choose how to encode it
+SAMPLES = 16  # probes spread over a large entry to classify it before it is streamed
 ISAL_LEVEL = 3
-STORE_ABOVE = 0.97  # probe ratio above which a chunk is stored
-ISAL_ABOVE = 0.55  # probe ratio above which isal's output is about as small as zlib-ng's (few long matches)
+ISAL_FAST_LEVEL = 2  # nearly incompressible chunks: about level 3's size at twice its speed
+CODE_BELOW = 0.55  # probe ratio up to which a chunk is machine code, where zlib-ng's longer matches pay
+FAST_ABOVE = 0.9  # probe ratio above which a chunk is nearly incompressible
+FATBIN_ENTRY = 0.6  # mean probe ratio above which an entry is mostly fatbins: every chunk goes to isal
+STORE_ENTRY = 0.98  # an entry whose every probe is above this is stored
 _FINAL_EMPTY_STORED = b"\x01\x00\x00\xff\xff"
 ZIP64_LIMIT = 0xFFFFFFFF
 _UINT16 = 0xFFFF
@@ -77,7 +90,6 @@ class ZipWriter:
         self.date, self.time = dos_time(date_time)
         self.entries: list[_Entry] = []
         self.names: set[bytes] = set()
-        self._buf = bytearray(CHUNK)
 
     # -- public ------------------------------------------------------------
     def add_bytes(self, arcname: str, data: bytes, executable: bool = False) -> bytes:
@@ -94,38 +106,59 @@ class ZipWriter:
         self.fp.write(data if comp is None else comp)
         return hashlib.sha256(data).digest()
 
-    def add_file(self, arcname: str, path: Path, executable: bool = False) -> tuple[bytes, int]:
-        """Add an entry streamed from ``path``; returns (sha256 digest, size)."""
+    def add_file(self, arcname: str, path: Path, executable: bool = False,
+                 also: Any = None) -> tuple[bytes, int]:
+        """Add an entry streamed from ``path``; returns (sha256 digest, size).
+
+        ``also``: another hashlib object to feed the same bytes (a sha512 digest check), so the file
+        is read once. Chunks are deflated in parallel (threads, at most ``2 x workers`` chunks in flight).
+        """
         with open(path, "rb") as src:
-            if os.fstat(src.fileno()).st_size <= CHUNK:
-                data = src.read()
-                return self.add_bytes(arcname, data, executable), len(data)
             size = os.fstat(src.fileno()).st_size
+            if size <= CHUNK:
+                data = src.read()
+                if also is not None:
+                    also.update(data)
+                return self.add_bytes(arcname, data, executable), len(data)
             entry = self._new_entry(arcname, executable)
             entry.zip64_local = size * 1.05 > ZIP64_LIMIT
-            sample = src.read(CHUNK)
-            src.seek(0)
-            deflate = self._compress_all(sample) is not None
+            kind = classify(src, size)
+            deflate, fatbin = kind != "stored", kind == "fatbin"
             entry.method = _DEFLATED if deflate else _STORED
             self._write_local(entry)  # a placeholder: patched below
             sha = hashlib.sha256()
-            crc = 0
-            usize = csize = 0
-            comp = _Deflater(self.level) if deflate else None
-            view = memoryview(self._buf)
+            crc = usize = csize = 0
+            pool, limit = _pool()
+            pending: deque[Future[bytes]] = deque()
+            clock = time.perf_counter
+            t_hash = t_wait = 0.0
+            t_start = clock()
             write = self.fp.write
-            while n := src.readinto(self._buf):
-                chunk = view[:n]
+            while chunk := src.read(CHUNK):
+                t0 = clock()
                 sha.update(chunk)
+                if also is not None:
+                    also.update(chunk)
                 crc = zlib_ng.crc32(chunk, crc)
-                usize += n
-                out = comp.compress(chunk) if comp is not None else chunk
-                csize += len(out)
-                write(out)
-            if comp is not None:
-                tail = comp.flush()
-                csize += len(tail)
-                write(tail)
+                t_hash += clock() - t0
+                usize += len(chunk)
+                if not deflate:
+                    csize += write(chunk)
+                    continue
+                pending.append(pool.submit(segment, chunk, fatbin, self.level))
+                while len(pending) >= limit or (pending and pending[0].done()):
+                    t0 = clock()
+                    csize += write(pending.popleft().result())
+                    t_wait += clock() - t0
+            t0 = clock()
+            while pending:
+                csize += write(pending.popleft().result())
+            t_wait += clock() - t0
+            if deflate:
+                csize += write(_FINAL_EMPTY_STORED)
+            stages.add("hash", t_hash)
+            stages.add("wait", t_wait)  # blocked on the deflating threads
+            stages.add("write", clock() - t_start - t_hash - t_wait)  # reading, writing, handing out chunks
         entry.crc, entry.usize, entry.csize = crc, usize, csize
         if not entry.zip64_local and max(usize, csize) >= ZIP64_LIMIT:
             raise ValueError(f"{arcname}: grew past 4 GiB while being read")
@@ -221,35 +254,71 @@ def _stored_blocks(data: memoryview) -> bytes:
     return bytes(out)
 
 
-class _Deflater:
-    """One raw-deflate stream made of per-chunk segments: stored, isal or zlib-ng."""
+def probe(data: bytes | memoryview) -> float:
+    """Deflated size / size of ``data``'s first 64 KB, with isal level 3."""
+    comp = isal_zlib.compressobj(ISAL_LEVEL, isal_zlib.DEFLATED, -15)
+    sample = data[:PROBE]
+    return len(comp.compress(sample) + comp.flush()) / max(1, len(sample))
 
-    def __init__(self, level: int) -> None:
-        self.level = level
-        self.mode = ""
-        self.comp: Any = None
 
-    def _choose(self, chunk: memoryview) -> str:
-        probe = isal_zlib.compressobj(ISAL_LEVEL, isal_zlib.DEFLATED, -15)
-        sample = chunk[:PROBE]
-        ratio = len(probe.compress(sample) + probe.flush()) / max(1, len(sample))
-        return "stored" if ratio > STORE_ABOVE else "isal" if ratio > ISAL_ABOVE else "zlib-ng"
+def classify(src: BinaryIO, size: int) -> str:
+    """"stored", "fatbin" (mostly poorly compressible: isal throughout) or "code", from probes spread over the
+    file (a few hundred KB read ahead of the single pass). Mostly-fatbin entries take isal's slightly larger
+    output on their bit of machine code too: per entry, the size stays within 2% of zlib 6."""
+    ratios = []
+    for k in range(SAMPLES):
+        src.seek(size * k // SAMPLES)
+        ratios.append(probe(src.read(PROBE)))
+    src.seek(0)
+    if min(ratios) > STORE_ENTRY:
+        return "stored"
+    return "fatbin" if sum(ratios) / len(ratios) > FATBIN_ENTRY else "code"
 
-    def compress(self, chunk: memoryview) -> bytes:
-        mode = self._choose(chunk)
-        head = b""
-        if mode != self.mode and self.comp is not None:
-            head = self.comp.flush(zlib_ng.Z_SYNC_FLUSH)
-            self.comp = None
-        self.mode = mode
-        if mode == "stored":
-            return head + _stored_blocks(chunk)
-        if self.comp is None:
-            self.comp = (isal_zlib.compressobj(ISAL_LEVEL, isal_zlib.DEFLATED, -15) if mode == "isal"
-                         else zlib_ng.compressobj(self.level, zlib_ng.DEFLATED, -15))
-        return head + bytes(self.comp.compress(chunk))
 
-    def flush(self) -> bytes:
-        if self.comp is None:
-            return _FINAL_EMPTY_STORED
-        return bytes(self.comp.flush(zlib_ng.Z_FINISH))
+def choose(chunk: bytes | memoryview, fatbin: bool) -> tuple[str, int]:
+    """(codec, level) for one chunk of a "fatbin" or "code" entry, from the chunk's own probe."""
+    ratio = probe(chunk)
+    if ratio > FAST_ABOVE:
+        return "isal", ISAL_FAST_LEVEL
+    if fatbin or ratio > CODE_BELOW:
+        return "isal", ISAL_LEVEL
+    return "zlib-ng", LEVEL
+
+
+def segment(chunk: bytes, fatbin: bool, level: int = LEVEL) -> bytes:
+    """One chunk as non-final raw-deflate blocks ending byte-aligned (a sync flush), on its own.
+
+    Each chunk is encoded without the previous one's window, so chunks can be deflated in any
+    order on any thread and the result depends on the input alone; the segments joined and closed
+    with an empty final block are one valid deflate stream. A chunk that does not shrink is stored.
+    """
+    start = time.perf_counter()
+    codec, lvl = choose(chunk, fatbin)
+    comp = (isal_zlib.compressobj(lvl, isal_zlib.DEFLATED, -15) if codec == "isal"
+            else zlib_ng.compressobj(level, zlib_ng.DEFLATED, -15))
+    out = comp.compress(chunk) + comp.flush(zlib_ng.Z_SYNC_FLUSH)
+    stored = len(chunk) + 5 * (len(chunk) // 0xFFFF + 1)
+    if len(out) >= stored:
+        out = _stored_blocks(memoryview(chunk))
+    stages.add("compress", time.perf_counter() - start)
+    return out
+
+
+_POOL: tuple[ThreadPoolExecutor, int] | None = None
+
+
+def _pool() -> tuple[ThreadPoolExecutor, int]:
+    """A thread per core for deflating (isal and zlib-ng release the GIL), and how many chunks may be in flight."""
+    global _POOL
+    if _POOL is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        _POOL = ThreadPoolExecutor(max(1, workers), thread_name_prefix="deflate"), 2 * max(1, workers)
+    return _POOL
+
+
+def _forget_pool() -> None:
+    global _POOL
+    _POOL = None  # a forked child has the parent's pool object but none of its threads
+
+
+os.register_at_fork(after_in_child=_forget_pool)

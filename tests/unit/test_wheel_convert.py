@@ -196,3 +196,47 @@ def test_executable_bit(tmp_path: Path) -> None:
     with zipfile.ZipFile(convert(wheel_input(vdir), tmp_path / "o")[0]) as z:
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
     assert modes["img2grey/_img2grey_abc123.abi3.so"] == 0o100755 and modes["img2grey/_ops.py"] == 0o100644
+
+
+def _big(seed: int) -> bytes:
+    """3.5 MB that spans the codecs: machine code (libz), entropy-limited bytes and noise."""
+    import random
+
+    rnd = random.Random(seed)
+    code = (LIBZ.read_bytes() * 20)[: 1 << 20]
+    low = rnd.randbytes(1 << 20).translate(bytes(b % 32 for b in range(256)))
+    return code + low + rnd.randbytes(1 << 20) + code[: 1 << 19]
+
+
+@pytest.mark.parametrize("algorithm", ["sha256", "sha512"])
+def test_large_file_read_once_checked_and_reproducible(tmp_path: Path, algorithm: str) -> None:
+    """A file past the small-file limit is hashed while it is compressed; the digest still decides."""
+    big = _big(1)
+    vdir = make_variant(tmp_path / "repo", files={"data/blob.bin": big})
+    meta = json.loads((vdir / "metadata.json").read_text())
+    from kernel_factory import digest
+
+    meta["digest"] = {"algorithm": algorithm, "files": digest.compute(vdir, algorithm)}
+    (vdir / "metadata.json").write_text(json.dumps(meta))
+    a, _, ra = convert(wheel_input(vdir), tmp_path / "a")
+    b, _, rb = convert(wheel_input(vdir), tmp_path / "b")
+    assert a.read_bytes() == b.read_bytes() and ra == rb
+    content = _read(a)
+    assert content["img2grey/data/blob.bin"] == big
+    rows = {r[0]: r[1] for r in csv.reader(io.StringIO(content[f"{DIST}/RECORD"].decode()))}
+    assert rows["img2grey/data/blob.bin"] == wheel.record_hash(hashlib.sha256(big).digest())
+
+    (vdir / "data" / "blob.bin").write_bytes(big[:-1] + b"\0")  # one byte changed, at the very end
+    bad = rf"'data/blob.bin' does not match its metadata.json digest \({algorithm}\)"
+    with pytest.raises(DigestMismatch, match=bad):
+        convert(wheel_input(vdir), tmp_path / "c")
+    assert os.listdir(tmp_path / "c") == []  # the half-made wheel is gone
+
+
+def test_large_binary_checked_before_it_is_audited(tmp_path: Path) -> None:
+    """A tampered large .so is refused for its digest, not parsed by the audit first."""
+    vdir = make_variant(tmp_path / "repo", files={"_big.abi3.so": LIBZ.read_bytes() + _big(2)})
+    (vdir / "_big.abi3.so").write_bytes(b"not an ELF any more" + _big(2))
+    with pytest.raises(DigestMismatch, match="'_big.abi3.so' does not match"):
+        convert(wheel_input(vdir), tmp_path / "o")
+    assert os.listdir(tmp_path / "o") == []

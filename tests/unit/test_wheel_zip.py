@@ -93,8 +93,6 @@ def test_mixed_chunks_round_trip(tmp_path: Path) -> None:
     """Machine code, entropy-limited and random chunks in one entry: one valid deflate stream."""
     import random
 
-    from kernel_factory.wheel.zipwriter import _Deflater
-
     rnd = random.Random(1)
     code = b"".join(b"mov rax, [rbp-%d]; call %x\n" % (rnd.randrange(64), rnd.randrange(99)) for _ in range(60_000))
     low = rnd.randbytes(1 << 20).translate(bytes(b % 32 for b in range(256)))  # 5 bits of entropy a byte
@@ -102,8 +100,13 @@ def test_mixed_chunks_round_trip(tmp_path: Path) -> None:
     data = code[: 1 << 20] + low + noise + code[: 1 << 20] + noise[:1000]
     f = tmp_path / "mixed.so"
     f.write_bytes(data)
-    modes = [_Deflater(5)._choose(memoryview(data)[i : i + (1 << 20)]) for i in range(0, len(data), 1 << 20)]
-    assert modes == ["zlib-ng", "isal", "stored", "zlib-ng", "stored"]
+    chunks = [data[i : i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
+    assert [zipwriter.choose(c, fatbin=False) for c in chunks] == [
+        ("zlib-ng", 5), ("isal", 3), ("isal", 2), ("zlib-ng", 5), ("isal", 2)]
+    assert [zipwriter.choose(c, fatbin=True)[0] for c in chunks] == ["isal"] * 5  # a mostly-fatbin entry
+    assert zipwriter.segment(noise, fatbin=False) == zipwriter._stored_blocks(memoryview(noise))  # never grows
+    with open(f, "rb") as src:
+        assert zipwriter.classify(src, len(data)) == "code"
     _write(tmp_path / "m.zip", {"m.so": f})
     with zipfile.ZipFile(tmp_path / "m.zip") as z:
         assert z.read("m.so") == data and z.getinfo("m.so").compress_type == zipfile.ZIP_DEFLATED

@@ -1,0 +1,52 @@
+"""Where a conversion's time goes: seconds per stage, written out when KERNEL_FACTORY_STAGES names a file.
+
+Stages: fetch (read or extract the revision), verify (digest checks outside the wheel pass), hash
+(sha256 and crc32 while writing), compress (deflate, summed over the compressing threads), write
+(writing the wheel file, fsync included) and audit. ``scripts/bench_convert.py`` prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+ENV = "KERNEL_FACTORY_STAGES"
+_seconds: dict[str, float] = {}
+_lock = threading.Lock()
+
+
+def reset() -> None:
+    with _lock:
+        _seconds.clear()
+
+
+def add(stage: str, seconds: float) -> None:
+    with _lock:
+        _seconds[stage] = _seconds.get(stage, 0.0) + seconds
+
+
+@contextmanager
+def timed(stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        add(stage, time.perf_counter() - start)
+
+
+def dump(**fields: object) -> None:
+    """Append one JSON line (the stages so far and ``fields``) to $KERNEL_FACTORY_STAGES, if it is set."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    with _lock:
+        line = json.dumps({**fields, **_seconds}, sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)

@@ -1,0 +1,59 @@
+"""LocalSource.fetch on a real git repository: a clean checkout of the revision is read in place, anything
+else (changed, untracked or ignored files, another commit checked out, assume-unchanged) from git itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hostile as h
+import pytest
+from kernel_factory.sources.local import LocalSource
+
+VARIANT = "torch-cpu"
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> tuple[Path, str]:
+    repo = tmp_path / "kern"
+    repo.mkdir()
+    h.variant(repo, VARIANT, "kern", {"ops.py": "X = 1\n"})
+    return repo, h.commit(repo)
+
+
+def _ops(src: LocalSource, sha: str) -> str:
+    folder = src.fetch(sha, VARIANT)
+    try:
+        return (folder / "build" / VARIANT / "ops.py").read_text()
+    finally:
+        src.release()
+
+
+def test_clean_checkout_is_read_in_place(repo: tuple[Path, str]) -> None:
+    path, sha = repo
+    src = LocalSource(path)
+    assert src.fetch(sha, VARIANT) == path.resolve()
+
+
+@pytest.mark.parametrize("change", ["modified", "untracked", "ignored", "assume-unchanged", "other-head"])
+def test_anything_but_a_clean_checkout_is_read_from_git(repo: tuple[Path, str], change: str) -> None:
+    path, sha = repo
+    ops = path / "build" / VARIANT / "ops.py"
+    if change == "modified":
+        ops.write_text("X = 2\n")
+    elif change == "untracked":
+        (ops.parent / "extra.py").write_text("")
+    elif change == "ignored":
+        (path / ".git" / "info" / "exclude").write_text("*.log\n")
+        (ops.parent / "build.log").write_text("")
+    elif change == "assume-unchanged":
+        h.git(path, "update-index", "--assume-unchanged", f"build/{VARIANT}/ops.py")
+        ops.write_text("X = 2\n")
+    else:
+        ops.write_text("X = 2\n")
+        h.commit(path, tags=("v0.2.0",))
+    src = LocalSource(path)
+    assert src.fetch(sha, VARIANT) != path.resolve()
+    assert _ops(src, sha) == "X = 1\n"  # what the revision holds, not the work tree
+    if change == "untracked":
+        assert not (src.fetch(sha, VARIANT) / "build" / VARIANT / "extra.py").exists()
+        src.release()
