@@ -214,7 +214,7 @@ def test_large_file_read_once_checked_and_reproducible(tmp_path: Path, algorithm
     big = _big(1)
     vdir = make_variant(tmp_path / "repo", files={"data/blob.bin": big})
     meta = json.loads((vdir / "metadata.json").read_text())
-    from kernel_factory import digest
+    from kernel_factory.verify import digest
 
     meta["digest"] = {"algorithm": algorithm, "files": digest.compute(vdir, algorithm)}
     (vdir / "metadata.json").write_text(json.dumps(meta))
