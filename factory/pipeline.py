@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import config, space, stages, versions
+from . import config, space, versions
 from .config import KernelSpec, Options
 from .errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
 from .plan import Job, Plan, check_options, make_plan, print_plan
@@ -24,6 +24,7 @@ from .store import Store, open_store
 from .store.local import LocalStore
 from .store.lock import store_lock
 from .variants import parse as parse_variant
+from .wheel import stages
 
 _SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .. import __version__, stages
+from .. import __version__
 from ..audit.elf import audit, repair
 from ..errors import BadKernel, UnsafePath
 from ..record import PROVENANCE, Record
@@ -29,6 +29,7 @@ from ..verify import digest
 from ..verify import metadata as kernelmeta
 from ..verify.metadata import KernelMeta
 from . import distinfo as wheel
+from . import stages
 
 _SKIP_DIRS = {"__pycache__"}
 _TOP_META = ("metadata.json", "metadata.json.sigstore")

@@ -19,10 +19,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from .. import __version__, stages
+from .. import __version__
 from ..atomic import TMP_PREFIX
 from ..errors import BadKernel
 from ..record import HUB_URL
+from . import stages
 from .zipwriter import ZipWriter
 
 REQUIRES_PYTHON = ">=3.9"

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 from isal import isal_zlib
 from zlib_ng import zlib_ng
 
-from .. import stages
+from . import stages
 
 CHUNK = 1 << 20
 # zlib-ng level 5 for machine code: on libtorch_cpu.so 1.03x the size of zlib level 6 at 3x its speed
