@@ -74,7 +74,8 @@ def test_second_build_told_not_to_wait_fails_clearly(kernel: Kernel, tmp_path: P
     rc1, err1 = finish(first)
     assert rc1 == 0, err1
     errs = [line for line in err2.splitlines() if line.startswith("error: ")]
-    assert rc2 == 2 and errs == [f"error: {store}: another kernel-factory run holds .kernel-factory.lock; wait for it "
+    assert rc2 == 2 and errs == [f"error: {store}: another kernel-factory run (PID {first.pid}, running) holds "
+                                 ".kernel-factory.lock; wait for it "
                                  "to finish (or raise KERNEL_FACTORY_LOCK_WAIT)"], err2
     assert "Traceback" not in err2
     assert h.check_root(store) == []
