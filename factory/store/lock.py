@@ -73,6 +73,12 @@ def _write_pid(fd: int) -> None:
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
 
 
+def _clear_pid(fd: int, before: os.stat_result) -> None:
+    """Empty the lock file and give it back its times: a run that changed nothing leaves every file as it was."""
+    os.ftruncate(fd, 0)
+    os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
 @contextmanager
 def store_lock(store: Store, wait_s: float | None = None) -> Iterator[None]:
     """Hold the store's lock; wait up to ``wait_s`` seconds (env KERNEL_FACTORY_LOCK_WAIT, default 600)."""
@@ -103,13 +109,14 @@ def store_lock(store: Store, wait_s: float | None = None) -> Iterator[None]:
                     told = True
                 time.sleep(0.2)
         HELD_FDS.add(fd)
+        before = os.fstat(fd)
         try:
             _write_pid(fd)
             atomic.remove_stale_tmp(store.root, time.time())  # leftovers of killed runs, anywhere below
             yield
         finally:
             HELD_FDS.discard(fd)
-            os.ftruncate(fd, 0)
+            _clear_pid(fd, before)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
