@@ -125,3 +125,9 @@ def test_an_error_is_a_json_document_too(setup: Setup, tmp_path: Path) -> None:
         rc, doc, err = kf_json(command, "--config", bad, env={**os.environ})
         assert rc == 2 and doc["exit_code"] == 2 and "unknown key 'stroe'" in doc["error"], err
         assert [line for line in err.splitlines() if line.startswith("error: ")] == [f"error: {doc['error']}"]
+
+
+def test_which_json_is_one_document() -> None:
+    rc, doc, err = kf_json("which")  # this interpreter (the test venv, with torch)
+    assert rc == 0, err
+    assert doc["environment"]["python"] == sys.executable and doc["environment"]["label"]
