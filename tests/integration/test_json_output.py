@@ -75,7 +75,7 @@ def test_plan_build_index_publish_json(setup: Setup, tmp_path: Path) -> None:
     rc, doc, err = kf_json("index", "--store", setup.store, "--wheels", setup.wheels)
     assert rc == 0, err
     adopted = sorted(p.name for p in setup.wheels.glob("*.whl"))
-    assert doc["adopted"] == adopted and doc["already_in_store"] == [] and doc["skipped"] == []
+    assert doc["adopted"] == adopted and doc["already_in_store"] == doc["skipped"] == doc["damaged"] == []
     assert doc["records"] == 5 and doc["written"] == doc["pages"] > 0 and doc["unchanged"] == doc["removed"] == 0
     assert doc["store"] == str(setup.store) and doc["out"] == str(setup.store)
     assert "adopted 3 wheel(s)" in err and "index: 5 wheel(s)" in err  # the human lines, on stderr
