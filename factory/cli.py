@@ -10,6 +10,7 @@ description and example below, not this docstring.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -271,6 +272,7 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument(
         "--base-url", metavar="URL", help="where the index will be served, for the landing page's pip commands"
     )
+    ix.add_argument("--json", action="store_true", help="print one JSON document on stdout (messages go to stderr)")
     ix.set_defaults(handler=_index)
 
     pu = command("publish")
@@ -287,6 +289,7 @@ def parser() -> argparse.ArgumentParser:
     )
     pu.add_argument("--dry-run", action="store_true", help="print what would be uploaded; upload nothing")
     _add_s3_flags(pu)
+    pu.add_argument("--json", action="store_true", help="print one JSON document on stdout (messages go to stderr)")
     pu.set_defaults(handler=_publish)
 
     se = command("serve")
@@ -328,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.debug:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
+        if getattr(ns, "json", False):  # scripts parse stdout: the one document says what went wrong
+            print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
         return exc.exit_code
     except OSError as exc:  # a full, read-only or forbidden store, scratch or destination: exit 4, one line
         err = unusable(exc)

@@ -9,7 +9,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from .store.local import LocalStore
 from .store.lock import store_lock
 from .variants import parse as parse_variant
 from .wheel import stages
+from .workers import worker_pool
 
 _SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
 
@@ -154,7 +155,7 @@ def execute(
         for job in jobs:
             finish(job, _run(job, opts, work, scratch))
         return outcomes
-    with ProcessPoolExecutor(max_workers=min(opts.jobs, len(jobs))) as pool:
+    with worker_pool(min(opts.jobs, len(jobs))) as pool:  # workers drop the store lock, die with this process
         pending: dict[Future[tuple[Path, bytes, Record] | Outcome], Job] = {
             pool.submit(_run, job, opts, work, scratch): job for job in jobs
         }
@@ -223,7 +224,10 @@ def check_space(jobs: list[Job], opts: Options, target: Path) -> None:
     space.check_plan(sizes, opts.jobs, target, scratch)
 
 
-def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool, debug: bool = False) -> None:
+def _summarise(
+    outcomes: list[Outcome], plan: Plan, as_json: bool, debug: bool = False, extra: dict[str, object] | None = None
+) -> None:
+    """Errors and the summary line on stderr; with ``as_json`` one JSON document on stdout (docs/json.md)."""
     built = [o for o in outcomes if o.record is not None]
     failed = [o for o in outcomes if o.record is None]
     for o in failed:
@@ -243,6 +247,7 @@ def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool, debug: bool =
                     "in_store": len(plan.done),
                     "failed": [o.error for o in failed],
                     "refused": [str(e) for e in plan.refused],
+                    **(extra or {}),
                 },
                 indent=2,
             )
@@ -383,8 +388,9 @@ def run_to_wheel(ns: argparse.Namespace) -> int:
             check_space(plan.todo, opts, out)
             progress = _progress(len(plan.todo), getattr(ns, "quiet", False))
             outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
-    for o in outcomes:
-        if o.record is not None:
-            print(out / o.record.filename)
-    _summarise(outcomes, plan, ns.json, getattr(ns, "debug", False))
+    wheels = [str(out / o.record.filename) for o in outcomes if o.record is not None]
+    if not ns.json:  # with --json the paths are in the document: stdout holds nothing else
+        for path in wheels:
+            print(path)
+    _summarise(outcomes, plan, ns.json, getattr(ns, "debug", False), {"wheels": wheels})
     return exit_code(outcomes, plan)

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ class IndexOptions:
     repair: bool = False
     allow_kernel_names: bool = False
     kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
+    as_json: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,10 @@ def resolve_paths(ns: argparse.Namespace) -> IndexOptions:
 
     opts = config.load(ns)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
-    out = getattr(ns, "out", None) or opts.index_out or (None if "://" in store else store)
+    given_out = getattr(ns, "out", None)
+    if given_out and opts.store == config.DEFAULT_STORE:  # no store named anywhere: --out alone is the whole site
+        store = str(Path(given_out).resolve())
+    out = given_out or opts.index_out or (None if "://" in store else store)
     if out is None:
         raise UsageError(f"the store {store} is not a local folder; give the index root with --out DIR")
     templates = getattr(ns, "templates", None) or opts.templates
@@ -75,8 +80,9 @@ def resolve_paths(ns: argparse.Namespace) -> IndexOptions:
     from packaging.utils import canonicalize_name
 
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
+    as_json = bool(getattr(ns, "json", False))
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
-                        opts.allow_kernel_names, names)
+                        opts.allow_kernel_names, names, as_json)
 
 
 def _order(path: str) -> tuple[int, str]:
@@ -243,12 +249,16 @@ def _kernel_projects(store: str) -> set[str]:
 
 
 def _run_index(opts: IndexOptions) -> int:
+    say = partial(print, file=sys.stderr if opts.as_json else sys.stdout)  # --json: stdout holds the document only
     refused = 0
+    adopted: list[str] = []
+    present: list[str] = []
+    skipped: list[str] = []
     if opts.repair:
         from ..store.adopt import repair_store
 
         repaired, failed = repair_store(Path(opts.store.removeprefix("file://")))
-        print(f"repaired {len(repaired)} record(s)" + (f", {len(failed)} could not be repaired" if failed else ""))
+        say(f"repaired {len(repaired)} record(s)" + (f", {len(failed)} could not be repaired" if failed else ""))
         refused += len(failed)
     if opts.wheels:
         if "://" in opts.store:
@@ -257,21 +267,39 @@ def _run_index(opts: IndexOptions) -> int:
 
         kernels = set() if opts.allow_kernel_names else _kernel_projects(opts.store) | opts.kernel_names
         for folder in opts.wheels:
-            adopted = adopt(Path(opts.store), folder, kernels)
-            refused += len(adopted.refused)
-            print(
-                f"adopted {len(adopted.adopted)} wheel(s) from {folder}, {len(adopted.present)} already in the store"
-                + (f", {len(adopted.refused)} refused" if adopted.refused else "")
+            result = adopt(Path(opts.store), folder, kernels)
+            refused += len(result.refused)
+            adopted += result.adopted
+            present += result.present
+            skipped += result.refused
+            say(
+                f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
+                + (f", {len(result.refused)} refused" if result.refused else "")
             )
     damaged: list[str] = []
-    count, result = index_store(opts.store, opts.out, opts.templates, opts.base_url, damaged)
+    count, index = index_store(opts.store, opts.out, opts.templates, opts.base_url, damaged)
     for line in damaged:
         print(f"error: {line}", file=sys.stderr)
-    print(
-        f"index: {count} wheel(s), {result.pages} page(s): {result.written} written, "
-        f"{result.unchanged} unchanged, {result.removed} removed -> {opts.out}"
+    say(
+        f"index: {count} wheel(s), {index.pages} page(s): {index.written} written, "
+        f"{index.unchanged} unchanged, {index.removed} removed -> {opts.out}"
         + (f"; {len(damaged)} record(s) left out" if damaged else "")
     )
+    if opts.as_json:
+        doc = {
+            "store": opts.store,
+            "out": str(opts.out),
+            "records": count,
+            "pages": index.pages,
+            "written": index.written,
+            "unchanged": index.unchanged,
+            "removed": index.removed,
+            "adopted": adopted,
+            "already_in_store": present,
+            "skipped": skipped,
+            "damaged": damaged,
+        }
+        print(json.dumps(doc, indent=2))
     if refused:
         print(f"error: {refused} wheel(s) refused (see the warnings above); fix or remove them", file=sys.stderr)
     return EXIT_REFUSED if refused or damaged else EXIT_OK

@@ -13,6 +13,7 @@ Nothing at the destination is ever deleted.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -104,10 +105,34 @@ def _size(n: int) -> str:
 
 @dataclass
 class Summary:
-    uploaded: int = 0
-    uploaded_bytes: int = 0
-    skipped: int = 0
+    """What a publish did (or, in a dry run, would do); file paths relative to the root."""
+
+    uploaded_files: list[str] = field(default_factory=list)  # new or changed: put (or would be put)
+    unchanged_files: list[str] = field(default_factory=list)  # already there with the same bytes
+    not_taken: list[str] = field(default_factory=list)  # files this destination does not take (pages, records)
     refused: list[str] = field(default_factory=list)
+    uploaded_bytes: int = 0
+
+    @property
+    def uploaded(self) -> int:
+        return len(self.uploaded_files)
+
+    @property
+    def skipped(self) -> int:
+        return len(self.unchanged_files)
+
+    def to_json(self, destination: str, dry_run: bool) -> dict[str, object]:
+        """The ``publish --json`` document (see docs/publish.md)."""
+        return {
+            "destination": destination,
+            "dry_run": dry_run,
+            "uploaded": sorted(self.uploaded_files),
+            "uploaded_bytes": self.uploaded_bytes,
+            "unchanged": sorted(self.unchanged_files),
+            "skipped": sorted(self.not_taken),
+            "refused": sorted(self.refused),
+            "removed": [],  # publish never deletes at the destination
+        }
 
 
 def _run_all(fn: Callable[[LocalFile], T], items: Sequence[LocalFile], workers: int) -> list[T]:
@@ -129,9 +154,14 @@ def _run_all(fn: Callable[[LocalFile], T], items: Sequence[LocalFile], workers: 
 
 def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callable[[str], None] = print) -> Summary:
     """Publish the files under ``root`` to ``dest`` in phases; return what was done."""
-    files = [f for f in list_root(root) if dest.wants(f)]
-    dest.prepare(files)
+    files: list[LocalFile] = []
     summary = Summary()
+    for f in list_root(root):
+        if dest.wants(f):
+            files.append(f)
+        else:
+            summary.not_taken.append(f.rel)
+    dest.prepare(files)
     lock = threading.Lock()
 
     def one(f: LocalFile) -> None:
@@ -146,11 +176,11 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callab
             return
         with lock:
             if state == "same":
-                summary.skipped += 1
+                summary.unchanged_files.append(f.rel)
                 if dry_run:
                     out(f"already there: {f.rel}")
                 return
-            summary.uploaded += 1
+            summary.uploaded_files.append(f.rel)
             summary.uploaded_bytes += f.size
             verb = "upload" if state == "new" else "replace"
             if dry_run:
@@ -193,19 +223,23 @@ def run_publish(ns: argparse.Namespace) -> int:
         raise UsageError(f"--to {ns.to} is the store folder itself; publish to another folder")
     dry_run = bool(getattr(ns, "dry_run", False))
     quiet = bool(getattr(ns, "quiet", False))  # -q: no per-file lines, only the summary and errors
+    as_json = bool(getattr(ns, "json", False))
+    human = sys.stderr if as_json else sys.stdout  # --json: stdout holds the document only
     if not quiet:
-        print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}")
+        print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}", file=human)
     try:
         summary = publish(root, dest, dry_run=dry_run,
-                          out=(lambda line: None) if quiet else (lambda line: print(line, flush=True)))
+                          out=(lambda line: None) if quiet else (lambda line: print(line, file=human, flush=True)))
     finally:
         dest.close()
     if dry_run:
         print(f"would upload {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
-              f"{summary.skipped} already there")
+              f"{summary.skipped} already there", file=human)
     else:
         print(f"uploaded {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
-              f"skipped {summary.skipped} unchanged")
+              f"skipped {summary.skipped} unchanged", file=human)
+    if as_json:
+        print(json.dumps(summary.to_json(dest.display, dry_run), indent=2))
     if summary.refused:
         print(f"error: {len(summary.refused)} files refused: {', '.join(summary.refused)}", file=sys.stderr)
         return EXIT_REFUSED

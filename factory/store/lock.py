@@ -1,4 +1,12 @@
-"""One writer at a time per store: an advisory lock file beside the records."""
+"""One writer at a time per store: an advisory lock file beside the records.
+
+The holder writes its PID into the lock file, so a run that finds the lock held
+can say which process holds it and whether that process is still alive. The
+lock's file descriptor is recorded in ``HELD_FDS`` so that forked worker
+processes close their inherited copy (factory/workers.py): an ``flock`` belongs
+to the open file, and a worker that outlived a killed main process would
+otherwise keep the store locked forever.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from .. import atomic
 from ..errors import UsageError
@@ -15,6 +24,59 @@ from . import Store
 from .local import LocalStore
 
 LOCK_NAME = ".kernel-factory.lock"
+HELD_FDS: set[int] = set()  # lock file descriptors this process holds (forked workers close them)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def read_holder(path: Path) -> int | None:
+    """The PID written in the lock file by its holder, if any."""
+    try:
+        text = path.read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def describe_holder(path: Path) -> str:
+    """``PID 123, running`` (or not running: then a process it started still holds the lock)."""
+    pid = read_holder(path)
+    if pid is None:
+        return "PID unknown"
+    if pid_alive(pid):
+        return f"PID {pid}, running"
+    return f"PID {pid}, no longer running: a process it started still holds the lock"
+
+
+def held_message(root: Path) -> str:
+    path = root / LOCK_NAME
+    pid = read_holder(path)
+    who = describe_holder(path)
+    if pid is not None and not pid_alive(pid):
+        fix = f"end the processes that hold {path} (`fuser -v {path}` lists them), then run again"
+    else:
+        fix = "wait for it to finish (or raise KERNEL_FACTORY_LOCK_WAIT)"
+    return f"{root}: another kernel-factory run ({who}) holds {LOCK_NAME}; {fix}"
+
+
+def _write_pid(fd: int) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+
+def _clear_pid(fd: int, before: os.stat_result) -> None:
+    """Empty the lock file and give it back its times: a run that changed nothing leaves every file as it was."""
+    os.ftruncate(fd, 0)
+    os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 @contextmanager
@@ -27,25 +89,34 @@ def store_lock(store: Store, wait_s: float | None = None) -> Iterator[None]:
         wait_s = float(os.environ.get("KERNEL_FACTORY_LOCK_WAIT", "600"))
     store.root.mkdir(parents=True, exist_ok=True)
     path = store.root / LOCK_NAME
-    with open(path, "a+") as f:
+    # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
         deadline = time.monotonic() + wait_s
         told = False
         while True:
             try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise UsageError(
-                        f"{store.root}: another kernel-factory run holds {LOCK_NAME}; wait for it to finish "
-                        "(or raise KERNEL_FACTORY_LOCK_WAIT)"
-                    ) from None
+                    raise UsageError(held_message(store.root)) from None
                 if not told:
-                    print(f"waiting for another kernel-factory run on {store.root} ...", file=sys.stderr)
+                    print(
+                        f"waiting for another kernel-factory run on {store.root} ({describe_holder(path)}) ...",
+                        file=sys.stderr,
+                    )
                     told = True
                 time.sleep(0.2)
+        HELD_FDS.add(fd)
+        before = os.fstat(fd)
         try:
+            _write_pid(fd)
             atomic.remove_stale_tmp(store.root, time.time())  # leftovers of killed runs, anywhere below
             yield
         finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            HELD_FDS.discard(fd)
+            _clear_pid(fd, before)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

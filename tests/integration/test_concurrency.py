@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -57,8 +58,13 @@ def test_second_build_waits(kernel: Kernel, tmp_path: Path) -> None:
     cfg, store = config(tmp_path, kernel.repo)
     first = start("build", "--config", cfg, "--jobs", "2")
     wait_for(store / "files", ".tmp-work-*", first)
+    os.kill(first.pid, signal.SIGSTOP)  # holds the lock, paused: the second run cannot miss it on a fast machine
     second = start("build", "--config", cfg, "--jobs", "2")
+    assert second.stderr is not None
+    seen = second.stderr.readline()
+    os.kill(first.pid, signal.SIGCONT)
     (rc1, err1), (rc2, err2) = finish(first), finish(second)
+    err2 = seen + err2
     assert (rc1, rc2) == (0, 0), err1 + err2
     assert "waiting for another kernel-factory run" in err2
     assert "built 4 wheels" in err1 and "built 0 wheels, 4 already in the store" in err2
@@ -70,11 +76,16 @@ def test_second_build_told_not_to_wait_fails_clearly(kernel: Kernel, tmp_path: P
     cfg, store = config(tmp_path, kernel.repo)
     first = start("build", "--config", cfg, "--jobs", "2")
     wait_for(store / "files", ".tmp-work-*", first)
-    rc2, err2 = finish(start("build", "--config", cfg, wait_s="0"))
+    os.kill(first.pid, signal.SIGSTOP)  # paused while holding the lock (still a running process)
+    try:
+        rc2, err2 = finish(start("build", "--config", cfg, wait_s="0"))
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     rc1, err1 = finish(first)
     assert rc1 == 0, err1
     errs = [line for line in err2.splitlines() if line.startswith("error: ")]
-    assert rc2 == 2 and errs == [f"error: {store}: another kernel-factory run holds .kernel-factory.lock; wait for it "
+    assert rc2 == 2 and errs == [f"error: {store}: another kernel-factory run (PID {first.pid}, running) holds "
+                                 ".kernel-factory.lock; wait for it "
                                  "to finish (or raise KERNEL_FACTORY_LOCK_WAIT)"], err2
     assert "Traceback" not in err2
     assert h.check_root(store) == []
