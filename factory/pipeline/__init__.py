@@ -13,18 +13,18 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import config, space, versions
-from .config import KernelSpec, Options
-from .errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
-from .plan import Job, Plan, check_options, make_plan, print_plan
-from .record import Record
-from .sources import open_source
-from .sources.base import Source
-from .store import Store, open_store
-from .store.local import LocalStore
-from .store.lock import store_lock
-from .variants import parse as parse_variant
-from .wheel import stages
+from .. import config, space, versions
+from ..config import KernelSpec, Options
+from ..errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
+from ..plan import Job, Plan, check_options, make_plan, print_plan
+from ..record import Record
+from ..sources import open_source
+from ..sources.base import Source
+from ..store import Store, open_store
+from ..store.local import LocalStore
+from ..store.lock import store_lock
+from ..variants import parse as parse_variant
+from ..wheel import stages
 from .workers import worker_pool
 
 _SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
@@ -47,7 +47,7 @@ def _source(job: Job) -> Source:
 
 
 def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
-    from .verify import metadata as kernelmeta
+    from ..verify import metadata as kernelmeta
 
     major = kernelmeta.load(variant_dir, f"build/{job.variant}").version  # BadKernel on hostile JSON
     if not isinstance(major, int) or isinstance(major, bool):
@@ -57,7 +57,7 @@ def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
 
 def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record]:
     """Fetch one variant and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
-    from .wheel.convert import WheelInput, convert
+    from ..wheel.convert import WheelInput, convert
 
     stages.reset()
     src = _source(job)
@@ -65,12 +65,12 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
         root = src.fetch(job.sha, job.variant)
     variant_dir = root / "build" / job.variant
     if job.lock_hash is not None:
-        from .verify.lockfile import verify_lock_hash
+        from ..verify.lockfile import verify_lock_hash
 
         lfs = src.lfs_paths(job.sha, job.variant) if hasattr(src, "lfs_paths") else ()
         verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=lfs, where=f"build/{job.variant}")
     if opts.verify_signatures:
-        from .verify.signature import verify_signature
+        from ..verify.signature import verify_signature
 
         verify_signature(variant_dir, f"build/{job.variant}")
     version = job.version or _version_from_metadata(job, variant_dir, src)
@@ -261,7 +261,7 @@ def _summarise(
 
 def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
     """kernels.lock, or a pyproject.toml's [tool.kernels.dependencies], as kernel specs."""
-    from .verify import lockfile
+    from ..verify import lockfile
 
     if Path(path).name.endswith(".toml"):
         return tuple(
@@ -284,7 +284,7 @@ def load_options(ns: argparse.Namespace) -> Options:
 def _shard(ns: argparse.Namespace) -> tuple[int, int] | None:
     if not getattr(ns, "shard", None):
         return None
-    from .plan.shard import parse_shard
+    from ..plan.shard import parse_shard
 
     return parse_shard(ns.shard)
 

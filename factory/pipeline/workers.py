@@ -27,7 +27,7 @@ PR_SET_PDEATHSIG = 1
 
 
 def _close_inherited_locks() -> None:
-    from .store.lock import HELD_FDS
+    from ..store.lock import HELD_FDS
 
     for fd in list(HELD_FDS):
         try:
