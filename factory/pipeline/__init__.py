@@ -94,9 +94,11 @@ def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Reco
     return result
 
 
-def failure(job: Job, exc: Exception) -> Outcome:
-    """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback."""
-    if isinstance(exc, OSError) and (err := unusable(exc)) is not None:
+def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
+    """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback.
+
+    ``where``: the folder the job was writing in, named when the OSError names no file (a write to an open file)."""
+    if isinstance(exc, OSError) and (err := unusable(exc, where)) is not None:
         exc = err
     if isinstance(exc, FactoryError):
         return Outcome(job, error=f"{job.where}: {exc}", exit_code=exc.exit_code)
@@ -115,7 +117,7 @@ def _run(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) ->
         tempfile.tempdir = tempfile.mkdtemp(prefix="job-", dir=scratch) if scratch is not None else str(out_dir)
         return build_one(job, opts, out_dir)
     except Exception as exc:
-        return failure(job, exc)
+        return failure(job, exc, out_dir)
     finally:
         tempfile.tempdir = saved
         _drop_fetched(job)

@@ -61,7 +61,8 @@ def write_variant(build: Path, variant: str, size: int) -> None:
     (vdir / "__init__.py").write_text("from ._ops import ops\n")
     (vdir / "_ops.py").write_text("ops = None\n")
     (vdir / "blob.bin").write_bytes(os.urandom(size))  # random: the wheel is as large as the variant
-    meta = {"name": "big", "version": 1, "license": "Apache-2.0", "python-depends": [],
+    meta = {"name": "big", "id": "_big_0000000", "version": 1, "license": "Apache-2.0", "python-depends": [],
+            "backend": {"type": "cpu", "archs": []},
             "digest": {"algorithm": "sha256", "files": compute(vdir, "sha256")}}
     (vdir / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
@@ -136,7 +137,8 @@ def _limit_file_size(limit: int) -> None:
 
 
 def test_file_size_limit_during_fetch_is_exit_4_and_rerun_completes(big_repo: Path, tmp_path: Path) -> None:
-    """RLIMIT_FSIZE: the limit is hit while `git archive | tar` writes the variant (no root needed)."""
+    """RLIMIT_FSIZE: the limit is hit while the wheel is written into the store's work folder (no root needed;
+    the clean checkout is read in place, so the write that fails is the wheel's)."""
     store, scratch = tmp_path / "store", tmp_path / "scratch"
     cfg = config(tmp_path, big_repo, store)
     env = clean_env()
@@ -147,7 +149,7 @@ def test_file_size_limit_during_fetch_is_exit_4_and_rerun_completes(big_repo: Pa
     lines = errors(proc.stderr)
     assert len(lines) == 2, proc.stderr  # one per variant
     for line in lines:
-        assert str(scratch) in line and "File too large" in line, line
+        assert str(store / "files" / ".tmp-work-") in line and "File too large" in line, line
     assert "failed kernels-community/big@v1.0.0: " in proc.stderr  # the progress line says why
     assert leftovers(store) == [] and list(scratch.iterdir()) == [] and wheels(store) == []
 
