@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,3 +82,35 @@ def remove_stale_tmp(root: Path, before: float) -> int:
             except FileNotFoundError:
                 continue
     return removed
+
+
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    """Hex digest of a file, read in 1 MiB chunks (md5 only to compare with single-part S3 ETags)."""
+    h = hashlib.new(algorithm, usedforsecurity=False)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def copy_file(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` atomically (a hidden temporary file, fsynced, then renamed)."""
+    with atomic_open(dest) as out, open(src, "rb") as f:
+        shutil.copyfileobj(f, out, 1 << 20)
+
+
+def link_or_copy(src: Path, dest: Path) -> None:
+    """Put ``src`` at ``dest`` atomically: a hard link (a temporary name, then a rename) where possible,
+    else (another file system, links not allowed) a copy."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    try:
+        os.link(src, tmp)
+    except OSError:
+        copy_file(src, dest)
+        return
+    try:
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

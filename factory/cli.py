@@ -1,8 +1,9 @@
 """Command line: ``kernel-factory <subcommand>``; ``main(argv) -> int``.
 
-Each subcommand parses its flags here and hands a Namespace to the module
-that does the work. Errors print one line (``--debug`` adds the traceback)
-and return the exit code their class carries (see factory/errors.py).
+Each subcommand parses its flags here into a frozen dataclass of typed arguments
+(``config.Flags`` for the options' overrides, ``BuildArgs``, ``IndexArgs``, ... beside the code that
+takes them) and hands that to the module that does the work; no Namespace goes further. Errors print
+one line (``--debug`` adds the traceback) and return the exit code their class carries (factory/errors.py).
 The texts users read (``--help``) are DESCRIPTION and each subcommand's
 description and example below, not this docstring.
 """
@@ -16,59 +17,89 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from . import __version__
+from .config import DEFAULT_STORE, Flags
 from .errors import EXIT_BUG, FactoryError, unusable
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _to_wheel(ns: argparse.Namespace) -> int:
-    from .pipeline import run_to_wheel
+def _flags(ns: argparse.Namespace, *, default_config: bool = True) -> Flags:
+    """The flags that override the options (config.resolve), from whichever of them this subcommand has."""
+    return Flags(
+        config=getattr(ns, "config", None),
+        default_config=default_config,
+        store=getattr(ns, "store", None),
+        scratch=getattr(ns, "scratch", None),
+        jobs=getattr(ns, "jobs", None),
+        manylinux=getattr(ns, "manylinux", None),
+        accept_higher_policy=bool(getattr(ns, "accept_higher_policy", None)),
+        allow_no_digest=bool(getattr(ns, "allow_no_digest", None)),
+        verify_signatures=bool(getattr(ns, "verify_signatures", None)),
+        allow_kernel_names=bool(getattr(ns, "allow_kernel_names", None)),
+        s3_put_args=tuple(getattr(ns, "s3_put_arg", None) or ()),
+        cache_control_immutable=getattr(ns, "cache_control_immutable", None),
+        cache_control_pages=getattr(ns, "cache_control_pages", None),
+        s3_directory_keys=bool(getattr(ns, "s3_directory_keys", False)),
+        allow_orgs=tuple(getattr(ns, "allow_org", None) or ()),
+    )
 
-    return run_to_wheel(ns)
+
+def _to_wheel(ns: argparse.Namespace) -> int:
+    from .pipeline import ToWheelArgs, run_to_wheel
+
+    return run_to_wheel(ToWheelArgs(
+        repo=ns.repo, version=ns.version, flags=_flags(ns, default_config=False), out=Path(ns.out),
+        revision=ns.revision, variants=tuple(ns.variants or ()), repo_id=ns.repo_id, json=ns.json,
+        quiet=ns.quiet, debug=ns.debug,
+    ))
 
 
 def _plan(ns: argparse.Namespace) -> int:
-    from .pipeline import run_plan
+    from .pipeline import PlanArgs, run_plan
 
-    return run_plan(ns)
+    return run_plan(PlanArgs(flags=_flags(ns), lock=ns.lock, shard=ns.shard, json=ns.json))
 
 
 def _build(ns: argparse.Namespace) -> int:
-    from .pipeline import run_build
+    from .pipeline import BuildArgs, run_build
 
-    return run_build(ns)
+    return run_build(BuildArgs(flags=_flags(ns), lock=ns.lock, shard=ns.shard, json=ns.json, quiet=ns.quiet,
+                               debug=ns.debug))
 
 
 def _index(ns: argparse.Namespace) -> int:
-    from .index.build import run_index
+    from .index.build import IndexArgs, run_index
 
-    return run_index(ns)
+    return run_index(IndexArgs(flags=_flags(ns), out=ns.out, wheels=tuple(ns.wheels or ()), templates=ns.templates,
+                               repair=ns.repair, base_url=ns.base_url, json=ns.json))
 
 
 def _publish(ns: argparse.Namespace) -> int:
-    from .publish.run import run_publish
+    from .publish.run import PublishArgs, run_publish
 
-    return run_publish(ns)
+    return run_publish(PublishArgs(flags=_flags(ns), to=ns.to, repository=ns.repository, simple_url=ns.simple_url,
+                                   dry_run=ns.dry_run, quiet=ns.quiet, json=ns.json))
 
 
 def _serve(ns: argparse.Namespace) -> int:
-    from .index.serve import run_serve
+    from .index.serve import ServeArgs, run_serve
 
-    return run_serve(ns)
+    return run_serve(ServeArgs(out=Path(ns.out), port=ns.port))
 
 
 def _local_kernels(ns: argparse.Namespace) -> int:
-    from .local.kernels import run_local_kernels
+    from .local.kernels import LocalKernelsArgs, run_local_kernels
 
-    return run_local_kernels(ns)
+    return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check))
 
 
 def _which(ns: argparse.Namespace) -> int:
-    from .local.which import run_which
+    from .local.which import WhichArgs, run_which
 
-    return run_which(ns)
+    return run_which(WhichArgs(python=ns.python, index_url=ns.index_url, kernel=ns.kernel, json=ns.json))
 
 
 def _add_s3_flags(p: argparse.ArgumentParser) -> None:
@@ -293,7 +324,7 @@ def parser() -> argparse.ArgumentParser:
     pu.set_defaults(handler=_publish)
 
     se = command("serve")
-    se.add_argument("--out", metavar="DIR", default="public", help="index root (default: ./public)")
+    se.add_argument("--out", metavar="DIR", default=DEFAULT_STORE, help=f"index root (default: ./{DEFAULT_STORE})")
     se.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     se.set_defaults(handler=_serve)
 

@@ -7,11 +7,10 @@ file are relative to that file's folder. Unknown keys fail with a hint.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -68,6 +67,74 @@ ENV = {  # environment variable -> [factory] key
 
 
 @dataclass(frozen=True)
+class Location:
+    """Where a store (or an index root) is, parsed once: a local folder (a path, or ``file://PATH``) or a
+    remote URL (``s3://bucket/prefix``). ``display`` is the location as given, for messages."""
+
+    display: str
+    local: Path | None  # the folder of a local location; None for a remote one
+
+    @classmethod
+    def parse(cls, text: str | Path) -> Location:
+        given = str(text)
+        if given.startswith("file://"):
+            return cls(given, Path(given.removeprefix("file://")))
+        if "://" in given:
+            return cls(given, None)
+        return cls(given, Path(given))
+
+    @property
+    def is_local(self) -> bool:
+        return self.local is not None
+
+    @property
+    def is_url(self) -> bool:
+        """Given as a URL (``file://`` included), not as a plain path."""
+        return "://" in self.display
+
+    @property
+    def scheme(self) -> str:
+        """``file`` for a local location, else the URL's scheme (``s3``)."""
+        return "file" if self.local is not None else self.display.split("://", 1)[0]
+
+    @property
+    def url(self) -> str:
+        """The location as a URL: ``s3://...`` as given, ``file://`` and the absolute path for a folder."""
+        return self.display if self.local is None else self.local.resolve().as_uri()
+
+    def resolved(self, base: Path) -> Location:
+        """A plain relative path made absolute against ``base`` (``~`` expanded); a URL unchanged."""
+        if self.is_url or self.local is None:
+            return self
+        p = self.local.expanduser()
+        return Location.parse(str(p if p.is_absolute() else (base / p).resolve()))
+
+    def __str__(self) -> str:
+        return self.display
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The command line's overrides of the options (cli.py fills it; None or empty: not given)."""
+
+    config: str | None = None  # --config FILE
+    default_config: bool = True  # without --config, read ./factory.toml if there (to-wheel: False)
+    store: str | None = None
+    scratch: str | None = None
+    jobs: int | None = None
+    manylinux: str | None = None
+    accept_higher_policy: bool = False
+    allow_no_digest: bool = False
+    verify_signatures: bool = False
+    allow_kernel_names: bool = False
+    s3_put_args: tuple[str, ...] = ()  # KEY=VALUE, as given
+    cache_control_immutable: str | None = None
+    cache_control_pages: str | None = None
+    s3_directory_keys: bool = False
+    allow_orgs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     repo: str  # Hub id or local path (made absolute)
     versions: tuple[str, ...] = ()  # requests: "1", "1.1.2", ">=1,<2", "all"
@@ -85,7 +152,7 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class Options:
-    store: str = DEFAULT_STORE
+    store: Location = Location.parse(DEFAULT_STORE)
     allow_orgs: tuple[str, ...] = DEFAULT_ORGS
     manylinux: str = "2_28"
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
@@ -152,10 +219,7 @@ def _manylinux(value: Any, where: str) -> str:
 
 
 def _path(value: str, base: Path) -> str:
-    if "://" in value:
-        return value
-    p = Path(value).expanduser()
-    return str(p if p.is_absolute() else (base / p).resolve())
+    return Location.parse(value).resolved(base).display
 
 
 def _looks_path(repo: str) -> bool:
@@ -231,6 +295,8 @@ def apply_factory(opts: Options, table: Mapping[str, Any], base: Path, where: st
             if not isinstance(value, str):
                 raise ConfigError(f"{w}: expected a folder or s3:// URL, got {value!r}")
             changes[key.replace("-", "_")] = _path(value, base)
+            if key == "store":
+                changes["store"] = Location.parse(changes["store"])
         elif key == "allow-orgs":
             changes["allow_orgs"] = tuple(o for v in _str_list(value, w) for o in v.split(",") if o)
         elif key == "manylinux":
@@ -270,20 +336,20 @@ def _put_args(value: Any, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(value.items()))
 
 
-def find_config(explicit: str | None) -> Path | None:
-    if explicit:
-        return Path(explicit)
-    for name in (DEFAULT_CONFIG,):
-        if Path(name).is_file():
-            return Path(name)
+def find_config(flags: Flags) -> Path | None:
+    """``--config``, else ./factory.toml if there (and the command reads one by default), else none."""
+    if flags.config:
+        return Path(flags.config)
+    if flags.default_config and Path(DEFAULT_CONFIG).is_file():
+        return Path(DEFAULT_CONFIG)
     return None
 
 
-def load(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> Options:
-    """Defaults -> config file -> environment -> command line."""
+def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
+    """The one place where defaults, the config file, the environment and the flags meet, in that order."""
     env = os.environ if env is None else env
     opts = Options()
-    path = find_config(getattr(ns, "config", None))
+    path = find_config(flags)
     if path is not None:
         factory, kernels = read_file(path)
         base = path.resolve().parent
@@ -292,31 +358,31 @@ def load(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> Option
         opts = replace(opts, kernels=specs)
     env_table = {key: env[var] for var, key in ENV.items() if env.get(var)}
     opts = apply_factory(opts, env_table, Path.cwd(), "environment")
-    return apply_cli(opts, ns)
+    return apply_flags(opts, flags)
 
 
-def apply_cli(opts: Options, ns: argparse.Namespace) -> Options:
+def apply_flags(opts: Options, flags: Flags) -> Options:
     changes: dict[str, Any] = {}
-    if getattr(ns, "store", None):
-        changes["store"] = ns.store if "://" in ns.store else str(Path(ns.store).resolve())
-    if getattr(ns, "scratch", None):
-        changes["scratch"] = str(Path(ns.scratch).resolve())
-    if getattr(ns, "jobs", None) is not None:
-        changes["jobs"] = _int(ns.jobs, "--jobs")
-    if getattr(ns, "manylinux", None):
-        changes["manylinux"] = _manylinux(ns.manylinux, "--manylinux")
+    if flags.store:
+        changes["store"] = Location.parse(flags.store).resolved(Path.cwd())
+    if flags.scratch:
+        changes["scratch"] = str(Path(flags.scratch).resolve())
+    if flags.jobs is not None:
+        changes["jobs"] = _int(flags.jobs, "--jobs")
+    if flags.manylinux:
+        changes["manylinux"] = _manylinux(flags.manylinux, "--manylinux")
     for flag in ("accept_higher_policy", "allow_no_digest", "verify_signatures", "allow_kernel_names"):
-        if getattr(ns, flag, None):
+        if getattr(flags, flag):
             changes[flag] = True
-    if getattr(ns, "s3_put_arg", None):
+    if flags.s3_put_args:
         changes["s3_put_args"] = tuple(sorted({**dict(opts.s3_put_args),
-                                               **dict(_put_args(ns.s3_put_arg, "--s3-put-arg"))}.items()))
+                                               **dict(_put_args(list(flags.s3_put_args), "--s3-put-arg"))}.items()))
     for flag in ("cache_control_immutable", "cache_control_pages"):
-        if getattr(ns, flag, None):
-            changes[flag] = _cache_control(getattr(ns, flag), "--" + flag.replace("_", "-"))
-    if getattr(ns, "s3_directory_keys", False):
+        value = getattr(flags, flag)
+        if value:
+            changes[flag] = _cache_control(value, "--" + flag.replace("_", "-"))
+    if flags.s3_directory_keys:
         changes["s3_directory_keys"] = True
-    extra: Sequence[str] = getattr(ns, "allow_org", None) or ()
-    if extra:
-        changes["allow_orgs"] = tuple(dict.fromkeys((*opts.allow_orgs, *extra)))
+    if flags.allow_orgs:
+        changes["allow_orgs"] = tuple(dict.fromkeys((*opts.allow_orgs, *flags.allow_orgs)))
     return replace(opts, **changes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -67,11 +68,15 @@ class Record:
         return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> Record:
-        raw = json.loads(data)
-        known = {f for f in cls.__dataclass_fields__}
-        values = {k: v for k, v in raw.items() if k in known}
+    def from_dict(cls, raw: Mapping[str, Any]) -> Record:
+        """A record from its fields as JSON holds them (lists for tuples); unknown keys are left out. Checks
+        nothing: records read from a store go through store/check.py first."""
+        values = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
         for key in ("requires_dist", "archs"):
             if key in values:
                 values[key] = tuple(values[key])
         return cls(**values)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Record:
+        return cls.from_dict(json.loads(data))

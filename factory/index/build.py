@@ -9,7 +9,6 @@ are gone are removed.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import TMP_PREFIX, named, write_bytes
+from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import Record
 from ..store.catalog import load_local_keyed, load_records
@@ -32,8 +32,21 @@ PAGE_DIRS = ("simple", "variants")
 
 
 @dataclass(frozen=True)
+class IndexArgs:
+    """``index``: the options' flags and the index's own."""
+
+    flags: Flags
+    out: str | None = None
+    wheels: tuple[str, ...] = ()
+    templates: str | None = None
+    repair: bool = False
+    base_url: str | None = None
+    json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
+
+
+@dataclass(frozen=True)
 class IndexOptions:
-    store: str
+    store: Location
     out: Path
     wheels: tuple[Path, ...]
     templates: Path | None
@@ -52,35 +65,34 @@ class IndexResult:
     removed: int
 
 
-def resolve_paths(ns: argparse.Namespace) -> IndexOptions:
+def resolve_paths(args: IndexArgs) -> IndexOptions:
     """Store, index root, adopted folders, templates and base URL from the command line (defaults: ./public)."""
     from .. import config
 
-    opts = config.load(ns)  # defaults -> factory.toml -> environment -> --store
+    opts = config.resolve(args.flags)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
-    given_out = getattr(ns, "out", None)
-    if given_out and opts.store == config.DEFAULT_STORE:  # no store named anywhere: --out alone is the whole site
-        store = str(Path(given_out).resolve())
-    out = given_out or opts.index_out or (None if "://" in store else store)
+    if args.out and opts.store == Location.parse(config.DEFAULT_STORE):  # no store named: --out alone is the site
+        store = Location.parse(str(Path(args.out).resolve()))
+    out = args.out or opts.index_out or store.local
     if out is None:
         raise UsageError(f"the store {store} is not a local folder; give the index root with --out DIR")
-    templates = getattr(ns, "templates", None) or opts.templates
+    templates = args.templates or opts.templates
     if templates is not None and not Path(templates).is_dir():
         raise UsageError(f"--templates {templates}: no such folder; give a folder of templates to override")
-    wheels = tuple(Path(w) for w in (getattr(ns, "wheels", None) or ()))
+    wheels = tuple(Path(w) for w in args.wheels)
     for w in wheels:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
-    base_url = (getattr(ns, "base_url", None) or opts.base_url or DEFAULT_BASE_URL).rstrip("/")
-    repair = bool(getattr(ns, "repair", False))
-    if repair and "://" in store.removeprefix("file://"):
+    base_url = (args.base_url or opts.base_url or DEFAULT_BASE_URL).rstrip("/")
+    repair = args.repair
+    if repair and not store.is_local:
         raise UsageError(
             f"--repair needs a local store folder, not {store}; delete the damaged records and rerun build"
         )
     from packaging.utils import canonicalize_name
 
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
-    as_json = bool(getattr(ns, "json", False))
+    as_json = args.json
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
                         opts.allow_kernel_names, names, as_json)
 
@@ -214,34 +226,34 @@ def build_index(
 
 
 def index_store(
-    store: str, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None = None
+    store: Location | str | Path, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None = None
 ) -> tuple[int, IndexResult]:
     """List the store's valid records and bring the index in ``out`` up to date; (number of records, result).
 
     Each record left out (damaged, invalid, without its wheel) adds one line to ``damaged``.
     """
     keys: dict[str, str] | None = None
-    if "://" in store and not store.startswith("file://"):
-        records = load_records(store, damaged)
+    loc = store if isinstance(store, Location) else Location.parse(store)
+    if loc.local is None:
+        records = load_records(loc, damaged)
     else:
-        records, keys = load_local_keyed(Path(store.removeprefix("file://")), damaged)
+        records, keys = load_local_keyed(loc.local, damaged)
     return len(records), build_index(out, records, templates, base_url, keys)
 
 
-def run_index(ns: argparse.Namespace) -> int:
+def run_index(args: IndexArgs) -> int:
     """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock)."""
-    opts = resolve_paths(ns)
-    root = Path(opts.store.removeprefix("file://"))
-    if "://" in opts.store.removeprefix("file://") or (root.is_dir() and not os.access(root, os.W_OK)):
+    opts = resolve_paths(args)
+    root = opts.store.local
+    if root is None or (root.is_dir() and not os.access(root, os.W_OK)):
         return _run_index(opts)  # S3, or a read-only folder: no writer to wait for
-    from ..store.local import LocalStore
-    from ..store.lock import store_lock
+    from ..store import open_store
 
-    with store_lock(LocalStore(root)):
+    with open_store(opts.store).lock():
         return _run_index(opts)
 
 
-def _kernel_projects(store: str) -> set[str]:
+def _kernel_projects(store: Location) -> set[str]:
     """Normalised names of the kernels the store holds (built by the factory, not adopted)."""
     from packaging.utils import canonicalize_name
 
@@ -257,17 +269,18 @@ def _run_index(opts: IndexOptions) -> int:
     if opts.repair:
         from ..store.adopt import repair_store
 
-        repaired, failed = repair_store(Path(opts.store.removeprefix("file://")))
+        assert opts.store.local is not None  # resolve_paths refuses --repair for a remote store
+        repaired, failed = repair_store(opts.store.local)
         say(f"repaired {len(repaired)} record(s)" + (f", {len(failed)} could not be repaired" if failed else ""))
         refused += len(failed)
     if opts.wheels:
-        if "://" in opts.store:
+        if opts.store.local is None:
             raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
         from ..store.adopt import adopt
 
         kernels = set() if opts.allow_kernel_names else _kernel_projects(opts.store) | opts.kernel_names
         for folder in opts.wheels:
-            result = adopt(Path(opts.store), folder, kernels)
+            result = adopt(opts.store.local, folder, kernels)
             refused += len(result.refused)
             adopted += result.adopted
             present += result.present
@@ -287,7 +300,7 @@ def _run_index(opts: IndexOptions) -> int:
     )
     if opts.as_json:
         doc = {
-            "store": opts.store,
+            "store": opts.store.display,
             "out": str(opts.out),
             "records": count,
             "pages": index.pages,

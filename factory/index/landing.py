@@ -10,9 +10,10 @@ from typing import Any
 from urllib.parse import quote
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..record import HUB_URL, Record
+from ..versions import sort_key
 from .selector import selector_rows
 
 _BACKEND_ORDER = ("cuda", "rocm", "xpu", "cann", "neuron", "tpu", "npu", "cpu", "metal", "universal")
@@ -70,14 +71,6 @@ class AdoptedView:
     pin_cmd: str
 
 
-def _vkey(text: str | None) -> tuple[int, Version | str]:
-    if text is None:
-        return (0, "")
-    try:
-        return (2, Version(text))
-    except InvalidVersion:
-        return (1, text)
-
 
 def _rank(order: Sequence[str], value: str | None) -> int:
     return order.index(value) if value in order else len(order)
@@ -89,7 +82,7 @@ def _row_key(r: Record) -> tuple[str | None, str | None]:
 
 def _row_sort(key: tuple[str | None, str | None]) -> tuple[int, Any, str]:
     framework, version = key
-    v = _vkey(version)
+    v = sort_key(version)
     return (_rank(_FRAMEWORK_ORDER, framework), (-v[0], _Neg(v[1])), framework or "")
 
 
@@ -126,7 +119,7 @@ def _col_key(r: Record) -> tuple[str | None, str | None]:
 
 def _col_sort(key: tuple[str | None, str | None]) -> tuple[int, str, Any]:
     backend, version = key
-    v = _vkey(version)
+    v = sort_key(version)
     return (_rank(_BACKEND_ORDER, backend), backend or "", (-v[0], _Neg(v[1])))
 
 
@@ -174,7 +167,7 @@ def _version_view(project: str, version: str, recs: list[Record], base_url: str)
         )
         cells[(_row_key(r), _col_key(r))].append(entry)
     view_rows = tuple(Row(_row_title(k), tuple(tuple(cells.get((k, c), ())) for c in cols)) for k in rows)
-    archs = sorted({a for r in recs for a in r.archs}, key=_vkey)
+    archs = sorted({a for r in recs for a in r.archs}, key=sort_key)
     return VersionView(version, tuple(_col_title(c) for c in cols), view_rows, tuple(archs), len(recs))
 
 
@@ -182,7 +175,7 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
     by_version: dict[str, list[Record]] = defaultdict(list)
     for r in recs:
         by_version[r.kernel_version or r.version.split("+")[0]].append(r)
-    order = sorted(by_version, key=_vkey, reverse=True)
+    order = sorted(by_version, key=sort_key, reverse=True)
     latest = max(by_version[order[0]], key=lambda r: r.filename)
     return KernelView(
         name=latest.name,
@@ -198,8 +191,8 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
 
 
 def _adopted_view(project: str, recs: list[Record], base_url: str) -> AdoptedView:
-    versions = sorted({r.version for r in recs}, key=_vkey, reverse=True)
-    latest = max(recs, key=lambda r: (_vkey(r.version), r.filename))
+    versions = sorted({r.version for r in recs}, key=sort_key, reverse=True)
+    latest = max(recs, key=lambda r: (sort_key(r.version), r.filename))
     pin = command("pip", "install", f"{project}=={versions[0]}", "--index-url", f"{base_url}/simple")
     return AdoptedView(latest.name, project, latest.summary, tuple(versions), pin)
 

@@ -16,10 +16,10 @@ from urllib.parse import quote
 
 import jinja2
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from .. import TEMPLATES
 from ..record import Record
+from ..versions import sort_key
 from . import landing as index_landing
 from . import selector as index_selector
 from .landing import landing_context
@@ -43,13 +43,6 @@ class Page:
 
 def project_name(record: Record) -> str:
     return canonicalize_name(record.name)
-
-
-def _version_key(text: str) -> tuple[int, Version | str]:
-    try:
-        return (1, Version(text))
-    except InvalidVersion:
-        return (0, text)
 
 
 def variant_labels(records: Iterable[Record]) -> list[str]:
@@ -189,7 +182,7 @@ def render_page(env: jinja2.Environment, page: Page, base_url: str) -> bytes:
     """The bytes of one page."""
     meta = {"api-version": API_VERSION}
     if page.kind == "project-json":
-        versions = sorted({r.version for r in page.records}, key=_version_key)
+        versions = sorted({r.version for r in page.records}, key=sort_key)
         files = [_file_json(r, page.depth) for r in page.records]
         return _dumps({"meta": meta, "name": page.project, "files": files, "versions": versions})
     if page.kind == "root-json":

@@ -6,14 +6,15 @@ Directory URLs answer with ``index.json`` when the client asks for
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..config import DEFAULT_STORE
 from ..errors import UsageError
 from ..record import PEP691_JSON
 
@@ -87,14 +88,22 @@ def make_server(root: Path, port: int = 0) -> ThreadingHTTPServer:
     return ThreadingHTTPServer((HOST, port), handler)
 
 
-def run_serve(ns: argparse.Namespace) -> int:
-    root = Path(getattr(ns, "out", None) or "public")
+@dataclass(frozen=True)
+class ServeArgs:
+    """``serve``: the index root and the port (0: any free one)."""
+
+    out: Path = Path(DEFAULT_STORE)
+    port: int = 8000
+
+
+def run_serve(args: ServeArgs) -> int:
+    root = args.out
     if not (root / "simple").is_dir():
         raise UsageError(f"{root} has no simple/ folder; run `kernel-factory index --out {root}` first")
     try:
-        server = make_server(root, int(getattr(ns, "port", 8000)))
+        server = make_server(root, args.port)
     except OSError as exc:
-        msg = f"cannot listen on {HOST}:{ns.port} ({exc.strerror}); choose another --port (0: any free port)"
+        msg = f"cannot listen on {HOST}:{args.port} ({exc.strerror}); choose another --port (0: any free port)"
         raise UsageError(msg) from None
     url = f"http://{HOST}:{server.server_address[1]}"
     print(f"serving {root} at {url}/  (Ctrl-C stops)")

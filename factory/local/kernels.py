@@ -13,11 +13,11 @@ kernels library when it is installed.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata as im
 import json
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +206,20 @@ def report(
     return out, err, EXIT_OK if ok else EXIT_REFUSED
 
 
-def run_local_kernels(ns: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class LocalKernelsArgs:
+    """``local-kernels``: ``shell``: an export line; ``check``: what would load, and why not."""
+
+    shell: bool = False
+    check: bool = False
+
+
+def run_local_kernels(args: LocalKernelsArgs) -> int:
     """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not."""
     kernels = find_kernels()
-    env = detect_environment() if ns.check and kernels else None  # imports torch: only when needed
+    env = detect_environment() if args.check and kernels else None  # imports torch: only when needed
     has_lib = installed_version("kernels", None) is not None
-    out, err, code = report(kernels, shell=ns.shell, check=ns.check, env=env, has_kernels_lib=has_lib)
+    out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib)
     for line in out:
         print(line)
     for line in err:

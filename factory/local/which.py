@@ -11,7 +11,6 @@ first.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shlex
@@ -231,10 +230,20 @@ def commands(project: str, choice: Choice, python: str | None) -> tuple[str, str
 # -- the subcommand ------------------------------------------------------------------------------------------------
 
 
-def run_which(ns: argparse.Namespace) -> int:
-    if bool(ns.index_url) != bool(ns.kernel):
+@dataclass(frozen=True)
+class WhichArgs:
+    """``which``: the interpreter to inspect (None: this one); with ``index_url`` and ``kernel``, the commands."""
+
+    python: str | None = None
+    index_url: str | None = None
+    kernel: str | None = None
+    json: bool = False
+
+
+def run_which(args: WhichArgs) -> int:
+    if bool(args.index_url) != bool(args.kernel):
         raise UsageError("--index-url and --kernel go together: give both, or neither")
-    python = resolve_python(ns.python)
+    python = resolve_python(args.python)
     env = probe(python)
     doc: dict[str, Any] = {"environment": env.to_json()}
     lines = [
@@ -247,9 +256,9 @@ def run_which(ns: argparse.Namespace) -> int:
         f"root     {env.root}",
     ]
     code = EXIT_OK
-    if ns.kernel:
-        url = ns.index_url.rstrip("/")
-        project = str(canonicalize_name(ns.kernel))
+    if args.kernel and args.index_url:
+        url = args.index_url.rstrip("/")
+        project = str(canonicalize_name(args.kernel))
         choice, wheels = choose(url, project, env)
         doc.update({"index_url": url, "kernel": project})
         if choice is not None:
@@ -265,7 +274,7 @@ def run_which(ns: argparse.Namespace) -> int:
                          f"builds there are, nearest first:")
             lines += [f"  {b['label'] or '(universal)'}  {b['platform']}  {', '.join(b['versions'])}  ({b['what']})"
                       for b in builds] or ["  (none)"]
-    if ns.json:
+    if args.json:
         print(json.dumps(doc, indent=2))
     else:
         print("\n".join(lines))

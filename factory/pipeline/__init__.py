@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
+from tempfile import gettempdir, mkdtemp
 
 from .. import config, space, versions
 from ..config import KernelSpec, Options
@@ -20,12 +19,45 @@ from ..plan import Job, Plan, check_options, make_plan, print_plan
 from ..record import Record
 from ..sources import open_source
 from ..sources.base import Source
-from ..store import Store, open_store
-from ..store.local import LocalStore
-from ..store.lock import store_lock
+from ..store import open_store
 from ..variants import parse as parse_variant
 from ..wheel import stages
 from .workers import worker_pool
+
+
+@dataclass(frozen=True)
+class PlanArgs:
+    """``plan``: the options' flags, a lock file instead of the config's kernels, a shard, JSON output."""
+
+    flags: config.Flags
+    lock: str | None = None
+    shard: str | None = None
+    json: bool = False
+
+
+@dataclass(frozen=True)
+class BuildArgs(PlanArgs):
+    """``build``: as plan, and how much to print."""
+
+    quiet: bool = False
+    debug: bool = False
+
+
+@dataclass(frozen=True)
+class ToWheelArgs:
+    """``to-wheel``: one kernel version -> wheels in ``out``. ``flags`` carries no config file (none is read)."""
+
+    repo: str
+    version: str
+    flags: config.Flags
+    out: Path = Path(".")
+    revision: str | None = None
+    variants: tuple[str, ...] = ()
+    repo_id: str | None = None
+    json: bool = False
+    quiet: bool = False
+    debug: bool = False
+
 
 _SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
 
@@ -55,19 +87,19 @@ def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
     return versions.branch_version(major, src.commit_count(job.sha))
 
 
-def build_one(job: Job, opts: Options, out_dir: Path) -> tuple[Path, bytes, Record]:
-    """Fetch one variant and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
+def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Path, bytes, Record]:
+    """Fetch one variant into ``scratch`` and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
     from ..wheel.convert import WheelInput, convert
 
     stages.reset()
     src = _source(job)
     with stages.timed("fetch"):
-        root = src.fetch(job.sha, job.variant)
+        root = src.fetch(job.sha, job.variant, into=scratch)
     variant_dir = root / "build" / job.variant
     if job.lock_hash is not None:
         from ..verify.lockfile import verify_lock_hash
 
-        lfs = src.lfs_paths(job.sha, job.variant) if hasattr(src, "lfs_paths") else ()
+        lfs = src.lfs_paths(job.sha, job.variant)
         verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=lfs, where=f"build/{job.variant}")
     if opts.verify_signatures:
         from ..verify.signature import verify_signature
@@ -111,15 +143,13 @@ def _run(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) ->
     # Sources fetch into the run's scratch folder (--scratch, else TMPDIR), removed with it: worker processes
     # end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
     # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
-    saved = tempfile.tempdir
     try:
-        out_dir = Path(tempfile.mkdtemp(prefix="job-", dir=out_dir))
-        tempfile.tempdir = tempfile.mkdtemp(prefix="job-", dir=scratch) if scratch is not None else str(out_dir)
-        return build_one(job, opts, out_dir)
+        out_dir = Path(mkdtemp(prefix="job-", dir=out_dir))
+        into = Path(mkdtemp(prefix="job-", dir=scratch)) if scratch is not None else out_dir
+        return build_one(job, opts, out_dir, into)
     except Exception as exc:
         return failure(job, exc, out_dir)
     finally:
-        tempfile.tempdir = saved
         _drop_fetched(job)
 
 
@@ -204,16 +234,6 @@ def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
     return worst(codes)
 
 
-def _work_dir(store: Store, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
-    """Where wheels are written: on the store's file system (so they move in by rename), hidden from listings."""
-    if isinstance(store, LocalStore):
-        try:
-            return tempfile.TemporaryDirectory(prefix=".tmp-work-", dir=store.files)
-        except OSError as exc:
-            raise unusable(exc, store.files) or exc from None
-    return space.scratch_dir(scratch, prefix="kernel-factory-work-")
-
-
 def check_space(jobs: list[Job], opts: Options, target: Path) -> None:
     """Refuse, before anything is fetched, a plan whose known size does not fit in ``target`` (the store) or in
     the scratch folder (exit 4)."""
@@ -222,7 +242,7 @@ def check_space(jobs: list[Job], opts: Options, target: Path) -> None:
         found = _source(job).sizes(job.sha, job.variant)
         if found is not None:
             sizes.append(found)
-    scratch = Path(opts.scratch) if opts.scratch else Path(tempfile.gettempdir())
+    scratch = Path(opts.scratch) if opts.scratch else Path(gettempdir())
     space.check_plan(sizes, opts.jobs, target, scratch)
 
 
@@ -276,19 +296,19 @@ def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
     )
 
 
-def load_options(ns: argparse.Namespace) -> Options:
-    opts = config.load(ns)
-    if getattr(ns, "lock", None):
-        opts = replace(opts, kernels=specs_from_lock(ns.lock))
+def load_options(args: PlanArgs) -> Options:
+    opts = config.resolve(args.flags)
+    if args.lock:
+        opts = replace(opts, kernels=specs_from_lock(args.lock))
     return opts
 
 
-def _shard(ns: argparse.Namespace) -> tuple[int, int] | None:
-    if not getattr(ns, "shard", None):
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
         return None
     from ..plan.shard import parse_shard
 
-    return parse_shard(ns.shard)
+    return parse_shard(text)
 
 
 def _warn_damaged(lines: list[str]) -> None:
@@ -296,30 +316,30 @@ def _warn_damaged(lines: list[str]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-def run_plan(ns: argparse.Namespace) -> int:
-    opts = load_options(ns)
+def run_plan(args: PlanArgs) -> int:
+    opts = load_options(args)
     store = open_store(opts.store)
     records = store.records()
     _warn_damaged(store.damaged)
-    plan = make_plan(opts, records, _shard(ns))
-    if ns.json:
+    plan = make_plan(opts, records, _shard(args.shard))
+    if args.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
         print_plan(plan)
     return worst(e.exit_code for e in plan.refused)
 
 
-def run_build(ns: argparse.Namespace) -> int:
-    opts = load_options(ns)
-    shard = _shard(ns)
+def run_build(args: BuildArgs) -> int:
+    opts = load_options(args)
+    shard = _shard(args.shard)
     check_options(opts)  # before the store is touched
     quiet_downloads()
     store = open_store(opts.store, opts)
-    with store_lock(store):
+    with store.lock():
         records = store.records()
         _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
         plan = make_plan(opts, records, shard)
-        if not getattr(ns, "quiet", False):
+        if not args.quiet:
             print_plan(plan, sys.stderr)
         held = {r.filename: r for r in records}
 
@@ -335,17 +355,14 @@ def run_build(ns: argparse.Namespace) -> int:
             held[rec.filename] = rec
 
         outcomes = []
-        if isinstance(store, LocalStore):
-            try:
-                store.files.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise unusable(exc, store.files) or exc from None
-        if plan.todo:
-            with _work_dir(store, opts.scratch) as work, space.scratch_dir(opts.scratch) as scratch:
-                check_space(plan.todo, opts, store.root if isinstance(store, LocalStore) else Path(work))
-                progress = _progress(len(plan.todo), getattr(ns, "quiet", False))
-                outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
-    _summarise(outcomes, plan, ns.json, getattr(ns, "debug", False))
+        # The work folder is on the store's file system where it has one (its room is the store's room).
+        with store.work_dir(opts.scratch) as work:
+            if plan.todo:
+                with space.scratch_dir(opts.scratch) as scratch:
+                    check_space(plan.todo, opts, Path(work))
+                    progress = _progress(len(plan.todo), args.quiet)
+                    outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
+    _summarise(outcomes, plan, args.json, args.debug)
     return exit_code(outcomes, plan)
 
 
@@ -355,26 +372,26 @@ def quiet_downloads() -> None:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
-def run_to_wheel(ns: argparse.Namespace) -> int:
+def run_to_wheel(args: ToWheelArgs) -> int:
     quiet_downloads()
-    opts = config.load(ns)
-    request = versions.parse_request(ns.version)
+    opts = config.resolve(args.flags)
+    request = versions.parse_request(args.version)
     spec = KernelSpec(
-        repo=ns.repo,
-        versions=(ns.version,),
-        repo_id=ns.repo_id,
-        variants=tuple(ns.variants or ()),
-        allow_no_digest=ns.allow_no_digest,
+        repo=args.repo,
+        versions=(args.version,),
+        repo_id=args.repo_id,
+        variants=args.variants,
+        allow_no_digest=args.flags.allow_no_digest or None,
     )
-    if ns.revision:
-        spec = replace(spec, revision=ns.revision, version_override=request.text if request.kind == "tag" else None)
+    if args.revision:
+        spec = replace(spec, revision=args.revision, version_override=request.text if request.kind == "tag" else None)
         if request.kind not in ("tag", "major"):
-            raise UsageError(f"with --revision, VERSION must be 1.1.2 or a major version like 1, not {ns.version!r}")
+            raise UsageError(f"with --revision, VERSION must be 1.1.2 or a major version like 1, not {args.version!r}")
     opts = replace(opts, kernels=(spec,))
     plan = make_plan(opts, [])
-    if not getattr(ns, "quiet", False):
+    if not args.quiet:
         print_plan(plan, sys.stderr)
-    out = Path(ns.out)
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     names: dict[str, Job] = {}
 
@@ -388,11 +405,11 @@ def run_to_wheel(ns: argparse.Namespace) -> int:
     if plan.todo:
         with space.scratch_dir(str(out), prefix=".tmp-work-") as work, space.scratch_dir(opts.scratch) as scratch:
             check_space(plan.todo, opts, out)
-            progress = _progress(len(plan.todo), getattr(ns, "quiet", False))
+            progress = _progress(len(plan.todo), args.quiet)
             outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
     wheels = [str(out / o.record.filename) for o in outcomes if o.record is not None]
-    if not ns.json:  # with --json the paths are in the document: stdout holds nothing else
+    if not args.json:  # with --json the paths are in the document: stdout holds nothing else
         for path in wheels:
             print(path)
-    _summarise(outcomes, plan, ns.json, getattr(ns, "debug", False), {"wheels": wheels})
+    _summarise(outcomes, plan, args.json, args.debug, {"wheels": wheels})
     return exit_code(outcomes, plan)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
+
+from ..atomic import file_digest
 
 State = Literal["new", "changed", "same"]
 
@@ -31,14 +32,6 @@ class LocalFile:
         return self._sha256
 
 
-def file_digest(path: Path, algorithm: str) -> str:
-    h = hashlib.new(algorithm, usedforsecurity=False)  # md5 only to compare with single-part S3 ETags
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 class Destination(Protocol):
     """Where a root is published; see directory.py, s3.py and upload.py beside this file."""
 
@@ -61,6 +54,10 @@ class Destination(Protocol):
 
     def put(self, file: LocalFile) -> None:
         """Publish ``file`` (each file whole or not at all); Refused for this file only."""
+        ...
+
+    def same_root(self, root: Path) -> bool:
+        """Whether publishing here would write into the folder ``root`` itself (a folder destination only)."""
         ...
 
     def close(self) -> None: ...

@@ -7,13 +7,11 @@ beside the target, then a rename. Files with equal bytes are left alone.
 from __future__ import annotations
 
 import os
-import shutil
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import TMP_PREFIX, atomic_open, remove_stale_tmp
+from ..atomic import link_or_copy, remove_stale_tmp
 from ..errors import Unreachable
 from .base import LocalFile, State
 
@@ -32,23 +30,6 @@ def same_bytes(a: Path, b: Path) -> bool:
                 return False
             if not ca:
                 return True
-
-
-def link_or_copy(src: Path, dest: Path) -> None:
-    """Put ``src`` at ``dest`` atomically: hard link where possible, else a copy."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-    try:
-        os.link(src, tmp)
-    except OSError:  # another file system, or links not allowed: copy
-        with atomic_open(dest) as out, open(src, "rb") as f:
-            shutil.copyfileobj(f, out, 1 << 20)
-        return
-    try:
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 # A destination has no lock: a hidden temporary file this old belongs to a publish that was killed.
@@ -89,6 +70,9 @@ class DirectoryDestination:
             link_or_copy(file.path, self.root / file.rel)
         except OSError as exc:
             raise Unreachable(f"cannot write {self.root / file.rel}: {exc.strerror}; fix --to or free space") from None
+
+    def same_root(self, root: Path) -> bool:
+        return self.root.resolve() == root.resolve()
 
     def close(self) -> None:
         pass

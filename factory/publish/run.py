@@ -12,7 +12,6 @@ Nothing at the destination is ever deleted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -23,14 +22,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from .base import Destination, LocalFile
 
 if TYPE_CHECKING:
     from ..config import Options
 
-DEFAULT_STORE = "public"
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PublishArgs:
+    """``publish``: the options' flags, where to, and how much to print."""
+
+    flags: Flags
+    to: str | None = None
+    repository: str | None = None
+    simple_url: str | None = None
+    dry_run: bool = False
+    quiet: bool = False
+    json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
 
 
 def open_destination(
@@ -41,7 +53,8 @@ def open_destination(
     Without ``--to``, an upload endpoint named as twine names it (``--repository`` from ~/.pypirc,
     TWINE_REPOSITORY_URL, TWINE_REPOSITORY).
     """
-    if to is None or repository or to.startswith(("http://", "https://")):
+    loc = Location.parse(to) if to is not None else None
+    if loc is None or repository or loc.scheme in ("http", "https"):
         from .endpoint import resolve
         from .upload import UploadDestination
 
@@ -51,16 +64,15 @@ def open_destination(
     if simple_url:
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
                          f"not --to {to}; drop it")
-    if to.startswith("s3://"):
+    if loc.scheme == "s3":
         from .s3 import DEFAULT_PUT, PutOptions, S3Destination
 
-        return S3Destination(to, DEFAULT_PUT if options is None else PutOptions.from_options(options))
-    if "://" in to and not to.startswith("file://"):
-        scheme = to.split("://", 1)[0]
-        raise UsageError(f"--to {to!r}: unknown scheme {scheme}://; use a folder, file://, s3:// or http(s)://")
+        return S3Destination(loc.display, DEFAULT_PUT if options is None else PutOptions.from_options(options))
+    if loc.local is None:
+        raise UsageError(f"--to {to!r}: unknown scheme {loc.scheme}://; use a folder, file://, s3:// or http(s)://")
     from .directory import DirectoryDestination
 
-    return DirectoryDestination(Path(to.removeprefix("file://")))
+    return DirectoryDestination(loc.local)
 
 
 def list_root(root: Path) -> list[LocalFile]:
@@ -193,37 +205,35 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callab
     return summary
 
 
-def store_root(ns: argparse.Namespace) -> Path:
-    """The local folder to publish: ``--store``, else the default ``public``."""
+def store_root(flags: Flags, opts: Options | None = None) -> Path:
+    """The local folder to publish: ``--store``, else the index root or store of the options (default ``public``)."""
     from .. import config
 
-    opts = config.load(ns)  # defaults -> factory.toml -> environment
-    store = getattr(ns, "store", None) or opts.index_out or opts.store or DEFAULT_STORE
-    if store.startswith("s3://"):
+    opts = config.resolve(flags) if opts is None else opts  # defaults -> factory.toml -> environment -> flags
+    store = Location.parse(flags.store or opts.index_out or opts.store.display)  # --store as given
+    root = store.local
+    if root is None:
         raise UsageError(
             f"--store {store}: publish reads a local folder; copy the store down and run `kernel-factory index` first"
         )
-    root = Path(store.removeprefix("file://"))
     if not root.is_dir():
         raise UsageError(f"store folder {root} does not exist; run `kernel-factory build` and `index`, or fix --store")
     return root
 
 
-def run_publish(ns: argparse.Namespace) -> int:
+def run_publish(args: PublishArgs) -> int:
     """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
     from .. import config
 
-    root = store_root(ns)
-    opts = config.load(ns)
-    simple_url = getattr(ns, "simple_url", None) or opts.simple_url
-    dest = open_destination(ns.to, opts, simple_url=simple_url, repository=getattr(ns, "repository", None))
-    from .directory import DirectoryDestination
-
-    if isinstance(dest, DirectoryDestination) and dest.root.resolve() == root.resolve():
-        raise UsageError(f"--to {ns.to} is the store folder itself; publish to another folder")
-    dry_run = bool(getattr(ns, "dry_run", False))
-    quiet = bool(getattr(ns, "quiet", False))  # -q: no per-file lines, only the summary and errors
-    as_json = bool(getattr(ns, "json", False))
+    opts = config.resolve(args.flags)
+    root = store_root(args.flags, opts)
+    simple_url = args.simple_url or opts.simple_url
+    dest = open_destination(args.to, opts, simple_url=simple_url, repository=args.repository)
+    if dest.same_root(root):
+        raise UsageError(f"--to {args.to} is the store folder itself; publish to another folder")
+    dry_run = args.dry_run
+    quiet = args.quiet  # -q: no per-file lines, only the summary and errors
+    as_json = args.json
     human = sys.stderr if as_json else sys.stdout  # --json: stdout holds the document only
     if not quiet:
         print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}", file=human)

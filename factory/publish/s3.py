@@ -24,9 +24,10 @@ from boto3.s3.transfer import S3Transfer, TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
+from ..atomic import file_digest
 from ..errors import ConfigError, FactoryError, Unreachable, UsageError
 from ..record import PEP691_JSON
-from .base import LocalFile, State, file_digest
+from .base import LocalFile, State
 
 SHA_KEY = "sha256"  # user metadata key: x-amz-meta-sha256
 MB = 1 << 20
@@ -263,6 +264,9 @@ class S3Destination:
 
     def _alias(self, key: str) -> str | None:
         return directory_key(key) if self.put_options.directory_keys else None
+
+    def same_root(self, root: Path) -> bool:
+        return False
 
     def close(self) -> None:
         self.client.close()

@@ -15,6 +15,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -178,6 +179,9 @@ class UploadDestination:
         if remote and remote != file.sha256():
             raise Refused(f"{self.display} already holds {file.name} with other bytes; bump the version or delete it")
         return True
+
+    def same_root(self, root: Path) -> bool:
+        return False
 
     def close(self) -> None:
         self.repo.close()

@@ -49,8 +49,13 @@ class Source(Protocol):
         """A small top-level file (README.md, CARD.md) at ``sha``, or None if absent."""
         ...
 
-    def fetch(self, sha: str, variant: str) -> Path:
-        """A local folder holding ``build/<variant>/`` at ``sha`` exactly as in the repository."""
+    def fetch(self, sha: str, variant: str, into: Path | None = None) -> Path:
+        """A local folder holding ``build/<variant>/`` at ``sha`` exactly as in the repository; what it writes
+        goes into a folder made in ``into`` (None: TMPDIR), removed by ``release``."""
+        ...
+
+    def lfs_paths(self, sha: str, variant: str) -> set[str]:
+        """Paths (relative to build/<variant>/) stored with LFS, whose lock hash is the LFS object's own."""
         ...
 
     def sizes(self, sha: str, variant: str) -> tuple[int, int] | None:

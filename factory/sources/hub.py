@@ -401,11 +401,11 @@ class HubSource:
             raise VersionNotFound(f"{self._id}: no build/{variant} at {sha[:12]}")
         return folder
 
-    def fetch(self, sha: str, variant: str) -> Path:
+    def fetch(self, sha: str, variant: str, into: Path | None = None) -> Path:
         """A private folder with build/<variant>/ as plain files (hard links to the cache's blobs where possible)."""
         source = self.snapshot(sha, variant) / "build" / variant
         if self._tmp is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="kernel-factory-hub-")
+            self._tmp = tempfile.TemporaryDirectory(prefix="kernel-factory-hub-", dir=into)
         dest = Path(self._tmp.name) / sha / variant
         if dest.exists():
             shutil.rmtree(dest)

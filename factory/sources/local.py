@@ -151,7 +151,7 @@ class LocalSource:
                 total += int(meta[3])
         return total, total
 
-    def fetch(self, sha: str, variant: str) -> Path:
+    def fetch(self, sha: str, variant: str, into: Path | None = None) -> Path:
         if not self.is_git or self._checked_out(sha, variant):
             return self.path  # read in place: no copy of a variant that can be gigabytes
         key = (sha, variant)
@@ -162,13 +162,13 @@ class LocalSource:
             raise VersionNotFound(f"{self.display}: no build/{variant} at {sha[:12]}")
         try:
             if self._tmp is None:
-                self._tmp = tempfile.TemporaryDirectory(prefix="kernel-factory-")
+                self._tmp = tempfile.TemporaryDirectory(prefix="kernel-factory-", dir=into)
             dest = Path(self._tmp.name) / sha / variant
             dest.mkdir(parents=True)
         except OSError as exc:
-            raise unusable(exc, tempfile.gettempdir()) or exc from None
+            raise unusable(exc, into or tempfile.gettempdir()) or exc from None
         # git archive keeps symlinks as symlinks; the wheel writer refuses those that escape.
-        with tempfile.TemporaryFile() as git_err:
+        with tempfile.TemporaryFile(dir=into) as git_err:
             archive = subprocess.Popen(
                 ["git", "-C", str(self.path), "archive", "--format=tar", sha, "--", f"build/{variant}"],
                 stdout=subprocess.PIPE,
@@ -216,6 +216,10 @@ class LocalSource:
         flags = subprocess.run(["git", "-C", path, "ls-files", "-v", "-z", "--", folder], capture_output=True)
         entries = [e for e in flags.stdout.split(b"\0") if e]
         return flags.returncode == 0 and bool(entries) and all(e.startswith(b"H ") for e in entries)
+
+    def lfs_paths(self, sha: str, variant: str) -> set[str]:
+        """None: a git repository's files are hashed as they are checked out."""
+        return set()
 
     def release(self) -> None:
         if self._tmp is not None:

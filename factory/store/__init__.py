@@ -6,9 +6,13 @@ for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
 
 from __future__ import annotations
 
+import tempfile
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..config import Location
+from ..errors import ConfigError
 from ..record import Record
 
 
@@ -25,15 +29,26 @@ class Store(Protocol):
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None: ...
 
+    def lock(self) -> AbstractContextManager[None]:
+        """One writer at a time: a local folder's lock file (lock.py); S3 needs none (shards write distinct keys)."""
+        ...
 
-def open_store(location: str | Path, options: Any = None) -> Store:
+    def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
+        """A temporary folder for wheels on their way in: on the store's own file system where it has one (so
+        they move in by rename, hidden from listings), else in ``scratch`` (None: TMPDIR)."""
+        ...
+
+
+def open_store(location: Location | str | Path, options: Any = None) -> Store:
     """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers)."""
-    text = str(location)
-    if text.startswith("s3://"):
-        from ..publish.s3 import DEFAULT_PUT, PutOptions
-        from .s3 import S3Store
+    loc = location if isinstance(location, Location) else Location.parse(location)
+    if loc.local is not None:
+        from .local import LocalStore
 
-        return S3Store(text, put=DEFAULT_PUT if options is None else PutOptions.from_options(options))
-    from .local import LocalStore
+        return LocalStore(loc.local)
+    if loc.scheme != "s3":
+        raise ConfigError(f"store {loc}: unknown scheme {loc.scheme}://; use a folder, file:// or s3://bucket/prefix")
+    from ..publish.s3 import DEFAULT_PUT, PutOptions
+    from .s3 import S3Store
 
-    return LocalStore(Path(text.removeprefix("file://")))
+    return S3Store(loc.display, put=DEFAULT_PUT if options is None else PutOptions.from_options(options))

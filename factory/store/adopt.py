@@ -31,7 +31,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from .. import variants
-from ..atomic import TMP_PREFIX, atomic_open, write_bytes
+from ..atomic import file_digest, link_or_copy, write_bytes
 from ..errors import Refused, UnknownVariant
 from ..record import FILES, PROVENANCE, Record
 from . import check as record_check
@@ -45,14 +45,6 @@ class AdoptResult:
     adopted: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _read_capped(zf: zipfile.ZipFile, member: str, limit: int, wheel: Path) -> bytes:
@@ -156,7 +148,7 @@ def make_record(wheel: Path, metadata: bytes, provenance: bytes | None = None) -
         filename=wheel.name,
         name=meta_name,
         version=str(version),
-        sha256=sha256_file(wheel),
+        sha256=file_digest(wheel),
         size=st.st_size,
         metadata_sha256=hashlib.sha256(metadata).hexdigest(),
         requires_python=raw.get("requires_python"),
@@ -167,21 +159,6 @@ def make_record(wheel: Path, metadata: bytes, provenance: bytes | None = None) -
         license=raw.get("license_expression") or raw.get("license") or None,
         **variant_fields(wheel.name, provenance),
     )
-
-
-def _link_or_copy(src: Path, dest: Path) -> None:
-    """Hard-link ``src`` to ``dest`` atomically (a temporary link, then a rename); copy across file systems."""
-    tmp = dest.with_name(f"{TMP_PREFIX}{dest.name}")
-    try:
-        tmp.unlink(missing_ok=True)
-        os.link(src, tmp)
-        os.replace(tmp, dest)
-        return
-    except OSError:
-        tmp.unlink(missing_ok=True)
-    with atomic_open(dest) as out, open(src, "rb") as f:
-        while chunk := f.read(1 << 20):
-            out.write(chunk)
 
 
 def adopt_one(store_root: Path, wheel: Path, kernels: Collection[str] = ()) -> Record | None:
@@ -203,8 +180,8 @@ def adopt_one(store_root: Path, wheel: Path, kernels: Collection[str] = ()) -> R
     files.mkdir(parents=True, exist_ok=True)
     dest = files / wheel.name
     if not dest.exists():
-        _link_or_copy(wheel, dest)
-    elif not os.path.samefile(dest, wheel) and sha256_file(dest) != record.sha256:
+        link_or_copy(wheel, dest)
+    elif not os.path.samefile(dest, wheel) and file_digest(dest) != record.sha256:
         raise Refused(f"{wheel.name}: a different file of that name is already in {files}; remove one of them")
     write_bytes(files / f"{wheel.name}.metadata", metadata)
     write_bytes(files / f"{wheel.name}.json", record.to_json())

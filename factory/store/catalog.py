@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_bytes
+from ..config import Location
 from ..record import FILES, Record
 from . import check as record_check
 from . import open_store
@@ -23,17 +24,11 @@ from . import open_store
 CACHE_FILE = ".records-cache.json"
 CACHE_SCHEMA = 3  # 3: rows are records that passed store/check.py
 _NAMES = tuple(Record.__dataclass_fields__)
-_TUPLES = ("requires_dist", "archs")
 
 
 def _from_row(row: list[Any]) -> Record:
     """A record from a cache row (every field, in field order), without re-validating it."""
-    record: Record = object.__new__(Record)
-    values = dict(zip(_NAMES, row, strict=True))
-    for key in _TUPLES:
-        values[key] = tuple(values[key])
-    record.__dict__.update(values)
-    return record
+    return Record.from_dict(dict(zip(_NAMES, row, strict=True)))
 
 
 def _to_row(record: Record) -> list[Any]:
@@ -117,13 +112,13 @@ def load_local(root: Path, damaged: list[str] | None = None) -> list[Record]:
     return load_local_keyed(root, damaged)[0]
 
 
-def load_records(store: str | Path, damaged: list[str] | None = None) -> list[Record]:
+def load_records(store: Location | str | Path, damaged: list[str] | None = None) -> list[Record]:
     """Valid records of a local store folder (cached) or of any other store (``open_store``)."""
-    text = str(store)
-    if "://" in text and not text.startswith("file://"):
-        opened = open_store(text)
+    loc = store if isinstance(store, Location) else Location.parse(store)
+    if loc.local is None:
+        opened = open_store(loc)
         records = opened.records()
         if damaged is not None:
             damaged.extend(opened.damaged)
         return records
-    return load_local(Path(text.removeprefix("file://")), damaged)
+    return load_local(loc.local, damaged)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from ..atomic import atomic_open, write_bytes
+from ..atomic import copy_file, write_bytes
+from ..errors import unusable
 from ..record import FILES, Record
 from . import check
 
@@ -49,6 +52,19 @@ class LocalStore:
     def records(self) -> list[Record]:
         return list(self.iter_records())
 
+    def lock(self) -> AbstractContextManager[None]:
+        from .lock import folder_lock
+
+        return folder_lock(self.root)
+
+    def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
+        """In ``files/``: wheels move in by rename; ``.tmp-`` names are hidden from listings."""
+        try:
+            self.files.mkdir(parents=True, exist_ok=True)
+            return tempfile.TemporaryDirectory(prefix=".tmp-work-", dir=self.files)
+        except OSError as exc:
+            raise unusable(exc, self.files) or exc from None
+
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         """Move (or copy) ``wheel`` in, then its .metadata, then the record; each atomic."""
         self.files.mkdir(parents=True, exist_ok=True)
@@ -60,8 +76,6 @@ class LocalStore:
                 if exc.errno != errno.EXDEV:
                     exc.filename = str(dest)
                     raise
-                with atomic_open(dest) as out, open(wheel, "rb") as src:
-                    while chunk := src.read(1 << 20):
-                        out.write(chunk)
+                copy_file(wheel, dest)
         write_bytes(self.files / f"{record.filename}.metadata", metadata)
         write_bytes(self.files / f"{record.filename}.json", record.to_json())

@@ -20,8 +20,6 @@ from pathlib import Path
 
 from .. import atomic
 from ..errors import UsageError
-from . import Store
-from .local import LocalStore
 
 LOCK_NAME = ".kernel-factory.lock"
 HELD_FDS: set[int] = set()  # lock file descriptors this process holds (forked workers close them)
@@ -80,15 +78,13 @@ def _clear_pid(fd: int, before: os.stat_result) -> None:
 
 
 @contextmanager
-def store_lock(store: Store, wait_s: float | None = None) -> Iterator[None]:
-    """Hold the store's lock; wait up to ``wait_s`` seconds (env KERNEL_FACTORY_LOCK_WAIT, default 600)."""
-    if not isinstance(store, LocalStore):  # S3 stores: shards write distinct keys; no lock needed
-        yield
-        return
+def folder_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
+    """Hold the lock of the store folder ``root`` (LocalStore.lock); wait up to ``wait_s`` seconds
+    (env KERNEL_FACTORY_LOCK_WAIT, default 600)."""
     if wait_s is None:
         wait_s = float(os.environ.get("KERNEL_FACTORY_LOCK_WAIT", "600"))
-    store.root.mkdir(parents=True, exist_ok=True)
-    path = store.root / LOCK_NAME
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / LOCK_NAME
     # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
@@ -100,10 +96,10 @@ def store_lock(store: Store, wait_s: float | None = None) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise UsageError(held_message(store.root)) from None
+                    raise UsageError(held_message(root)) from None
                 if not told:
                     print(
-                        f"waiting for another kernel-factory run on {store.root} ({describe_holder(path)}) ...",
+                        f"waiting for another kernel-factory run on {root} ({describe_holder(path)}) ...",
                         file=sys.stderr,
                     )
                     told = True
@@ -112,7 +108,7 @@ def store_lock(store: Store, wait_s: float | None = None) -> Iterator[None]:
         before = os.fstat(fd)
         try:
             _write_pid(fd)
-            atomic.remove_stale_tmp(store.root, time.time())  # leftovers of killed runs, anywhere below
+            atomic.remove_stale_tmp(root, time.time())  # leftovers of killed runs, anywhere below
             yield
         finally:
             HELD_FDS.discard(fd)

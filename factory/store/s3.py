@@ -9,7 +9,9 @@ the wheels already there and uploads only the pages.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,15 @@ class S3Store:
                 except record_check.BadRecord as exc:
                     self.damaged.append(str(exc))
         return records
+
+    def lock(self) -> contextlib.AbstractContextManager[None]:
+        """No lock: shards write distinct keys, each wheel before its record."""
+        return contextlib.nullcontext()
+
+    def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
+        from ..space import scratch_dir
+
+        return scratch_dir(scratch, prefix="kernel-factory-work-")
 
     def _url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

@@ -9,11 +9,11 @@ variant folder with ``/``; value = standard padded base64 of the raw hash.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from ..atomic import file_digest
 from ..errors import BadKernel, DigestMismatch
 
 ALGORITHMS = ("sha256", "sha512")
@@ -26,11 +26,7 @@ def b64(raw: bytes) -> str:
 
 
 def hash_file(path: Path, algorithm: str = "sha256") -> bytes:
-    h = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.digest()
+    return bytes.fromhex(file_digest(path, algorithm))
 
 
 def digested_files(root: Path) -> Iterator[str]:

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from .. import __version__
+from ..atomic import file_digest
 from ..audit.elf import audit, repair
 from ..errors import BadKernel, UnsafePath
 from ..record import PROVENANCE, Record
@@ -249,7 +250,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
                 os.replace(repaired, dest)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-    sha, size = _sha256(dest)
+    sha, size = file_digest(dest), dest.stat().st_size
     record = Record(
         filename=filename, name=name, version=version, sha256=sha, size=size,
         metadata_sha256=hashlib.sha256(metadata).hexdigest(), requires_python=wheel.REQUIRES_PYTHON,
@@ -270,13 +271,3 @@ def _mkdtemp(parent: Path) -> str:
     from ..atomic import TMP_PREFIX
 
     return tempfile.mkdtemp(prefix=TMP_PREFIX, dir=parent)
-
-
-def _sha256(path: Path) -> tuple[str, int]:
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size

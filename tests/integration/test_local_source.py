@@ -57,3 +57,17 @@ def test_anything_but_a_clean_checkout_is_read_from_git(repo: tuple[Path, str], 
     if change == "untracked":
         assert not (src.fetch(sha, VARIANT) / "build" / VARIANT / "extra.py").exists()
         src.release()
+
+
+def test_fetch_writes_into_the_folder_it_is_given(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """``fetch(..., into=DIR)``: the copy git makes lies under DIR (the build's scratch), gone after release."""
+    path, sha = repo
+    (path / "build" / VARIANT / "ops.py").write_text("X = 2\n")  # not a clean checkout: read from git
+    into = tmp_path / "scratch"
+    into.mkdir()
+    src = LocalSource(path)
+    folder = src.fetch(sha, VARIANT, into=into)
+    assert folder.is_relative_to(into) and (folder / "build" / VARIANT / "ops.py").read_text() == "X = 1\n"
+    assert src.lfs_paths(sha, VARIANT) == set()
+    src.release()
+    assert list(into.iterdir()) == []

@@ -1,23 +1,8 @@
-import argparse
 from pathlib import Path
 
 import pytest
 from kernel_factory import config
 from kernel_factory.errors import EXIT_USAGE, ConfigError
-
-
-def ns(**kw: object) -> argparse.Namespace:
-    base: dict[str, object] = {
-        "config": None,
-        "store": None,
-        "jobs": None,
-        "manylinux": None,
-        "accept_higher_policy": None,
-        "allow_no_digest": None,
-        "allow_org": None,
-    }
-    base.update(kw)
-    return argparse.Namespace(**base)
 
 
 def write(tmp_path: Path, text: str, name: str = "factory.toml") -> Path:
@@ -43,16 +28,17 @@ tags = ">=1.1.2,<2"
 variants = ["torch2*-cu12*-x86_64-linux"]
 """,
     )
-    opts = config.load(ns(config=str(p)), env={})
-    assert opts.store == str(tmp_path / "out")  # relative to the config file's folder
+    opts = config.resolve(config.Flags(config=str(p)), env={})
+    assert opts.store.local == tmp_path / "out"  # relative to the config file's folder
     assert (opts.manylinux, opts.jobs, opts.allow_orgs) == ("2_34", 3, ("acme",))
     (k,) = opts.kernels
     assert k.repo == "kernels-community/activation"
     assert k.versions == ("1", ">=1.1.2,<2")
-    opts = config.load(ns(config=str(p)), env={"KERNEL_FACTORY_JOBS": "5", "KERNEL_FACTORY_MANYLINUX": "2_17"})
+    env = {"KERNEL_FACTORY_JOBS": "5", "KERNEL_FACTORY_MANYLINUX": "2_17"}
+    opts = config.resolve(config.Flags(config=str(p)), env=env)
     assert (opts.jobs, opts.manylinux) == (5, "2_17")
-    opts = config.load(
-        ns(config=str(p), jobs=1, manylinux="2_28", allow_org=["other"]), env={"KERNEL_FACTORY_JOBS": "5"}
+    opts = config.resolve(
+        config.Flags(config=str(p), jobs=1, manylinux="2_28", allow_orgs=("other",)), env={"KERNEL_FACTORY_JOBS": "5"}
     )
     assert (opts.jobs, opts.manylinux, opts.allow_orgs) == (1, "2_28", ("acme", "other"))
 
@@ -71,8 +57,8 @@ versions = [2]
 """,
         "pyproject.toml",
     )
-    opts = config.load(ns(config=str(p)), env={})
-    assert opts.store == "s3://bucket/prefix"
+    opts = config.resolve(config.Flags(config=str(p)), env={})
+    assert (opts.store.local, opts.store.url, opts.store.scheme) == (None, "s3://bucket/prefix", "s3")
     assert opts.kernels[0].repo == str(tmp_path / "kernels" / "relu")
 
 
@@ -91,7 +77,7 @@ versions = [2]
 def test_bad_config_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
     p = write(tmp_path, text)
     with pytest.raises(ConfigError) as info:
-        config.load(ns(config=str(p)), env={})
+        config.resolve(config.Flags(config=str(p)), env={})
     assert message in str(info.value)
     assert "\n" not in str(info.value)
     assert info.value.exit_code == EXIT_USAGE
@@ -99,7 +85,7 @@ def test_bad_config_one_clear_line(tmp_path: Path, text: str, message: str) -> N
 
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
-        config.load(ns(config=str(tmp_path / "nope.toml")), env={})
+        config.resolve(config.Flags(config=str(tmp_path / "nope.toml")), env={})
 
 
 def test_s3_keys_file_then_flags(tmp_path: Path) -> None:
@@ -109,7 +95,7 @@ s3-put-args = { ServerSideEncryption = "aws:kms", StorageClass = "STANDARD_IA" }
 cache-control-pages = "public, max-age=60"
 s3-directory-keys = true
 """)
-    opts = config.load(ns(config=str(p), s3_put_arg=["StorageClass=GLACIER_IR", "ACL=private"],
+    opts = config.resolve(config.Flags(config=str(p), s3_put_args=("StorageClass=GLACIER_IR", "ACL=private"),
                           cache_control_immutable="max-age=99"), env={})
     assert opts.s3_put_args == (("ACL", "private"), ("ServerSideEncryption", "aws:kms"), ("StorageClass", "GLACIER_IR"))
     assert (opts.cache_control_pages, opts.cache_control_immutable) == ("public, max-age=60", "max-age=99")
@@ -117,16 +103,42 @@ s3-directory-keys = true
     assert config.Options().cache_control_immutable == "public, max-age=31536000, immutable"
     for bad in ('s3-put-args = "x"', 's3-put-args = { ACL = 1 }', 'cache-control-pages = ""'):
         with pytest.raises(ConfigError):
-            config.load(ns(config=str(write(tmp_path, f"[factory]\n{bad}\n"))), env={})
+            config.resolve(config.Flags(config=str(write(tmp_path, f"[factory]\n{bad}\n"))), env={})
     with pytest.raises(ConfigError, match="KEY=VALUE"):
-        config.load(ns(s3_put_arg=["ACL"]), env={})
+        config.resolve(config.Flags(s3_put_args=("ACL",)), env={})
 
 
 def test_org_glob_with_exclude(tmp_path: Path) -> None:
     p = write(tmp_path, '[[kernel]]\nrepo = "kernels-community/*"\nexclude = ["*-test"]\nversions = [1]\n')
-    spec = config.load(ns(config=str(p)), env={}).kernels[0]
+    spec = config.resolve(config.Flags(config=str(p)), env={}).kernels[0]
     assert (spec.repo, spec.exclude) == ("kernels-community/*", ("*-test",))
     for bad in ('repo = "kernels-community/relu"\nexclude = ["x"]', 'repo = "*/relu"', 'repo = "./local/*"',
                 'repo = "kernels-community/*"\nrevision = "main"'):
         with pytest.raises(ConfigError):
-            config.load(ns(config=str(write(tmp_path, f"[[kernel]]\n{bad}\nversions = [1]\n"))), env={})
+            config.resolve(config.Flags(config=str(write(tmp_path, f"[[kernel]]\n{bad}\nversions = [1]\n"))), env={})
+
+
+def test_to_wheel_reads_no_config_it_was_not_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """to-wheel has no --config: a ./factory.toml beside it is not read (plan, which has --config, reads it)."""
+    from kernel_factory.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "[factory\n")  # not valid TOML: reading it fails
+    assert config.resolve(config.Flags(default_config=False), env={}) == config.Options()
+    assert main(["to-wheel", "./nope", "1"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    hint = "give a kernel repository folder or a Hub id like org/name"
+    assert err == f"error: {tmp_path / 'nope'}: not a folder; {hint}\n"
+    assert main(["plan"]) == EXIT_USAGE
+    assert "factory.toml: not valid TOML" in capsys.readouterr().err
+
+
+def test_flags_override_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    p = write(tmp_path, '[factory]\nstore = "s3://b/p"\nscratch = "tmp"\n')
+    opts = config.resolve(config.Flags(config=str(p)), env={"KERNEL_FACTORY_STORE": "file:///srv/store"})
+    assert (opts.store.local, opts.store.display, opts.scratch) == (Path("/srv/store"), "file:///srv/store",
+                                                                     str(tmp_path / "tmp"))
+    opts = config.resolve(config.Flags(config=str(p), store="rel", scratch="s"), env={})
+    assert (opts.store.local, opts.scratch) == (tmp_path / "rel", str(tmp_path / "s"))

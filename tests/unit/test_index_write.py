@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from index_synth import add_kernel, make_wheel
+from kernel_factory.config import Flags
 from kernel_factory.errors import UsageError
-from kernel_factory.index.build import build_index, index_store, remove_stale, resolve_paths, run_index, write_index
+from kernel_factory.index.build import (
+    IndexArgs,
+    build_index,
+    index_store,
+    remove_stale,
+    resolve_paths,
+    run_index,
+    write_index,
+)
 from kernel_factory.store.adopt import adopt
 from kernel_factory.store.catalog import CACHE_FILE, load_local
 from kernel_factory.store.local import LocalStore
@@ -29,10 +38,9 @@ def store(tmp_path: Path) -> Path:
     return root
 
 
-def ns(**kw: object) -> argparse.Namespace:
-    base: dict[str, object] = dict(store=None, out=None, wheels=None, templates=None, config=None)
-    base.update(kw)
-    return argparse.Namespace(**base)
+def ns(**kw: Any) -> IndexArgs:
+    store = kw.pop("store", None)
+    return IndexArgs(flags=Flags(store=store), **kw)
 
 
 def test_write_index_counts(tmp_path: Path) -> None:
@@ -122,7 +130,8 @@ def test_resolve_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("KERNEL_FACTORY_STORE", "KERNEL_FACTORY_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     opts = resolve_paths(ns())
-    assert Path(opts.store).resolve() == opts.out.resolve() == (tmp_path / "public").resolve()
+    assert opts.store.local is not None
+    assert opts.store.local.resolve() == opts.out.resolve() == (tmp_path / "public").resolve()
     assert opts.base_url == "http://127.0.0.1:8000"
     opts = resolve_paths(ns(store=str(tmp_path), out=str(tmp_path / "o"), base_url="https://h/x/"))
     assert opts.out == tmp_path / "o" and opts.base_url == "https://h/x"
@@ -131,7 +140,7 @@ def test_resolve_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(UsageError, match="--templates"):
         resolve_paths(ns(templates=str(tmp_path / "missing")))
     with pytest.raises(UsageError, match="--wheels"):
-        resolve_paths(ns(wheels=[str(tmp_path / "missing")]))
+        resolve_paths(ns(wheels=(str(tmp_path / "missing"),)))
 
 
 def test_deterministic_bytes(tmp_path: Path, store: Path) -> None:
@@ -152,7 +161,7 @@ def test_adopt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (wheels / "not-a-wheel.whl").write_bytes(b"junk")
     (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
     store = tmp_path / "public"
-    code = run_index(ns(store=str(store), wheels=[str(wheels)]))
+    code = run_index(ns(store=str(store), wheels=(str(wheels),)))
     assert code == 3
     err = capsys.readouterr().err
     assert "not-a-wheel.whl: not a valid wheel file name" in err
@@ -172,6 +181,21 @@ def test_adopt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (wheels / "broken-1.0-py3-none-any.whl").unlink()
     again = adopt(store, wheels)
     assert again.adopted == [] and sorted(again.present) == sorted(records)
+
+
+def test_wheels_into_a_file_url_store_as_into_its_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``file://`` store is the folder it names: --wheels adopts into it, the index lands in it (one parse)."""
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "helper", "2.0.1")
+    trees = []
+    for name, given in (("folder", str(tmp_path / "folder")), ("url", (tmp_path / "url").as_uri())):
+        assert run_index(ns(store=given, wheels=(str(wheels),))) == 0
+        assert capsys.readouterr().out.startswith("adopted 1 wheel(s) from")
+        root = tmp_path / name
+        trees.append({p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+                      if p.is_file() and not p.name.startswith(".")})
+    assert trees[0] == trees[1] and "simple/helper/index.html" in trees[0]
+    assert "files/helper-2.0.1-py3-none-any.whl.json" in trees[0]
 
 
 def test_adopt_refuses_mismatched_metadata(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 from kernel_factory.cli import main
+from kernel_factory.config import Flags
 from kernel_factory.errors import EXIT_UNREACHABLE, Unreachable, UsageError
 from kernel_factory.publish.directory import DirectoryDestination
 from kernel_factory.publish.endpoint import split_credentials
@@ -117,9 +117,9 @@ def test_cli_refuses_bad_store_and_destination(tmp_path: Path, capsys: pytest.Ca
 def test_store_root_defaults_to_public(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "public").mkdir()
-    assert store_root(argparse.Namespace(store=None)) == Path("public")
+    assert store_root(Flags()) == Path("public")
     with pytest.raises(UsageError, match="publish reads a local folder"):
-        store_root(argparse.Namespace(store="s3://bucket/store"))
+        store_root(Flags(store="s3://bucket/store"))
 
 
 def test_open_destination_kinds(tmp_path: Path) -> None:
@@ -219,3 +219,16 @@ def test_hard_link_falls_back_to_copy_across_devices(tmp_path: Path) -> None:
         for path in sorted(dest.rglob("*"), reverse=True):
             path.rmdir() if path.is_dir() else path.unlink()
         dest.rmdir()
+
+
+def test_same_root_is_the_destinations_own_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Publishing a store into itself is refused through the Destination protocol, for a folder or file:// URL."""
+    root = tmp_path / "public"
+    root.mkdir()
+    assert open_destination(str(root)).same_root(root)
+    assert open_destination(root.as_uri()).same_root(tmp_path / "x" / ".." / "public")
+    assert not open_destination(str(tmp_path / "other")).same_root(root)
+    assert not open_destination("s3://bucket/prefix").same_root(root)
+    assert main(["publish", "--store", str(root), "--to", root.as_uri()]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --to {root.as_uri()} is the store folder itself; publish to another folder\n"
