@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
-from ..record import Record
+from ..record import Record, version_key
 
 
 def _backend(r: Record) -> str:
@@ -22,13 +21,7 @@ def _backend(r: Record) -> str:
 
 
 def _newest(versions: set[str]) -> str:
-    def key(v: str) -> tuple[int, Version | str]:
-        try:
-            return (1, Version(v))
-        except InvalidVersion:
-            return (0, v)
-
-    return max(versions, key=key)
+    return max(versions, key=version_key)
 
 
 def selector_rows(records: Sequence[Record], base_url: str) -> list[dict[str, Any]]:
