@@ -9,22 +9,24 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from index_synth import index_pages, write_records
-from kernel_factory.index.build import index_store
+from index_synth import index_pages
+from kernel_factory.index.build import build_index
 from kernel_factory.index.pages import DEFAULT_BASE_URL, in_variant
 from kernel_factory.record import Record
+from kernel_factory.store.catalog import Catalog
 from kernel_factory.variants import parse
 
 SHA = "a" * 64
 
 
 def render(records: list[Record], templates: Path | None, base_url: str = DEFAULT_BASE_URL) -> dict[str, bytes]:
-    """Every page of the index of ``records``, built by the real entry point in a fresh store folder."""
+    """Every page of the index of ``records`` as they are (a catalog takes them unchecked), built into a fresh
+    index root by the real entry point."""
+    catalog = Catalog()
+    catalog.apply([(r.filename, r) for r in records], ())
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp)
-        write_records(store, records)
-        index_store(str(store), store, templates, base_url.rstrip("/"))
-        return index_pages(store)
+        build_index(Path(tmp), catalog, templates, base_url.rstrip("/"))
+        return index_pages(Path(tmp))
 
 META = "b" * 64
 

@@ -135,10 +135,10 @@ def test_leftovers_removed_after_an_unfinished_run(store: Path) -> None:
     os.utime(leftover, (1, 1))
     assert run_index(ns(store=str(store))) == 0
     assert leftover.exists()  # the last run finished: the store is not walked
-    (store / ".kernel-factory.lock").write_text("held")  # as a killed run leaves it
+    (store / ".kernel-factory.lock").write_text("12345\n")  # the PID a killed run leaves in it
     assert run_index(ns(store=str(store))) == 0
     assert not leftover.exists()
-    assert (store / ".kernel-factory.lock").read_text() == "clean"
+    assert (store / ".kernel-factory.lock").read_text() == ""
 
 
 def test_resolve_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
