@@ -24,10 +24,10 @@ from kernel_factory import variants
 from kernel_factory.errors import UnknownVariant
 from kernel_factory.index.build import build_index
 from kernel_factory.index.landing import project_context
-from kernel_factory.store.catalog import Catalog
-from packaging.utils import canonicalize_name
 from kernel_factory.record import Record
 from kernel_factory.store import check as record_check
+from kernel_factory.store.catalog import Catalog
+from packaging.utils import canonicalize_name
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CU = "torch27-cxx11-cu128-x86_64-linux"
