@@ -344,7 +344,9 @@ def index_with_adoption(
             from ..store.adopt import adopt
 
             touched |= sync(catalog, listing, read_local(files, damaged))  # the kernels it holds, up to date
-            refuse = set() if allow_kernel_names else catalog.kernel_projects() | set(kernels)
+            refuse: set[str] = set()
+            if not allow_kernel_names and any(_pending(folder, listing) for folder in wheels):
+                refuse = catalog.kernel_projects() | set(kernels)
             for folder in wheels:
                 result = adopt(root, folder, refuse, listing, known)
                 adopted.append((folder, result))
@@ -357,6 +359,12 @@ def index_with_adoption(
         return catalog.count(), build_index(out, catalog, templates, base_url, before, touched), adopted
     finally:
         catalog.close()
+
+
+def _pending(folder: Path, listing: dict[str, str]) -> bool:
+    """Whether ``folder`` holds a wheel the store has no record of."""
+    with os.scandir(folder) as it:
+        return any(e.name.endswith(".whl") and not e.name.startswith(".") and e.name not in listing for e in it)
 
 
 def run_index(ns: argparse.Namespace) -> int:

@@ -33,7 +33,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from packaging.metadata import parse_email
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
@@ -163,6 +162,8 @@ def make_record(
     wheel: Path, metadata: bytes, provenance: bytes | None = None, known: dict[str, dict[str, Any]] | None = None
 ) -> Record:
     """The record of an adopted wheel, from its file name, METADATA, provenance and file."""
+    from packaging.metadata import parse_email  # loaded only when a wheel is adopted
+
     name, version, _build, _tags = parse_wheel_filename(wheel.name)
     raw, _unparsed = parse_email(metadata)
     meta_name = raw.get("name")
