@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 RECORD_SCHEMA = 1
 #: The provenance file inside each wheel's .dist-info (read back by `kernel-factory local-kernels`).
@@ -65,14 +68,27 @@ class Record:
         return (self.repo_id or self.source or self.name, self.revision, self.variant)
 
     def to_json(self) -> bytes:
-        return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
+        """The record file's bytes: ``json.dumps(fields, indent=2, sort_keys=True)`` and a newline.
+
+        Written field by field (the indenting encoder is pure Python and slow); the bytes are the same.
+        """
+        parts = []
+        for name in sorted(FIELDS):
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                value = list(value)
+            if isinstance(value, (list, dict)) and value:
+                text = json.dumps(value, indent=2, sort_keys=True).replace("\n", "\n  ")
+            else:
+                text = json.dumps(value)
+            parts.append(f'  "{name}": {text}')
+        return ("{\n" + ",\n".join(parts) + "\n}\n").encode()
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Record:
-        """A record from its fields as JSON holds them (lists for tuples); unknown keys are left out. Checks
-        nothing: records read from a store go through store/check.py first."""
-        values = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
-        for key in ("requires_dist", "archs"):
+        """A record from a parsed ``files/<wheel>.json`` (unknown keys ignored, lists made tuples)."""
+        values = {k: v for k, v in raw.items() if k in FIELDS}
+        for key in _TUPLES:
             if key in values:
                 values[key] = tuple(values[key])
         return cls(**values)
@@ -80,3 +96,32 @@ class Record:
     @classmethod
     def from_json(cls, data: bytes) -> Record:
         return cls.from_dict(json.loads(data))
+
+    def to_row(self) -> list[Any]:
+        """Every field's value in field order (the catalog's compact form)."""
+        return [getattr(self, name) for name in FIELDS]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> Record:
+        """The inverse of ``to_row``, without running the constructor (the row was a valid record)."""
+        record: Record = object.__new__(cls)
+        values = dict(zip(FIELDS, row, strict=True))
+        for key in _TUPLES:
+            values[key] = tuple(values[key])
+        record.__dict__.update(values)
+        return record
+
+
+FIELDS: tuple[str, ...] = tuple(Record.__dataclass_fields__)
+_TUPLES = ("requires_dist", "archs")
+
+
+@lru_cache(maxsize=1 << 16)
+def version_key(text: str | None) -> tuple[int, Version | str]:
+    """Sort key of a version text: none first, then texts that are not PEP 440 versions, then versions in order."""
+    if text is None:
+        return (0, "")
+    try:
+        return (2, Version(text))
+    except InvalidVersion:
+        return (1, text)

@@ -131,14 +131,3 @@ def fill_versions(selected: Iterable[Selected], count: Callable[[str], int]) -> 
             s = Selected(s.sha, s.ref, branch_version(s.major, count(s.sha)), s.major)
         out.append(s)
     return out
-
-
-def sort_key(text: str | None) -> tuple[int, Version | str]:
-    """A sort key for version strings as records hold them: none first, then those that are not PEP 440
-    versions (as text), then versions in PEP 440 order."""
-    if text is None:
-        return (0, "")
-    try:
-        return (2, Version(text))
-    except InvalidVersion:
-        return (1, text)

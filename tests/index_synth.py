@@ -137,3 +137,21 @@ def add_kernel(
     record = kernel_record(wheel, meta, name, kernel_version, variant, summary=summary, **fields)  # type: ignore[arg-type]
     LocalStore(store).put(wheel, meta, record)
     return record
+
+
+def write_records(store: Path, records: Sequence[Record]) -> None:
+    """Put ``records`` in a store folder as they are, each with an empty stand-in for its wheel."""
+    files = store / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    for r in records:
+        (files / r.filename).write_bytes(b"")
+        (files / f"{r.filename}.json").write_bytes(r.to_json())
+
+
+def index_pages(store: Path) -> dict[str, bytes]:
+    """Every page of the index in ``store`` (the store's files and dot files left out): path -> bytes."""
+    return {
+        p.relative_to(store).as_posix(): p.read_bytes()
+        for p in sorted(store.rglob("*"))
+        if p.is_file() and p.relative_to(store).parts[0] != "files" and not p.name.startswith(".")
+    }

@@ -1,15 +1,20 @@
 """``kernel-factory index``: the store's records -> the static index (PEP 503, 691, 658, 700).
 
-Pages are a pure function of the records (factory/index_pages.py). Writing is
-incremental and atomic: project pages first, then the roots and the landing
-page; a page whose inputs did not change is not rendered again, a page whose
-bytes did not change is not written, and pages of projects or variants that
-are gone are removed.
+The records come through the store's catalog (store/catalog.py), which says
+which projects changed since it last did. The index root keeps, in
+``.index-state.json``, the catalog generation its pages show, the variant
+labels, and per project the variant indexes it is in and its landing-page
+line. A run whose catalog generation, labels, templates and base URL are the
+ones the state names writes nothing. Otherwise only the changed projects'
+pages are rendered, then the roots and the landing page (from the state);
+each page is renamed into place and written only when its bytes differ, and
+the pages of projects and variants that are gone are removed. Anything else
+(first run, new templates, a new variant label, a state of another catalog
+generation) renders every project again, streaming them from the catalog.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -17,18 +22,30 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..atomic import TMP_PREFIX, named, write_bytes
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..record import Record
-from ..store.catalog import load_local_keyed, load_records
-from .pages import DEFAULT_BASE_URL, Page, environment, fingerprint, plan, render_page
+from ..record import FILES
+from ..store.catalog import Catalog, list_local, local_catalog, read_local, sync
+from .pages import (
+    DEFAULT_BASE_URL,
+    environment,
+    fingerprint,
+    landing_page,
+    project_pages,
+    project_paths,
+    root_pages,
+)
 
-STATE_FILE = ".index-state.json"  # in the index root: page path -> [digest of its inputs, size]
-STATE_SCHEMA = 2
-PAGE_DIRS = ("simple", "variants")
+if TYPE_CHECKING:
+    import jinja2
+
+STATE_FILE = ".index-state.json"  # in the index root: what the pages show (see the module docstring)
+STATE_SCHEMA = 3
+PAGE_DIRS = ("simple", "variants", "projects")
+PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
 
 
 @dataclass(frozen=True)
@@ -97,15 +114,6 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
                         opts.allow_kernel_names, names, as_json)
 
 
-def _order(path: str) -> tuple[int, str]:
-    """Project pages first, then the simple roots, then the landing page."""
-    if path == "index.html":
-        return (2, path)
-    depth = path.count("/")
-    is_root = (path.startswith("simple/") and depth == 1) or (path.startswith("variants/") and depth == 3)
-    return (1 if is_root else 0, path)
-
-
 def write_page(path: Path, data: bytes) -> bool:
     """Write one page atomically unless it already holds ``data``; True if written.
 
@@ -131,17 +139,6 @@ def write_page(path: Path, data: bytes) -> bool:
     return True
 
 
-def write_index(out: Path, pages: dict[str, bytes]) -> tuple[int, int]:
-    """Write the pages whose bytes differ, project pages first; (written, unchanged)."""
-    written = unchanged = 0
-    for path in sorted(pages, key=_order):
-        if write_page(out / path, pages[path]):
-            written += 1
-        else:
-            unchanged += 1
-    return written, unchanged
-
-
 def remove_stale(out: Path, keep: Iterable[str]) -> int:
     """Remove pages under simple/ and variants/ that are not in ``keep``, and folders left empty."""
     keep_set = set(keep)
@@ -161,84 +158,226 @@ def remove_stale(out: Path, keep: Iterable[str]) -> int:
     return removed
 
 
-def record_keys(records: list[Record]) -> dict[str, str]:
-    """A key per wheel that changes when anything in its record does."""
-    return {r.filename: hashlib.sha256(repr(r).encode()).hexdigest()[:32] for r in records}
+def _remove(path: Path) -> int:
+    """Remove one page and its folder if that is left empty; 1 if the page was there."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return 0
+    try:
+        path.parent.rmdir()
+    except OSError:
+        pass
+    return 1
 
 
-def _page_digest(page: Page, keys: dict[str, str], fp: str) -> str:
-    h = hashlib.sha256(f"{fp}\0{page.path}\0{page.kind}\0".encode())
-    h.update("\0".join(page.projects).encode())
-    h.update("\0".join(keys[r.filename] for r in page.records).encode())
-    return h.hexdigest()
-
-
-def _read_state(out: Path) -> dict[str, list[Any]]:
+def _read_state(out: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((out / STATE_FILE).read_bytes())
     except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA or not isinstance(data.get("pages"), dict):
-        return {}
-    return data["pages"]  # type: ignore[no-any-return]
+        return None
+    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA or not isinstance(data.get("projects"), dict):
+        return None
+    return data
 
 
-def _unchanged(out: Path, path: str, digest: str, old: list[Any] | None) -> bool:
-    if old is None or old[0] != digest:
-        return False
-    try:
-        return bool((out / path).stat().st_size == old[1])
-    except FileNotFoundError:
-        return False
+class _Writer:
+    """Writes pages whose bytes differ, counting them."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.written = 0
+        self.removed = 0
+
+    def write(self, pages: dict[str, bytes]) -> None:
+        """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
+        for path in sorted(pages, key=lambda p: (p.startswith("projects/"), p)):
+            self.written += write_page(self.out / path, pages[path])
+
+
+def _roots(
+    env: jinja2.Environment, projects: dict[str, Any], labels: dict[str, str | None], base_url: str
+) -> tuple[dict[str, bytes], bytes]:
+    """The roots of the combined and of each variant index, and the landing page, from the state's projects."""
+    members: dict[str | None, list[str]] = {None: sorted(projects)}
+    for label in labels:
+        members[label] = []
+    for name in sorted(projects):
+        for label in projects[name]["labels"]:
+            members[label].append(name)
+    pages: dict[str, bytes] = {}
+    for group, names in members.items():
+        pages.update(root_pages(env, group, names))
+    landing = landing_page(env, {p: v["summary"] for p, v in projects.items()}, labels, base_url)
+    return pages, landing
 
 
 def build_index(
-    out: Path, records: list[Record], templates: Path | None, base_url: str, keys: dict[str, str] | None = None
-) -> IndexResult:
-    """Render and write only what changed since the last run (inputs tracked in ``.index-state.json``).
+    out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
+    touched: Iterable[str] = (),
+) -> IndexResult:  # fmt: skip
+    """Bring the pages in ``out`` up to date with ``catalog``.
 
-    ``keys`` (wheel file name -> a key that changes with its record) defaults to a hash of each record.
+    ``before`` and ``touched``: the catalog's generation before its last change and the projects that change
+    touched; with a state of that generation, only those projects are rendered again.
     """
+    fp = fingerprint(templates, base_url)
+    generation = catalog.generation()
+    state = _read_state(out)
+    if state is not None and state.get("fingerprint") == fp and state.get("generation") == generation:
+        known = int(state.get("pages", 0))
+        return IndexResult(known, 0, known, 0)
     env = environment(templates)
-    fp = fingerprint(env, base_url)
-    keys = keys if keys is not None else record_keys(records)
-    pages = sorted(plan(records), key=lambda p: _order(p.path))
-    old = _read_state(out)
-    new: dict[str, list[Any]] = {}
-    written = unchanged = 0
-    for page in pages:
-        digest = _page_digest(page, keys, fp)
-        if _unchanged(out, page.path, digest, old.get(page.path)):
-            new[page.path] = old[page.path]
-            unchanged += 1
-            continue
-        data = render_page(env, page, base_url)
-        if write_page(out / page.path, data):
-            written += 1
-        else:
-            unchanged += 1
-        new[page.path] = [digest, len(data)]
-    removed = remove_stale(out, new)
-    if new != old:
-        state = {"schema": STATE_SCHEMA, "pages": new}
-        write_bytes(out / STATE_FILE, json.dumps(state, sort_keys=True, separators=(",", ":")).encode())
-    return IndexResult(len(pages), written, unchanged, removed)
+    labels = catalog.label_backends()
+    incremental = (
+        state is not None and state.get("fingerprint") == fp and state.get("labels") == labels
+        and before is not None and state.get("generation") == before
+    )  # fmt: skip
+    projects: dict[str, Any] = dict(state["projects"]) if incremental and state is not None else {}
+    writer = _Writer(out)
+    seen: set[str] = set()
+    wanted = set(touched) if incremental else None
+    workers = min(os.cpu_count() or 1, 16)
+    if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
+        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects)
+        seen = set(projects)
+    for name, records in catalog.projects(wanted) if not seen else ():
+        pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
+        writer.write(pages)
+        old = projects.get(name)
+        if old is not None:
+            for path in set(project_paths(name, old["labels"])) - set(pages):
+                writer.removed += _remove(out / path)
+        projects[name] = {"labels": in_labels, "summary": summary}
+        seen.add(name)
+    for name in (wanted or set()) - seen:  # projects whose last record is gone
+        old = projects.pop(name, None)
+        if old is not None:
+            for path in project_paths(name, old["labels"]):
+                writer.removed += _remove(out / path)
+    roots, landing = _roots(env, projects, labels, base_url)
+    writer.write(roots)
+    writer.written += write_page(out / "index.html", landing)
+    keep = {"index.html", *roots}
+    for name, entry in projects.items():
+        keep.update(project_paths(name, entry["labels"]))
+    if not incremental:
+        writer.removed += remove_stale(out, keep)
+    count = len(keep)
+    new_state = {"schema": STATE_SCHEMA, "fingerprint": fp, "generation": generation, "labels": labels,
+                 "pages": count, "projects": projects}  # fmt: skip
+    write_bytes(out / STATE_FILE, json.dumps(new_state, sort_keys=True, separators=(",", ":")).encode())
+    return IndexResult(count, writer.written, count - writer.written, writer.removed)
+
+
+def _render_chunk(
+    out: Path, catalog_path: str, names: list[str], templates: Path | None, base_url: str,
+    labels: dict[str, str | None],
+) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    """Render the pages of ``names`` (a worker of a full build); (pages written, their state entries)."""
+    catalog = Catalog(catalog_path)
+    try:
+        env = environment(templates)
+        writer = _Writer(out)
+        entries: dict[str, Any] = {}
+        for name, records in catalog.projects(names):
+            pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
+            writer.write(pages)
+            entries[name] = {"labels": in_labels, "summary": summary}
+        return writer.written, entries
+    finally:
+        catalog.close()
+
+
+def _render_parallel(
+    out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
+    workers: int, projects: dict[str, Any],
+) -> int:  # fmt: skip
+    """Render every project's pages in ``workers`` processes reading the catalog file; pages written."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    names = catalog.project_names()
+    chunks = [names[i :: workers * 4] for i in range(workers * 4) if names[i :: workers * 4]]
+    written = 0
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_render_chunk, out, catalog.path, c, templates, base_url, labels) for c in chunks]
+        for future in futures:
+            count, entries = future.result()
+            written += count
+            projects.update(entries)
+    return written
 
 
 def index_store(
     store: Location | str | Path, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None = None
 ) -> tuple[int, IndexResult]:
-    """List the store's valid records and bring the index in ``out`` up to date; (number of records, result).
+    """Bring the store's catalog and then the index in ``out`` up to date; (number of records, result).
 
     Each record left out (damaged, invalid, without its wheel) adds one line to ``damaged``.
     """
-    keys: dict[str, str] | None = None
-    loc = store if isinstance(store, Location) else Location.parse(store)
+    count, result, _ = index_with_adoption(store, out, templates, base_url, (), damaged=damaged)
+    return count, result
+
+
+def index_with_adoption(
+    store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
+    kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
+) -> tuple[int, IndexResult, list[tuple[Path, Any]]]:  # fmt: skip
+    """Adopt the wheels of ``wheels`` folders (local stores only), sync the catalog, build the index.
+
+    Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
+    ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
+    left out add one line each to ``damaged``.
+    """
+    adopted: list[tuple[Path, Any]] = []
+    loc = store if isinstance(store, Location) else Location.parse(str(store))
     if loc.local is None:
-        records = load_records(loc, damaged)
-    else:
-        records, keys = load_local_keyed(loc.local, damaged)
-    return len(records), build_index(out, records, templates, base_url, keys)
+        from ..store.s3 import S3Store
+
+        s3 = S3Store(loc.url)
+        remote, generation, changed = s3.catalog()
+        if damaged is not None:
+            damaged.extend(s3.damaged)
+        try:
+            return remote.count(), build_index(out, remote, templates, base_url, generation, changed), adopted
+        finally:
+            remote.close()
+    root = loc.local
+    files = root / FILES
+    if wheels:
+        files.mkdir(parents=True, exist_ok=True)
+    listing = list_local(files, damaged)  # one listing serves adoption (what is there) and the catalog
+    catalog = local_catalog(root)
+    try:
+        before = catalog.generation()
+        touched: set[str] = set()
+        known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
+        count = len(known)
+        if wheels:
+            from ..store.adopt import adopt
+
+            touched |= sync(catalog, listing, read_local(files, damaged))  # the kernels it holds, up to date
+            refuse: set[str] = set()
+            if not allow_kernel_names and any(_pending(folder, listing) for folder in wheels):
+                refuse = catalog.kernel_projects() | set(kernels)
+            for folder in wheels:
+                result = adopt(root, folder, refuse, listing, known)
+                adopted.append((folder, result))
+                touched |= catalog.apply(result.records, ())
+                for key, record in result.records:
+                    listing[record.filename] = key
+        if len(known) != count:
+            catalog.set_meta("variants", json.dumps(known, sort_keys=True))
+        touched |= sync(catalog, listing, read_local(files, damaged if not wheels else None))
+        return catalog.count(), build_index(out, catalog, templates, base_url, before, touched), adopted
+    finally:
+        catalog.close()
+
+
+def _pending(folder: Path, listing: dict[str, str]) -> bool:
+    """Whether ``folder`` holds a wheel the store has no record of."""
+    with os.scandir(folder) as it:
+        return any(e.name.endswith(".whl") and not e.name.startswith(".") and e.name not in listing for e in it)
 
 
 def run_index(args: IndexArgs) -> int:
@@ -251,13 +390,6 @@ def run_index(args: IndexArgs) -> int:
 
     with open_store(opts.store).lock():
         return _run_index(opts)
-
-
-def _kernel_projects(store: Location) -> set[str]:
-    """Normalised names of the kernels the store holds (built by the factory, not adopted)."""
-    from packaging.utils import canonicalize_name
-
-    return {canonicalize_name(r.name) for r in load_records(store, []) if r.kind == "kernel"}
 
 
 def _run_index(opts: IndexOptions) -> int:
@@ -273,24 +405,22 @@ def _run_index(opts: IndexOptions) -> int:
         repaired, failed = repair_store(opts.store.local)
         say(f"repaired {len(repaired)} record(s)" + (f", {len(failed)} could not be repaired" if failed else ""))
         refused += len(failed)
-    if opts.wheels:
-        if opts.store.local is None:
-            raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
-        from ..store.adopt import adopt
-
-        kernels = set() if opts.allow_kernel_names else _kernel_projects(opts.store) | opts.kernel_names
-        for folder in opts.wheels:
-            result = adopt(opts.store.local, folder, kernels)
-            refused += len(result.refused)
-            adopted += result.adopted
-            present += result.present
-            skipped += result.refused
-            say(
-                f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
-                + (f", {len(result.refused)} refused" if result.refused else "")
-            )
+    if opts.wheels and opts.store.local is None:
+        raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
     damaged: list[str] = []
-    count, index = index_store(opts.store, opts.out, opts.templates, opts.base_url, damaged)
+    count, index, results = index_with_adoption(
+        opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names, damaged,
+        opts.allow_kernel_names,
+    )  # fmt: skip
+    for folder, result in results:
+        refused += len(result.refused)
+        adopted += result.adopted
+        present += result.present
+        skipped += result.refused
+        say(
+            f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
+            + (f", {len(result.refused)} refused" if result.refused else "")
+        )
     for line in damaged:
         print(f"error: {line}", file=sys.stderr)
     say(

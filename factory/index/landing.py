@@ -1,7 +1,8 @@
-"""The landing page's view of the records: kernels, versions, and a variant matrix per version."""
+"""What the pages for a person show: a project's versions with a variant matrix each, and a summary per project."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import defaultdict
 from collections.abc import Sequence
@@ -9,11 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..record import HUB_URL, Record
-from ..versions import sort_key
+from ..record import HUB_URL, Record, version_key
 from .selector import selector_rows
 
 _BACKEND_ORDER = ("cuda", "rocm", "xpu", "cann", "neuron", "tpu", "npu", "cpu", "metal", "universal")
@@ -71,6 +70,15 @@ class AdoptedView:
     pin_cmd: str
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9._+-]+")
+
+
+def quoted(filename: str) -> str:
+    """``quote(filename)``; the usual wheel name only has its ``+`` written ``%2B``."""
+    return filename.replace("+", "%2B") if _PLAIN.fullmatch(filename) else quote(filename)
+
+FILES_HREF = "../../files/"  # from projects/<name>/index.html
+
 
 def _rank(order: Sequence[str], value: str | None) -> int:
     return order.index(value) if value in order else len(order)
@@ -82,7 +90,7 @@ def _row_key(r: Record) -> tuple[str | None, str | None]:
 
 def _row_sort(key: tuple[str | None, str | None]) -> tuple[int, Any, str]:
     framework, version = key
-    v = sort_key(version)
+    v = version_key(version)
     return (_rank(_FRAMEWORK_ORDER, framework), (-v[0], _Neg(v[1])), framework or "")
 
 
@@ -119,7 +127,7 @@ def _col_key(r: Record) -> tuple[str | None, str | None]:
 
 def _col_sort(key: tuple[str | None, str | None]) -> tuple[int, str, Any]:
     backend, version = key
-    v = sort_key(version)
+    v = version_key(version)
     return (_rank(_BACKEND_ORDER, backend), backend or "", (-v[0], _Neg(v[1])))
 
 
@@ -160,14 +168,14 @@ def _version_view(project: str, version: str, recs: list[Record], base_url: str)
             platform=f"{r.arch}-{r.os}" if r.os and r.arch else "any",
             archs=" ".join(r.archs),
             filename=r.filename,
-            href="./files/" + quote(r.filename),
+            href=FILES_HREF + quoted(r.filename),
             pin_cmd=pin,
             variant_cmd=var,
             yanked=bool(r.yanked),
         )
         cells[(_row_key(r), _col_key(r))].append(entry)
     view_rows = tuple(Row(_row_title(k), tuple(tuple(cells.get((k, c), ())) for c in cols)) for k in rows)
-    archs = sorted({a for r in recs for a in r.archs}, key=sort_key)
+    archs = sorted({a for r in recs for a in r.archs}, key=version_key)
     return VersionView(version, tuple(_col_title(c) for c in cols), view_rows, tuple(archs), len(recs))
 
 
@@ -175,7 +183,7 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
     by_version: dict[str, list[Record]] = defaultdict(list)
     for r in recs:
         by_version[r.kernel_version or r.version.split("+")[0]].append(r)
-    order = sorted(by_version, key=sort_key, reverse=True)
+    order = sorted(by_version, key=version_key, reverse=True)
     latest = max(by_version[order[0]], key=lambda r: r.filename)
     return KernelView(
         name=latest.name,
@@ -191,26 +199,35 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
 
 
 def _adopted_view(project: str, recs: list[Record], base_url: str) -> AdoptedView:
-    versions = sorted({r.version for r in recs}, key=sort_key, reverse=True)
-    latest = max(recs, key=lambda r: (sort_key(r.version), r.filename))
+    versions = sorted({r.version for r in recs}, key=version_key, reverse=True)
+    latest = max(recs, key=lambda r: (version_key(r.version), r.filename))
     pin = command("pip", "install", f"{project}=={versions[0]}", "--index-url", f"{base_url}/simple")
     return AdoptedView(latest.name, project, latest.summary, tuple(versions), pin)
 
 
-def landing_context(records: Sequence[Record], base_url: str) -> dict[str, Any]:
-    """Everything landing.html shows."""
-    kernels: dict[str, list[Record]] = defaultdict(list)
-    adopted: dict[str, list[Record]] = defaultdict(list)
-    built = {canonicalize_name(r.name) for r in records if r.kind == "kernel"}
-    for r in records:  # adopted wheels of a kernel's project (allowed with --allow-kernel-names) show with it
-        project = canonicalize_name(r.name)
-        (kernels if project in built else adopted)[project].append(r)
-    labels = sorted({r.label for r in records if r.label})
+def project_context(project: str, records: Sequence[Record], base_url: str) -> dict[str, Any]:
+    """Everything kernel.html shows for one project: a kernel (any built wheel), else an adopted project."""
+    recs = list(records)
+    kernel = any(r.kind == "kernel" for r in recs)
     return {
         "base_url": base_url,
-        "kernels": [_kernel_view(p, kernels[p], base_url) for p in sorted(kernels)],
-        "adopted": [_adopted_view(p, adopted[p], base_url) for p in sorted(adopted)],
-        "labels": labels,
+        "kernel": _kernel_view(project, recs, base_url) if kernel else None,
+        "adopted": None if kernel else _adopted_view(project, recs, base_url),
+        "labels": sorted({r.label for r in recs if r.label}),
+        "wheels": len(recs),
+        "selector": selector_rows(recs, base_url),
+    }
+
+
+def project_summary(project: str, records: Sequence[Record]) -> dict[str, object]:
+    """One project's line on the landing page (plain values: the index state keeps it)."""
+    latest = max(records, key=lambda r: (version_key(r.kernel_version or r.version.split("+")[0]), r.filename))
+    return {
+        "project": project,
+        "name": latest.name,
+        "kind": "kernel" if any(r.kind == "kernel" for r in records) else "adopted",
+        "version": latest.kernel_version or latest.version.split("+")[0],
+        "summary": latest.summary,
         "wheels": len(records),
-        "selector": selector_rows(records, base_url),
+        "variants": len({r.label for r in records if r.label}),
     }

@@ -1,53 +1,42 @@
-"""Which pages the index has, and what each shows: records -> page plans -> bytes.
+"""The pages of the index, rendered per project: a project's records -> its pages' bytes.
 
-A page plan names its path and the records it shows; rendering a plan is a pure
-function of those records, the templates and the base URL for pip commands.
+A project has, in the combined index and in each variant index it appears in,
+a PEP 503 page and a PEP 691 JSON page, plus one page for a person
+(``projects/<name>/``: its versions and torch x backend matrix). The roots list
+the projects of their index; the landing page lists every project. Each page is
+a pure function of the records it shows, the templates and the base URL.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from urllib.parse import quote
-
-import jinja2
-from packaging.utils import canonicalize_name
+from typing import TYPE_CHECKING
 
 from .. import TEMPLATES
-from ..record import Record
-from ..versions import sort_key
+from ..record import Record, version_key
 from . import landing as index_landing
 from . import selector as index_selector
-from .landing import landing_context
+from .landing import project_context, project_summary, quoted
+
+if TYPE_CHECKING:
+    import jinja2
 
 API_VERSION = "1.1"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
-TEMPLATE_NAMES = ("landing.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
+TEMPLATE_NAMES = ("landing.html", "kernel.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
+SIMPLE = "simple"
 
 
-@dataclass(frozen=True)
-class Page:
-    """One file of the index: ``kind`` is project-html, project-json, root-html, root-json or landing."""
-
-    path: str
-    kind: str
-    depth: int  # how many folders below the root the page's folder is
-    project: str | None
-    records: tuple[Record, ...]  # project pages: that project's files; landing: every record
-    projects: tuple[str, ...] = ()  # root pages: the project names
+def group_prefix(label: str | None) -> str:
+    """The folder of the combined index (label None) or of one variant index."""
+    return SIMPLE if label is None else f"variants/{label}/simple"
 
 
-def project_name(record: Record) -> str:
-    return canonicalize_name(record.name)
-
-
-def variant_labels(records: Iterable[Record]) -> list[str]:
-    """Every local label that names a build variant (universal and adopted wheels have none)."""
-    return sorted({r.label for r in records if r.label})
+def group_depth(label: str | None) -> int:
+    return 1 if label is None else 3
 
 
 def combined_only(record: Record) -> bool:
@@ -66,62 +55,25 @@ def in_variant(record: Record, label: str, backend: str | None) -> bool:
     return record.framework == "torch-noarch" and backend is not None and record.backend == backend
 
 
-def plan(records: Iterable[Record]) -> list[Page]:
-    """Every page of the index, project pages first, then the roots, then the landing page."""
-    names: dict[str, str] = {}  # display name -> normalised name, computed once per name
-    keyed = []
-    for r in records:
-        name = names.get(r.name)
-        if name is None:
-            name = names[r.name] = canonicalize_name(r.name)
-        keyed.append((name, r.filename, r))
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    ordered = [r for _, _, r in keyed]
-    by_project: dict[str, list[Record]] = defaultdict(list)
-    backends: dict[str, str | None] = {}
-    shared: list[tuple[str, Record]] = []  # in every variant index: universal and adopted wheels
-    noarch: dict[str | None, list[tuple[str, Record]]] = defaultdict(list)
-    by_label: dict[str, list[tuple[str, Record]]] = defaultdict(list)
-    for name, _, r in keyed:
-        by_project[name].append(r)
-        if combined_only(r):
-            continue
-        if r.label is None:
-            shared.append((name, r))
-            continue
-        by_label[r.label].append((name, r))
-        if r.framework == "torch-noarch":
-            noarch[r.backend].append((name, r))
-            backends.setdefault(r.label, r.backend)
-        else:
-            backends[r.label] = r.backend
-    groups: list[tuple[str, int, dict[str, list[Record]]]] = [("simple", 1, dict(by_project))]
-    for label in sorted(backends):
-        members = {id(r): (name, r) for name, r in shared + by_label[label] + noarch.get(backends[label], [])}
-        sub: dict[str, list[Record]] = defaultdict(list)
-        for name, r in sorted(members.values(), key=lambda item: (item[0], item[1].filename)):
-            sub[name].append(r)
-        groups.append((f"variants/{label}/simple", 3, dict(sub)))
-    pages: list[Page] = []
-    for prefix, depth, projects in groups:
-        for name, recs in projects.items():
-            for kind, ext in (("project-html", "html"), ("project-json", "json")):
-                pages.append(Page(f"{prefix}/{name}/index.{ext}", kind, depth + 1, name, tuple(recs)))
-    for prefix, depth, projects in groups:
-        names_sorted = tuple(sorted(projects))
-        pages.append(Page(f"{prefix}/index.html", "root-html", depth, None, (), names_sorted))
-        pages.append(Page(f"{prefix}/index.json", "root-json", depth, None, (), names_sorted))
-    pages.append(Page("index.html", "landing", 0, None, tuple(ordered)))
-    return pages
+def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> dict[str | None, list[Record]]:
+    """The indexes a project appears in (None: the combined one), each with the project's records there."""
+    groups: dict[str | None, list[Record]] = {None: records}
+    for label in sorted(labels):
+        backend = labels[label]
+        sub = [r for r in records if in_variant(r, label, backend)]
+        if sub:
+            groups[label] = sub
+    return groups
 
 
 def environment(templates: Path | None) -> jinja2.Environment:
     """Templates from ``templates`` first (any name may be overridden), then the shipped ones."""
-    shipped = TEMPLATES
+    import jinja2  # only when pages are rendered: a run with nothing to render does not load it
+
     loaders: list[jinja2.BaseLoader] = []
     if templates is not None:
         loaders.append(jinja2.FileSystemLoader(str(templates)))
-    loaders.append(jinja2.FileSystemLoader(str(shipped)))
+    loaders.append(jinja2.FileSystemLoader(str(TEMPLATES)))
     return jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
         autoescape=True,
@@ -132,23 +84,29 @@ def environment(templates: Path | None) -> jinja2.Environment:
     )
 
 
-def fingerprint(env: jinja2.Environment, base_url: str) -> str:
-    """Changes when a template or the base URL does, so cached pages are rendered again."""
+def fingerprint(templates: Path | None, base_url: str) -> str:
+    """Changes when a template, the base URL or the rendering code does, so every page is rendered again.
+
+    Reads the template files as the environment finds them (``templates`` first), without loading jinja2.
+    """
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
     for module in (__file__, index_landing.__file__, index_selector.__file__):  # the rendering code itself
         h.update(Path(module).read_bytes())
-    for name in sorted(set(TEMPLATE_NAMES) | set(env.list_templates())):
+    names = set(TEMPLATE_NAMES)
+    if templates is not None:
+        names |= {p.name for p in templates.iterdir() if p.is_file()}
+    for name in sorted(names):
         if not name.endswith((".html", ".css", ".js", ".j2")):
             continue
-        assert env.loader is not None
-        source, _, _ = env.loader.get_source(env, name)
-        h.update(f"{name}\0{source}\0".encode())
+        found = [d / name for d in (templates, TEMPLATES) if d is not None and (d / name).is_file()]
+        if found:
+            h.update(name.encode() + b"\0" + found[0].read_bytes() + b"\0")
     return h.hexdigest()
 
 
 def file_href(record: Record, depth: int) -> str:
     """Relative link from a page ``depth`` folders deep to the wheel, ``+`` written ``%2B``."""
-    return ("../" * depth or "./") + "files/" + quote(record.filename) + "#sha256=" + record.sha256
+    return ("../" * depth or "./") + "files/" + quoted(record.filename) + "#sha256=" + record.sha256
 
 
 def _yanked(record: Record) -> bool | str:
@@ -161,7 +119,7 @@ def _file_json(record: Record, depth: int) -> dict[str, object]:
     core: dict[str, str] | bool = {"sha256": record.metadata_sha256} if record.metadata_sha256 else False
     entry: dict[str, object] = {
         "filename": record.filename,
-        "url": ("../" * depth or "./") + "files/" + quote(record.filename),
+        "url": ("../" * depth or "./") + "files/" + quoted(record.filename),
         "hashes": {"sha256": record.sha256},
         "core-metadata": core,
         "dist-info-metadata": core,
@@ -178,37 +136,67 @@ def _dumps(data: object) -> bytes:
     return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
-def render_page(env: jinja2.Environment, page: Page, base_url: str) -> bytes:
-    """The bytes of one page."""
-    meta = {"api-version": API_VERSION}
-    if page.kind == "project-json":
-        versions = sorted({r.version for r in page.records}, key=sort_key)
-        files = [_file_json(r, page.depth) for r in page.records]
-        return _dumps({"meta": meta, "name": page.project, "files": files, "versions": versions})
-    if page.kind == "root-json":
-        return _dumps({"meta": meta, "projects": [{"name": n} for n in page.projects]})
-    if page.kind == "project-html":
-        files = [
-            {
-                "filename": r.filename,
-                "href": file_href(r, page.depth),
-                "requires_python": r.requires_python,
-                "metadata": f"sha256={r.metadata_sha256}" if r.metadata_sha256 else None,
-                "yanked": None if _yanked(r) is False else (r.yanked if isinstance(r.yanked, str) else ""),
-            }
-            for r in page.records
-        ]
-        html = env.get_template("project.html").render(project=page.project, files=files, api_version=API_VERSION)
-    elif page.kind == "root-html":
-        html = env.get_template("root.html").render(projects=page.projects, api_version=API_VERSION)
-    elif page.kind == "landing":
-        html = env.get_template("landing.html").render(**landing_context(page.records, base_url))
-    else:  # pragma: no cover - plan() makes no other kind
-        raise ValueError(page.kind)
-    return html.encode()
+def simple_json(project: str, records: list[Record], depth: int) -> bytes:
+    """PEP 691 JSON of one project (PEP 700 fields included)."""
+    versions = sorted({r.version for r in records}, key=version_key)
+    files = [_file_json(r, depth) for r in records]
+    return _dumps({"meta": {"api-version": API_VERSION}, "name": project, "files": files, "versions": versions})
 
 
-def render(records: list[Record], templates: Path | None, base_url: str = DEFAULT_BASE_URL) -> dict[str, bytes]:
-    """Every page of the index: relative path -> bytes (a pure function of the records)."""
-    env = environment(templates)
-    return {p.path: render_page(env, p, base_url.rstrip("/")) for p in plan(records)}
+def simple_html(env: jinja2.Environment, project: str, records: list[Record], depth: int) -> bytes:
+    """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes)."""
+    files = [
+        {
+            "filename": r.filename,
+            "href": file_href(r, depth),
+            "requires_python": r.requires_python,
+            "metadata": f"sha256={r.metadata_sha256}" if r.metadata_sha256 else None,
+            "yanked": None if _yanked(r) is False else (r.yanked if isinstance(r.yanked, str) else ""),
+        }
+        for r in records
+    ]
+    return env.get_template("project.html").render(project=project, files=files, api_version=API_VERSION).encode()
+
+
+def project_pages(
+    env: jinja2.Environment, project: str, records: list[Record], labels: Mapping[str, str | None], base_url: str
+) -> tuple[dict[str, bytes], list[str], dict[str, object]]:
+    """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary)."""
+    pages: dict[str, bytes] = {}
+    groups = project_groups(records, labels)
+    for label, recs in groups.items():
+        prefix, depth = group_prefix(label), group_depth(label) + 1
+        pages[f"{prefix}/{project}/index.html"] = simple_html(env, project, recs, depth)
+        pages[f"{prefix}/{project}/index.json"] = simple_json(project, recs, depth)
+    context = project_context(project, records, base_url)
+    pages[f"projects/{project}/index.html"] = env.get_template("kernel.html").render(**context).encode()
+    return pages, [label for label in groups if label is not None], project_summary(project, records)
+
+
+def project_paths(project: str, labels: Iterable[str]) -> list[str]:
+    """The paths of a project's pages, given the variant labels it appears in."""
+    paths = [f"projects/{project}/index.html"]
+    for label in [None, *labels]:
+        prefix = group_prefix(label)
+        paths += [f"{prefix}/{project}/index.html", f"{prefix}/{project}/index.json"]
+    return paths
+
+
+def root_pages(env: jinja2.Environment, label: str | None, projects: list[str]) -> dict[str, bytes]:
+    """The root of one index (PEP 503 and PEP 691), listing ``projects`` (sorted)."""
+    prefix = group_prefix(label)
+    html = env.get_template("root.html").render(projects=projects, api_version=API_VERSION).encode()
+    data = _dumps({"meta": {"api-version": API_VERSION}, "projects": [{"name": n} for n in projects]})
+    return {f"{prefix}/index.html": html, f"{prefix}/index.json": data}
+
+
+def landing_page(
+    env: jinja2.Environment, summaries: Mapping[str, Mapping[str, object]], labels: Iterable[str], base_url: str
+) -> bytes:
+    """The landing page: every project (with a search box), the variant indexes."""
+    projects = [summaries[p] for p in sorted(summaries)]
+    wheels = sum(int(s["wheels"]) for s in projects)  # type: ignore[call-overload]
+    return env.get_template("landing.html").render(
+        base_url=base_url, projects=projects, labels=sorted(labels), wheels=wheels,
+        kernels=sum(1 for s in projects if s["kind"] == "kernel"),
+    ).encode()  # fmt: skip

@@ -13,8 +13,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from ..record import Record
-from ..versions import sort_key
+from ..record import Record, version_key
 
 
 def _backend(r: Record) -> str:
@@ -22,7 +21,7 @@ def _backend(r: Record) -> str:
 
 
 def _newest(versions: set[str]) -> str:
-    return max(versions, key=sort_key)
+    return max(versions, key=version_key)
 
 
 def selector_rows(records: Sequence[Record], base_url: str) -> list[dict[str, Any]]:

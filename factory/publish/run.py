@@ -92,7 +92,8 @@ def list_root(root: Path) -> list[LocalFile]:
 
 
 def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
-    """Wheels, then .metadata, then other ``files/``, then pages (deepest first, the root's last)."""
+    """Wheels, then .metadata, then other ``files/``, then pages (deepest first, ``projects/`` after the
+    ``simple/`` pages they link, the root's last)."""
     wheels, metadata, other_files, pages = [], [], [], []
     for f in files:
         if f.rel.startswith("files/"):
@@ -104,9 +105,10 @@ def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
                 other_files.append(f)
         else:
             pages.append(f)
-    by_depth: dict[int, list[LocalFile]] = {}
-    for f in pages:
-        by_depth.setdefault(f.rel.count("/"), []).append(f)
+    by_depth: dict[float, list[LocalFile]] = {}
+    for f in pages:  # a project's page for a person links its simple pages: it goes in the phase after them
+        depth = f.rel.count("/") - (0.5 if f.rel.startswith("projects/") else 0)
+        by_depth.setdefault(depth, []).append(f)
     page_phases = [by_depth[d] for d in sorted(by_depth, reverse=True)]
     return [p for p in [wheels, metadata, other_files, *page_phases] if p]
 

@@ -11,6 +11,13 @@ wheel with no label is universal; one with an unknown label goes in the
 combined root only. A wheel whose project is a kernel the store already holds
 is refused unless the user allows it (``--allow-kernel-names``). Nothing is
 read from a wheel beyond ``MAX_METADATA`` bytes.
+
+Wheels are read and hashed in parallel processes, in batches: a batch links
+its wheels and writes their ``.metadata`` files, syncs the file system once,
+then renames the records into place and syncs once more (two syncs per batch,
+not an fsync per file). Each label is mapped to its variant once per run, and
+the mapping is kept in the catalog (loading the variant grammar costs more
+than adopting a wheel).
 """
 
 from __future__ import annotations
@@ -26,18 +33,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from packaging.metadata import parse_email
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from .. import variants
-from ..atomic import file_digest, link_or_copy, write_bytes
+from ..atomic import TMP_PREFIX, file_digest, link_or_copy, write_bytes
 from ..errors import Refused, UnknownVariant
 from ..record import FILES, PROVENANCE, Record
 from . import check as record_check
 
 MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel
 MAX_PROVENANCE = 64 * 1024
+BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
 
 
 @dataclass
@@ -45,6 +52,7 @@ class AdoptResult:
     adopted: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    records: list[tuple[str, Record]] = field(default_factory=list)  # (catalog key, record) of those adopted
 
 
 def _read_capped(zf: zipfile.ZipFile, member: str, limit: int, wheel: Path) -> bytes:
@@ -95,14 +103,23 @@ def _provenance_variant(provenance: bytes | None) -> str | None:
     return variant if isinstance(variant, str) else None
 
 
-def variant_fields(wheel_name: str, provenance: bytes | None) -> dict[str, Any]:
+def variant_fields(
+    wheel_name: str, provenance: bytes | None, known: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Record fields naming the build variant of an adopted wheel; empty when it has no label or an unknown one.
 
     The provenance file's variant wins when its label is the wheel's; else the label is read back as a variant
     by the rules built wheels follow. An unknown label prints a warning: the wheel goes in the combined root only.
+    ``known`` (label and platform tags -> fields) is looked up first and filled, for wheels without provenance.
     """
     _name, version, _build, tags = parse_wheel_filename(wheel_name)
     label = version.local
+    key = f"{label}|{','.join(sorted({t.platform for t in tags}))}"
+    if provenance is None and known is not None and label is not None and key in known:
+        fields = known[key]
+        if not fields:
+            _unknown_label(wheel_name, label)
+        return {**fields, "kernel_version": version.public} if fields else {}
     target: variants.Target | None = None
     named = _provenance_variant(provenance)
     if named is not None:
@@ -116,17 +133,29 @@ def variant_fields(wheel_name: str, provenance: bytes | None) -> dict[str, Any]:
         target = variants.for_label(label, {t.platform for t in tags})
     if target is None:
         if label is not None:
-            print(f"warning: {wheel_name}: local label {label!r} is not a build variant's; it is listed in the "
-                  "combined index only, not in any variants/<label>/ root", file=sys.stderr)
+            _unknown_label(wheel_name, label)
+            if provenance is None and known is not None:
+                known[key] = {}
         return {}
-    return {"label": target.label, "variant": target.variant, "backend": target.backend,
-            "backend_version": target.backend_version, "framework": target.framework,
-            "framework_version": target.framework_version, "os": target.os, "arch": target.arch,
-            "kernel_version": version.public}
+    fields = {"label": target.label, "variant": target.variant, "backend": target.backend,
+              "backend_version": target.backend_version, "framework": target.framework,
+              "framework_version": target.framework_version, "os": target.os, "arch": target.arch}
+    if provenance is None and known is not None:
+        known[key] = fields
+    return {**fields, "kernel_version": version.public}
 
 
-def make_record(wheel: Path, metadata: bytes, provenance: bytes | None = None) -> Record:
+def _unknown_label(wheel_name: str, label: str) -> None:
+    print(f"warning: {wheel_name}: local label {label!r} is not a build variant's; it is listed in the "
+          "combined index only, not in any variants/<label>/ root", file=sys.stderr)
+
+
+def make_record(
+    wheel: Path, metadata: bytes, provenance: bytes | None = None, known: dict[str, dict[str, Any]] | None = None
+) -> Record:
     """The record of an adopted wheel, from its file name, METADATA, provenance and file."""
+    from packaging.metadata import parse_email  # loaded only when a wheel is adopted
+
     name, version, _build, _tags = parse_wheel_filename(wheel.name)
     raw, _unparsed = parse_email(metadata)
     meta_name = raw.get("name")
@@ -157,13 +186,35 @@ def make_record(wheel: Path, metadata: bytes, provenance: bytes | None = None) -
         requires_dist=tuple(raw.get("requires_dist", [])),
         kind="adopted",
         license=raw.get("license_expression") or raw.get("license") or None,
-        **variant_fields(wheel.name, provenance),
+        **variant_fields(wheel.name, provenance, known),
     )
 
 
-def adopt_one(store_root: Path, wheel: Path, kernels: Collection[str] = ()) -> Record | None:
-    """Adopt one wheel; None if the store already has its record. Refused on bad input, and when the wheel's
-    project is one of ``kernels`` (normalised names of kernels the factory builds)."""
+def _write(path: Path, data: bytes) -> None:
+    """Write a file through a temporary name and a rename, without an fsync (the batch syncs once)."""
+    tmp = path.with_name(f"{TMP_PREFIX}{os.getpid()}-{path.name}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def sync_fs(folder: Path) -> None:
+    """Flush the file system that holds ``folder`` (syncfs(2); sync(2) where there is none)."""
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        if getattr(libc, "syncfs", None) is None or libc.syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _prepare(files: Path, wheel: Path, kernels: Collection[str], known: dict[str, dict[str, Any]]) -> Record:
+    """Check, read and hash one wheel and put it and its .metadata into ``files/`` (not yet its record)."""
     try:
         project = parse_wheel_filename(wheel.name)[0]
     except InvalidWheelFilename as exc:
@@ -172,38 +223,106 @@ def adopt_one(store_root: Path, wheel: Path, kernels: Collection[str] = ()) -> R
         raise Refused(f"{wheel.name}: project {project!r} is a kernel this store builds, and an adopted wheel would "
                       "sit beside it in every install; remove the wheel, or pass --allow-kernel-names "
                       "(allow-kernel-names = true) if you mean to add it")
-    files = store_root / FILES
-    if (files / f"{wheel.name}.json").exists():
-        return None
     metadata, provenance = read_wheel_info(wheel)
-    record = make_record(wheel, metadata, provenance)
-    files.mkdir(parents=True, exist_ok=True)
+    record = make_record(wheel, metadata, provenance, known)
     dest = files / wheel.name
     if not dest.exists():
         link_or_copy(wheel, dest)
     elif not os.path.samefile(dest, wheel) and file_digest(dest) != record.sha256:
         raise Refused(f"{wheel.name}: a different file of that name is already in {files}; remove one of them")
-    write_bytes(files / f"{wheel.name}.metadata", metadata)
-    write_bytes(files / f"{wheel.name}.json", record.to_json())
+    _write(files / f"{wheel.name}.metadata", metadata)
     return record
 
 
-def adopt(store_root: Path, folder: Path, kernels: Collection[str] = ()) -> AdoptResult:
-    """Adopt every ``*.whl`` in ``folder``; refused wheels are warned about and listed, the rest go on.
+def adopt_batch(
+    files: Path, wheels: list[Path], kernels: Collection[str] = (), known: dict[str, dict[str, Any]] | None = None
+) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
+    """Adopt a batch of wheels; ([(catalog key, record)], [(wheel name, why refused)], ``known`` filled)."""
+    from .catalog import record_key
 
-    A wheel of a project in ``kernels`` (normalised names) is refused.
-    """
-    result = AdoptResult()
-    for wheel in sorted(folder.glob("*.whl")):
-        if not wheel.is_file():
-            continue
+    known = {} if known is None else known
+    ready: list[Record] = []
+    refused: list[tuple[str, str]] = []
+    for wheel in wheels:
         try:
-            record = adopt_one(store_root, wheel, kernels)
+            ready.append(_prepare(files, wheel, kernels, known))
         except Refused as exc:
-            print(f"warning: skipped {exc}", file=sys.stderr)
-            result.refused.append(wheel.name)
-            continue
-        (result.adopted if record is not None else result.present).append(wheel.name)
+            refused.append((wheel.name, str(exc)))
+    if not ready:
+        return [], refused, known
+    sync_fs(files)  # wheels and .metadata on disk before any record names them
+    done: list[tuple[str, Record]] = []
+    for record in ready:
+        path = files / f"{record.filename}.json"
+        _write(path, record.to_json())
+        done.append((record_key(path.stat()), record))
+    sync_fs(files)
+    return done, refused, known
+
+
+def adopt_one(store_root: Path, wheel: Path, kernels: Collection[str] = ()) -> Record | None:
+    """Adopt one wheel; None if the store already has its record. Refused on bad input, and when the wheel's
+    project is one of ``kernels`` (normalised names of kernels the factory builds)."""
+    files = store_root / FILES
+    if (files / f"{wheel.name}.json").exists():
+        return None
+    files.mkdir(parents=True, exist_ok=True)
+    done, refused, _ = adopt_batch(files, [wheel], kernels)
+    if refused:
+        raise Refused(refused[0][1])
+    return done[0][1]
+
+
+def adopt(
+    store_root: Path, folder: Path, kernels: Collection[str] = (), listing: Collection[str] | None = None,
+    known: dict[str, dict[str, Any]] | None = None,
+) -> AdoptResult:  # fmt: skip
+    """Adopt every ``*.whl`` in ``folder`` that ``listing`` (wheel names with a record in the store; default:
+    listed now) lacks; refused wheels are warned about and listed, the rest go on. A wheel of a project in
+    ``kernels`` (normalised names) is refused; ``known``: see ``variant_fields``."""
+    if listing is None:
+        from .catalog import list_local
+
+        listing = list_local(store_root / FILES)
+    with os.scandir(folder) as it:
+        names = sorted(e.name for e in it if e.name.endswith(".whl") and not e.name.startswith(".") and e.is_file())
+    todo = [folder / n for n in names if n not in listing]
+    result = adopt_wheels(store_root, todo, kernels, known) if todo else AdoptResult()
+    result.present = [n for n in names if n in listing]
+    return result
+
+
+def adopt_wheels(
+    store_root: Path, wheels: list[Path], kernels: Collection[str] = (),
+    known: dict[str, dict[str, Any]] | None = None, workers: int | None = None,
+) -> AdoptResult:  # fmt: skip
+    """Adopt ``wheels`` in batches, in parallel processes (one per core); ``known``: see ``variant_fields``."""
+    files = store_root / FILES
+    files.mkdir(parents=True, exist_ok=True)
+    result = AdoptResult()
+    known = {} if known is None else known
+    batches = [wheels[i : i + BATCH] for i in range(0, len(wheels), BATCH)]
+    workers = workers or min(os.cpu_count() or 1, len(batches))
+    if workers <= 1:
+        outcomes = [adopt_batch(files, batch, kernels, known) for batch in batches]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        if any("+" in w.name for w in wheels):
+            variants.parse("torch-cuda")  # load the variant grammar once, before the workers fork
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(pool.map(adopt_batch, [files] * len(batches), batches, [kernels] * len(batches),
+                                     [known] * len(batches)))  # fmt: skip
+    for done, refused, found in outcomes:
+        known.update(found)
+        for key, record in done:
+            result.records.append((key, record))
+            result.adopted.append(record.filename)
+        for name, why in refused:
+            print(f"warning: skipped {why}", file=sys.stderr)
+            result.refused.append(name)
+    result.adopted.sort()
+    result.refused.sort()
     return result
 
 

@@ -1,124 +1,307 @@
-"""Fast listing of a local store's records, with a cache keyed by each record file's mtime and size.
+"""The catalog: a store's records in one SQLite file, cheap to load and to diff against a listing.
 
-Reading 20,000 small JSON files costs more than rendering the pages that
-change; ``files/.records-cache.json`` keeps the parsed records, and a record
-file whose (mtime, size) changed is read again. Like ``LocalStore.records``,
-every record read is checked by factory/store/check.py, and one that fails,
-or whose wheel is missing, is not listed but named in ``damaged``. The cache
-holds only records that passed the check.
+It is a cache: the records (``files/<wheel>.json``) stay the truth, and a
+catalog that is missing, damaged or of another schema is rebuilt from them.
+A local store keeps it at ``files/.catalog.sqlite``; an ``s3://`` store keeps
+the same file as an object there (store/s3.py).
+
+Each row holds a wheel's file name, its project, a key that changes whenever
+its record does (local: the record file's inode, mtime and size, since records
+are renamed into place; S3: the record object's ETag) and the record's fields.
+``sync`` compares a listing (wheel -> key) against the rows, reads only the
+records that are new or changed, drops the rows of those gone, and gives the
+catalog a new generation, all in one transaction. The index keeps the
+generation its pages show (index/build.py): the same generation means nothing
+to render.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
-from ..atomic import write_bytes
+from packaging.utils import canonicalize_name
+
 from ..config import Location
-from ..record import FILES, Record
-from . import check as record_check
-from . import open_store
+from ..record import FIELDS, FILES, Record
+from . import check
 
-CACHE_FILE = ".records-cache.json"
-CACHE_SCHEMA = 3  # 3: rows are records that passed store/check.py
-_NAMES = tuple(Record.__dataclass_fields__)
+CATALOG_FILE = ".catalog.sqlite"
+SCHEMA = "1:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
 
-
-def _from_row(row: list[Any]) -> Record:
-    """A record from a cache row (every field, in field order), without re-validating it."""
-    return Record.from_dict(dict(zip(_NAMES, row, strict=True)))
-
-
-def _to_row(record: Record) -> list[Any]:
-    return [getattr(record, name) for name in _NAMES]
+_TABLES = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE records (
+    filename TEXT PRIMARY KEY, project TEXT NOT NULL, key TEXT NOT NULL,
+    label TEXT, backend TEXT, noarch INTEGER NOT NULL, row TEXT NOT NULL
+);
+CREATE INDEX records_project ON records (project, filename);
+"""
 
 
-def _read_cache(path: Path) -> dict[str, list[Any]]:
+class Catalog:
+    """One SQLite file (or ``:memory:``) of records; see the module docstring."""
+
+    def __init__(self, path: str | Path = ":memory:", scratch: Path | None = None) -> None:
+        """A catalog file, or one in memory; ``scratch``: a folder of the file's, removed on ``close``."""
+        self.path = str(path)
+        self.scratch = scratch
+        try:
+            self.db = self._open()
+        except sqlite3.DatabaseError:  # not a database, or damaged: it is a cache, start again
+            if self.path != ":memory:":
+                Path(self.path).unlink(missing_ok=True)
+            self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None)
+        db.execute("PRAGMA synchronous=OFF")  # a cache: a torn file is detected and rebuilt
+        db.execute("PRAGMA journal_mode=MEMORY")
+        have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        schema = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone() if "meta" in have else None
+        if schema is None or schema[0] != SCHEMA:
+            db.execute("BEGIN")
+            for table in have:
+                db.execute(f'DROP TABLE IF EXISTS "{table}"')
+            for statement in _TABLES.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT INTO meta VALUES ('schema', ?), ('generation', ?)", (SCHEMA, uuid.uuid4().hex))
+            db.execute("COMMIT")
+        return db
+
+    def close(self) -> None:
+        self.db.close()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def generation(self) -> str:
+        return str(self.db.execute("SELECT value FROM meta WHERE name='generation'").fetchone()[0])
+
+    def meta(self, name: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Keep a value beside the records (not a record: the generation stays)."""
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+
+    def keys(self) -> dict[str, str]:
+        """Wheel file name -> key, for every row."""
+        return dict(self.db.execute("SELECT filename, key FROM records"))
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
+
+    def apply(self, upserts: Iterable[tuple[str, Record]], removed: Iterable[str]) -> set[str]:
+        """Write new or changed records (key, record) and drop removed wheels in one transaction.
+
+        Returns the projects touched (before and after), and gives the catalog a new generation if any.
+        """
+        touched: set[str] = set()
+        upserts, removed = list(upserts), list(removed)
+        db = self.db
+        names: dict[str, str] = {}  # display name -> project, computed once per name
+        rows = []
+        for key, record in upserts:
+            project = names.get(record.name) or names.setdefault(record.name, canonicalize_name(record.name))
+            touched.add(project)
+            rows.append((record.filename, project, key, record.label, record.backend,
+                         int(record.framework == "torch-noarch"),
+                         json.dumps(record.to_row(), separators=(",", ":"))))  # fmt: skip
+        db.execute("BEGIN")
+        try:
+            for filename in [*removed, *(r[0] for r in rows)]:  # the projects they were in
+                old = db.execute("SELECT project FROM records WHERE filename=?", (filename,)).fetchone()
+                if old is not None:
+                    touched.add(old[0])
+            db.executemany("DELETE FROM records WHERE filename=?", [(f,) for f in removed])
+            db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            if touched:
+                db.execute("UPDATE meta SET value=? WHERE name='generation'", (uuid.uuid4().hex,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return touched
+
+    def label_backends(self) -> dict[str, str | None]:
+        """Every variant label -> its backend (that of its arch wheels, else of its noarch wheels)."""
+        found: dict[str, str | None] = {}
+        rows = self.db.execute(
+            "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch "
+            "ORDER BY label, noarch DESC"
+        )
+        for label, _noarch, backend in rows:  # noarch first, so the arch wheels' backend wins
+            found[label] = backend
+        return found
+
+    def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
+        """(project, its records sorted by file name), project by project in name order: all, or ``names``."""
+        if names is None:
+            rows: Iterable[tuple[str, str]] = self.db.execute(
+                "SELECT project, row FROM records ORDER BY project, filename"
+            )
+        else:
+            wanted = sorted(set(names))
+            rows = (
+                row
+                for i in range(0, len(wanted), 500)
+                for row in self.db.execute(
+                    f"SELECT project, row FROM records WHERE project IN ({','.join('?' * len(wanted[i : i + 500]))}) "
+                    "ORDER BY project, filename",
+                    wanted[i : i + 500],
+                )
+            )
+        project: str | None = None
+        batch: list[Record] = []
+        for name, row in rows:
+            if name != project:
+                if project is not None:
+                    yield project, batch
+                project, batch = name, []
+            batch.append(Record.from_row(json.loads(row)))
+        if project is not None:
+            yield project, batch
+
+    def kernel_projects(self) -> set[str]:
+        """The projects of which the store holds a built kernel (not only adopted wheels)."""
+        kind = FIELDS.index("kind")
+        rows = self.db.execute(f"SELECT DISTINCT project FROM records WHERE json_extract(row, '$[{kind}]') = 'kernel'")
+        return {name for (name,) in rows}
+
+    def project_names(self) -> list[str]:
+        return [name for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
+
+    def records(self) -> list[Record]:
+        """Every record, sorted by file name."""
+        rows = self.db.execute("SELECT row FROM records ORDER BY filename")
+        return [Record.from_row(json.loads(row)) for (row,) in rows]
+
+
+def list_local(files: Path, damaged: list[str] | None = None) -> dict[str, str]:
+    """Wheel file name -> key of its record file, for every record under ``files`` whose wheel is there.
+
+    One ``os.scandir`` and one stat per record file; hidden names (``.tmp-*``, the catalog) are skipped.
+    A record without its wheel is not listed; it adds one line to ``damaged``.
+    """
+    wheels: set[str] = set()
+    records: list[os.DirEntry[str]] = []
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        with os.scandir(files) as it:
+            for entry in it:
+                name = entry.name
+                if name.startswith("."):
+                    continue
+                if name.endswith(".whl"):
+                    wheels.add(name)
+                elif name.endswith(".whl.json"):
+                    records.append(entry)
+    except FileNotFoundError:
         return {}
-    if (
-        not isinstance(data, dict)
-        or data.get("schema") != CACHE_SCHEMA
-        or data.get("fields") != list(_NAMES)
-        or not isinstance(data.get("records"), dict)
-    ):
-        return {}
-    return data["records"]  # type: ignore[no-any-return]
-
-
-def load_local_keyed(root: Path, damaged: list[str] | None = None) -> tuple[list[Record], dict[str, str]]:
-    """The valid records under ``<root>/files/`` whose wheel is there, sorted by file name, and a key per wheel
-    that changes when its record file does (mtime and size). One line per record left out goes to ``damaged``."""
-    damaged = [] if damaged is None else damaged
-    files = root / FILES
-    if not files.is_dir():
-        return [], {}
-    names: set[str] = set()
-    record_entries: list[os.DirEntry[str]] = []
-    with os.scandir(files) as it:
-        for entry in it:
-            if entry.name.startswith("."):
-                continue
-            names.add(entry.name)
-            if entry.name.endswith(".whl.json"):
-                record_entries.append(entry)
-    cache = _read_cache(files / CACHE_FILE)
-    fresh: dict[str, list[Any]] = {}
-    records: list[Record] = []
-    keys: dict[str, str] = {}
-    changed = False
-    for entry in sorted(record_entries, key=lambda e: e.name):
+    listing: dict[str, str] = {}
+    for entry in records:
         wheel = entry.name[:-5]
-        if wheel not in names:
-            damaged.append(record_check.missing_wheel(entry.path, wheel))
+        if wheel not in wheels:
+            if damaged is not None:
+                damaged.append(check.missing_wheel(entry.path, wheel))
             continue
         try:
             st = entry.stat()
         except FileNotFoundError:
             continue
-        hit = cache.get(entry.name)
-        if hit is not None and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
-            record = _from_row(hit[2])
-            fresh[entry.name] = hit
+        listing[wheel] = record_key(st)
+    return listing
+
+
+def record_key(st: os.stat_result) -> str:
+    """The key of a local record file: records are renamed into place, so a new record is a new inode."""
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+
+
+def sync(
+    catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[tuple[str, Record | None]]]
+) -> set[str]:
+    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records with ``read``; projects touched.
+
+    ``read`` yields (wheel, record or None when it vanished or cannot be read) for the wheel names it is given.
+    """
+    have = catalog.keys()
+    changed = sorted(w for w, key in listing.items() if have.get(w) != key)
+    removed = [w for w in have if w not in listing]
+    if not changed and not removed:
+        return set()
+    upserts: list[tuple[str, Record]] = []
+    for wheel, record in read(changed):
+        if record is None:
+            removed.append(wheel)
         else:
+            upserts.append((listing[wheel], record))
+    return catalog.apply(upserts, removed)
+
+
+def read_local(
+    files: Path, damaged: list[str] | None = None
+) -> Callable[[list[str]], Iterator[tuple[str, Record | None]]]:
+    """A ``read`` for ``sync`` over a local ``files/`` folder: each record checked (store/check.py); one that
+    fails is not read into the catalog and adds one line to ``damaged`` (it is read again next time)."""
+
+    def read(wheels: list[str]) -> Iterator[tuple[str, Record | None]]:
+        for wheel in wheels:
+            path = files / f"{wheel}.json"
             try:
-                with open(entry.path, "rb") as f:
-                    raw = f.read(record_check.MAX_RECORD_BYTES + 1)
-                record = record_check.parse(raw, wheel, entry.path)
+                with open(path, "rb") as f:
+                    data = f.read(check.MAX_RECORD_BYTES + 1)
             except FileNotFoundError:
+                yield wheel, None
                 continue
-            except record_check.BadRecord as exc:
-                damaged.append(str(exc))
-                continue
-            fresh[entry.name] = [st.st_mtime_ns, st.st_size, _to_row(record)]
-            changed = True
-        records.append(record)
-        keys[record.filename] = f"{st.st_mtime_ns}:{st.st_size}"
-    if changed or len(fresh) != len(cache):
-        data = {"schema": CACHE_SCHEMA, "fields": list(_NAMES), "records": fresh}
-        try:
-            write_bytes(files / CACHE_FILE, json.dumps(data, separators=(",", ":"), sort_keys=True).encode())
-        except OSError:
-            pass  # a read-only store: list without the cache
-    return records, keys
+            try:
+                yield wheel, check.parse(data, wheel, str(path))
+            except check.BadRecord as exc:
+                if damaged is not None:
+                    damaged.append(str(exc))
+                yield wheel, None
+
+    return read
 
 
-def load_local(root: Path, damaged: list[str] | None = None) -> list[Record]:
-    """The valid records under ``<root>/files/`` whose wheel is there, sorted by file name."""
-    return load_local_keyed(root, damaged)[0]
+def local_catalog(root: Path) -> Catalog:
+    """The catalog file of a local store folder; in memory where the store cannot be written (read-only)."""
+    files = root / FILES
+    if files.is_dir() and os.access(files, os.W_OK):
+        return Catalog(files / CATALOG_FILE)
+    return Catalog(":memory:")
+
+
+def open_local(root: Path, damaged: list[str] | None = None) -> tuple[Catalog, str, set[str]]:
+    """The catalog of a local store folder brought up to date with its listing; (catalog, its generation
+    before, the projects touched). Records left out add one line each to ``damaged``."""
+    catalog = local_catalog(root)
+    before = catalog.generation()
+    files = root / FILES
+    touched = sync(catalog, list_local(files, damaged), read_local(files, damaged))
+    return catalog, before, touched
 
 
 def load_records(store: Location | str | Path, damaged: list[str] | None = None) -> list[Record]:
-    """Valid records of a local store folder (cached) or of any other store (``open_store``)."""
-    loc = store if isinstance(store, Location) else Location.parse(store)
+    """Every valid record of a local store folder (through its catalog) or of any other store, sorted by file
+    name; each record left out adds one line to ``damaged``."""
+    loc = store if isinstance(store, Location) else Location.parse(str(store))
     if loc.local is None:
+        from . import open_store
+
         opened = open_store(loc)
-        records = opened.records()
+        records = sorted(opened.records(), key=lambda r: r.filename)
         if damaged is not None:
             damaged.extend(opened.damaged)
         return records
-    return load_local(loc.local, damaged)
+    catalog = open_local(loc.local, damaged)[0]
+    try:
+        return catalog.records()
+    finally:
+        catalog.close()

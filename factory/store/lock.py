@@ -5,7 +5,9 @@ can say which process holds it and whether that process is still alive. The
 lock's file descriptor is recorded in ``HELD_FDS`` so that forked worker
 processes close their inherited copy (factory/workers.py): an ``flock`` belongs
 to the open file, and a worker that outlived a killed main process would
-otherwise keep the store locked forever.
+otherwise keep the store locked forever. A holder that finishes empties the
+file; only after one that did not (killed) is the store walked for ``.tmp-``
+leftovers, so a run with nothing to do costs no walk of a large store.
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ def folder_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
         before = os.fstat(fd)
         try:
             _write_pid(fd)
-            atomic.remove_stale_tmp(root, time.time())  # leftovers of killed runs, anywhere below
+            if before.st_size:  # the last holder did not clear it (killed): its leftovers may be anywhere below
+                atomic.remove_stale_tmp(root, time.time())
             yield
         finally:
             HELD_FDS.discard(fd)

@@ -19,6 +19,7 @@ from typing import Any
 from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..atomic import TMP_PREFIX
 from ..errors import Unreachable
 from ..publish.s3 import (
     DEFAULT_PUT,
@@ -33,6 +34,7 @@ from ..publish.s3 import (
     upload_file,
 )
 from ..record import FILES, Record
+from .catalog import CATALOG_FILE, Catalog, sync
 
 
 class S3Store:
@@ -109,6 +111,65 @@ class S3Store:
 
     def _url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
+
+    def catalog(self) -> tuple[Catalog, str, set[str]]:
+        """The store's catalog (``files/.catalog.sqlite`` in the bucket) brought up to date with one listing;
+        (catalog, its generation before, the projects touched).
+
+        A record is read only when its ETag differs from the catalog's key for it, so an unchanged store
+        costs the listing and one GET; a changed catalog is put back (one PUT; a refused PUT is ignored).
+        """
+        listing = self._listing()
+        key = self._key(CATALOG_FILE)
+        data: bytes | None = None
+        if key in listing:
+            try:
+                data = self._get(key)
+            except Unreachable:
+                data = None
+        folder = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + "catalog-"))
+        path = folder / CATALOG_FILE
+        if data is not None:
+            path.write_bytes(data)
+        catalog = Catalog(path, scratch=folder)
+        before = catalog.generation()
+        from . import check as record_check
+
+        self.damaged = []
+        cut = len(self.files_prefix) + 1
+        records: dict[str, str] = {}  # wheel -> ETag of its record
+        for k, (size, etag) in sorted(listing.items()):
+            name = k[cut:]
+            if not name.endswith(".whl.json") or "/" in name or name.startswith("."):
+                continue
+            if k.removesuffix(".json") not in listing:
+                self.damaged.append(record_check.missing_wheel(self._url(k), name.removesuffix(".json")))
+            elif size > record_check.MAX_RECORD_BYTES:
+                self.damaged.append(f"{self._url(k)}: {size} bytes, more than a record may hold "
+                                    f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}")  # fmt: skip
+            else:
+                records[name.removesuffix(".json")] = etag
+
+        def read(wheels: list[str]) -> list[tuple[str, Record | None]]:
+            keys = [self._key(f"{w}.json") for w in wheels]
+            found: list[tuple[str, Record | None]] = []
+            with ThreadPoolExecutor(max_workers=16) as pool:
+                for wheel, key, body in zip(wheels, keys, pool.map(self._get, keys), strict=True):
+                    try:
+                        found.append((wheel, record_check.parse(body, wheel, self._url(key), record_check.REMOTE_HINT)))
+                    except record_check.BadRecord as exc:
+                        self.damaged.append(str(exc))
+                        found.append((wheel, None))
+            return found
+
+        touched = sync(catalog, records, read)
+        if touched or data is None:
+            blob = path.read_bytes()
+            try:
+                put_bytes(self.client, blob, self.bucket, key, hashlib.sha256(blob).hexdigest(), self.put_options)
+            except (BotoCoreError, ClientError):
+                pass  # read-only credentials: the next run reads the changed records again
+        return catalog, before, touched
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         """Upload the wheel, then its .metadata, then the record; the local wheel is removed (moved in)."""

@@ -1,4 +1,5 @@
-"""The landing page in headless chromium: a non-trivial screenshot, the matrix in the DOM, names escaped."""
+"""The landing page and a project page in headless chromium: non-trivial screenshots, the matrix in the DOM,
+names escaped."""
 
 from __future__ import annotations
 
@@ -54,21 +55,32 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return store / "index.html"
 
 
-def test_screenshot(landing: Path, tmp_path: Path) -> None:
-    png = tmp_path / "landing.png"
-    chromium(tmp_path / "profile", f"--screenshot={png}", "--window-size=1280,1600", landing.as_uri())
+@pytest.mark.parametrize("page", ["index.html", "projects/img2grey/index.html"])
+def test_screenshot(landing: Path, tmp_path: Path, page: str) -> None:
+    png = tmp_path / "page.png"
+    chromium(tmp_path / "profile", f"--screenshot={png}", "--window-size=1280,1600", (landing.parent / page).as_uri())
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(data) > 30_000  # a rendered page, not a blank one
 
 
-def test_dom(landing: Path, tmp_path: Path) -> None:
+def test_landing_dom(landing: Path, tmp_path: Path) -> None:
     dom = chromium(tmp_path / "profile", "--dump-dom", landing.as_uri()).stdout
+    assert '<input id="search" type="search"' in dom
+    for project in ("helper-lib", "img2grey", "my-kernel"):
+        assert f'<a href="./projects/{project}/">' in dom
+    assert "pwned" not in dom.split("<title>")[1].split("</title>")[0]
+    assert "&lt;script&gt;document.title=" in dom
+
+
+def test_dom(landing: Path, tmp_path: Path) -> None:
+    page = landing.parent / "projects/img2grey/index.html"
+    dom = chromium(tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
     assert '<table class="matrix">' in dom
     assert "<th>cuda 13.0</th>" in dom and "<th>torch 2.13</th>" in dom
     assert "pwned" not in dom.split("<title>")[1].split("</title>")[0]  # the injected script did not run
     assert "&lt;script&gt;document.title=" in dom
-    assert "helper-lib" in dom
+    assert 'href="../../files/img2grey-1.1.2%2Btorch213cu130cxx11-py3-none-linux_x86_64.whl"' in dom
     assert (
         'data-cmd="pip install img2grey==1.1.2+torch213cu130cxx11 --index-url https://kernels.example.com/simple"'
         in dom
@@ -76,13 +88,13 @@ def test_dom(landing: Path, tmp_path: Path) -> None:
 
 
 def test_selector_filters_and_shows_commands(landing: Path, tmp_path: Path) -> None:
-    uri = landing.as_uri() + "#torch=2.13&backend=cuda+13.0&arch=x86_64-linux"
+    uri = (landing.parent / "projects/img2grey/index.html").as_uri() + "#torch=2.13&backend=cuda+13.0&arch=x86_64-linux"
     dom = chromium(tmp_path / "profile", "--dump-dom", uri).stdout
     cmds = dom.split('<div id="sel-cmds">')[1].split("</div>\n")[0]
     root = "https://kernels.example.com/variants/torch213cu130cxx11/simple"
     assert f"<code>pip install img2grey --index-url {root}</code>" in cmds
-    assert f"<code>uv pip install my-kernel --index-url {root}</code>" in cmds
-    assert cmds.count("<code>") == 4  # img2grey and my-kernel, pip and uv: nothing else fits
+    assert f"<code>uv pip install img2grey --index-url {root}</code>" in cmds
+    assert cmds.count("<code>") == 2  # the project page's own kernel, pip and uv: nothing else fits
     entries = dom.split('<div class="entry"')[1:]
     shown = [e.split("</a>")[0].rsplit(">", 1)[1] + " " + e.split('class="plat">')[1].split("<")[0].split(" ")[0]
              for e in entries if not e.startswith(" hidden")]

@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from kernel_factory.index.pages import in_variant, plan, render
+from index_synth import index_pages
+from kernel_factory.index.build import build_index
+from kernel_factory.index.pages import DEFAULT_BASE_URL, in_variant
 from kernel_factory.record import Record
+from kernel_factory.store.catalog import Catalog
 from kernel_factory.variants import parse
 
 SHA = "a" * 64
+
+
+def render(records: list[Record], templates: Path | None, base_url: str = DEFAULT_BASE_URL) -> dict[str, bytes]:
+    """Every page of the index of ``records`` as they are (a catalog takes them unchecked), built into a fresh
+    index root by the real entry point."""
+    catalog = Catalog()
+    catalog.apply([(r.filename, r) for r in records], ())
+    with tempfile.TemporaryDirectory() as tmp:
+        build_index(Path(tmp), catalog, templates, base_url.rstrip("/"))
+        return index_pages(Path(tmp))
+
 META = "b" * 64
 
 
@@ -156,14 +171,14 @@ def test_variant_filtering(records: list[Record]) -> None:
     assert "img2grey-1.1.0+torch213cpucxx11-cp39-abi3-linux_x86_64.whl" in cpu
     rocm_root = json.loads(pages["variants/torch210rocm70cxx11/simple/index.json"])
     assert [p["name"] for p in rocm_root["projects"]] == ["helper-lib", "img2grey"]  # my-kernel has no rocm build
-    # plan() agrees with in_variant for every variant
-    for page in plan(records):
-        if page.path.startswith("variants/") and page.kind == "project-json":
-            label = page.path.split("/")[1]
+    # every variant page agrees with in_variant
+    for path, data in pages.items():
+        if path.startswith("variants/") and path.count("/") == 4 and path.endswith(".json"):
+            label, project = path.split("/")[1], path.split("/")[3]
             backend = next(r.backend for r in records if r.label == label)
-            expected = {r.filename for r in records if r.name.lower().replace("_", "-") == page.project
+            expected = {r.filename for r in records if r.name.lower().replace("_", "-") == project
                         and in_variant(r, label, backend)}  # fmt: skip
-            assert {r.filename for r in page.records} == expected
+            assert {f["filename"] for f in json.loads(data)["files"]} == expected
 
 
 def test_escaping_everywhere() -> None:
@@ -172,14 +187,26 @@ def test_escaping_everywhere() -> None:
     pages = render([r], None)
     for path, data in pages.items():
         assert b"<script>alert" not in data, path
-    landing = pages["index.html"].decode()
-    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in landing
-    assert 'href="javascript:' not in landing
+    for human in (pages["index.html"].decode(), pages["projects/evil/index.html"].decode()):
+        assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in human
+        assert 'href="javascript:' not in human
     assert 'data-requires-python="&gt;=3.9&#34;x"' in pages["simple/evil/index.html"].decode()
 
 
 def test_landing_page(records: list[Record]) -> None:
-    page = render(records, None, base_url="https://kernels.example.com/")["index.html"].decode()
+    pages = render(records, None, base_url="https://kernels.example.com/")
+    landing = pages["index.html"].decode()
+    assert [a["href"] for a in links(pages["index.html"]) if str(a["href"]).startswith("./projects/")] == [
+        "./projects/helper-lib/", "./projects/img2grey/", "./projects/my-kernel/"
+    ]
+    assert 'id="search"' in landing
+    assert "sorts below" in landing  # the note on unpinned installs
+    assert "<script src" not in landing and "<link" not in landing
+
+
+def test_project_page(records: list[Record]) -> None:
+    pages = render(records, None, base_url="https://kernels.example.com/")
+    page = pages["projects/img2grey/index.html"].decode()
     assert "pip install img2grey==1.1.2+torch27cu128cxx11 --index-url https://kernels.example.com/simple" in page
     assert "pip install img2grey --index-url https://kernels.example.com/variants/torch27cu128cxx11/simple" in page
     assert "sorts below" in page  # the note on unpinned installs
@@ -188,7 +215,8 @@ def test_landing_page(records: list[Record]) -> None:
         assert f"<th>{column}</th>" in page
     for row in ("torch 2.13", "torch 2.10", "torch 2.7", "any torch (noarch)"):
         assert f"<th>{row}</th>" in page
-    assert "helper-lib" in page  # adopted projects are listed
+    assert 'href="../../files/img2grey-1.1.2%2Btorch27cu128cxx11-cp39-abi3-linux_x86_64.whl"' in page
+    assert "pip install helper-lib==2.0 --index-url" in pages["projects/helper-lib/index.html"].decode()
     assert 'href="https://huggingface.co/kernels-community/img2grey"' in page
     assert "http://" not in page.split("<script>")[0].replace("http://127.0.0.1", "")  # nothing from other hosts
     assert "<script src" not in page and "<link" not in page
@@ -207,7 +235,7 @@ def test_templates_override(tmp_path: Path, records: list[Record]) -> None:
 
 def test_empty_store() -> None:
     pages = render([], None)
-    assert set(pages) == {"index.html", "simple/index.html", "simple/index.json"}
+    assert set(pages) == {"index.html", "simple/index.html", "simple/index.json"}  # no project pages
     assert json.loads(pages["simple/index.json"])["projects"] == []
 
 

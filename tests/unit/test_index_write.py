@@ -13,16 +13,16 @@ from index_synth import add_kernel, make_wheel
 from kernel_factory.config import Flags
 from kernel_factory.errors import UsageError
 from kernel_factory.index.build import (
+    STATE_FILE,
     IndexArgs,
-    build_index,
     index_store,
     remove_stale,
     resolve_paths,
     run_index,
-    write_index,
+    write_page,
 )
 from kernel_factory.store.adopt import adopt
-from kernel_factory.store.catalog import CACHE_FILE, load_local
+from kernel_factory.store.catalog import CATALOG_FILE, load_records
 from kernel_factory.store.local import LocalStore
 
 CU = "torch27-cxx11-cu128-x86_64-linux"
@@ -43,12 +43,12 @@ def ns(**kw: Any) -> IndexArgs:
     return IndexArgs(flags=Flags(store=store), **kw)
 
 
-def test_write_index_counts(tmp_path: Path) -> None:
-    pages = {"simple/a/index.html": b"a", "simple/index.html": b"root", "index.html": b"landing"}
-    assert write_index(tmp_path, pages) == (3, 0)
-    assert write_index(tmp_path, pages) == (0, 3)
-    assert write_index(tmp_path, {**pages, "simple/a/index.html": b"a2"}) == (1, 2)
-    assert (tmp_path / "simple/a/index.html").read_bytes() == b"a2"
+def test_write_page(tmp_path: Path) -> None:
+    page = tmp_path / "simple/a/index.html"
+    assert write_page(page, b"a") is True
+    assert write_page(page, b"a") is False
+    assert write_page(page, b"a2") is True
+    assert page.read_bytes() == b"a2"
     assert not [p for p in tmp_path.rglob(".tmp-*")]
 
 
@@ -60,22 +60,23 @@ def test_incremental_build(store: Path) -> None:
     mtimes = {p: p.stat().st_mtime_ns for p in (store / "simple").rglob("index.*")}
     add_kernel(store, "img2grey", "1.2.0", CPU)
     added = index_store(str(store), store, None, "http://127.0.0.1:8000")[1]
-    # simple/img2grey (2), variants/torch213cpucxx11/simple/img2grey (2), the landing page
-    assert added.written == 5
+    # simple/img2grey (2), variants/torch213cpucxx11/simple/img2grey (2), projects/img2grey, the landing page
+    assert added.written == 6
     changed = [p for p, m in mtimes.items() if p.stat().st_mtime_ns != m]
     assert sorted(p.relative_to(store).as_posix() for p in changed) == [
         "simple/img2grey/index.html",
         "simple/img2grey/index.json",
     ]
-    # a different base URL re-renders the landing page only
+    # a different base URL changes the pages with pip commands only
     other = index_store(str(store), store, None, "https://kernels.example.com")[1]
-    assert other.written == 1
+    assert other.written == 2
 
 
-def test_torn_page_is_rewritten(store: Path) -> None:
+def test_lost_state_renders_every_page(store: Path) -> None:
     index_store(str(store), store, None, "x")
     page = store / "simple/img2grey/index.html"
     page.write_bytes(b"")
+    (store / STATE_FILE).unlink()  # as after a run killed before it wrote the state
     assert index_store(str(store), store, None, "x")[1].written == 1
     assert page.read_bytes().startswith(b"<!DOCTYPE html>")
 
@@ -86,7 +87,7 @@ def test_stale_pages_removed(store: Path) -> None:
     assert (store / "simple/gone/index.html").is_file()
     (store / "files" / "gone-1.0+torch27cu128cxx11-py3-none-linux_x86_64.whl").unlink()
     result = index_store(str(store), store, None, "x")[1]
-    assert result.removed == 4  # simple/gone and variants/torch27cu128cxx11/simple/gone
+    assert result.removed == 5  # simple/gone, variants/torch27cu128cxx11/simple/gone, projects/gone
     assert not (store / "simple/gone").exists()
     assert b"gone" not in (store / "simple/index.html").read_bytes()
     # a variant that no longer exists loses its whole tree
@@ -97,32 +98,55 @@ def test_stale_pages_removed(store: Path) -> None:
 
 
 def test_remove_stale_keeps_listed(tmp_path: Path) -> None:
-    write_index(tmp_path, {"simple/a/index.html": b"a", "simple/b/index.html": b"b"})
+    write_page(tmp_path / "simple/a/index.html", b"a")
+    write_page(tmp_path / "simple/b/index.html", b"b")
     (tmp_path / "simple/b/notes.txt").write_text("user file")
     assert remove_stale(tmp_path, {"simple/a/index.html"}) == 1
     assert (tmp_path / "simple/b/notes.txt").exists()
 
 
-def test_records_cache(store: Path) -> None:
-    first = load_local(store)
-    assert (store / "files" / CACHE_FILE).is_file()
-    assert load_local(store) == first == LocalStore(store).records()
+def test_catalog(store: Path) -> None:
+    first = load_records(store)
+    catalog = store / "files" / CATALOG_FILE
+    assert catalog.is_file()
+    assert load_records(store) == first == LocalStore(store).records()
     # a changed record file is read again
     path = store / "files" / f"{first[0].filename}.json"
     raw = json.loads(path.read_bytes())
     raw["summary"] = "changed summary, longer than before"
     path.write_text(json.dumps(raw))
-    assert load_local(store)[0].summary == "changed summary, longer than before"
-    # a corrupt cache is ignored
-    (store / "files" / CACHE_FILE).write_text("{not json")
-    assert load_local(store)[0].summary == "changed summary, longer than before"
+    assert load_records(store)[0].summary == "changed summary, longer than before"
+    # a damaged catalog is rebuilt from the records
+    catalog.write_text("not a database")
+    assert load_records(store)[0].summary == "changed summary, longer than before"
+    assert load_records(store) == LocalStore(store).records()
 
 
 def test_record_without_wheel_not_listed(store: Path) -> None:
-    before = len(load_local(store))
+    before = len(load_records(store))
     wheel = next((store / "files").glob("*.whl"))
     wheel.unlink()
-    assert len(load_local(store)) == before - 1
+    assert len(load_records(store)) == before - 1
+
+
+def test_nothing_changed_writes_nothing(store: Path) -> None:
+    assert run_index(ns(store=str(store))) == 0
+    before = {p: p.stat().st_mtime_ns for p in store.rglob("*") if p.is_file()}
+    assert run_index(ns(store=str(store))) == 0
+    assert {p: p.stat().st_mtime_ns for p in store.rglob("*") if p.is_file()} == before  # the lock file too
+
+
+def test_leftovers_removed_after_an_unfinished_run(store: Path) -> None:
+    assert run_index(ns(store=str(store))) == 0
+    leftover = store / "simple/img2grey/.tmp-1-index.html"
+    leftover.write_bytes(b"half")
+    os.utime(leftover, (1, 1))
+    assert run_index(ns(store=str(store))) == 0
+    assert leftover.exists()  # the last run finished: the store is not walked
+    (store / ".kernel-factory.lock").write_text("12345\n")  # the PID a killed run leaves in it
+    assert run_index(ns(store=str(store))) == 0
+    assert not leftover.exists()
+    assert (store / ".kernel-factory.lock").read_text() == ""
 
 
 def test_resolve_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,7 +170,8 @@ def test_resolve_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_deterministic_bytes(tmp_path: Path, store: Path) -> None:
     index_store(str(store), store, None, "x")
     other = tmp_path / "copy"
-    build_index(other, list(reversed(load_local(store))), None, "x")
+    (store / "files" / CATALOG_FILE).unlink()
+    index_store(str(store), other, None, "x")
     for page in (store / "simple").rglob("index.*"):
         assert page.read_bytes() == (other / page.relative_to(store)).read_bytes()
 
@@ -166,7 +191,7 @@ def test_adopt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "not-a-wheel.whl: not a valid wheel file name" in err
     assert "broken-1.0-py3-none-any.whl: not a readable zip file" in err
-    records = {r.filename: r for r in load_local(store)}
+    records = {r.filename: r for r in load_records(store)}
     r = records["helper_lib-2.0.1-py3-none-any.whl"]
     assert (r.kind, r.name, r.version, r.summary) == ("adopted", "Helper_Lib", "2.0.1", "A helper")
     assert r.requires_python == ">=3.10" and r.requires_dist == ("numpy",)

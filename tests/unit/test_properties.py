@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -226,3 +227,5 @@ RECORDS = st.builds(
 @given(RECORDS)
 def test_record_round_trip(record: Record) -> None:
     assert Record.from_json(record.to_json()) == record
+    assert record.to_json() == (json.dumps(asdict(record), indent=2, sort_keys=True) + "\n").encode()
+    assert Record.from_row(json.loads(json.dumps(record.to_row()))) == record

@@ -19,14 +19,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from index_synth import kernel_record, make_wheel
+from index_synth import index_pages, kernel_record, make_wheel
 from kernel_factory import variants
 from kernel_factory.errors import UnknownVariant
 from kernel_factory.index.build import build_index
-from kernel_factory.index.landing import landing_context
-from kernel_factory.index.pages import render
+from kernel_factory.index.landing import project_context
 from kernel_factory.record import Record
 from kernel_factory.store import check as record_check
+from kernel_factory.store.catalog import Catalog
+from packaging.utils import canonicalize_name
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CU = "torch27-cxx11-cu128-x86_64-linux"
@@ -156,6 +157,19 @@ class _Attrs(HTMLParser):
                 self.commands.append(value or "")
 
 
+def catalog_of(recs: list[Record]) -> Catalog:
+    """A catalog holding ``recs`` as they are (not checked: the catalog takes what it is given)."""
+    catalog = Catalog()
+    catalog.apply([(str(i), r) for i, r in enumerate(recs)], ())
+    return catalog
+
+
+def render(recs: list[Record]) -> dict[str, bytes]:
+    with tempfile.TemporaryDirectory() as tmp:
+        build_index(Path(tmp), catalog_of(recs), None, BASE)
+        return index_pages(Path(tmp))
+
+
 def _safe_command(cmd: str) -> bool:
     """Every word quoted: splitting and joining again gives the same text, and it is five words."""
     words = shlex.split(cmd)
@@ -167,7 +181,7 @@ def _safe_command(cmd: str) -> bool:
 def test_no_record_gives_a_script_link_or_an_unquoted_command(raws: list[dict[str, Any]]) -> None:
     """Even a record that skipped the check: links are relative or http(s), commands quoted word by word."""
     recs = [Record(**{**r, "archs": tuple(r["archs"])}) for r in raws]
-    pages = render(recs, None, BASE)
+    pages = render(recs)
     for path, data in pages.items():
         if not path.endswith(".html"):
             continue
@@ -179,15 +193,16 @@ def test_no_record_gives_a_script_link_or_an_unquoted_command(raws: list[dict[st
             assert scheme or link.startswith(("./", "../", "#")), (path, link)
         for cmd in parser.commands:
             assert _safe_command(cmd), (path, cmd)
-    context = landing_context(recs, BASE)
-    for kernel in context["kernels"]:
-        for version in kernel.versions:
-            for row in version.rows:
-                for cell in row.cells:
-                    for entry in cell:
-                        assert _safe_command(entry.pin_cmd) and _safe_command(entry.variant_cmd)
-    for adopted in context["adopted"]:
-        assert _safe_command(adopted.pin_cmd)
+    for project in {canonicalize_name(r.name) for r in recs}:
+        context = project_context(project, [r for r in recs if canonicalize_name(r.name) == project], BASE)
+        if context["kernel"] is not None:
+            for version in context["kernel"].versions:
+                for row in version.rows:
+                    for cell in row.cells:
+                        for entry in cell:
+                            assert _safe_command(entry.pin_cmd) and _safe_command(entry.variant_cmd)
+        if context["adopted"] is not None:
+            assert _safe_command(context["adopted"].pin_cmd)
 
 
 @SETTINGS
@@ -203,7 +218,7 @@ def test_no_checked_record_writes_outside_the_index_root(raws: list[dict[str, An
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "site" / "out"
         out.mkdir(parents=True)
-        build_index(out, list(accepted.values()), None, BASE)
+        build_index(out, catalog_of(list(accepted.values())), None, BASE)
         for dirpath, dirs, files in os.walk(tmp):
             for name in dirs + files:
                 path = Path(dirpath, name)
