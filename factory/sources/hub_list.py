@@ -11,10 +11,6 @@ from __future__ import annotations
 import fnmatch
 import os
 
-from huggingface_hub import HfApi, constants
-from huggingface_hub.utils._headers import build_hf_headers
-from huggingface_hub.utils._pagination import paginate
-
 from ..errors import Unreachable, UsageError
 
 GLOB_CHARS = "*?["
@@ -26,6 +22,11 @@ def is_glob(repo: str) -> bool:
 
 def list_org(org: str, repo_type: str | None) -> list[str]:
     """Every repository id of ``org`` of the given type (kernel when None), sorted."""
+    # imported here: planning local repositories (to-wheel, make demo) should not pay for huggingface_hub
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.utils._headers import build_hf_headers
+    from huggingface_hub.utils._pagination import paginate
+
     from .hub import HubSource  # its error translation: one line per failure, the right exit code
 
     endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
