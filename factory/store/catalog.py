@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import uuid
@@ -32,6 +33,7 @@ from ..record import FIELDS, FILES, Record
 from . import check
 
 CATALOG_FILE = ".catalog.sqlite"
+_PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")  # a normalised project name: safe as a folder name
 SCHEMA = "1:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
 
 _TABLES = """
@@ -161,6 +163,8 @@ class Catalog:
         project: str | None = None
         batch: list[Record] = []
         for name, row in rows:
+            if not _PROJECT.fullmatch(name):  # only store/check.py's records get here; never a path of this
+                continue
             if name != project:
                 if project is not None:
                     yield project, batch
