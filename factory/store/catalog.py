@@ -53,6 +53,7 @@ class Catalog:
         """A catalog file, or one in memory; ``scratch``: a folder of the file's, removed on ``close``."""
         self.path = str(path)
         self.scratch = scratch
+        self._keys: dict[str, str] | None = None
         try:
             self.db = self._open()
         except sqlite3.DatabaseError:  # not a database, or damaged: it is a cache, start again
@@ -94,8 +95,10 @@ class Catalog:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
 
     def keys(self) -> dict[str, str]:
-        """Wheel file name -> key, for every row."""
-        return dict(self.db.execute("SELECT filename, key FROM records"))
+        """Wheel file name -> key, for every row (read once per run, then kept up to date by ``apply``)."""
+        if self._keys is None:
+            self._keys = dict(self.db.execute("SELECT filename, key FROM records"))
+        return self._keys
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
@@ -124,11 +127,16 @@ class Catalog:
                     touched.add(old[0])
             db.executemany("DELETE FROM records WHERE filename=?", [(f,) for f in removed])
             db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            if self._keys is not None:
+                for filename in removed:
+                    self._keys.pop(filename, None)
+                self._keys.update((r[0], r[2]) for r in rows)
             if touched:
                 db.execute("UPDATE meta SET value=? WHERE name='generation'", (uuid.uuid4().hex,))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
+            self._keys = None  # read again from the rolled-back table
             raise
         return touched
 
