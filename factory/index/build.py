@@ -384,6 +384,9 @@ def run_index(args: IndexArgs) -> int:
     """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock)."""
     opts = resolve_paths(args)
     root = opts.store.local
+    if root is not None and not root.exists() and not opts.wheels:
+        raise UsageError(f"no store at {root}: run `kernel-factory build` first, check --store (or `store` in the "
+                         "config), or pass --wheels DIR to index a folder of wheels")
     if root is None or (root.is_dir() and not os.access(root, os.W_OK)):
         return _run_index(opts)  # S3, or a read-only folder: no writer to wait for
     from ..store import open_store

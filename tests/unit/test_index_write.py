@@ -241,3 +241,19 @@ def test_adopt_refuses_different_file_of_same_name(tmp_path: Path) -> None:
     assert adopt(store, a).adopted == ["pkg-1.0-py3-none-any.whl"]
     (store / "files/pkg-1.0-py3-none-any.whl.json").unlink()  # the wheel stays, its record is gone
     assert adopt(store, b).refused == ["pkg-1.0-py3-none-any.whl"]
+
+
+def test_index_of_a_missing_store_is_a_usage_error_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --store used to give an empty index and exit 0; now one line, exit 2, and no folder made."""
+    from kernel_factory.cli import main
+
+    missing = tmp_path / "no-such-store"
+    assert main(["index", "--store", str(missing)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: no store at {missing}: run `kernel-factory build` first, check --store (or `store` in the "
+        "config), or pass --wheels DIR to index a folder of wheels"
+    ]
+    assert list(tmp_path.iterdir()) == []
