@@ -48,9 +48,11 @@ class DirectoryDestination:
     def wants(self, file: LocalFile) -> bool:
         return True
 
-    def prepare(self, files: Sequence[LocalFile]) -> None:
+    def prepare(self, files: Sequence[LocalFile], *, dry_run: bool = False) -> None:
         if self.root.exists() and not self.root.is_dir():
             raise Unreachable(f"--to {self.root} is a file, not a folder; give a folder")
+        if dry_run:  # nothing is made or cleaned; a missing folder only means every file is new
+            return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -175,7 +175,7 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callab
             files.append(f)
         else:
             summary.not_taken.append(f.rel)
-    dest.prepare(files)
+    dest.prepare(files, dry_run=dry_run)
     lock = threading.Lock()
 
     def one(f: LocalFile) -> None:

@@ -228,7 +228,7 @@ class S3Destination:
     def wants(self, file: LocalFile) -> bool:
         return True
 
-    def prepare(self, files: Sequence[LocalFile]) -> None:
+    def prepare(self, files: Sequence[LocalFile], *, dry_run: bool = False) -> None:
         try:
             self.existing = list_objects(self.client, self.bucket, self.prefix)
         except (BotoCoreError, ClientError) as exc:

@@ -88,7 +88,7 @@ class UploadDestination:
     def wants(self, file: LocalFile) -> bool:
         return file.rel.startswith("files/") and file.name.endswith(".whl")
 
-    def prepare(self, files: Sequence[LocalFile]) -> None:
+    def prepare(self, files: Sequence[LocalFile], *, dry_run: bool = False) -> None:
         for f in files:  # fetch each project's page once; checks the endpoint and the credentials
             self._listed(f, refresh=False)
         if self.pages and all(page is None for page in self.pages.values()):  # a new index, or the wrong URL?
