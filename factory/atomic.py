@@ -16,8 +16,10 @@ TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings sk
 
 
 @contextmanager
-def atomic_open(path: Path) -> Iterator[BinaryIO]:
-    """Write to a hidden temporary file beside ``path``; fsync and rename on success, remove on failure."""
+def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
+    """Write to a hidden temporary file beside ``path``; fsync and rename on success, remove on failure.
+
+    ``fsync=False`` where the caller makes a batch durable at once (store/adopt.py syncs the file system)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
@@ -27,8 +29,9 @@ def atomic_open(path: Path) -> Iterator[BinaryIO]:
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
-            f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException as exc:

@@ -37,7 +37,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from .. import variants
-from ..atomic import TMP_PREFIX, file_digest, link_or_copy, write_bytes
+from ..atomic import atomic_open, file_digest, link_or_copy, write_bytes
 from ..errors import Refused, UnknownVariant
 from ..record import FILES, PROVENANCE, Record
 from . import check as record_check
@@ -191,12 +191,9 @@ def make_record(
 
 
 def _write(path: Path, data: bytes) -> None:
-    """Write a file through a temporary name and a rename, without an fsync (the batch syncs once)."""
-    tmp = path.with_name(f"{TMP_PREFIX}{os.getpid()}-{path.name}")
-    with open(tmp, "wb") as f:
+    """Write a file atomically without an fsync of its own (the batch syncs the file system once)."""
+    with atomic_open(path, fsync=False) as f:
         f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 def sync_fs(folder: Path) -> None:
