@@ -83,6 +83,11 @@ class Location:
             return cls(given, None)
         return cls(given, Path(given))
 
+    @classmethod
+    def of(cls, value: Location | str | Path) -> Location:
+        """``value`` itself when it is already a Location, else parsed."""
+        return value if isinstance(value, Location) else cls.parse(value)
+
     @property
     def is_local(self) -> bool:
         return self.local is not None

@@ -330,7 +330,7 @@ def index_with_adoption(
     left out add one line each to ``damaged``.
     """
     adopted: list[tuple[Path, Any]] = []
-    loc = store if isinstance(store, Location) else Location.parse(str(store))
+    loc = Location.of(store)
     if loc.local is None:
         from ..store.s3 import S3Store
 

@@ -41,7 +41,7 @@ class Store(Protocol):
 
 def open_store(location: Location | str | Path, options: Any = None) -> Store:
     """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers)."""
-    loc = location if isinstance(location, Location) else Location.parse(location)
+    loc = Location.of(location)
     if loc.local is not None:
         from .local import LocalStore
 

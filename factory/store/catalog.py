@@ -303,7 +303,7 @@ def open_local(root: Path, damaged: list[str] | None = None) -> tuple[Catalog, s
 def load_records(store: Location | str | Path, damaged: list[str] | None = None) -> list[Record]:
     """Every valid record of a local store folder (through its catalog) or of any other store, sorted by file
     name; each record left out adds one line to ``damaged``."""
-    loc = store if isinstance(store, Location) else Location.parse(str(store))
+    loc = Location.of(store)
     if loc.local is None:
         from . import open_store
 
