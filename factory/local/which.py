@@ -27,10 +27,10 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from ..errors import EXIT_OK, EXIT_REFUSED, Unreachable, UsageError
+from ..record import PEP691_JSON
 from .probe import Environment, probe, resolve_python
 
-PEP691 = "application/vnd.pypi.simple.v1+json"
-ACCEPT = f"{PEP691}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+ACCEPT = f"{PEP691_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 _BACKENDS = r"(cu\d+|rocm\d+|xpu\d+|cann\d+|cpu|metal|neuron|tpu)"
 _LABEL = re.compile(r"(torch|torchabi|tvmffi)(\d)(\d+)" + _BACKENDS + r"(cxx11|cxx98)?")
 _MAC_ARCH = {"aarch64": ("_arm64", "_universal2"), "x86_64": ("_x86_64", "_universal2", "_intel")}
@@ -116,7 +116,7 @@ def _fetch(url: str) -> tuple[bytes, str] | None:
     if url.startswith("file://") or "://" not in url:
         folder = Path(unquote(urlsplit(url).path) if url.startswith("file://") else url)
         page = folder / "index.json"
-        return (page.read_bytes(), PEP691) if page.is_file() else None
+        return (page.read_bytes(), PEP691_JSON) if page.is_file() else None
     req = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": "kernel-factory-which"})
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
