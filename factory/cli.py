@@ -229,6 +229,11 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _add_scratch_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scratch", metavar="DIR",
+                   help="temporary space for fetched variants (default: TMPDIR); wheels are written in the store")
+
+
 def parser() -> argparse.ArgumentParser:
     common = _global_flags()
     p = argparse.ArgumentParser(prog="kernel-factory", description=DESCRIPTION, epilog=EPILOG,
@@ -261,8 +266,7 @@ def parser() -> argparse.ArgumentParser:
     )
     tw.add_argument("--jobs", type=int, metavar="N", help="parallel processes (default: number of cores)")
     tw.add_argument("--json", action="store_true", help="machine-readable output")
-    tw.add_argument("--scratch", metavar="DIR",
-                   help="temporary space for fetched variants (default: TMPDIR); wheels are written in the store")
+    _add_scratch_flag(tw)
     tw.set_defaults(handler=_to_wheel)
 
     pl = command("plan")
@@ -282,8 +286,7 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="require a valid metadata.json.sigstore bundle (sigstore, through the kernels package)",
     )
-    b.add_argument("--scratch", metavar="DIR",
-                  help="temporary space for fetched variants (default: TMPDIR); wheels are written in the store")
+    _add_scratch_flag(b)
     _add_s3_flags(b)
     b.set_defaults(handler=_build)
 
