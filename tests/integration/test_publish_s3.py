@@ -8,11 +8,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from kernel_factory.cli import main
 from kernel_factory.publish.run import list_root
@@ -28,17 +26,6 @@ PUBLIC_READ = ('{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Pri
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with moto_server(tmp_path_factory.mktemp("moto")) as url:
-        yield url
-
-
-@pytest.fixture
-def s3(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for key, value in s3_env(endpoint).items():
-        monkeypatch.setenv(key, value)
-    return boto3.client("s3")
 
 
 def bucket_objects(s3: Any, bucket: str, prefix: str) -> dict[str, dict[str, Any]]:

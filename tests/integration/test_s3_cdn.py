@@ -4,7 +4,6 @@ put (a KMS key, a storage class), and pages at their directory keys for a bucket
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +13,12 @@ from kernel_factory import config
 from kernel_factory.cli import main
 from kernel_factory.publish.run import list_root
 from kernel_factory.store import open_store
-from servers import moto_server, s3_env, tiny_wheel
+from servers import tiny_wheel
 
 pytestmark = pytest.mark.integration
 IMMUTABLE = "public, max-age=31536000, immutable"
 
 
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with moto_server(tmp_path_factory.mktemp("moto")) as url:
-        yield url
-
-
-@pytest.fixture
-def s3(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for key, value in s3_env(endpoint).items():
-        monkeypatch.setenv(key, value)
-    return boto3.client("s3")
 
 
 def test_publish_headers_put_args_and_directory_keys(s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
