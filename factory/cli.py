@@ -74,7 +74,7 @@ def _index(ns: argparse.Namespace) -> int:
     from .index.build import IndexArgs, run_index
 
     return run_index(IndexArgs(flags=_flags(ns), out=ns.out, wheels=tuple(ns.wheels or ()), templates=ns.templates,
-                               repair=ns.repair, base_url=ns.base_url, json=ns.json))
+                               repair=ns.repair, rescan=ns.rescan, base_url=ns.base_url, json=ns.json))
 
 
 def _publish(ns: argparse.Namespace) -> int:
@@ -297,6 +297,8 @@ def parser() -> argparse.ArgumentParser:
     ix.add_argument("--wheels", metavar="DIR", action="append", help="adopt the wheels in this folder too")
     ix.add_argument("--templates", metavar="DIR", help="templates overriding the shipped ones")
     ix.add_argument("--repair", action="store_true", help="rebuild damaged records from their wheels")
+    ix.add_argument("--rescan", action="store_true",
+                    help="list and check every record, even when files/ looks unchanged (after editing one in place)")
     ix.add_argument(
         "--allow-kernel-names",
         action="store_true",

@@ -28,11 +28,12 @@ from ..atomic import TMP_PREFIX, named, write_bytes
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES
-from ..store.catalog import Catalog, list_local, local_catalog, read_local, sync
+from ..store.catalog import Catalog, local_catalog, refresh, settled
 from .pages import (
     DEFAULT_BASE_URL,
     environment,
     fingerprint,
+    group_prefix,
     landing_page,
     project_pages,
     project_paths,
@@ -57,6 +58,7 @@ class IndexArgs:
     wheels: tuple[str, ...] = ()
     templates: str | None = None
     repair: bool = False
+    rescan: bool = False  # list and check every record even when files/ looks unchanged
     base_url: str | None = None
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
 
@@ -69,6 +71,7 @@ class IndexOptions:
     templates: Path | None
     base_url: str
     repair: bool = False
+    rescan: bool = False
     allow_kernel_names: bool = False
     kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
     as_json: bool = False
@@ -111,7 +114,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
     as_json = args.json
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
-                        opts.allow_kernel_names, names, as_json)
+                        args.rescan, opts.allow_kernel_names, names, as_json)
 
 
 def write_page(path: Path, data: bytes) -> bool:
@@ -195,21 +198,36 @@ class _Writer:
             self.written += write_page(self.out / path, pages[path])
 
 
-def _roots(
-    env: jinja2.Environment, projects: dict[str, Any], labels: dict[str, str | None], base_url: str
-) -> tuple[dict[str, bytes], bytes]:
-    """The roots of the combined and of each variant index, and the landing page, from the state's projects."""
+def _members(projects: dict[str, Any], labels: dict[str, str | None]) -> dict[str | None, list[str]]:
+    """The projects each root lists: the combined one (None) and each variant's."""
     members: dict[str | None, list[str]] = {None: sorted(projects)}
     for label in labels:
         members[label] = []
     for name in sorted(projects):
         for label in projects[name]["labels"]:
             members[label].append(name)
+    return members
+
+
+def _roots(
+    env: jinja2.Environment, projects: dict[str, Any], labels: dict[str, str | None], base_url: str,
+    previous: dict[str, Any] | None = None,
+) -> tuple[dict[str, bytes], set[str], bytes]:  # fmt: skip
+    """(the root pages to write, the paths of every root, the landing page), from the state's projects.
+
+    With ``previous`` (the projects the pages show now), only the roots whose list of projects changed.
+    """
+    members = _members(projects, labels)
+    before = _members(previous, labels) if previous is not None else {}
     pages: dict[str, bytes] = {}
+    paths: set[str] = set()
     for group, names in members.items():
-        pages.update(root_pages(env, group, names))
+        prefix = group_prefix(group)
+        paths.update((f"{prefix}/index.html", f"{prefix}/index.json"))
+        if previous is None or before.get(group) != names:
+            pages.update(root_pages(env, group, names))
     landing = landing_page(env, {p: v["summary"] for p, v in projects.items()}, labels, base_url)
-    return pages, landing
+    return pages, paths, landing
 
 
 def build_index(
@@ -233,7 +251,8 @@ def build_index(
         state is not None and state.get("fingerprint") == fp and state.get("labels") == labels
         and before is not None and state.get("generation") == before
     )  # fmt: skip
-    projects: dict[str, Any] = dict(state["projects"]) if incremental and state is not None else {}
+    shown: dict[str, Any] | None = state["projects"] if incremental and state is not None else None
+    projects: dict[str, Any] = dict(shown) if shown is not None else {}
     writer = _Writer(out)
     seen: set[str] = set()
     wanted = set(touched) if incremental else None
@@ -255,10 +274,10 @@ def build_index(
         if old is not None:
             for path in project_paths(name, old["labels"]):
                 writer.removed += _remove(out / path)
-    roots, landing = _roots(env, projects, labels, base_url)
+    roots, root_paths, landing = _roots(env, projects, labels, base_url, shown)
     writer.write(roots)
     writer.written += write_page(out / "index.html", landing)
-    keep = {"index.html", *roots}
+    keep = {"index.html", *root_paths}
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
     if not incremental:
@@ -322,12 +341,14 @@ def index_store(
 def index_with_adoption(
     store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
     kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
+    rescan: bool = False,
 ) -> tuple[int, IndexResult, list[tuple[Path, Any]]]:  # fmt: skip
     """Adopt the wheels of ``wheels`` folders (local stores only), sync the catalog, build the index.
 
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
-    left out add one line each to ``damaged``.
+    left out add one line each to ``damaged``. ``rescan``: list and check every record even when ``files/``
+    looks unchanged (store/catalog.py ``refresh``).
     """
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
@@ -346,38 +367,33 @@ def index_with_adoption(
     files = root / FILES
     if wheels:
         files.mkdir(parents=True, exist_ok=True)
-    listing = list_local(files, damaged)  # one listing serves adoption (what is there) and the catalog
     catalog = local_catalog(root)
     try:
         before = catalog.generation()
-        touched: set[str] = set()
+        # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
+        listing, touched = refresh(catalog, files, damaged, rescan)
         known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
         count = len(known)
+        states: list[str | None] = []
         if wheels:
-            from ..store.adopt import adopt
-
-            touched |= sync(catalog, listing, read_local(files, damaged))  # the kernels it holds, up to date
-            refuse: set[str] = set()
-            if not allow_kernel_names and any(_pending(folder, listing) for folder in wheels):
-                refuse = catalog.kernel_projects() | set(kernels)
-            for folder in wheels:
-                result = adopt(root, folder, refuse, listing, known)
-                adopted.append((folder, result))
-                touched |= catalog.apply(result.records, ())
-                for key, record in result.records:
-                    listing[record.filename] = key
+            from . import folders
+        for folder in wheels:
+            result, state = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
+            adopted.append((folder, result))
+            states.append(state)
+            touched |= catalog.apply(result.records, ())
+            if listing is not None:
+                listing.update((record.filename, key) for key, record in result.records)
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        touched |= sync(catalog, listing, read_local(files, damaged if not wheels else None))
-        return catalog.count(), build_index(out, catalog, templates, base_url, before, touched), adopted
+        index = build_index(out, catalog, templates, base_url, before, touched)
+        if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
+            settled(catalog, files)
+            for (folder, result), state in zip(adopted, states, strict=True):
+                folders.remember(catalog, folder, state, result)
+        return catalog.count(), index, adopted
     finally:
         catalog.close()
-
-
-def _pending(folder: Path, listing: dict[str, str]) -> bool:
-    """Whether ``folder`` holds a wheel the store has no record of."""
-    with os.scandir(folder) as it:
-        return any(e.name.endswith(".whl") and not e.name.startswith(".") and e.name not in listing for e in it)
 
 
 def run_index(args: IndexArgs) -> int:
@@ -413,7 +429,7 @@ def _run_index(opts: IndexOptions) -> int:
     damaged: list[str] = []
     count, index, results = index_with_adoption(
         opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names, damaged,
-        opts.allow_kernel_names,
+        opts.allow_kernel_names, opts.rescan,
     )  # fmt: skip
     for folder, result in results:
         refused += len(result.refused)
@@ -441,7 +457,7 @@ def _run_index(opts: IndexOptions) -> int:
             "unchanged": index.unchanged,
             "removed": index.removed,
             "adopted": adopted,
-            "already_in_store": present,
+            "already_in_store": sorted(present),
             "skipped": skipped,
             "damaged": damaged,
         }

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -33,8 +34,10 @@ from ..record import FIELDS, FILES, Record
 from . import check
 
 CATALOG_FILE = ".catalog.sqlite"
+TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
+FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 _PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")  # a normalised project name: safe as a folder name
-SCHEMA = "1:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
+SCHEMA = "2:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
 
 _TABLES = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,6 +46,7 @@ CREATE TABLE records (
     label TEXT, backend TEXT, noarch INTEGER NOT NULL, row TEXT NOT NULL
 );
 CREATE INDEX records_project ON records (project, filename);
+CREATE INDEX records_label ON records (label, noarch, backend);
 """
 
 
@@ -91,14 +95,22 @@ class Catalog:
         return None if row is None else str(row[0])
 
     def set_meta(self, name: str, value: str) -> None:
-        """Keep a value beside the records (not a record: the generation stays)."""
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+        """Keep a value beside the records (not a record: the generation stays); the file is not written when
+        the value is already there."""
+        if self.meta(name) != value:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
 
     def keys(self) -> dict[str, str]:
         """Wheel file name -> key, for every row (read once per run, then kept up to date by ``apply``)."""
         if self._keys is None:
             self._keys = dict(self.db.execute("SELECT filename, key FROM records"))
         return self._keys
+
+    def has(self, filename: str) -> bool:
+        """Whether a wheel of that file name has a row."""
+        if self._keys is not None:
+            return filename in self._keys
+        return self.db.execute("SELECT 1 FROM records WHERE filename = ?", (filename,)).fetchone() is not None
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
@@ -181,11 +193,14 @@ class Catalog:
         if project is not None:
             yield project, batch
 
-    def kernel_projects(self) -> set[str]:
-        """The projects of which the store holds a built kernel (not only adopted wheels)."""
-        kind = FIELDS.index("kind")
-        rows = self.db.execute(f"SELECT DISTINCT project FROM records WHERE json_extract(row, '$[{kind}]') = 'kernel'")
-        return {name for (name,) in rows}
+    def kernel_projects(self, names: Iterable[str] | None = None) -> set[str]:
+        """The projects (of ``names``, default all) of which the store holds a built kernel, not only adopted
+        wheels."""
+        kind = f"json_extract(row, '$[{FIELDS.index('kind')}]') = 'kernel'"
+        if names is None:
+            return {name for (name,) in self.db.execute(f"SELECT DISTINCT project FROM records WHERE {kind}")}
+        query = f"SELECT 1 FROM records WHERE project = ? AND {kind} LIMIT 1"
+        return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}
 
     def project_names(self) -> list[str]:
         return [name for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
@@ -290,19 +305,69 @@ def local_catalog(root: Path) -> Catalog:
     return Catalog(":memory:")
 
 
-def open_local(root: Path, damaged: list[str] | None = None) -> tuple[Catalog, str, set[str]]:
+def folder_state(folder: Path) -> str | None:
+    """What a folder's own stat says about its entries: any entry added, removed or renamed over changes it.
+
+    None if there is no folder. A folder changed less than ``TICK_NS`` ago is stat'ed again once that time has
+    passed: on a kernel with coarse file times, a change within the same clock tick would not show in its stat.
+    """
+    try:
+        st = os.stat(folder)
+        age = time.time_ns() - st.st_mtime_ns
+        if 0 <= age < TICK_NS:
+            time.sleep((TICK_NS - age) / 1e9)
+            st = os.stat(folder)
+    except FileNotFoundError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
+
+
+def refresh(
+    catalog: Catalog, files: Path, damaged: list[str] | None = None, rescan: bool = False
+) -> tuple[dict[str, str] | None, set[str]]:
+    """Bring ``catalog`` up to date with ``files/``; (wheel -> key of every record there, or None when nothing
+    was listed because the catalog matches the folder; the projects touched).
+
+    Every writer renames records into place (and holds the store lock), so a folder whose own stat is the one
+    the catalog last matched holds the same records: nothing is listed. Otherwise the folder is listed and
+    synced; its stat is kept only when no record was left out, so a damaged record is named again on every
+    run until it is fixed. ``rescan`` lists and syncs regardless (after a record was edited in place).
+    """
+    state = folder_state(files)
+    if not rescan and state and catalog.meta(FILES_STATE) == state:
+        return None, set()
+    left_out: list[str] = []
+    listing = list_local(files, left_out)
+    touched = sync(catalog, listing, read_local(files, left_out))
+    if damaged is not None:
+        damaged.extend(left_out)
+    catalog.set_meta(FILES_STATE, state if state and not left_out else "")
+    return listing, touched
+
+
+def settled(catalog: Catalog, files: Path) -> None:
+    """Record that ``catalog`` matches ``files/`` after this run's own writes (adopted records, applied)."""
+    if catalog.meta(FILES_STATE):  # it matched before them
+        catalog.set_meta(FILES_STATE, folder_state(files) or "")
+
+
+def open_local(
+    root: Path, damaged: list[str] | None = None, rescan: bool = False
+) -> tuple[Catalog, str, set[str]]:
     """The catalog of a local store folder brought up to date with its listing; (catalog, its generation
-    before, the projects touched). Records left out add one line each to ``damaged``."""
+    before, the projects touched). Records left out add one line each to ``damaged``; ``rescan``: see
+    ``refresh``."""
     catalog = local_catalog(root)
     before = catalog.generation()
-    files = root / FILES
-    touched = sync(catalog, list_local(files, damaged), read_local(files, damaged))
+    touched = refresh(catalog, root / FILES, damaged, rescan)[1]
     return catalog, before, touched
 
 
-def load_records(store: Location | str | Path, damaged: list[str] | None = None) -> list[Record]:
+def load_records(
+    store: Location | str | Path, damaged: list[str] | None = None, rescan: bool = False
+) -> list[Record]:
     """Every valid record of a local store folder (through its catalog) or of any other store, sorted by file
-    name; each record left out adds one line to ``damaged``."""
+    name; each record left out adds one line to ``damaged``; ``rescan``: see ``refresh``."""
     loc = Location.of(store)
     if loc.local is None:
         from . import open_store
@@ -312,7 +377,7 @@ def load_records(store: Location | str | Path, damaged: list[str] | None = None)
         if damaged is not None:
             damaged.extend(opened.damaged)
         return records
-    catalog = open_local(loc.local, damaged)[0]
+    catalog = open_local(loc.local, damaged, rescan)[0]
     try:
         return catalog.records()
     finally:

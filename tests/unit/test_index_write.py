@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from index_synth import add_kernel, make_wheel
+from kernel_factory.atomic import write_bytes
 from kernel_factory.config import Flags
 from kernel_factory.errors import UsageError
 from kernel_factory.index.build import (
@@ -110,15 +111,19 @@ def test_catalog(store: Path) -> None:
     catalog = store / "files" / CATALOG_FILE
     assert catalog.is_file()
     assert load_records(store) == first == LocalStore(store).records()
-    # a changed record file is read again
+    # a record replaced the way every writer does it (renamed over) is read again
     path = store / "files" / f"{first[0].filename}.json"
     raw = json.loads(path.read_bytes())
     raw["summary"] = "changed summary, longer than before"
-    path.write_text(json.dumps(raw))
+    write_bytes(path, json.dumps(raw).encode())
     assert load_records(store)[0].summary == "changed summary, longer than before"
+    # one edited in place leaves files/ as it was: a rescan reads it
+    raw["summary"] = "edited in place"
+    path.write_text(json.dumps(raw))
+    assert load_records(store, rescan=True)[0].summary == "edited in place"
     # a damaged catalog is rebuilt from the records
     catalog.write_text("not a database")
-    assert load_records(store)[0].summary == "changed summary, longer than before"
+    assert load_records(store)[0].summary == "edited in place"
     assert load_records(store) == LocalStore(store).records()
 
 

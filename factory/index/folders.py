@@ -1,0 +1,100 @@
+"""``index --wheels DIR``: the wheels of a folder that are new to the store, found without reading every name
+the store holds.
+
+After each run the catalog keeps, per folder (meta ``wheels:<real path>``), the folder's stat taken before it
+was listed, the stat of ``files/`` the run left (store/catalog.py ``settled``), and the names of the folder's
+wheels the store then held. While ``files/`` still has that stat, those wheels are still in the store (every
+writer renames into ``files/`` under the store lock), so:
+
+- a folder whose stat is unchanged has nothing new: it is not even listed;
+- a changed folder is listed and diffed against those names, and only the names that are new to it are looked
+  up in the catalog, one query each.
+
+Otherwise (first run, ``files/`` changed, a wheel refused last time) the store's whole listing decides, as it
+did before the catalog kept anything. A folder whose wheels were refused keeps no snapshot, so the refusals are
+printed again on every run until the wheels are fixed or removed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ..store.adopt import AdoptResult, adopt_wheels
+from ..store.catalog import FILES_STATE, Catalog, folder_state
+
+LOOKUPS = 2000  # more new names than this: read every name of the catalog once instead of one query each
+
+
+def _meta_key(folder: Path) -> str:
+    return f"wheels:{os.path.realpath(folder)}"
+
+
+def _snapshot(catalog: Catalog, folder: Path) -> tuple[str, list[str]] | None:
+    """(the folder's stat, the names the store held) from the last run, if ``files/`` is unchanged since."""
+    saved = catalog.meta(_meta_key(folder))
+    files_state = catalog.meta(FILES_STATE)
+    if not saved or not files_state:
+        return None
+    state, _, files_then = saved.partition("|")
+    if files_then != files_state:
+        return None
+    names = catalog.meta(_meta_key(folder) + ":present") or ""
+    return state, names.split("\n") if names else []
+
+
+def adopt_folder(
+    root: Path, folder: Path, catalog: Catalog, listing: dict[str, str] | None, known: dict[str, Any],
+    kernels: Iterable[str], allow_kernel_names: bool,
+) -> tuple[AdoptResult, str | None]:  # fmt: skip
+    """Adopt the wheels of ``folder`` the store lacks; (the AdoptResult, the folder's stat before it was read).
+
+    ``listing``: wheel -> key of every record in ``files/``, or None when the catalog is known to match
+    ``files/`` (then the catalog answers). Wheels of a project that is a kernel of the store or of ``kernels``
+    are refused unless ``allow_kernel_names``.
+    """
+    state = folder_state(folder)
+    snap = _snapshot(catalog, folder) if listing is None else None
+    if snap is not None and state is not None and snap[0] == state:
+        return AdoptResult(present=snap[1]), state
+    names = [n for n in os.listdir(folder) if n.endswith(".whl") and not n.startswith(".")]
+    if snap is not None:
+        before = set(snap[1])
+        fresh = [n for n in names if n not in before]
+        held = _holds(catalog, listing, len(fresh))
+        present = [n for n in names if n in before or held(n)]
+    else:
+        held = _holds(catalog, listing, len(names))
+        present = [n for n in names if held(n)]
+    have = set(present)
+    todo = sorted(n for n in names if n not in have and (folder / n).is_file())
+    refuse: set[str] = set()
+    if todo and not allow_kernel_names:
+        from packaging.utils import canonicalize_name
+
+        refuse = set(kernels) | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
+    result = adopt_wheels(root, [folder / n for n in todo], refuse, known) if todo else AdoptResult()
+    result.present = present
+    return result, state
+
+
+def _holds(catalog: Catalog, listing: dict[str, str] | None, lookups: int) -> Callable[[str], bool]:
+    """Whether the store has a record of a wheel name: from ``listing``, else from the catalog."""
+    if listing is not None:
+        return listing.__contains__
+    if lookups > LOOKUPS:
+        return catalog.keys().__contains__
+    return catalog.has
+
+
+def remember(catalog: Catalog, folder: Path, state: str | None, result: AdoptResult) -> None:
+    """Keep the folder's snapshot after the run (see the module docstring); call after ``settled``."""
+    files_state = catalog.meta(FILES_STATE)
+    key = _meta_key(folder)
+    if result.refused or not files_state or state is None:
+        catalog.set_meta(key, "")
+        return
+    catalog.set_meta(key, f"{state}|{files_state}")
+    catalog.set_meta(key + ":present", "\n".join([*result.present, *result.adopted]))
