@@ -374,23 +374,23 @@ def index_with_adoption(
         listing, touched = refresh(catalog, files, damaged, rescan)
         known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
         count = len(known)
-        states: list[str | None] = []
+        runs = []
         if wheels:
             from . import folders
         for folder in wheels:
-            result, state = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
-            adopted.append((folder, result))
-            states.append(state)
-            touched |= catalog.apply(result.records, ())
+            run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
+            adopted.append((folder, run.result))
+            runs.append(run)
+            touched |= catalog.apply(run.result.records, ())
             if listing is not None:
-                listing.update((record.filename, key) for key, record in result.records)
+                listing.update((record.filename, key) for key, record in run.result.records)
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
         index = build_index(out, catalog, templates, base_url, before, touched)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
-            for (folder, result), state in zip(adopted, states, strict=True):
-                folders.remember(catalog, folder, state, result)
+            for folder, run in zip(wheels, runs, strict=True):
+                folders.remember(catalog, folder, run)
         return catalog.count(), index, adopted
     finally:
         catalog.close()

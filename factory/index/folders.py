@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ def _meta_key(folder: Path) -> str:
     return f"wheels:{os.path.realpath(folder)}"
 
 
-def _snapshot(catalog: Catalog, folder: Path) -> tuple[str, list[str]] | None:
-    """(the folder's stat, the names the store held) from the last run, if ``files/`` is unchanged since."""
+def _snapshot(catalog: Catalog, folder: Path) -> tuple[str, str] | None:
+    """(the folder's stat, the names the store held, one per line) from the last run, if ``files/`` is
+    unchanged since."""
     saved = catalog.meta(_meta_key(folder))
     files_state = catalog.meta(FILES_STATE)
     if not saved or not files_state:
@@ -41,15 +43,23 @@ def _snapshot(catalog: Catalog, folder: Path) -> tuple[str, list[str]] | None:
     state, _, files_then = saved.partition("|")
     if files_then != files_state:
         return None
-    names = catalog.meta(_meta_key(folder) + ":present") or ""
-    return state, names.split("\n") if names else []
+    return state, catalog.meta(_meta_key(folder) + ":present") or ""
+
+
+@dataclass
+class FolderRun:
+    """One ``--wheels`` folder in one run: what adoption did, and what ``remember`` keeps."""
+
+    result: AdoptResult
+    state: str | None  # the folder's stat before it was read
+    unchanged: bool = False  # the folder and files/ as the last run left them: nothing was read
 
 
 def adopt_folder(
     root: Path, folder: Path, catalog: Catalog, listing: dict[str, str] | None, known: dict[str, Any],
     kernels: Iterable[str], allow_kernel_names: bool,
-) -> tuple[AdoptResult, str | None]:  # fmt: skip
-    """Adopt the wheels of ``folder`` the store lacks; (the AdoptResult, the folder's stat before it was read).
+) -> FolderRun:  # fmt: skip
+    """Adopt the wheels of ``folder`` the store lacks.
 
     ``listing``: wheel -> key of every record in ``files/``, or None when the catalog is known to match
     ``files/`` (then the catalog answers). Wheels of a project that is a kernel of the store or of ``kernels``
@@ -58,18 +68,20 @@ def adopt_folder(
     state = folder_state(folder)
     snap = _snapshot(catalog, folder) if listing is None else None
     if snap is not None and state is not None and snap[0] == state:
-        return AdoptResult(present=snap[1]), state
-    names = [n for n in os.listdir(folder) if n.endswith(".whl") and not n.startswith(".")]
+        return FolderRun(AdoptResult(present=snap[1].split("\n") if snap[1] else []), state, unchanged=True)
+    entries = set(os.listdir(folder))
     if snap is not None:
-        before = set(snap[1])
-        fresh = [n for n in names if n not in before]
+        before = set(snap[1].split("\n")) if snap[1] else set()
+        fresh = [n for n in entries - before if n.endswith(".whl") and not n.startswith(".")]
         held = _holds(catalog, listing, len(fresh))
-        present = [n for n in names if n in before or held(n)]
+        present = list(entries & before) + [n for n in fresh if held(n)]
     else:
+        names = [n for n in entries if n.endswith(".whl") and not n.startswith(".")]
         held = _holds(catalog, listing, len(names))
         present = [n for n in names if held(n)]
+        fresh = names
     have = set(present)
-    todo = sorted(n for n in names if n not in have and (folder / n).is_file())
+    todo = sorted(n for n in fresh if n not in have and (folder / n).is_file())
     refuse: set[str] = set()
     if todo and not allow_kernel_names:
         from packaging.utils import canonicalize_name
@@ -77,7 +89,7 @@ def adopt_folder(
         refuse = set(kernels) | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
     result = adopt_wheels(root, [folder / n for n in todo], refuse, known) if todo else AdoptResult()
     result.present = present
-    return result, state
+    return FolderRun(result, state)
 
 
 def _holds(catalog: Catalog, listing: dict[str, str] | None, lookups: int) -> Callable[[str], bool]:
@@ -89,12 +101,13 @@ def _holds(catalog: Catalog, listing: dict[str, str] | None, lookups: int) -> Ca
     return catalog.has
 
 
-def remember(catalog: Catalog, folder: Path, state: str | None, result: AdoptResult) -> None:
+def remember(catalog: Catalog, folder: Path, run: FolderRun) -> None:
     """Keep the folder's snapshot after the run (see the module docstring); call after ``settled``."""
     files_state = catalog.meta(FILES_STATE)
     key = _meta_key(folder)
-    if result.refused or not files_state or state is None:
+    if run.result.refused or not files_state or not run.state:
         catalog.set_meta(key, "")
         return
-    catalog.set_meta(key, f"{state}|{files_state}")
-    catalog.set_meta(key + ":present", "\n".join([*result.present, *result.adopted]))
+    catalog.set_meta(key, f"{run.state}|{files_state}")
+    if not run.unchanged or run.result.adopted:
+        catalog.put_meta(key + ":present", "\n".join([*run.result.present, *run.result.adopted]))

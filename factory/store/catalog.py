@@ -98,7 +98,11 @@ class Catalog:
         """Keep a value beside the records (not a record: the generation stays); the file is not written when
         the value is already there."""
         if self.meta(name) != value:
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+            self.put_meta(name, value)
+
+    def put_meta(self, name: str, value: str) -> None:
+        """Write a value beside the records (not a record: the generation stays)."""
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
 
     def keys(self) -> dict[str, str]:
         """Wheel file name -> key, for every row (read once per run, then kept up to date by ``apply``)."""
