@@ -13,6 +13,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from kernel_factory.atomic import write_bytes
 from kernel_factory.record import Record
 from kernel_factory.store.local import LocalStore
 from kernel_factory.variants import parse
@@ -140,12 +141,13 @@ def add_kernel(
 
 
 def write_records(store: Path, records: Sequence[Record]) -> None:
-    """Put ``records`` in a store folder as they are, each with an empty stand-in for its wheel."""
+    """Put ``records`` in a store folder as they are, each with an empty stand-in for its wheel; renamed into
+    place, as every writer of a store does."""
     files = store / "files"
     files.mkdir(parents=True, exist_ok=True)
     for r in records:
-        (files / r.filename).write_bytes(b"")
-        (files / f"{r.filename}.json").write_bytes(r.to_json())
+        write_bytes(files / r.filename, b"")
+        write_bytes(files / f"{r.filename}.json", r.to_json())
 
 
 def index_pages(store: Path) -> dict[str, bytes]:
