@@ -74,13 +74,8 @@ def environment(templates: Path | None) -> jinja2.Environment:
     if templates is not None:
         loaders.append(jinja2.FileSystemLoader(str(templates)))
     loaders.append(jinja2.FileSystemLoader(str(TEMPLATES)))
-    try:  # compiled templates kept between runs (jinja2's per-user folder under the temporary folder)
-        cache: jinja2.BytecodeCache | None = jinja2.FileSystemBytecodeCache()
-    except (OSError, RuntimeError):  # no usable temporary folder: compile each run
-        cache = None
     return jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
-        bytecode_cache=cache,
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
