@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -357,6 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns.quiet = getattr(ns, "quiet", False)
     ns.verbose = getattr(ns, "verbose", 0)
     if ns.verbose:
+        import logging  # only with -v: a run without it does not load logging
+
         level = "debug" if ns.verbose > 1 else "info"
         logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(name)s: %(message)s")
         os.environ.setdefault("HF_HUB_VERBOSITY", level)  # huggingface_hub sets its own level from this
@@ -365,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(ns)
     except FactoryError as exc:
         if ns.debug:
-            traceback.print_exc()
+            _traceback()
         print(f"error: {exc}", file=sys.stderr)
         if getattr(ns, "json", False):  # scripts parse stdout: the one document says what went wrong
             print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
@@ -375,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if err is None:
             return _bug()
         if ns.debug:
-            traceback.print_exc()
+            _traceback()
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
@@ -385,7 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bug()
 
 
-def _bug() -> int:
+def _traceback() -> None:
+    import traceback
+
     traceback.print_exc()
+
+
+def _bug() -> int:
+    _traceback()
     print("error: this is a bug in kernel-factory; please report it with the traceback above", file=sys.stderr)
     return EXIT_BUG

@@ -7,7 +7,6 @@ file are relative to that file's folder. Unknown keys fail with a hint.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections.abc import Mapping
@@ -16,11 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 DEFAULT_CONFIG = "factory.toml"
 DEFAULT_STORE = "public"
@@ -178,6 +172,8 @@ class Options:
 
 
 def _unknown(key: str, known: set[str], where: str) -> ConfigError:
+    import difflib
+
     hint = difflib.get_close_matches(key, sorted(known), n=1)
     extra = f"; did you mean {hint[0]!r}?" if hint else f"; known keys: {', '.join(sorted(known))}"
     return ConfigError(f"{where}: unknown key {key!r}{extra}")
@@ -275,6 +271,10 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
 
 def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The [factory] table and the [[kernel]] list of a factory.toml or pyproject.toml."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
