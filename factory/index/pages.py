@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import TEMPLATES
 from ..record import Record, version_key
@@ -143,16 +143,26 @@ def simple_json(project: str, records: list[Record], depth: int) -> bytes:
     return _dumps({"meta": {"api-version": API_VERSION}, "name": project, "files": files, "versions": versions})
 
 
+class FileLink(NamedTuple):
+    """One file of a PEP 503 page, as project.html sees it (``f.href`` and ``f["href"]`` both work)."""
+
+    filename: str
+    href: str
+    requires_python: str | None
+    metadata: str | None
+    yanked: str | None
+
+
 def simple_html(env: jinja2.Environment, project: str, records: list[Record], depth: int) -> bytes:
     """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes)."""
     files = [
-        {
-            "filename": r.filename,
-            "href": file_href(r, depth),
-            "requires_python": r.requires_python,
-            "metadata": f"sha256={r.metadata_sha256}" if r.metadata_sha256 else None,
-            "yanked": None if _yanked(r) is False else (r.yanked if isinstance(r.yanked, str) else ""),
-        }
+        FileLink(
+            filename=r.filename,
+            href=file_href(r, depth),
+            requires_python=r.requires_python,
+            metadata=f"sha256={r.metadata_sha256}" if r.metadata_sha256 else None,
+            yanked=None if _yanked(r) is False else (r.yanked if isinstance(r.yanked, str) else ""),
+        )
         for r in records
     ]
     return env.get_template("project.html").render(project=project, files=files, api_version=API_VERSION).encode()
