@@ -98,7 +98,8 @@ def ours(args: list[str], watch: Path) -> dict[str, float]:
     start_ns = time.time_ns()
     cpu0 = cpu_children()
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", RUN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", RUN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=watch)  # no factory.toml there: the flags alone say what to do
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
     cpu = cpu_children() - cpu0
@@ -121,7 +122,7 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     """(wall, CPU) of one baseline process."""
     cpu0 = cpu_children()
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
+    subprocess.run(cmd, check=True, capture_output=True, cwd=tempfile.gettempdir())
     return time.perf_counter() - t0, cpu_children() - cpu0
 
 
@@ -199,7 +200,8 @@ def main() -> None:
     tool("dumb-pypi")
     tool("simple503")
     shm = Path("/dev/shm")
-    parent = args.dir or Path(tempfile.mkdtemp(prefix="bench-index-", dir=shm if shm.is_dir() else None))
+    where = shm if shm.is_dir() else None
+    parent = args.dir.resolve() if args.dir else Path(tempfile.mkdtemp(prefix="bench-index-", dir=where))
     print(f"machine: {os.cpu_count()} cores; work folder {parent}")
     print(f"{'step':<22} {'wall':>8} {'main':>8} {'CPU':>8} {'RSS':>9} {'files':>6}  baseline wall, CPU, ratio")
     try:
