@@ -43,6 +43,47 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
         raise
 
 
+class Batch:
+    """Atomic writes into one folder without an fsync each, for a caller that syncs the file system once for
+    the batch (store/adopt.py): each file goes to a hidden temporary name unique to this batch, then is renamed
+    into place; a failed write removes its temporary file and names the path."""
+
+    def __init__(self, folder: Path | str) -> None:
+        self.folder = os.fspath(folder)
+        self.prefix = os.path.join(self.folder, f"{TMP_PREFIX}{uuid.uuid4().hex}-")
+        self.count = 0
+
+    def write(self, name: str, data: bytes) -> os.stat_result:
+        """Put ``data`` at ``folder/name``; the file's stat (its inode, mtime and size stay those of the file
+        once renamed into place)."""
+        path = os.path.join(self.folder, name)
+        self.count += 1
+        tmp = f"{self.prefix}{self.count}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except OSError as exc:  # name the folder, not a random temporary name
+            exc.filename = self.folder
+            raise
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, 0o644)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            named(exc, path)
+            raise
+        return st
+
+
 def named(exc: BaseException, path: Path | str) -> None:
     """An OSError from write() or close() names no file: give it ``path``, so its one-line message can."""
     if isinstance(exc, OSError) and exc.filename is None:

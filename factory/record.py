@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -72,16 +72,8 @@ class Record:
 
         Written field by field (the indenting encoder is pure Python and slow); the bytes are the same.
         """
-        parts = []
-        for name in sorted(FIELDS):
-            value = getattr(self, name)
-            if isinstance(value, tuple):
-                value = list(value)
-            if isinstance(value, (list, dict)) and value:
-                text = json.dumps(value, indent=2, sort_keys=True).replace("\n", "\n  ")
-            else:
-                text = json.dumps(value)
-            parts.append(f'  "{name}": {text}')
+        values = self.__dict__
+        parts = [f'  "{name}": {_json_value(values[name])}' for name in _SORTED_FIELDS]
         return ("{\n" + ",\n".join(parts) + "\n}\n").encode()
 
     @classmethod
@@ -113,7 +105,31 @@ class Record:
 
 
 FIELDS: tuple[str, ...] = tuple(Record.__dataclass_fields__)
+_SORTED_FIELDS = tuple(sorted(FIELDS))
 _TUPLES = ("requires_dist", "archs")
+_JSON_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what json.dumps does to a str
+
+
+def _json_value(value: Any) -> str:
+    """``json.dumps(value)`` as one field of ``to_json``'s object (a non-empty list or dict indented by 2 more)."""
+    kind = type(value)
+    if kind is str:
+        return _JSON_STR(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is tuple or kind is list:
+        if not value:
+            return "[]"
+        if all(type(v) is str for v in value):
+            return "[\n    " + ",\n    ".join(map(_JSON_STR, value)) + "\n  ]"
+        value = list(value)
+    if isinstance(value, (list, dict)) and value:
+        return json.dumps(value, indent=2, sort_keys=True).replace("\n", "\n  ")
+    return json.dumps(value)
 
 
 @lru_cache(maxsize=1 << 16)

@@ -9,41 +9,40 @@ that carries kernel-factory's provenance file, is recorded with that variant,
 so the index lists it in that variant's root and the combined root only. A
 wheel with no label is universal; one with an unknown label goes in the
 combined root only. A wheel whose project is a kernel the store already holds
-is refused unless the user allows it (``--allow-kernel-names``). Nothing is
-read from a wheel beyond ``MAX_METADATA`` bytes.
+is refused unless the user allows it (``--allow-kernel-names``). What is read
+from each wheel, and the caps on it, are in store/wheelinfo.py.
 
 Wheels are read and hashed in parallel processes, in batches: a batch links
-its wheels and writes their ``.metadata`` files, syncs the file system once,
-then renames the records into place and syncs once more (two syncs per batch,
-not an fsync per file). Each label is mapped to its variant once per run, and
+its wheels and writes their ``.metadata`` files (each to a temporary name,
+renamed into place), syncs the file system once, then renames the records into
+place and syncs once more (two syncs per batch, not an fsync per file). Each label is mapped to its variant once per run, and
 the mapping is kept in the catalog (loading the variant grammar costs more
 than adopting a wheel).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 import zipfile
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from .. import variants
-from ..atomic import atomic_open, file_digest, link_or_copy, write_bytes
-from ..errors import Refused, UnknownVariant
-from ..record import FILES, PROVENANCE, Record
+from ..atomic import Batch, copy_file, file_digest, write_bytes
+from ..errors import Refused
+from ..record import FILES, Record
 from . import check as record_check
+from .wheelinfo import MAX_METADATA, MAX_PROVENANCE, make_record, parse_name, read_wheel, read_wheel_info, record_of
 
-MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel
-MAX_PROVENANCE = 64 * 1024
+__all__ = ["MAX_METADATA", "MAX_PROVENANCE", "AdoptResult", "adopt", "adopt_batch", "adopt_one", "adopt_wheels",
+           "repair", "repair_store"]  # fmt: skip
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
 
 
@@ -55,206 +54,78 @@ class AdoptResult:
     records: list[tuple[str, Record]] = field(default_factory=list)  # (catalog key, record) of those adopted
 
 
-def _read_capped(zf: zipfile.ZipFile, member: str, limit: int, wheel: Path) -> bytes:
-    """One member's bytes; Refused when it says, or turns out, to be bigger than ``limit``."""
-    too_big = Refused(f"{wheel.name}: {member} inflates to more than {limit} bytes (a zip bomb?); "
-                      "rebuild the wheel with smaller metadata")
-    if zf.getinfo(member).file_size > limit:
-        raise too_big
-    with zf.open(member) as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise too_big
-    return data
-
-
-def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
-    """(METADATA, the provenance file or None) of a wheel, each read with a size cap.
-
-    Refused if there is not exactly one ``.dist-info/METADATA``, or the zip is unreadable.
-    """
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            names = [n for n in zf.namelist() if n.count("/") == 1 and ".dist-info/" in n]
-            found = [n for n in names if n.endswith(".dist-info/METADATA")]
-            if len(found) != 1:
-                raise Refused(f"{wheel.name}: expected one .dist-info/METADATA, found {len(found)}; rebuild the wheel")
-            metadata = _read_capped(zf, found[0], MAX_METADATA, wheel)
-            prov = found[0].removesuffix("METADATA") + PROVENANCE
-            provenance = _read_capped(zf, prov, MAX_PROVENANCE, wheel) if prov in names else None
-            return metadata, provenance
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
-        raise Refused(f"{wheel.name}: not a readable zip file ({exc}); rebuild or remove it") from None
-
-
-def read_metadata(wheel: Path) -> bytes:
-    """The bytes of the wheel's ``<name>-<version>.dist-info/METADATA``; Refused if there is not exactly one."""
-    return read_wheel_info(wheel)[0]
-
-
-def _provenance_variant(provenance: bytes | None) -> str | None:
-    if provenance is None:
-        return None
-    try:
-        data = json.loads(provenance)
-    except (ValueError, RecursionError):
-        return None
-    variant = data.get("variant") if isinstance(data, dict) else None
-    return variant if isinstance(variant, str) else None
-
-
-def variant_fields(
-    wheel_name: str, provenance: bytes | None, known: dict[str, dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """Record fields naming the build variant of an adopted wheel; empty when it has no label or an unknown one.
-
-    The provenance file's variant wins when its label is the wheel's; else the label is read back as a variant
-    by the rules built wheels follow. An unknown label prints a warning: the wheel goes in the combined root only.
-    ``known`` (label and platform tags -> fields) is looked up first and filled, for wheels without provenance.
-    """
-    _name, version, _build, tags = parse_wheel_filename(wheel_name)
-    label = version.local
-    key = f"{label}|{','.join(sorted({t.platform for t in tags}))}"
-    if provenance is None and known is not None and label is not None and key in known:
-        fields = known[key]
-        if not fields:
-            _unknown_label(wheel_name, label)
-        return {**fields, "kernel_version": version.public} if fields else {}
-    target: variants.Target | None = None
-    named = _provenance_variant(provenance)
-    if named is not None:
-        try:
-            target = variants.parse(named)
-        except UnknownVariant:
-            target = None
-        if target is not None and target.label != label:
-            target = None
-    if target is None and label is not None:
-        target = variants.for_label(label, {t.platform for t in tags})
-    if target is None:
-        if label is not None:
-            _unknown_label(wheel_name, label)
-            if provenance is None and known is not None:
-                known[key] = {}
-        return {}
-    fields = {"label": target.label, "variant": target.variant, "backend": target.backend,
-              "backend_version": target.backend_version, "framework": target.framework,
-              "framework_version": target.framework_version, "os": target.os, "arch": target.arch}
-    if provenance is None and known is not None:
-        known[key] = fields
-    return {**fields, "kernel_version": version.public}
-
-
-def _unknown_label(wheel_name: str, label: str) -> None:
-    print(f"warning: {wheel_name}: local label {label!r} is not a build variant's; it is listed in the "
-          "combined index only, not in any variants/<label>/ root", file=sys.stderr)
-
-
-def make_record(
-    wheel: Path, metadata: bytes, provenance: bytes | None = None, known: dict[str, dict[str, Any]] | None = None
-) -> Record:
-    """The record of an adopted wheel, from its file name, METADATA, provenance and file."""
-    from packaging.metadata import parse_email  # loaded only when a wheel is adopted
-
-    name, version, _build, _tags = parse_wheel_filename(wheel.name)
-    raw, _unparsed = parse_email(metadata)
-    meta_name = raw.get("name")
-    meta_version = raw.get("version")
-    if not meta_name or canonicalize_name(meta_name) != name:
-        raise Refused(f"{wheel.name}: METADATA Name {meta_name!r} does not match the file name; rebuild the wheel")
-    try:
-        same_version = meta_version is not None and Version(meta_version) == version
-    except InvalidVersion:
-        same_version = False
-    if not same_version:
-        raise Refused(
-            f"{wheel.name}: METADATA Version {meta_version!r} does not match the file name "
-            f"(pip refuses such wheels); rebuild the wheel"
-        )
-    st = wheel.stat()
-    mtime = datetime.fromtimestamp(int(st.st_mtime), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Record(
-        filename=wheel.name,
-        name=meta_name,
-        version=str(version),
-        sha256=file_digest(wheel),
-        size=st.st_size,
-        metadata_sha256=hashlib.sha256(metadata).hexdigest(),
-        requires_python=raw.get("requires_python"),
-        upload_time=mtime,
-        summary=raw.get("summary", "") or "",
-        requires_dist=tuple(raw.get("requires_dist", [])),
-        kind="adopted",
-        license=raw.get("license_expression") or raw.get("license") or None,
-        **variant_fields(wheel.name, provenance, known),
-    )
-
-
-def _write(path: Path, data: bytes) -> None:
-    """Write a file atomically without an fsync of its own (the batch syncs the file system once)."""
-    with atomic_open(path, fsync=False) as f:
-        f.write(data)
-
-
-def sync_fs(folder: Path) -> None:
-    """Flush the file system that holds ``folder`` (syncfs(2); sync(2) where there is none)."""
+@lru_cache(maxsize=1)
+def _syncfs() -> Any:
     import ctypes
     import ctypes.util
 
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    return getattr(libc, "syncfs", None)
+
+
+def sync_fs(folder: Path | str) -> None:
+    """Flush the file system that holds ``folder`` (syncfs(2); sync(2) where there is none)."""
+    syncfs = _syncfs()
     fd = os.open(folder, os.O_RDONLY)
     try:
-        if getattr(libc, "syncfs", None) is None or libc.syncfs(fd) != 0:
+        if syncfs is None or syncfs(fd) != 0:
             os.sync()
     finally:
         os.close(fd)
 
 
-def _prepare(files: Path, wheel: Path, kernels: Collection[str], known: dict[str, dict[str, Any]]) -> Record:
+def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], known: dict[str, dict[str, Any]]) -> Record:
     """Check, read and hash one wheel and put it and its .metadata into ``files/`` (not yet its record)."""
-    try:
-        project = parse_wheel_filename(wheel.name)[0]
-    except InvalidWheelFilename as exc:
-        raise Refused(f"{wheel.name}: not a valid wheel file name ({exc}); rename or remove it") from None
-    if project in kernels:
-        raise Refused(f"{wheel.name}: project {project!r} is a kernel this store builds, and an adopted wheel would "
+    filename = os.path.basename(path)
+    parsed = parse_name(filename)
+    if parsed[0] in kernels:
+        raise Refused(f"{filename}: project {parsed[0]!r} is a kernel this store builds, and an adopted wheel would "
                       "sit beside it in every install; remove the wheel, or pass --allow-kernel-names "
-                      "(allow-kernel-names = true) if you mean to add it")
-    metadata, provenance = read_wheel_info(wheel)
-    record = make_record(wheel, metadata, provenance, known)
-    dest = files / wheel.name
-    if not dest.exists():
-        link_or_copy(wheel, dest)
-    elif not os.path.samefile(dest, wheel) and file_digest(dest) != record.sha256:
-        raise Refused(f"{wheel.name}: a different file of that name is already in {files}; remove one of them")
-    _write(files / f"{wheel.name}.metadata", metadata)
+                      "(allow-kernel-names = true) if you mean to add it")  # fmt: skip
+    wheel = read_wheel(path, filename)
+    record = record_of(filename, parsed, wheel, known)
+    dest = os.path.join(files, filename)
+    try:
+        os.link(path, dest)  # a whole file under its name at once, or nothing
+    except FileExistsError:
+        if not os.path.samefile(dest, path) and file_digest(Path(dest)) != record.sha256:
+            raise Refused(f"{filename}: a different file of that name is already in {files}; remove one of them") from None
+    except OSError:  # another file system, or links not allowed: a copy (synced with the batch)
+        if wheel.data is not None:
+            batch.write(filename, wheel.data)
+        else:
+            copy_file(Path(path), Path(dest))
+    batch.write(f"{filename}.metadata", wheel.metadata)
     return record
+
+
+def _adopt_paths(
+    files: str, paths: list[str], kernels: Collection[str] = (), known: dict[str, dict[str, Any]] | None = None
+) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
+    from .catalog import record_key
+
+    known = {} if known is None else known
+    batch = Batch(files)
+    ready: list[Record] = []
+    refused: list[tuple[str, str]] = []
+    for path in paths:
+        try:
+            ready.append(_prepare(files, batch, path, kernels, known))
+        except Refused as exc:
+            refused.append((os.path.basename(path), str(exc)))
+    if not ready:
+        return [], refused, known
+    sync_fs(files)  # wheels and .metadata on disk before any record names them
+    done = [(record_key(batch.write(f"{record.filename}.json", record.to_json())), record) for record in ready]
+    sync_fs(files)
+    return done, refused, known
 
 
 def adopt_batch(
     files: Path, wheels: list[Path], kernels: Collection[str] = (), known: dict[str, dict[str, Any]] | None = None
 ) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
     """Adopt a batch of wheels; ([(catalog key, record)], [(wheel name, why refused)], ``known`` filled)."""
-    from .catalog import record_key
-
-    known = {} if known is None else known
-    ready: list[Record] = []
-    refused: list[tuple[str, str]] = []
-    for wheel in wheels:
-        try:
-            ready.append(_prepare(files, wheel, kernels, known))
-        except Refused as exc:
-            refused.append((wheel.name, str(exc)))
-    if not ready:
-        return [], refused, known
-    sync_fs(files)  # wheels and .metadata on disk before any record names them
-    done: list[tuple[str, Record]] = []
-    for record in ready:
-        path = files / f"{record.filename}.json"
-        _write(path, record.to_json())
-        done.append((record_key(path.stat()), record))
-    sync_fs(files)
-    return done, refused, known
+    return _adopt_paths(os.fspath(files), [os.fspath(w) for w in wheels], kernels, known)
 
 
 def adopt_one(store_root: Path, wheel: Path, kernels: Collection[str] = ()) -> Record | None:
@@ -283,8 +154,9 @@ def adopt(
         listing = list_local(store_root / FILES)
     with os.scandir(folder) as it:
         names = sorted(e.name for e in it if e.name.endswith(".whl") and not e.name.startswith(".") and e.is_file())
-    todo = [folder / n for n in names if n not in listing]
-    result = adopt_wheels(store_root, todo, kernels, known) if todo else AdoptResult()
+    base = os.fspath(folder)
+    todo = [os.path.join(base, n) for n in names if n not in listing]
+    result = _adopt(store_root, todo, kernels, known) if todo else AdoptResult()
     result.present = [n for n in names if n in listing]
     return result
 
@@ -294,21 +166,29 @@ def adopt_wheels(
     known: dict[str, dict[str, Any]] | None = None, workers: int | None = None,
 ) -> AdoptResult:  # fmt: skip
     """Adopt ``wheels`` in batches, in parallel processes (one per core); ``known``: see ``variant_fields``."""
+    return _adopt(store_root, [os.fspath(w) for w in wheels], kernels, known, workers)
+
+
+def _adopt(
+    store_root: Path, paths: list[str], kernels: Collection[str] = (),
+    known: dict[str, dict[str, Any]] | None = None, workers: int | None = None,
+) -> AdoptResult:  # fmt: skip
     files = store_root / FILES
     files.mkdir(parents=True, exist_ok=True)
+    folder = os.fspath(files)
     result = AdoptResult()
     known = {} if known is None else known
-    batches = [wheels[i : i + BATCH] for i in range(0, len(wheels), BATCH)]
+    batches = [paths[i : i + BATCH] for i in range(0, len(paths), BATCH)]
     workers = workers or min(os.cpu_count() or 1, len(batches))
     if workers <= 1:
-        outcomes = [adopt_batch(files, batch, kernels, known) for batch in batches]
+        outcomes = [_adopt_paths(folder, batch, kernels, known) for batch in batches]
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        if any("+" in w.name for w in wheels):
+        if any("+" in os.path.basename(p) for p in paths):
             variants.parse("torch-cuda")  # load the variant grammar once, before the workers fork
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(pool.map(adopt_batch, [files] * len(batches), batches, [kernels] * len(batches),
+            outcomes = list(pool.map(_adopt_paths, [folder] * len(batches), batches, [kernels] * len(batches),
                                      [known] * len(batches)))  # fmt: skip
     for done, refused, found in outcomes:
         known.update(found)

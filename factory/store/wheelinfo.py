@@ -1,0 +1,278 @@
+"""What adoption reads from one wheel: its file name, METADATA and provenance file, its digest, and its record.
+
+A wheel of up to ``WHOLE`` bytes is read once: the bytes are hashed and the
+zip is read from memory; a bigger one is hashed in chunks and its zip read
+from the file. Nothing is inflated beyond ``MAX_METADATA`` (METADATA) or
+``MAX_PROVENANCE`` bytes (the provenance file). Every refusal is one line that
+names the wheel and the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any
+
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from .. import variants
+from ..errors import Refused, UnknownVariant
+from ..record import PROVENANCE, Record
+
+MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel
+MAX_PROVENANCE = 64 * 1024
+WHOLE = 32 * 1024 * 1024  # wheels up to this size are read into memory once (hashed, then unzipped from there)
+
+
+@dataclass(frozen=True)
+class WheelData:
+    """What was read from one wheel file."""
+
+    sha256: str
+    size: int
+    mtime: float
+    metadata: bytes
+    provenance: bytes | None
+    data: bytes | None  # the whole file, when it was read into memory
+
+
+def parse_name(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag]]:
+    """(project, version, tags) of a wheel file name; Refused if it is not a valid one."""
+    try:
+        project, version, _build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        raise Refused(f"{filename}: not a valid wheel file name ({exc}); rename or remove it") from None
+    return project, version, tags
+
+
+def _read_capped(zf: zipfile.ZipFile, member: str, limit: int, filename: str) -> bytes:
+    """One member's bytes; Refused when it says, or turns out, to be bigger than ``limit``."""
+    too_big = Refused(f"{filename}: {member} inflates to more than {limit} bytes (a zip bomb?); "
+                      "rebuild the wheel with smaller metadata")  # fmt: skip
+    if zf.getinfo(member).file_size > limit:
+        raise too_big
+    with zf.open(member) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise too_big
+    return data
+
+
+def _members(src: str | Path | IO[bytes], filename: str) -> tuple[bytes, bytes | None]:
+    with zipfile.ZipFile(src) as zf:
+        names = [n for n in zf.namelist() if n.count("/") == 1 and ".dist-info/" in n]
+        found = [n for n in names if n.endswith(".dist-info/METADATA")]
+        if len(found) != 1:
+            raise Refused(f"{filename}: expected one .dist-info/METADATA, found {len(found)}; rebuild the wheel")
+        metadata = _read_capped(zf, found[0], MAX_METADATA, filename)
+        prov = found[0].removesuffix("METADATA") + PROVENANCE
+        provenance = _read_capped(zf, prov, MAX_PROVENANCE, filename) if prov in names else None
+        return metadata, provenance
+
+
+def _unreadable(filename: str, exc: BaseException) -> Refused:
+    return Refused(f"{filename}: not a readable zip file ({exc}); rebuild or remove it")
+
+
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError)
+
+
+def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
+    """(METADATA, the provenance file or None) of a wheel, each read with a size cap.
+
+    Refused if there is not exactly one ``.dist-info/METADATA``, or the zip is unreadable.
+    """
+    try:
+        return _members(wheel, wheel.name)
+    except _ZIP_ERRORS as exc:
+        raise _unreadable(wheel.name, exc) from None
+
+
+def read_wheel(path: str, filename: str) -> WheelData:
+    """Digest, size, mtime, METADATA and provenance of the wheel at ``path``, from one read where it is small."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_size <= WHOLE:
+                data: bytes | None = f.read()
+                assert data is not None
+                digest = hashlib.sha256(data).hexdigest()
+                size = len(data)
+                metadata, provenance = _members(io.BytesIO(data), filename)
+            else:
+                data = None
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
+                size = st.st_size
+                f.seek(0)
+                metadata, provenance = _members(f, filename)
+    except _ZIP_ERRORS as exc:
+        raise _unreadable(filename, exc) from None
+    return WheelData(digest, size, st.st_mtime, metadata, provenance, data)
+
+
+def _provenance_variant(provenance: bytes | None) -> str | None:
+    if provenance is None:
+        return None
+    try:
+        data = json.loads(provenance)
+    except (ValueError, RecursionError):
+        return None
+    variant = data.get("variant") if isinstance(data, dict) else None
+    return variant if isinstance(variant, str) else None
+
+
+def variant_fields(
+    wheel_name: str, provenance: bytes | None, known: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Record fields naming the build variant of an adopted wheel; empty when it has no label or an unknown one.
+
+    The provenance file's variant wins when its label is the wheel's; else the label is read back as a variant
+    by the rules built wheels follow. An unknown label prints a warning: the wheel goes in the combined root only.
+    ``known`` (label and platform tags -> fields) is looked up first and filled, for wheels without provenance.
+    """
+    _name, version, _build, tags = parse_wheel_filename(wheel_name)
+    return _variant_fields(wheel_name, version, tags, provenance, known)
+
+
+def _variant_fields(
+    wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
+    known: dict[str, dict[str, Any]] | None,
+) -> dict[str, Any]:  # fmt: skip
+    label = version.local
+    platforms = {t.platform for t in tags}
+    key = f"{label}|{','.join(sorted(platforms))}"
+    if provenance is None and known is not None and label is not None and key in known:
+        fields = known[key]
+        if not fields:
+            _unknown_label(wheel_name, label)
+        return {**fields, "kernel_version": version.public} if fields else {}
+    target: variants.Target | None = None
+    named = _provenance_variant(provenance)
+    if named is not None:
+        try:
+            target = variants.parse(named)
+        except UnknownVariant:
+            target = None
+        if target is not None and target.label != label:
+            target = None
+    if target is None and label is not None:
+        target = variants.for_label(label, platforms)
+    if target is None:
+        if label is not None:
+            _unknown_label(wheel_name, label)
+            if provenance is None and known is not None:
+                known[key] = {}
+        return {}
+    fields = {"label": target.label, "variant": target.variant, "backend": target.backend,
+              "backend_version": target.backend_version, "framework": target.framework,
+              "framework_version": target.framework_version, "os": target.os, "arch": target.arch}  # fmt: skip
+    if provenance is None and known is not None:
+        known[key] = fields
+    return {**fields, "kernel_version": version.public}
+
+
+def _unknown_label(wheel_name: str, label: str) -> None:
+    print(f"warning: {wheel_name}: local label {label!r} is not a build variant's; it is listed in the "
+          "combined index only, not in any variants/<label>/ root", file=sys.stderr)  # fmt: skip
+
+
+# METADATA headers a record needs: header name -> parse_email's key; Requires-Dist may repeat, the others not.
+_ONCE = {"name": "name", "version": "version", "summary": "summary", "requires-python": "requires_python",
+         "license": "license", "license-expression": "license_expression"}  # fmt: skip
+_PLAIN_HEADER = re.compile(rb"[\x21-\x39\x3b-\x7e]+:[\t\x20-\x7e]*")
+
+
+def parse_headers(metadata: bytes) -> dict[str, Any]:
+    """The fields of METADATA a record needs, as ``packaging.metadata.parse_email`` gives them.
+
+    parse_email runs the email parser over the whole file, long description included; here the header block
+    alone is read when every header in it is one line of printable ASCII, and parse_email reads anything else
+    (folded or non-ASCII headers, a repeated field, other line endings), so the result is the same.
+    """
+    end = metadata.find(b"\n\n")
+    head = metadata[:end] if end >= 0 else metadata.removesuffix(b"\n")
+    lines = head.split(b"\n")
+    if all(_PLAIN_HEADER.fullmatch(line) for line in lines):
+        raw: dict[str, Any] = {}
+        requires: list[str] = []
+        for line in lines:
+            name, _, value = line.decode("ascii").partition(":")
+            name = name.lower()
+            if name == "requires-dist":
+                requires.append(value.lstrip(" \t"))
+            elif name in _ONCE:
+                key = _ONCE[name]
+                if key in raw:
+                    break  # a repeated field: parse_email's rules apply
+                raw[key] = value.lstrip(" \t")
+        else:
+            if requires:
+                raw["requires_dist"] = requires
+            return raw
+    from packaging.metadata import parse_email  # loaded only when a wheel needs it
+
+    return dict(parse_email(metadata)[0])
+
+
+@lru_cache(maxsize=4096)
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def record_of(
+    filename: str, parsed: tuple[NormalizedName, Version, frozenset[Tag]], wheel: WheelData,
+    known: dict[str, dict[str, Any]] | None = None,
+) -> Record:  # fmt: skip
+    """The record of an adopted wheel, from its parsed file name and what was read from it; Refused when its
+    METADATA names another project or version."""
+    project, version, tags = parsed
+    raw = parse_headers(wheel.metadata)
+    meta_name = raw.get("name")
+    meta_version = raw.get("version")
+    if not meta_name or canonicalize_name(meta_name) != project:
+        raise Refused(f"{filename}: METADATA Name {meta_name!r} does not match the file name; rebuild the wheel")
+    if meta_version is None or _version(meta_version) != version:
+        raise Refused(
+            f"{filename}: METADATA Version {meta_version!r} does not match the file name "
+            f"(pip refuses such wheels); rebuild the wheel"
+        )
+    return Record(
+        filename=filename,
+        name=meta_name,
+        version=str(version),
+        sha256=wheel.sha256,
+        size=wheel.size,
+        metadata_sha256=hashlib.sha256(wheel.metadata).hexdigest(),
+        requires_python=raw.get("requires_python"),
+        upload_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(wheel.mtime))),
+        summary=raw.get("summary", "") or "",
+        requires_dist=tuple(raw.get("requires_dist", [])),
+        kind="adopted",
+        license=raw.get("license_expression") or raw.get("license") or None,
+        **_variant_fields(filename, version, tags, wheel.provenance, known),
+    )
+
+
+def make_record(
+    wheel: Path, metadata: bytes, provenance: bytes | None = None, known: dict[str, dict[str, Any]] | None = None
+) -> Record:
+    """The record of an adopted wheel, from its file name, METADATA, provenance and file."""
+    from ..atomic import file_digest
+
+    st = wheel.stat()
+    data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)
+    return record_of(wheel.name, parse_name(wheel.name), data, known)
