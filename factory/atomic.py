@@ -79,6 +79,8 @@ class Batch:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
+            if isinstance(exc, OSError) and exc.filename == tmp:  # name the file, not its temporary name
+                exc.filename, exc.filename2 = path, None
             named(exc, path)
             raise
         return st

@@ -91,7 +91,7 @@ class Record:
 
     def to_row(self) -> list[Any]:
         """Every field's value in field order (the catalog's compact form)."""
-        return [getattr(self, name) for name in FIELDS]
+        return list(map(self.__dict__.__getitem__, FIELDS))
 
     @classmethod
     def from_row(cls, row: list[Any]) -> Record:
@@ -121,6 +121,8 @@ def _json_value(value: Any) -> str:
         return "true" if value else "false"
     if kind is int:
         return int.__repr__(value)
+    if kind is dict and not value:
+        return "{}"
     if kind is tuple or kind is list:
         if not value:
             return "[]"

@@ -15,9 +15,9 @@ from each wheel, and the caps on it, are in store/wheelinfo.py.
 Wheels are read and hashed in parallel processes, in batches: a batch links
 its wheels and writes their ``.metadata`` files (each to a temporary name,
 renamed into place), syncs the file system once, then renames the records into
-place and syncs once more (two syncs per batch, not an fsync per file). Each label is mapped to its variant once per run, and
-the mapping is kept in the catalog (loading the variant grammar costs more
-than adopting a wheel).
+place and syncs once more (two syncs per batch, not an fsync per file). Each
+label is mapped to its variant once per run, and the mapping is kept in the
+catalog (loading the variant grammar costs more than adopting a wheel).
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
         os.link(path, dest)  # a whole file under its name at once, or nothing
     except FileExistsError:
         if not os.path.samefile(dest, path) and file_digest(Path(dest)) != record.sha256:
-            raise Refused(f"{filename}: a different file of that name is already in {files}; remove one of them") from None
+            raise Refused(f"{filename}: a different file of that name is already in {files}; "
+                          "remove one of them") from None
     except OSError:  # another file system, or links not allowed: a copy (synced with the batch)
         if wheel.data is not None:
             batch.write(filename, wheel.data)

@@ -137,10 +137,11 @@ class Catalog:
                          json.dumps(record.to_row(), separators=(",", ":"))))  # fmt: skip
         db.execute("BEGIN")
         try:
-            for filename in [*removed, *(r[0] for r in rows)]:  # the projects they were in
-                old = db.execute("SELECT project FROM records WHERE filename=?", (filename,)).fetchone()
-                if old is not None:
-                    touched.add(old[0])
+            listed = [*removed, *(r[0] for r in rows)]
+            for i in range(0, len(listed), 500):  # the projects they were in, 500 names a query
+                chunk = listed[i : i + 500]
+                query = f"SELECT DISTINCT project FROM records WHERE filename IN ({','.join('?' * len(chunk))})"
+                touched.update(project for (project,) in db.execute(query, chunk))
             db.executemany("DELETE FROM records WHERE filename=?", [(f,) for f in removed])
             db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             if self._keys is not None:

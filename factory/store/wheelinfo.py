@@ -14,9 +14,11 @@ import io
 import json
 import os
 import re
+import struct
 import sys
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -81,6 +83,68 @@ def _members(src: str | Path | IO[bytes], filename: str) -> tuple[bytes, bytes |
         return metadata, provenance
 
 
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory record, 22 bytes
+_CENTRAL = struct.Struct("<4s2xHHH4xLLLHHH8xL")  # central directory header, 46 bytes (the fields read here)
+_LOCAL = struct.Struct("<4s22xHH")  # local file header, 30 bytes: its name and extra lengths
+
+
+def _plain_member(data: bytes, entry: tuple[bytes, int, int, int, int, int, int], limit: int) -> bytes | None:
+    """A stored or deflated member's bytes, checked against its size and CRC; None where zipfile must decide."""
+    name, flags, method, crc, csize, usize, offset = entry
+    if flags & 0x61 or method not in (0, 8) or usize > limit or (method == 0 and csize != usize):
+        return None  # encrypted or patched, another method, too big: zipfile refuses it in its words
+    sig, name_len, extra_len = _LOCAL.unpack_from(data, offset) if offset + 30 <= len(data) else (b"", 0, 0)
+    start = offset + 30 + name_len + extra_len
+    if sig != b"PK\x03\x04" or data[offset + 30 : offset + 30 + name_len] != name or start + csize > len(data):
+        return None
+    raw = data[start : start + csize]
+    if method == 0:
+        out = raw
+    else:
+        inflate = zlib.decompressobj(-15)
+        out = inflate.decompress(raw, usize + 1)  # never more than the size it declares (at most ``limit``)
+        if not inflate.eof or inflate.unconsumed_tail:
+            return None
+    return out if len(out) == usize and zlib.crc32(out) == crc else None
+
+
+def _plain_members(data: bytes) -> tuple[bytes, bytes | None] | None:
+    """(METADATA, provenance) of a plain zip in memory (no comment, no zip64, no extra fields, ASCII names,
+    one METADATA, stored or deflated), read without building zipfile's list of every member; None for any
+    other zip, which zipfile reads (and refuses, where it is bad)."""
+    if len(data) < 22:
+        return None
+    sig, disk, cd_disk, _here, count, cd_size, cd_offset, comment = _EOCD.unpack_from(data, len(data) - 22)
+    end = len(data) - 22
+    if sig != b"PK\x05\x06" or disk or cd_disk or comment or cd_offset + cd_size != end:
+        return None
+    pos = cd_offset
+    found: dict[bytes, tuple[bytes, int, int, int, int, int, int]] = {}  # .dist-info/ members by name
+    for _ in range(count):
+        if pos + 46 > end:
+            return None
+        sig, needed, flags, method, crc, csize, usize, name_len, extra_len, comment_len, offset = (
+            _CENTRAL.unpack_from(data, pos))  # fmt: skip
+        name = data[pos + 46 : pos + 46 + name_len]
+        pos += 46 + name_len
+        if (sig != b"PK\x01\x02" or needed > 63 or extra_len or comment_len or not name.isascii() or b"\0" in name
+                or 0xFFFFFFFF in (csize, usize, offset)):  # fmt: skip
+            return None
+        if name.count(b"/") == 1 and b".dist-info/" in name:
+            if name in found:
+                return None
+            found[name] = (name, flags, method, crc, csize, usize, offset)
+    metadata = [n for n in found if n.endswith(b".dist-info/METADATA")]
+    if pos != end or len(metadata) != 1:
+        return None
+    meta = _plain_member(data, found[metadata[0]], MAX_METADATA)
+    prov = found.get(metadata[0].removesuffix(b"METADATA") + PROVENANCE.encode())
+    provenance = _plain_member(data, prov, MAX_PROVENANCE) if prov is not None else None
+    if meta is None or (prov is not None and provenance is None):
+        return None
+    return meta, provenance
+
+
 def _unreadable(filename: str, exc: BaseException) -> Refused:
     return Refused(f"{filename}: not a readable zip file ({exc}); rebuild or remove it")
 
@@ -109,10 +173,13 @@ def read_wheel(path: str, filename: str) -> WheelData:
                 assert data is not None
                 digest = hashlib.sha256(data).hexdigest()
                 size = len(data)
-                metadata, provenance = _members(io.BytesIO(data), filename)
+                metadata, provenance = _plain_members(data) or _members(io.BytesIO(data), filename)
             else:
                 data = None
-                digest = hashlib.file_digest(f, "sha256").hexdigest()
+                h = hashlib.sha256()
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+                digest = h.hexdigest()
                 size = st.st_size
                 f.seek(0)
                 metadata, provenance = _members(f, filename)

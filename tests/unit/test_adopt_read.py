@@ -1,0 +1,169 @@
+"""Adoption's fast paths give what the libraries give: METADATA headers as packaging's parse_email reads them,
+a wheel's members as zipfile reads them, and batch writes that are whole or absent (no network, no processes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import struct
+import warnings
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kernel_factory.atomic import Batch
+from kernel_factory.errors import Refused
+from kernel_factory.store import wheelinfo
+from kernel_factory.store.catalog import record_key
+from packaging.metadata import parse_email
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FIELDS = ("name", "version", "summary", "requires_python", "requires_dist", "license", "license_expression")
+
+
+def expected(metadata: bytes) -> dict[str, object]:
+    raw = parse_email(metadata)[0]
+    return {k: v for k, v in raw.items() if k in FIELDS}
+
+
+def got(metadata: bytes) -> dict[str, object]:
+    return {k: v for k, v in wheelinfo.parse_headers(metadata).items() if k in FIELDS}
+
+
+HEADER_NAMES = st.sampled_from(["Name", "name", "VERSION", "Version", "Summary", "Requires-Python", "Requires-Dist",
+                                "License", "License-Expression", "Metadata-Version", "Description", "From", "X y"])
+VALUES = st.text(alphabet=st.sampled_from(list(" \t:=?abc-_.;<>é\r\x0b\x1c")), max_size=12)
+LINE_ENDS = st.sampled_from(["\n", "\n", "\n", "\r\n", "\r", "\n "])
+
+
+@SETTINGS
+@given(st.lists(st.tuples(HEADER_NAMES, VALUES, LINE_ENDS), max_size=8), st.sampled_from(["", "\n", "\nbody\n\nmore"]))
+def test_headers_as_parse_email_reads_them(headers: list[tuple[str, str, str]], body: str) -> None:
+    text = "".join(f"{n}: {v}{end}" for n, v, end in headers) + body
+    for encoding in ("utf-8", "latin-1"):
+        data = text.encode(encoding)
+        assert got(data) == expected(data)
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        b"Metadata-Version: 2.1\nName: a\nVersion: 1.0\nSummary: x  \nRequires-Dist: b\nRequires-Dist: c>1\n\nbody",
+        b"Name: a\nName: a\nVersion: 1.0\n",  # a repeated field
+        b"Name: a\nLicense: MIT\n  and more\nVersion: 1\n\n",  # a folded header
+        b"Name: a\r\nVersion: 1\r\n\r\n",
+        "Name: a\nSummary: caf\u00e9\nVersion: 1\n".encode(),
+        b"Name:a\nVersion:\t1.0\nLicense-Expression: MIT\n",
+        b"\nName: a\n",
+        b"",
+    ],
+)
+def test_headers_examples(metadata: bytes) -> None:
+    assert got(metadata) == expected(metadata)
+
+
+META = b"Metadata-Version: 2.1\nName: a\nVersion: 1.0\n\n"
+PROV = b'{"variant": "torch-universal"}'
+
+
+def wheel_bytes(entries: list[tuple[str, bytes]], method: int = zipfile.ZIP_DEFLATED, comment: bytes = b"",
+                extra: bytes = b"") -> bytes:  # fmt: skip
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as zf:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, (2026, 1, 2, 3, 4, 6))
+            info.compress_type = method
+            info.extra = extra
+            zf.writestr(info, data)
+        zf.comment = comment
+    return buf.getvalue()
+
+
+BASE = [("a/__init__.py", b"x = 1\n" * 50), ("a-1.0.dist-info/METADATA", META)]
+WHEELS = {
+    "stored": wheel_bytes(BASE, zipfile.ZIP_STORED),
+    "deflated": wheel_bytes(BASE),
+    "provenance": wheel_bytes([*BASE, ("a-1.0.dist-info/kernel_factory.json", PROV)]),
+    "comment": wheel_bytes(BASE, comment=b"hi"),
+    "extra field": wheel_bytes(BASE, extra=b"\xfe\xca\x00\x00"),
+    "bzip2": wheel_bytes(BASE, zipfile.ZIP_BZIP2),
+    "two METADATA": wheel_bytes([*BASE, ("b-1.0.dist-info/METADATA", META)]),
+    "nested METADATA": wheel_bytes([BASE[0], ("x/a-1.0.dist-info/METADATA", META)]),
+    "non-ASCII name": wheel_bytes([*BASE, ("a-1.0.dist-info/\u00e9", b"")]),
+}
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # zipfile warns of the duplicate name it writes
+    WHEELS["duplicate"] = wheel_bytes([*BASE, ("a-1.0.dist-info/METADATA", META + b"x")])
+
+
+def both(data: bytes) -> tuple[object, object]:
+    """(what the fast path gives, what zipfile gives): a result, None (fast path left it to zipfile), or an error."""
+    fast = wheelinfo._plain_members(data)
+    try:
+        slow: object = wheelinfo._members(io.BytesIO(data), "a-1.0-py3-none-any.whl")
+    except (Refused, zipfile.BadZipFile, EOFError, ValueError) as exc:
+        slow = type(exc)
+    return fast, slow
+
+
+@pytest.mark.parametrize("kind", sorted(WHEELS))
+def test_members_as_zipfile_reads_them(kind: str) -> None:
+    fast, slow = both(WHEELS[kind])
+    plain = kind in ("stored", "deflated", "provenance")
+    assert (fast == slow) if plain else (fast is None)
+    if kind == "provenance":
+        assert fast == (META, PROV)
+
+
+def test_damaged_members_are_left_to_zipfile() -> None:
+    data = bytearray(WHEELS["stored"])
+    at = bytes(data).index(META)
+    data[at + 5] ^= 1  # the CRC no longer matches
+    fast, slow = both(bytes(data))
+    assert fast is None and slow is zipfile.BadZipFile
+    assert both(WHEELS["deflated"][:-30]) == (None, zipfile.BadZipFile)
+
+
+def test_a_bomb_is_not_inflated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A METADATA that says, or turns out, to be bigger than the cap: refused, never inflated past it."""
+    monkeypatch.setattr(wheelinfo, "MAX_METADATA", 1000)
+    big = wheel_bytes([("a-1.0.dist-info/METADATA", META + b"x" * 5000)])
+    assert wheelinfo._plain_members(big) is None
+    with pytest.raises(Refused, match="inflates to more than 1000 bytes"):
+        wheelinfo._members(io.BytesIO(big), "a-1.0-py3-none-any.whl")
+    # The central directory lies: it says 100 bytes, the stream holds 5,000.
+    lying = bytearray(big)
+    cd = bytes(lying).rindex(b"PK\x01\x02")
+    lying[cd + 24 : cd + 28] = struct.pack("<L", 100)
+    assert both(bytes(lying)) == (None, zipfile.BadZipFile)  # zipfile stops at 100 bytes, and the CRC fails
+
+
+def test_read_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "a-1.0-py3-none-any.whl"
+    path.write_bytes(WHEELS["provenance"])
+    read = wheelinfo.read_wheel(str(path), path.name)
+    assert (read.metadata, read.provenance, read.data) == (META, PROV, path.read_bytes())
+    assert (read.size, read.sha256) == (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+    monkeypatch.setattr(wheelinfo, "WHOLE", 100)  # a big wheel: hashed in chunks, its zip read from the file
+    assert wheelinfo.read_wheel(str(path), path.name) == dataclasses.replace(read, data=None)
+    path.write_bytes(b"not a zip")
+    with pytest.raises(Refused, match="not a readable zip file"):
+        wheelinfo.read_wheel(str(path), path.name)
+
+
+def test_batch_writes(tmp_path: Path) -> None:
+    batch = Batch(tmp_path)
+    st = batch.write("a.json", b"one")
+    assert (tmp_path / "a.json").read_bytes() == b"one" and record_key(st) == record_key((tmp_path / "a.json").stat())
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+    batch.write("a.json", b"two")
+    assert (tmp_path / "a.json").read_bytes() == b"two"
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(OSError) as caught:
+        batch.write("dir", b"x")  # a folder is in the way: the write fails and names the path
+    assert caught.value.filename is not None and caught.value.filename.endswith("dir")
+    assert sorted(os.listdir(tmp_path)) == ["a.json", "dir"]  # no temporary file left behind
