@@ -50,12 +50,31 @@ class WheelData:
 
 
 def parse_name(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag]]:
-    """(project, version, tags) of a wheel file name; Refused if it is not a valid one."""
+    """(project, version, tags) of a wheel file name; Refused if it is not a valid one.
+
+    packaging parses the project part and the rest (version, build, tags) apart, each once per run: wheels
+    share their projects, and versions and tags repeat across projects.
+    """
+    name_part, _, rest = filename.partition("-")
     try:
-        project, version, _build, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename as exc:
-        raise Refused(f"{filename}: not a valid wheel file name ({exc}); rename or remove it") from None
-    return project, version, tags
+        return _project(name_part), *_rest(rest)
+    except InvalidWheelFilename:
+        try:
+            parse_wheel_filename(filename)  # the error that names this file
+        except InvalidWheelFilename as exc:
+            raise Refused(f"{filename}: not a valid wheel file name ({exc}); rename or remove it") from None
+        raise  # pragma: no cover - each part is valid where the whole name is
+
+
+@lru_cache(maxsize=4096)
+def _project(name_part: str) -> NormalizedName:
+    return parse_wheel_filename(f"{name_part}-0-py3-none-any.whl")[0]
+
+
+@lru_cache(maxsize=4096)
+def _rest(rest: str) -> tuple[Version, frozenset[Tag]]:
+    _name, version, _build, tags = parse_wheel_filename(f"x-{rest}")
+    return version, tags
 
 
 def _read_capped(zf: zipfile.ZipFile, member: str, limit: int, filename: str) -> bytes:
