@@ -20,6 +20,7 @@ from kernel_factory.errors import Refused
 from kernel_factory.store import wheelinfo
 from kernel_factory.store.catalog import record_key
 from packaging.metadata import parse_email
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FIELDS = ("name", "version", "summary", "requires_python", "requires_dist", "license", "license_expression")
@@ -167,3 +168,27 @@ def test_batch_writes(tmp_path: Path) -> None:
         batch.write("dir", b"x")  # a folder is in the way: the write fails and names the path
     assert caught.value.filename is not None and caught.value.filename.endswith("dir")
     assert sorted(os.listdir(tmp_path)) == ["a.json", "dir"]  # no temporary file left behind
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(["a", "B", "_", "__", ".", "1", "0", "+x", "-", "-", "py3", "none", "any", "cp39",
+                                 "abi3", "linux_x86_64", "!", "é"]), max_size=14), st.sampled_from([".whl", ".zip"]))
+def test_wheel_names_as_packaging_reads_them(parts: list[str], ext: str) -> None:
+    check_name("".join(parts) + ext)
+
+
+def check_name(name: str) -> None:
+    try:
+        project, version, _build, tags = parse_wheel_filename(name)
+    except InvalidWheelFilename as exc:
+        with pytest.raises(Refused) as caught:
+            wheelinfo.parse_name(name)
+        assert str(caught.value) == f"{name}: not a valid wheel file name ({exc}); rename or remove it"
+        return
+    assert wheelinfo.parse_name(name) == (project, version, tags)
+
+
+@pytest.mark.parametrize("name", ["a-1.0-py3-none-any.whl", "A.b_c-1.0+x-1abc-py3.py2-none-any.whl", "a.whl",
+                                  "a-1.0-py3-none-any-x.whl", "-1.0-py3-none-any.whl", "a__b-1.0-py3-none-any.whl"])
+def test_wheel_names_examples(name: str) -> None:
+    check_name(name)
