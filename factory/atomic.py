@@ -66,9 +66,11 @@ class Batch:
             raise
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                done = os.write(fd, data)
+                if done < len(data):  # a short write: write on
+                    view = memoryview(data)[done:]
+                    while view:
+                        view = view[os.write(fd, view) :]
                 os.fchmod(fd, 0o644)
                 st = os.fstat(fd)
             finally:

@@ -38,6 +38,7 @@ TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file 
 FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 _PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")  # a normalised project name: safe as a folder name
 SCHEMA = "2:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
+_row_json = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(row, separators=...), one encoder
 
 _TABLES = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -134,7 +135,7 @@ class Catalog:
             touched.add(project)
             rows.append((record.filename, project, key, record.label, record.backend,
                          int(record.framework == "torch-noarch"),
-                         json.dumps(record.to_row(), separators=(",", ":"))))  # fmt: skip
+                         _row_json(record.to_row())))  # fmt: skip
         db.execute("BEGIN")
         try:
             listed = [*removed, *(r[0] for r in rows)]

@@ -185,26 +185,29 @@ def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
 def read_wheel(path: str, filename: str) -> WheelData:
     """Digest, size, mtime, METADATA and provenance of the wheel at ``path``, from one read where it is small."""
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            if st.st_size <= WHOLE:
-                data: bytes | None = f.read()
-                assert data is not None
-                digest = hashlib.sha256(data).hexdigest()
-                size = len(data)
-                metadata, provenance = _plain_members(data) or _members(io.BytesIO(data), filename)
-            else:
-                data = None
-                h = hashlib.sha256()
-                while chunk := f.read(1 << 20):
-                    h.update(chunk)
-                digest = h.hexdigest()
-                size = st.st_size
-                f.seek(0)
-                metadata, provenance = _members(f, filename)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if st.st_size > WHOLE:
+                with open(fd, "rb", closefd=False) as f:
+                    h = hashlib.sha256()
+                    while chunk := f.read(1 << 20):
+                        h.update(chunk)
+                    f.seek(0)
+                    metadata, provenance = _members(f, filename)
+                return WheelData(h.hexdigest(), st.st_size, st.st_mtime, metadata, provenance, None)
+            data = os.read(fd, st.st_size + 1)
+            if len(data) != st.st_size:  # a short read, or the file changed: read on to its end
+                parts = [data]
+                while chunk := os.read(fd, 1 << 20):
+                    parts.append(chunk)
+                data = b"".join(parts)
+        finally:
+            os.close(fd)
+        metadata, provenance = _plain_members(data) or _members(io.BytesIO(data), filename)
     except _ZIP_ERRORS as exc:
         raise _unreadable(filename, exc) from None
-    return WheelData(digest, size, st.st_mtime, metadata, provenance, data)
+    return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data)
 
 
 def _provenance_variant(provenance: bytes | None) -> str | None:
