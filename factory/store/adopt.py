@@ -35,14 +35,12 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from .. import variants
-from ..atomic import Batch, copy_file, file_digest, write_bytes
+from ..atomic import Batch, copy_file, file_digest, link_or_copy, write_bytes
 from ..errors import Refused
 from ..record import FILES, Record
 from . import check as record_check
-from .wheelinfo import MAX_METADATA, MAX_PROVENANCE, make_record, parse_name, read_wheel, read_wheel_info, record_of
+from .wheelinfo import make_record, parse_name, read_wheel, read_wheel_info, record_of
 
-__all__ = ["MAX_METADATA", "MAX_PROVENANCE", "AdoptResult", "adopt", "adopt_batch", "adopt_one", "adopt_wheels",
-           "repair", "repair_store"]  # fmt: skip
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
 
 
@@ -88,9 +86,14 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
     try:
         os.link(path, dest)  # a whole file under its name at once, or nothing
     except FileExistsError:
-        if not os.path.samefile(dest, path) and file_digest(Path(dest)) != record.sha256:
-            raise Refused(f"{filename}: a different file of that name is already in {files}; "
-                          "remove one of them") from None
+        try:
+            same = os.path.samefile(dest, path) or file_digest(Path(dest)) == record.sha256
+        except FileNotFoundError:  # a dangling symbolic link of that name, or gone since: the wheel goes there
+            link_or_copy(Path(path), Path(dest))
+        else:
+            if not same:
+                raise Refused(f"{filename}: a different file of that name is already in {files}; "
+                              "remove one of them") from None
     except OSError:  # another file system, or links not allowed: a copy (synced with the batch)
         if wheel.data is not None:
             batch.write(filename, wheel.data)

@@ -4,6 +4,7 @@ a wheel's members as zipfile reads them, and batch writes that are whole or abse
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import io
 import os
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from kernel_factory.atomic import Batch
 from kernel_factory.errors import Refused
 from kernel_factory.store import wheelinfo
+from kernel_factory.store.adopt import adopt_batch
 from kernel_factory.store.catalog import record_key
 from packaging.metadata import parse_email
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -192,3 +194,36 @@ def check_name(name: str) -> None:
                                   "a-1.0-py3-none-any-x.whl", "-1.0-py3-none-any.whl", "a__b-1.0-py3-none-any.whl"])
 def test_wheel_names_examples(name: str) -> None:
     check_name(name)
+
+
+def _one_wheel(tmp_path: Path) -> tuple[Path, Path]:
+    from index_synth import make_wheel
+
+    wheel = make_wheel(tmp_path / "in", "kernel-a", "1.0+torch27cu128cxx11", "py3-none-linux_x86_64")[0]
+    files = tmp_path / "store" / "files"
+    files.mkdir(parents=True)
+    return wheel, files
+
+
+def test_a_dangling_link_of_the_name_is_replaced(tmp_path: Path) -> None:
+    wheel, files = _one_wheel(tmp_path)
+    (files / wheel.name).symlink_to(tmp_path / "gone.whl")
+    done, refused, _ = adopt_batch(files, [wheel])
+    assert refused == [] and [r.filename for _, r in done] == [wheel.name]
+    assert os.path.samefile(files / wheel.name, wheel) and not (files / wheel.name).is_symlink()
+
+
+def test_wheel_copied_where_it_cannot_be_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another file system (no hard links there): the bytes that were hashed are written, whole, in its place."""
+    wheel, files = _one_wheel(tmp_path)
+
+    def no_link(src: object, dest: object, **kw: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_link)
+    done, refused, _ = adopt_batch(files, [wheel])
+    record = done[0][1]
+    copy = files / wheel.name
+    assert refused == [] and copy.read_bytes() == wheel.read_bytes() and not os.path.samefile(copy, wheel)
+    assert record.sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
+    assert sorted(p.name for p in files.iterdir()) == [wheel.name, f"{wheel.name}.json", f"{wheel.name}.metadata"]
