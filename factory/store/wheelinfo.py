@@ -5,6 +5,13 @@ zip is read from memory; a bigger one is hashed in chunks and its zip read
 from the file. Nothing is inflated beyond ``MAX_METADATA`` (METADATA) or
 ``MAX_PROVENANCE`` bytes (the provenance file). Every refusal is one line that
 names the wheel and the fix.
+
+Two fast paths give what the libraries give, and hand them everything else: a
+plain zip (no comment, zip64 or extra fields, ASCII names, stored or deflated
+members whose size and CRC-32 are as declared) has its two members read
+straight from its central directory, any other by ``zipfile``; plain one-line
+ASCII METADATA headers are read directly, any other by packaging's
+``parse_email``. tests/unit/test_adopt_read.py holds both to the libraries.
 """
 
 from __future__ import annotations
