@@ -69,19 +69,20 @@ def adopt_folder(
     snap = _snapshot(catalog, folder) if listing is None else None
     if snap is not None and state is not None and snap[0] == state:
         return FolderRun(AdoptResult(present=snap[1].split("\n") if snap[1] else []), state, unchanged=True)
-    entries = set(os.listdir(folder))
-    if snap is not None:
+    if snap is not None:  # a few names are new: only they are looked at
+        entries = set(os.listdir(folder))
         before = set(snap[1].split("\n")) if snap[1] else set()
         fresh = [n for n in entries - before if n.endswith(".whl") and not n.startswith(".")]
         held = _holds(catalog, listing, len(fresh))
         present = list(entries & before) + [n for n in fresh if held(n)]
-    else:
-        names = [n for n in entries if n.endswith(".whl") and not n.startswith(".")]
-        held = _holds(catalog, listing, len(names))
-        present = [n for n in names if held(n)]
-        fresh = names
+        fresh = [n for n in fresh if os.path.isfile(os.path.join(folder, n))]
+    else:  # the entries' types come with the listing: no stat per wheel
+        with os.scandir(folder) as it:
+            fresh = [e.name for e in it if e.name.endswith(".whl") and not e.name.startswith(".") and e.is_file()]
+        held = _holds(catalog, listing, len(fresh))
+        present = [n for n in fresh if held(n)]
     have = set(present)
-    todo = sorted(n for n in fresh if n not in have and (folder / n).is_file())
+    todo = sorted(n for n in fresh if n not in have)
     refuse: set[str] = set()
     if todo and not allow_kernel_names:
         from packaging.utils import canonicalize_name

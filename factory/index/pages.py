@@ -136,9 +136,10 @@ def _dumps(data: object) -> bytes:
     return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
-def simple_json(project: str, records: list[Record], depth: int) -> bytes:
-    """PEP 691 JSON of one project (PEP 700 fields included)."""
-    versions = sorted({r.version for r in records}, key=version_key)
+def simple_json(project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None) -> bytes:
+    """PEP 691 JSON of one project (PEP 700 fields included); ``order``: each version's rank, when known."""
+    found = {r.version for r in records}
+    versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
     files = [_file_json(r, depth) for r in records]
     return _dumps({"meta": {"api-version": API_VERSION}, "name": project, "files": files, "versions": versions})
 
@@ -174,10 +175,11 @@ def project_pages(
     """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary)."""
     pages: dict[str, bytes] = {}
     groups = project_groups(records, labels)
+    order = {v: i for i, v in enumerate(sorted({r.version for r in records}, key=version_key))}  # sorted once
     for label, recs in groups.items():
         prefix, depth = group_prefix(label), group_depth(label) + 1
         pages[f"{prefix}/{project}/index.html"] = simple_html(env, project, recs, depth)
-        pages[f"{prefix}/{project}/index.json"] = simple_json(project, recs, depth)
+        pages[f"{prefix}/{project}/index.json"] = simple_json(project, recs, depth, order)
     context = project_context(project, records, base_url)
     pages[f"projects/{project}/index.html"] = env.get_template("kernel.html").render(**context).encode()
     return pages, [label for label in groups if label is not None], project_summary(project, records)

@@ -34,7 +34,6 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from .. import variants
 from ..atomic import Batch, copy_file, file_digest, link_or_copy, write_bytes
 from ..errors import Refused
 from ..record import FILES, Record
@@ -189,8 +188,8 @@ def _adopt(
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        if any("+" in os.path.basename(p) for p in paths):
-            variants.parse("torch-cuda")  # load the variant grammar once, before the workers fork
+        # each worker loads the variant grammar (kernels) itself, when it meets its first label: in parallel,
+        # instead of once before the fork while every core waits
         with ProcessPoolExecutor(max_workers=workers) as pool:
             outcomes = list(pool.map(_adopt_paths, [folder] * len(batches), batches, [kernels] * len(batches),
                                      [known] * len(batches)))  # fmt: skip
