@@ -245,7 +245,7 @@ def build_index(
     if state is not None and state.get("fingerprint") == fp and state.get("generation") == generation:
         known = int(state.get("pages", 0))
         return IndexResult(known, 0, known, 0)
-    env = environment(templates)
+    env = _environment(templates)  # compiled once; the render workers fork with it
     labels = catalog.label_backends()
     incremental = (
         state is not None and state.get("fingerprint") == fp and state.get("labels") == labels
@@ -289,6 +289,16 @@ def build_index(
     return IndexResult(count, writer.written, count - writer.written, writer.removed)
 
 
+_ENVIRONMENTS: dict[Path | None, jinja2.Environment] = {}
+
+
+def _environment(templates: Path | None) -> jinja2.Environment:
+    """One environment per process (and the render workers fork with it): templates compiled once."""
+    if templates not in _ENVIRONMENTS:
+        _ENVIRONMENTS[templates] = environment(templates)
+    return _ENVIRONMENTS[templates]
+
+
 def _render_chunk(
     out: Path, catalog_path: str, names: list[str], templates: Path | None, base_url: str,
     labels: dict[str, str | None],
@@ -296,7 +306,7 @@ def _render_chunk(
     """Render the pages of ``names`` (a worker of a full build); (pages written, their state entries)."""
     catalog = Catalog(catalog_path)
     try:
-        env = environment(templates)
+        env = _environment(templates)
         writer = _Writer(out)
         entries: dict[str, Any] = {}
         for name, records in catalog.projects(names):
@@ -315,6 +325,9 @@ def _render_parallel(
     """Render every project's pages in ``workers`` processes reading the catalog file; pages written."""
     from concurrent.futures import ProcessPoolExecutor
 
+    env = _environment(templates)
+    for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
+        env.get_template(name)
     names = catalog.project_names()
     chunks = [names[i :: workers * 4] for i in range(workers * 4) if names[i :: workers * 4]]
     written = 0
