@@ -253,6 +253,7 @@ def build_index(
     )  # fmt: skip
     shown: dict[str, Any] | None = state["projects"] if incremental and state is not None else None
     projects: dict[str, Any] = dict(shown) if shown is not None else {}
+    had_pages = any((out / top).exists() for top in PAGE_DIRS)
     writer = _Writer(out)
     seen: set[str] = set()
     wanted = set(touched) if incremental else None
@@ -280,7 +281,7 @@ def build_index(
     keep = {"index.html", *root_paths}
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
-    if not incremental:
+    if not incremental and had_pages:  # an index root that held no pages has none to remove
         writer.removed += remove_stale(out, keep)
     count = len(keep)
     new_state = {"schema": STATE_SCHEMA, "fingerprint": fp, "generation": generation, "labels": labels,

@@ -88,7 +88,8 @@ def adopt_folder(
         from packaging.utils import canonicalize_name
 
         refuse = set(kernels) | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
-    result = adopt_wheels(root, [folder / n for n in todo], refuse, known) if todo else AdoptResult()
+    where = os.fspath(folder)
+    result = adopt_wheels(root, [os.path.join(where, n) for n in todo], refuse, known) if todo else AdoptResult()
     result.present = present
     return FolderRun(result, state)
 

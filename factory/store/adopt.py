@@ -26,7 +26,7 @@ import json
 import os
 import sys
 import zipfile
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -165,7 +165,7 @@ def adopt(
 
 
 def adopt_wheels(
-    store_root: Path, wheels: list[Path], kernels: Collection[str] = (),
+    store_root: Path, wheels: Sequence[str | Path], kernels: Collection[str] = (),
     known: dict[str, dict[str, Any]] | None = None, workers: int | None = None,
 ) -> AdoptResult:  # fmt: skip
     """Adopt ``wheels`` in batches, in parallel processes (one per core); ``known``: see ``variant_fields``."""
