@@ -35,10 +35,7 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _discard(tmp)
         named(exc, path)
         raise
 
@@ -77,15 +74,20 @@ class Batch:
                 os.close(fd)
             os.replace(tmp, path)
         except BaseException as exc:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+            _discard(tmp)
             if isinstance(exc, OSError) and exc.filename == tmp:  # name the file, not its temporary name
                 exc.filename, exc.filename2 = path, None
             named(exc, path)
             raise
         return st
+
+
+def _discard(tmp: str) -> None:
+    """Remove the temporary file of a failed write, if it is there."""
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
 
 
 def named(exc: BaseException, path: Path | str) -> None:

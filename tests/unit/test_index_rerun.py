@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -52,12 +53,9 @@ def test_folder_state_waits_out_a_fresh_change(tmp_path: Path) -> None:
 
 def test_unchanged_files_folder_is_not_listed(store: Path) -> None:
     assert run(store)[0] == []
-    catalog = local_catalog(store)
-    try:
+    with closing(local_catalog(store)) as catalog:
         assert catalog.meta(FILES_STATE) == folder_state(store / FILES)
         assert refresh(catalog, store / FILES) == (None, set())  # nothing listed, nothing touched
-    finally:
-        catalog.close()
 
 
 def test_a_record_renamed_over_is_read_again(store: Path) -> None:
@@ -67,13 +65,10 @@ def test_a_record_renamed_over_is_read_again(store: Path) -> None:
     assert data != record.read_bytes()
     write_bytes(record, data)  # how every writer replaces a record
     age(store / FILES)
-    catalog = local_catalog(store)
-    try:
+    with closing(local_catalog(store)) as catalog:
         listing, touched = refresh(catalog, store / FILES)
         assert listing is not None and touched == {"img2grey"}
         assert any(r.summary == "renamed over" for r in catalog.records())
-    finally:
-        catalog.close()
 
 
 def test_an_edit_in_place_is_read_on_rescan(store: Path) -> None:
@@ -83,13 +78,10 @@ def test_an_edit_in_place_is_read_on_rescan(store: Path) -> None:
     with open(record, "r+b") as f:  # same inode, same folder entries: files/ keeps its stat
         f.write(data)
         f.truncate()
-    catalog = Catalog(store / FILES / ".catalog.sqlite")
-    try:
+    with closing(Catalog(store / FILES / ".catalog.sqlite")) as catalog:
         assert refresh(catalog, store / FILES)[0] is None
         assert refresh(catalog, store / FILES, rescan=True)[1] == {"img2grey"}
         assert any(r.summary == "edited in place" for r in catalog.records())
-    finally:
-        catalog.close()
 
 
 def test_a_damaged_record_is_named_on_every_run(store: Path) -> None:
