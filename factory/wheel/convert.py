@@ -241,6 +241,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         dest = out_dir / filename
         if not result.graft:
             ww.finish(dist_info, dest)
+            sha = ww.sha256  # hashed as it was written
         else:
             staging = Path(_mkdtemp(out_dir))
             try:
@@ -250,7 +251,8 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
                 os.replace(repaired, dest)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-    sha, size = file_digest(dest), dest.stat().st_size
+            sha = file_digest(dest)  # auditwheel wrote this one
+    size = dest.stat().st_size
     record = Record(
         filename=filename, name=name, version=version, sha256=sha, size=size,
         metadata_sha256=hashlib.sha256(metadata).hexdigest(), requires_python=wheel.REQUIRES_PYTHON,

@@ -202,11 +202,13 @@ class WheelWriter:
         self.fp = os.fdopen(fd, "w+b")
         self.zw = ZipWriter(self.fp, zip_date_time(commit_time))
         self.rows: list[tuple[str, str, str]] = []
+        self.sha256 = ""  # the finished wheel's hex sha256, set by finish
 
     def __enter__(self) -> WheelWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.zw.stop_hashing()
         if not self.fp.closed:
             self.fp.close()
         self.tmp.unlink(missing_ok=True)
@@ -224,13 +226,15 @@ class WheelWriter:
         return digest
 
     def finish(self, dist_info: str, dest: Path) -> None:
-        """Write RECORD and the central directory, then move the file to ``dest`` atomically."""
+        """Write RECORD and the central directory, then move the file to ``dest`` atomically; ``sha256`` is
+        then the file's digest."""
         start = time.perf_counter()
         record_name = f"{dist_info}/RECORD"
         buf = io.StringIO()
         csv.writer(buf, lineterminator="\n").writerows([*self.rows, (record_name, "", "")])
         self.zw.add_bytes(record_name, buf.getvalue().encode("utf-8"))
         self.zw.close()
+        self.sha256 = self.zw.sha256()
         self.fp.flush()
         os.fsync(self.fp.fileno())
         self.fp.close()

@@ -4,22 +4,26 @@ Entries are read once, in 1 MB chunks: hashed (sha256 for RECORD, and the
 caller's own hash for a digest check) and deflated while they are written, so
 memory does not grow with file size. A large entry is first classified from
 16 probes spread over it: stored (incompressible), mostly CUDA fatbins (every
-chunk deflated with isal, which matches zlib's size on them at many times the
-speed) or machine code (zlib-ng for the match-rich chunks, isal for the rest);
-each chunk's own first 64 KB picks its level, and a chunk that does not shrink
-is stored. The choice is a function of the input alone. Chunks are deflated
-independently on a thread per core and joined at sync-flush boundaries, which
-any inflater reads as one stream. Local headers are patched in place once an
-entry's CRC and sizes are known (the output must be seekable), so no data
-descriptors are written; zip64 extras only where a size or offset needs them.
-Fixed timestamps and permissions: the same input gives the same bytes.
+chunk deflated with isal level 2, which matches zlib's size on them at many
+times the speed; no chunk is probed) or machine code (each chunk's own first
+64 KB picks zlib-ng for the match-rich chunks, isal for the rest); a chunk
+that does not shrink is stored. The choice is a function of the input alone.
+Chunks are deflated independently on a thread per core, each primed with the
+previous chunk's last 32 KB (deflate's window, so no match is lost at a chunk
+boundary), and joined at sync-flush boundaries, which any inflater reads as
+one stream. Local headers are patched in place once an entry's CRC and sizes
+are known (the output must be seekable), so no data descriptors are written;
+zip64 extras only where a size or offset needs them. Fixed timestamps and
+permissions: the same input gives the same bytes.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import struct
+import sys
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,8 +37,8 @@ from . import stages
 
 CHUNK = 1 << 20
 # zlib-ng level 5 for machine code: on libtorch_cpu.so 1.03x the size of zlib level 6 at 3x its speed
-# (level 4: 1.05x). isal for the rest: on libcublasLt.so.13 (CUDA fatbins) level 3 is within 1.5% of
-# zlib 6 at 7x its speed. See docs/convert.md and scripts/bench_convert.py.
+# (level 4: 1.05x). isal for the rest: on libcublasLt.so.13 (CUDA fatbins) level 2 is within 1.5% of
+# zlib 6 at 8x its speed. See docs/convert.md and scripts/bench_convert.py.
 LEVEL = 5
 # Store an entry (small files) when deflating it saves less than this fraction.
 MIN_SAVING = 0.02
@@ -42,12 +46,16 @@ PROBE = 64 << 10  # bytes of a chunk deflated with isal (level 3) to choose how 
 SAMPLES = 16  # probes spread over a large entry to classify it before it is streamed
 ISAL_LEVEL = 3
 ISAL_FAST_LEVEL = 2  # nearly incompressible chunks: about level 3's size at twice its speed
-FATBIN_LEVEL = 1  # the chunks of a mostly-fatbin entry: on libcublasLt.so.13 within 1% of zlib 6, 1.7x level 3's speed
+# every chunk of a mostly-fatbin entry, unprobed: on libcublasLt.so.13's fatbins level 2 is smaller than
+# level 1 (1.013x zlib 6 against 1.015x) and as fast, about 1.8x level 3's speed
+FATBIN_LEVEL = 2
+WINDOW = 32 << 10  # deflate's window: each chunk is primed with the previous chunk's last 32 KB
 CODE_BELOW = 0.55  # probe ratio up to which a chunk is machine code, where zlib-ng's longer matches pay
 FAST_ABOVE = 0.9  # probe ratio above which a chunk is nearly incompressible
 FATBIN_ENTRY = 0.6  # mean probe ratio above which an entry is mostly fatbins: every chunk goes to isal
 STORE_ENTRY = 0.98  # an entry whose every probe is above this is stored
 _FINAL_EMPTY_STORED = b"\x01\x00\x00\xff\xff"
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt(3)
 ZIP64_LIMIT = 0xFFFFFFFF
 _UINT16 = 0xFFFF
 
@@ -91,6 +99,10 @@ class ZipWriter:
         self.date, self.time = dos_time(date_time)
         self.entries: list[_Entry] = []
         self.names: set[bytes] = set()
+        self._sha = hashlib.sha256()  # of the file itself, for the store's record
+        self._hashed = 0  # bytes of the file fed to _sha
+        self._hashing: ThreadPoolExecutor | None = None  # one thread: the file's bytes go to _sha in order
+        self._hashed_parts: list[Future[None]] = []
 
     # -- public ------------------------------------------------------------
     def add_bytes(self, arcname: str, data: bytes, executable: bool = False) -> bytes:
@@ -130,11 +142,12 @@ class ZipWriter:
             sha = hashlib.sha256()
             crc = usize = csize = 0
             pool, limit = _pool()
-            pending: deque[Future[bytes]] = deque()
+            pending: deque[Future[list[bytes]]] = deque()
             clock = time.perf_counter
             t_hash = t_wait = 0.0
             t_start = clock()
             write = self.fp.write
+            window = b""
             while chunk := src.read(CHUNK):
                 t0 = clock()
                 sha.update(chunk)
@@ -146,14 +159,15 @@ class ZipWriter:
                 if not deflate:
                     csize += write(chunk)
                     continue
-                pending.append(pool.submit(segment, chunk, fatbin, self.level))
+                pending.append(pool.submit(segment, chunk, fatbin, self.level, window))
+                window = chunk[-WINDOW:]
                 while len(pending) >= limit or (pending and pending[0].done()):
                     t0 = clock()
-                    csize += write(pending.popleft().result())
+                    csize += sum(map(write, pending.popleft().result()))
                     t_wait += clock() - t0
             t0 = clock()
             while pending:
-                csize += write(pending.popleft().result())
+                csize += sum(map(write, pending.popleft().result()))
             t_wait += clock() - t0
             if deflate:
                 csize += write(_FINAL_EMPTY_STORED)
@@ -167,6 +181,7 @@ class ZipWriter:
         self.fp.seek(entry.offset)
         self._write_local(entry)
         self.fp.seek(end)
+        self._hash_written()  # all before ``end`` is final: hashed on a thread while the next entries are written
         return sha.digest(), usize
 
     def close(self) -> None:
@@ -209,7 +224,36 @@ class ZipWriter:
         else:
             self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
 
+    def sha256(self) -> str:
+        """The hex sha256 of the whole file, once ``close`` has written it (the bulk was hashed while the
+        later entries were written: the file is not read again from the start)."""
+        self._hash_written()
+        self.stop_hashing()
+        for done in self._hashed_parts:
+            done.result()  # a failed read raises here
+        self._hashed_parts.clear()
+        return self._sha.hexdigest()
+
+    def stop_hashing(self) -> None:
+        """Wait for the hashing thread and end it (before the file is closed, on any path)."""
+        if self._hashing is not None:
+            self._hashing.shutdown(wait=True)
+            self._hashing = None
+
     # -- helpers -----------------------------------------------------------
+    def _hash_written(self) -> None:
+        """Feed what has been written since the last call to the file's sha256, on the hashing thread.
+
+        Only called where every byte before the current position is final (local headers are patched before)."""
+        end = self.fp.tell()
+        if end <= self._hashed:
+            return
+        self.fp.flush()
+        if self._hashing is None:
+            self._hashing = ThreadPoolExecutor(1, thread_name_prefix="wheel-sha256")
+        self._hashed_parts.append(self._hashing.submit(_hash_range, self._sha, self.fp.fileno(), self._hashed, end))
+        self._hashed = end
+
     def _new_entry(self, arcname: str, executable: bool) -> _Entry:
         name = arcname.encode("utf-8")
         if name in self.names:
@@ -245,6 +289,17 @@ class ZipWriter:
         self.fp.write(extra)
 
 
+def _hash_range(sha: Any, fd: int, start: int, end: int) -> None:
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    while start < end:
+        n = os.preadv(fd, [view[: min(CHUNK, end - start)]], start)
+        if n <= 0:
+            raise OSError(f"the wheel being written ended at {start} bytes, before {end}")
+        sha.update(view[:n])
+        start += n
+
+
 def _stored_blocks(data: memoryview) -> bytes:
     """Non-final raw-deflate stored blocks (the stream is byte-aligned here)."""
     out = bytearray()
@@ -277,32 +332,36 @@ def classify(src: BinaryIO, size: int) -> str:
 
 
 def choose(chunk: bytes | memoryview, fatbin: bool) -> tuple[str, int]:
-    """(codec, level) for one chunk of a "fatbin" or "code" entry, from the chunk's own probe."""
+    """(codec, level) for one chunk of a "fatbin" entry (isal level 2, unprobed) or a "code" entry (from the
+    chunk's own probe)."""
+    if fatbin:
+        return "isal", FATBIN_LEVEL
     ratio = probe(chunk)
     if ratio > FAST_ABOVE:
         return "isal", ISAL_FAST_LEVEL
-    if fatbin:
-        return "isal", FATBIN_LEVEL
     if ratio > CODE_BELOW:
         return "isal", ISAL_LEVEL
     return "zlib-ng", LEVEL
 
 
-def segment(chunk: bytes, fatbin: bool, level: int = LEVEL) -> bytes:
+def segment(chunk: bytes, fatbin: bool, level: int = LEVEL, window: bytes = b"") -> list[bytes]:
     """One chunk as non-final raw-deflate blocks ending byte-aligned (a sync flush), on its own.
 
-    Each chunk is encoded without the previous one's window, so chunks can be deflated in any
-    order on any thread and the result depends on the input alone; the segments joined and closed
-    with an empty final block are one valid deflate stream. A chunk that does not shrink is stored.
+    Each chunk is encoded with ``window`` (the previous chunk's last 32 KB, empty for the first) as its
+    preset dictionary, which is exactly what an inflater holds when it reaches this chunk: no match is lost at
+    the boundary, yet chunks can be deflated in any order on any thread and the result depends on the input
+    alone. The segments joined and closed with an empty final block are one valid deflate stream. A chunk that
+    does not shrink is stored. Returns the parts to write, in order (not joined: no copy).
     """
     start = time.perf_counter()
     codec, lvl = choose(chunk, fatbin)
-    comp = (isal_zlib.compressobj(lvl, isal_zlib.DEFLATED, -15) if codec == "isal"
-            else zlib_ng.compressobj(level, zlib_ng.DEFLATED, -15))
-    out = comp.compress(chunk) + comp.flush(zlib_ng.Z_SYNC_FLUSH)
+    preset = {"zdict": window} if window else {}
+    comp = (isal_zlib.compressobj(lvl, isal_zlib.DEFLATED, -15, 8, 0, **preset) if codec == "isal"
+            else zlib_ng.compressobj(level, zlib_ng.DEFLATED, -15, 8, 0, **preset))
+    out = [comp.compress(chunk), comp.flush(zlib_ng.Z_SYNC_FLUSH)]
     stored = len(chunk) + 5 * (len(chunk) // 0xFFFF + 1)
-    if len(out) >= stored:
-        out = _stored_blocks(memoryview(chunk))
+    if len(out[0]) + len(out[1]) >= stored:
+        out = [_stored_blocks(memoryview(chunk))]
     stages.add("compress", time.perf_counter() - start)
     return out
 
@@ -314,9 +373,24 @@ def _pool() -> tuple[ThreadPoolExecutor, int]:
     """A thread per core for deflating (isal and zlib-ng release the GIL), and how many chunks may be in flight."""
     global _POOL
     if _POOL is None:
+        _keep_freed_memory()
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         _POOL = ThreadPoolExecutor(max(1, workers), thread_name_prefix="deflate"), 2 * max(1, workers)
     return _POOL
+
+
+def _keep_freed_memory() -> None:
+    """glibc: serve the 1 MB chunk buffers from the heap and keep what is freed there, instead of mapping and
+    unmapping (and faulting in) fresh pages for each chunk: about a quarter less system time. Bounded by what
+    is in flight at once (a few MB per thread). No-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        libc.mallopt(_M_TRIM_THRESHOLD, 128 << 20)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _forget_pool() -> None:

@@ -103,8 +103,8 @@ def test_mixed_chunks_round_trip(tmp_path: Path) -> None:
     chunks = [data[i : i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
     assert [zipwriter.choose(c, fatbin=False) for c in chunks] == [
         ("zlib-ng", 5), ("isal", 3), ("isal", 2), ("zlib-ng", 5), ("isal", 2)]
-    assert [zipwriter.choose(c, fatbin=True)[0] for c in chunks] == ["isal"] * 5  # a mostly-fatbin entry
-    assert zipwriter.segment(noise, fatbin=False) == zipwriter._stored_blocks(memoryview(noise))  # never grows
+    assert [zipwriter.choose(c, fatbin=True) for c in chunks] == [("isal", 2)] * 5  # a mostly-fatbin entry: unprobed
+    assert zipwriter.segment(noise, fatbin=False) == [zipwriter._stored_blocks(memoryview(noise))]  # never grows
     with open(f, "rb") as src:
         assert zipwriter.classify(src, len(data)) == "code"
     _write(tmp_path / "m.zip", {"m.so": f})
