@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import os
 import signal
 import sys
@@ -41,8 +42,11 @@ def _die_with_parent() -> bool:
     """PR_SET_PDEATHSIG(SIGKILL) on Linux; False where there is no prctl."""
     if not sys.platform.startswith("linux"):
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    try:  # libc.so.6 first: find_library runs `ldconfig -p` in a subprocess
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        except OSError:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         return bool(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
@@ -64,5 +68,9 @@ def init_worker(parent: int) -> None:
 
 
 def worker_pool(max_workers: int) -> ProcessPoolExecutor:
-    """A process pool whose workers drop the store lock and end when this process dies."""
+    """A process pool whose workers drop the store lock and end when this process dies.
+
+    What this process allocated so far (its imports) is moved out of the collector's reach first, so the
+    workers' collections do not walk (and copy, page by page) the heap they share with it."""
+    gc.freeze()
     return ProcessPoolExecutor(max_workers=max_workers, initializer=init_worker, initargs=(os.getpid(),))

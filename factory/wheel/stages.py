@@ -1,8 +1,9 @@
 """Where a conversion's time goes: seconds per stage, written out when KERNEL_FACTORY_STAGES names a file.
 
 Stages: fetch (read or extract the revision), verify (digest checks outside the wheel pass), hash
-(sha256 and crc32 while writing), compress (deflate, summed over the compressing threads), write
-(writing the wheel file, fsync included) and audit. ``scripts/bench_convert.py`` prints them.
+(sha256 and crc32 of the files while writing, and the wheel's own sha256 on its thread), compress (deflate,
+summed over the compressing threads), wait (the writer blocked on them), write (reading the files, writing the
+wheel file, fsync included) and audit. ``scripts/bench_convert.py`` prints them.
 """
 
 from __future__ import annotations

@@ -6,15 +6,18 @@ memory does not grow with file size. A large entry is first classified from
 16 probes spread over it: stored (incompressible), mostly CUDA fatbins (every
 chunk deflated with isal level 2, which matches zlib's size on them at many
 times the speed; no chunk is probed) or machine code (each chunk's own first
-64 KB picks zlib-ng for the match-rich chunks, isal for the rest); a chunk
-that does not shrink is stored. The choice is a function of the input alone.
-Chunks are deflated independently on a thread per core, each primed with the
-previous chunk's last 32 KB (deflate's window, so no match is lost at a chunk
-boundary), and joined at sync-flush boundaries, which any inflater reads as
-one stream. Local headers are patched in place once an entry's CRC and sizes
-are known (the output must be seekable), so no data descriptors are written;
-zip64 extras only where a size or offset needs them. Fixed timestamps and
-permissions: the same input gives the same bytes.
+64 KB picks zlib-ng for the match-rich chunks, isal for the rest), unless the
+probes say zlib-ng would save under 5% over isal on that entry's code (isal
+throughout, at a quarter of the time); a chunk that does not shrink is stored.
+The choice is a function of the input alone. Chunks are deflated
+independently on a thread per core, each primed with the previous chunk's
+last 32 KB (deflate's window, so no match is lost at a chunk boundary), and
+joined at sync-flush boundaries, which any inflater reads as one stream.
+Local headers are patched in place once an entry's CRC and sizes are known
+(the output must be seekable), so no data descriptors are written; zip64
+extras only where a size or offset needs them. The file's own sha256 is
+taken on a thread behind the writer. Fixed timestamps and permissions: the
+same input gives the same bytes.
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ WINDOW = 32 << 10  # deflate's window: each chunk is primed with the previous ch
 CODE_BELOW = 0.55  # probe ratio up to which a chunk is machine code, where zlib-ng's longer matches pay
 FAST_ABOVE = 0.9  # probe ratio above which a chunk is nearly incompressible
 FATBIN_ENTRY = 0.6  # mean probe ratio above which an entry is mostly fatbins: every chunk goes to isal
+# A code entry's match-rich chunks go to zlib-ng only where, on the entry's probes, zlib-ng level 5 is at least
+# this much smaller than isal level 3, at four times its time: on libtorch_cpu.so's code 6-8% (its chunks: 8-13%),
+# on libcublasLt.so.13's host code 3.6% (its chunks: 6%, where isal throughout keeps the CUDA corpus at 1.018x
+# zlib 6 and saves 40% of its compression time). Fatbin and stored entries do not probe with zlib-ng.
+ZLIB_NG_GAIN = 0.05
+KINDS = ("stored", "fatbin", "code", "plain-code")  # plain-code: machine code where zlib-ng gains too little
 STORE_ENTRY = 0.98  # an entry whose every probe is above this is stored
 _FINAL_EMPTY_STORED = b"\x01\x00\x00\xff\xff"
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt(3)
@@ -136,7 +145,7 @@ class ZipWriter:
             entry = self._new_entry(arcname, executable)
             entry.zip64_local = size * 1.05 > ZIP64_LIMIT
             kind = classify(src, size)
-            deflate, fatbin = kind != "stored", kind == "fatbin"
+            deflate = kind != "stored"
             entry.method = _DEFLATED if deflate else _STORED
             self._write_local(entry)  # a placeholder: patched below
             sha = hashlib.sha256()
@@ -159,7 +168,7 @@ class ZipWriter:
                 if not deflate:
                     csize += write(chunk)
                     continue
-                pending.append(pool.submit(segment, chunk, fatbin, self.level, window))
+                pending.append(pool.submit(segment, chunk, kind, self.level, window))
                 window = chunk[-WINDOW:]
                 while len(pending) >= limit or (pending and pending[0].done()):
                     t0 = clock()
@@ -290,6 +299,7 @@ class ZipWriter:
 
 
 def _hash_range(sha: Any, fd: int, start: int, end: int) -> None:
+    began = time.perf_counter()
     buf = bytearray(CHUNK)
     view = memoryview(buf)
     while start < end:
@@ -298,6 +308,7 @@ def _hash_range(sha: Any, fd: int, start: int, end: int) -> None:
             raise OSError(f"the wheel being written ended at {start} bytes, before {end}")
         sha.update(view[:n])
         start += n
+    stages.add("hash", time.perf_counter() - began)
 
 
 def _stored_blocks(data: memoryview) -> bytes:
@@ -310,41 +321,50 @@ def _stored_blocks(data: memoryview) -> bytes:
     return bytes(out)
 
 
-def probe(data: bytes | memoryview) -> float:
-    """Deflated size / size of ``data``'s first 64 KB, with isal level 3."""
-    comp = isal_zlib.compressobj(ISAL_LEVEL, isal_zlib.DEFLATED, -15)
+def probe(data: bytes | memoryview, codec: str = "isal") -> float:
+    """Deflated size / size of ``data``'s first 64 KB, with isal level 3 (or zlib-ng at ``LEVEL``)."""
+    comp = (isal_zlib.compressobj(ISAL_LEVEL, isal_zlib.DEFLATED, -15) if codec == "isal"
+            else zlib_ng.compressobj(LEVEL, zlib_ng.DEFLATED, -15))
     sample = data[:PROBE]
     return len(comp.compress(sample) + comp.flush()) / max(1, len(sample))
 
 
 def classify(src: BinaryIO, size: int) -> str:
-    """"stored", "fatbin" (mostly poorly compressible: isal throughout) or "code", from probes spread over the
-    file (a few hundred KB read ahead of the single pass). Mostly-fatbin entries take isal's slightly larger
-    output on their bit of machine code too: per entry, the size stays within 2% of zlib 6."""
-    ratios = []
+    """One of KINDS, from probes spread over the file (a few hundred KB read ahead of the single pass):
+    "stored" when every probe is incompressible, "fatbin" when they are mostly poorly compressible (isal
+    throughout: per entry, the size stays within 2% of zlib 6), else machine code: "code" when zlib-ng saves at
+    least ZLIB_NG_GAIN over isal on the probes that are not nearly incompressible, "plain-code" when not."""
+    samples = []
     for k in range(SAMPLES):
         src.seek(size * k // SAMPLES)
-        ratios.append(probe(src.read(PROBE)))
+        samples.append(src.read(PROBE))
     src.seek(0)
+    ratios = [probe(sample) for sample in samples]
     if min(ratios) > STORE_ENTRY:
         return "stored"
-    return "fatbin" if sum(ratios) / len(ratios) > FATBIN_ENTRY else "code"
+    if sum(ratios) / len(ratios) > FATBIN_ENTRY:
+        return "fatbin"
+    code = [(ratio, sample) for ratio, sample in zip(ratios, samples, strict=True) if ratio <= FAST_ABOVE]
+    isal = sum(ratio * len(sample) for ratio, sample in code)
+    zng = sum(probe(sample, "zlib-ng") * len(sample) for _, sample in code)
+    return "code" if isal >= zng * (1 + ZLIB_NG_GAIN) else "plain-code"
 
 
-def choose(chunk: bytes | memoryview, fatbin: bool) -> tuple[str, int]:
-    """(codec, level) for one chunk of a "fatbin" entry (isal level 2, unprobed) or a "code" entry (from the
-    chunk's own probe)."""
-    if fatbin:
+def choose(chunk: bytes | memoryview, kind: str) -> tuple[str, int]:
+    """(codec, level) for one chunk of an entry of this kind: isal level 2 for a "fatbin" entry (unprobed), else
+    from the chunk's own probe: nearly incompressible chunks isal level 2, match-rich ones (probe up to
+    CODE_BELOW) zlib-ng in a "code" entry, the rest isal level 3."""
+    if kind == "fatbin":
         return "isal", FATBIN_LEVEL
     ratio = probe(chunk)
     if ratio > FAST_ABOVE:
         return "isal", ISAL_FAST_LEVEL
-    if ratio > CODE_BELOW:
+    if ratio > CODE_BELOW or kind == "plain-code":
         return "isal", ISAL_LEVEL
     return "zlib-ng", LEVEL
 
 
-def segment(chunk: bytes, fatbin: bool, level: int = LEVEL, window: bytes = b"") -> list[bytes]:
+def segment(chunk: bytes, kind: str, level: int = LEVEL, window: bytes = b"") -> list[bytes]:
     """One chunk as non-final raw-deflate blocks ending byte-aligned (a sync flush), on its own.
 
     Each chunk is encoded with ``window`` (the previous chunk's last 32 KB, empty for the first) as its
@@ -354,7 +374,7 @@ def segment(chunk: bytes, fatbin: bool, level: int = LEVEL, window: bytes = b"")
     does not shrink is stored. Returns the parts to write, in order (not joined: no copy).
     """
     start = time.perf_counter()
-    codec, lvl = choose(chunk, fatbin)
+    codec, lvl = choose(chunk, kind)
     preset = {"zdict": window} if window else {}
     comp = (isal_zlib.compressobj(lvl, isal_zlib.DEFLATED, -15, 8, 0, **preset) if codec == "isal"
             else zlib_ng.compressobj(level, zlib_ng.DEFLATED, -15, 8, 0, **preset))
