@@ -190,7 +190,9 @@ class ZipWriter:
         self.fp.seek(entry.offset)
         self._write_local(entry)
         self.fp.seek(end)
-        self._hash_written()  # all before ``end`` is final: hashed on a thread while the next entries are written
+        # All before ``end`` is final: hashed, then flushed to disk (so that the wheel's closing fsync has
+        # little left to wait for), on a thread while the next entries are written.
+        self._hash_written(sync=True)
         return sha.digest(), usize
 
     def close(self) -> None:
@@ -238,6 +240,8 @@ class ZipWriter:
         later entries were written: the file is not read again from the start)."""
         self._hash_written()
         self.stop_hashing()
+        if self._hashed < 0:
+            raise ValueError("the sha256 of a zip is taken from its file: this one is in memory")
         for done in self._hashed_parts:
             done.result()  # a failed read raises here
         self._hashed_parts.clear()
@@ -250,17 +254,23 @@ class ZipWriter:
             self._hashing = None
 
     # -- helpers -----------------------------------------------------------
-    def _hash_written(self) -> None:
-        """Feed what has been written since the last call to the file's sha256, on the hashing thread.
+    def _hash_written(self, sync: bool = False) -> None:
+        """Feed what has been written since the last call to the file's sha256, on the hashing thread, then
+        (``sync``) start flushing the file to disk there.
 
         Only called where every byte before the current position is final (local headers are patched before)."""
         end = self.fp.tell()
         if end <= self._hashed:
             return
         self.fp.flush()
+        try:
+            fd = self.fp.fileno()
+        except (AttributeError, OSError):  # an in-memory file: no sha256 (sha256() says so)
+            self._hashed = -1
+            return
         if self._hashing is None:
             self._hashing = ThreadPoolExecutor(1, thread_name_prefix="wheel-sha256")
-        self._hashed_parts.append(self._hashing.submit(_hash_range, self._sha, self.fp.fileno(), self._hashed, end))
+        self._hashed_parts.append(self._hashing.submit(_hash_range, self._sha, fd, self._hashed, end, sync))
         self._hashed = end
 
     def _new_entry(self, arcname: str, executable: bool) -> _Entry:
@@ -298,7 +308,7 @@ class ZipWriter:
         self.fp.write(extra)
 
 
-def _hash_range(sha: Any, fd: int, start: int, end: int) -> None:
+def _hash_range(sha: Any, fd: int, start: int, end: int, sync: bool = False) -> None:
     began = time.perf_counter()
     buf = bytearray(CHUNK)
     view = memoryview(buf)
@@ -309,6 +319,13 @@ def _hash_range(sha: Any, fd: int, start: int, end: int) -> None:
         sha.update(view[:n])
         start += n
     stages.add("hash", time.perf_counter() - began)
+    if sync:
+        began = time.perf_counter()
+        if hasattr(os, "fdatasync"):
+            os.fdatasync(fd)
+        else:
+            os.fsync(fd)
+        stages.add("write", time.perf_counter() - began)
 
 
 def _stored_blocks(data: memoryview) -> bytes:
