@@ -238,7 +238,9 @@ def stage_table(path: Path) -> str:
     sums = {s: sum(r.get(s, 0.0) for r in rows) for s in STAGES}
     total = sum(sums.values()) or 1.0
     cells = "  ".join(f"{s} {sums[s]:5.2f} s ({sums[s] / total:4.0%})" for s in STAGES)
-    return f"  stages, summed over {len(rows)} jobs: {cells}"
+    codecs = {k.removeprefix("bytes "): sum(r.get(k, 0) for r in rows) for r in rows for k in r if k.startswith("bytes ")}
+    shares = "  ".join(f"{k} {v / MB:.0f} MB ({v / (sum(codecs.values()) or 1):.0%})" for k, v in sorted(codecs.items()))
+    return f"  stages, summed over {len(rows)} jobs: {cells}\n  bytes of large files per codec: {shares or '-'}"
 
 
 def kf_cmd(repo: Path, out: Path, jobs: int) -> list[str]:

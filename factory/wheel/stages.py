@@ -3,7 +3,8 @@
 Stages: fetch (read or extract the revision), verify (digest checks outside the wheel pass), hash
 (sha256 and crc32 of the files while writing, and the wheel's own sha256 on its thread), compress (deflate,
 summed over the compressing threads), wait (the writer blocked on them), write (reading the files, writing the
-wheel file, fsync included) and audit. ``scripts/bench_convert.py`` prints them.
+wheel file, fsync included) and audit. Keys "bytes CODEC LEVEL" count the bytes of large entries each codec
+took (not seconds). ``scripts/bench_convert.py`` prints them.
 """
 
 from __future__ import annotations

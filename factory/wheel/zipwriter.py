@@ -171,6 +171,7 @@ class ZipWriter:
                 usize += len(chunk)
                 if not deflate:
                     csize += write(chunk)
+                    stages.add("bytes stored", len(chunk))
                     continue
                 pending.append(pool.submit(segment, chunk, kind, self.level, window))
                 window = chunk[-WINDOW:]
@@ -396,14 +397,17 @@ def segment(chunk: bytes, kind: str, level: int = LEVEL, window: bytes = b"") ->
     """
     start = time.perf_counter()
     codec, lvl = choose(chunk, kind)
+    lvl = lvl if codec == "isal" else level
     preset = {"zdict": window} if window else {}
     comp = (isal_zlib.compressobj(lvl, isal_zlib.DEFLATED, -15, 8, 0, **preset) if codec == "isal"
-            else zlib_ng.compressobj(level, zlib_ng.DEFLATED, -15, 8, 0, **preset))
+            else zlib_ng.compressobj(lvl, zlib_ng.DEFLATED, -15, 8, 0, **preset))
     out = [comp.compress(chunk), comp.flush(zlib_ng.Z_SYNC_FLUSH)]
     stored = len(chunk) + 5 * (len(chunk) // 0xFFFF + 1)
     if len(out[0]) + len(out[1]) >= stored:
         out = [_stored_blocks(memoryview(chunk))]
+        codec = "stored after " + codec
     stages.add("compress", time.perf_counter() - start)
+    stages.add(f"bytes {codec} {lvl}", len(chunk))
     return out
 
 
