@@ -238,8 +238,10 @@ def stage_table(path: Path) -> str:
     sums = {s: sum(r.get(s, 0.0) for r in rows) for s in STAGES}
     total = sum(sums.values()) or 1.0
     cells = "  ".join(f"{s} {sums[s]:5.2f} s ({sums[s] / total:4.0%})" for s in STAGES)
-    codecs = {k.removeprefix("bytes "): sum(r.get(k, 0) for r in rows) for r in rows for k in r if k.startswith("bytes ")}
-    shares = "  ".join(f"{k} {v / MB:.0f} MB ({v / (sum(codecs.values()) or 1):.0%})" for k, v in sorted(codecs.items()))
+    keys = sorted({k for r in rows for k in r if k.startswith("bytes ")})
+    codecs = {k.removeprefix("bytes "): sum(r.get(k, 0) for r in rows) for k in keys}
+    everything = sum(codecs.values()) or 1
+    shares = "  ".join(f"{k} {v / MB:.0f} MB ({v / everything:.0%})" for k, v in codecs.items())
     return f"  stages, summed over {len(rows)} jobs: {cells}\n  bytes of large files per codec: {shares or '-'}"
 
 
