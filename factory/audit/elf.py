@@ -291,8 +291,12 @@ def _is_extension(path: Path) -> bool:
     from elftools.elf.elffile import ELFFile
 
     with open(path, "rb") as f:
-        dynsym = ELFFile(f).get_section_by_name(".dynsym")
+        elf = ELFFile(f)
+        dynsym = elf.get_section_by_name(".dynsym")
         if dynsym is None:
+            return False
+        # The symbols' names are in the string table it links to: without "PyInit_" there, no symbol to walk.
+        if b"PyInit_" not in elf.get_section(dynsym["sh_link"]).data():
             return False
         return any(
             s.name.startswith("PyInit_") and s.entry.st_shndx != "SHN_UNDEF"
