@@ -35,6 +35,7 @@ class LocalSource:
             raise UsageError(f"{path}: not a kernel repository (no build/ folder and not a git repository)")
         self._fetched: dict[tuple[str, str], Path] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._clean: dict[str, frozenset[str]] = {}  # sha -> variants whose work tree is that revision, unchanged
 
     # -- git helpers -------------------------------------------------------
     def _git_dir(self) -> str | None:
@@ -149,7 +150,7 @@ class LocalSource:
             meta = entry.partition(b"\t")[0].split()
             if len(meta) == 4 and meta[1] == b"blob" and meta[3].isdigit():
                 total += int(meta[3])
-        return total, total
+        return total, 0 if self._checked_out(sha, variant) else total  # a clean checkout is read in place
 
     def fetch(self, sha: str, variant: str, into: Path | None = None) -> Path:
         if not self.is_git or self._checked_out(sha, variant):
@@ -202,20 +203,50 @@ class LocalSource:
 
     def _checked_out(self, sha: str, variant: str) -> bool:
         """True when the work tree holds build/<variant> exactly as at ``sha``: HEAD is ``sha``, and git sees
-        nothing modified, untracked or ignored there, and no file flagged assume-unchanged or skip-worktree."""
-        path, folder = str(self.path), f"build/{variant}"
+        nothing modified, untracked or ignored there, and no file flagged assume-unchanged or skip-worktree.
+
+        Asked for every variant at once (three git commands for the whole build/ folder), once per revision and
+        run: the plan's size check asks first, in the main process, so the workers inherit the answer and run no
+        git command while they convert."""
+        if sha not in self._clean:
+            self._clean[sha] = self._clean_variants(sha)
+        return variant in self._clean[sha]
+
+    def _clean_variants(self, sha: str) -> frozenset[str]:
+        path = str(self.path)
         head = subprocess.run(["git", "-C", path, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
                               capture_output=True, text=True)
         if head.returncode != 0 or head.stdout.strip() != sha:
-            return False
-        status = subprocess.run(  # --no-optional-locks: parallel workers must not fight over index.lock
+            return frozenset()
+        status = subprocess.run(  # --no-optional-locks: parallel runs must not fight over index.lock
             ["git", "--no-optional-locks", "-C", path, "status", "--porcelain", "-z", "--ignored",
-             "--untracked-files=all", "--", folder], capture_output=True)
-        if status.returncode != 0 or status.stdout:
-            return False
-        flags = subprocess.run(["git", "-C", path, "ls-files", "-v", "-z", "--", folder], capture_output=True)
-        entries = [e for e in flags.stdout.split(b"\0") if e]
-        return flags.returncode == 0 and bool(entries) and all(e.startswith(b"H ") for e in entries)
+             "--untracked-files=all", "--", "build"], capture_output=True)
+        flags = subprocess.run(["git", "-C", path, "ls-files", "-v", "-z", "--", "build"], capture_output=True)
+        if status.returncode != 0 or flags.returncode != 0:
+            return frozenset()
+        dirty: set[bytes] = set()
+        tokens = iter(status.stdout.split(b"\0"))
+        for token in tokens:  # "XY path"; a rename or copy is followed by its source path
+            if not token:
+                continue
+            if len(token) < 4 or token[2:3] != b" ":
+                return frozenset()  # not what porcelain v1 writes: trust no variant
+            paths = [token[3:]]
+            if b"R" in token[:2] or b"C" in token[:2]:
+                paths.append(next(tokens, b""))
+            for changed in paths:
+                variant = _variant_of(changed)
+                if variant is None:
+                    return frozenset()  # build/ itself, or a path outside it
+                dirty.add(variant)
+        tracked: set[bytes] = set()
+        for entry in flags.stdout.split(b"\0"):
+            if entry:
+                variant = _variant_of(entry[2:])
+                if variant is None:
+                    return frozenset()
+                (tracked if entry.startswith(b"H ") else dirty).add(variant)
+        return frozenset(v.decode("utf-8", errors="surrogateescape") for v in tracked - dirty if v)
 
     def lfs_paths(self, sha: str, variant: str) -> set[str]:
         """None: a git repository's files are hashed as they are checked out."""
@@ -226,3 +257,10 @@ class LocalSource:
             self._tmp.cleanup()
             self._tmp = None
         self._fetched.clear()
+
+
+def _variant_of(path: bytes) -> bytes | None:
+    """The folder under build/ that a path of git's is in (b"build/V/f" and b"build/V" -> b"V"); None for build/
+    itself or a path outside it."""
+    parts = path.split(b"/")
+    return parts[1] if len(parts) >= 2 and parts[0] == b"build" and parts[1] else None

@@ -71,3 +71,42 @@ def test_fetch_writes_into_the_folder_it_is_given(repo: tuple[Path, str], tmp_pa
     assert src.lfs_paths(sha, VARIANT) == set()
     src.release()
     assert list(into.iterdir()) == []
+
+
+@pytest.mark.parametrize("change", ["modified", "untracked", "ignored", "renamed", "skip-worktree"])
+def test_one_changed_variant_leaves_the_others_read_in_place(repo: tuple[Path, str], change: str) -> None:
+    """The work tree is checked once for the whole build/ folder: a change in one variant sends that one to git
+    and no other; sizes() says which are read in place (no scratch)."""
+    path, _ = repo
+    h.variant(path, "torch-xpu", "kern", {"ops.py": "X = 3\n"})
+    sha = h.commit(path, tags=())
+    ops = path / "build" / VARIANT / "ops.py"
+    if change == "modified":
+        ops.write_text("X = 2\n")
+    elif change == "untracked":
+        (ops.parent / "extra.py").write_text("")
+    elif change == "ignored":
+        (path / ".git" / "info" / "exclude").write_text("*.log\n")
+        (ops.parent / "build.log").write_text("")
+    elif change == "renamed":
+        h.git(path, "mv", f"build/{VARIANT}/ops.py", f"build/{VARIANT}/ops2.py")
+    else:
+        h.git(path, "update-index", "--skip-worktree", f"build/{VARIANT}/ops.py")
+    src = LocalSource(path)
+    total, scratch = src.sizes(sha, VARIANT) or (0, 0)
+    assert scratch == total > 0  # copied out of git
+    other = src.sizes(sha, "torch-xpu")
+    assert other is not None and other[0] > 0 and other[1] == 0  # read in place
+    assert src.fetch(sha, "torch-xpu") == path.resolve()
+    assert src.fetch(sha, VARIANT) != path.resolve()
+    src.release()
+
+
+def test_checked_once_then_no_git_command(repo: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's size check answers for every variant; fetch (in a worker, later) runs no git command."""
+    path, sha = repo
+    (path / "build" / "notes.txt").write_text("")  # beside the variants, in none of them
+    src = LocalSource(path)
+    assert (src.sizes(sha, VARIANT) or (0, 1))[1] == 0
+    monkeypatch.setenv("PATH", "")  # no git to run
+    assert src.fetch(sha, VARIANT) == path.resolve()
