@@ -94,7 +94,9 @@ def test_second_build_told_not_to_wait_fails_clearly(kernel: Kernel, tmp_path: P
 def test_index_waits_for_build_and_index(kernel: Kernel, tmp_path: Path) -> None:
     cfg, store = config(tmp_path, kernel.repo)
     build = start("build", "--config", cfg, "--jobs", "2")
-    wait_for(store / "files", ".tmp-work-*", build)
+    # The build holds the lock from before its plan: starting the index runs then, not once its work folder
+    # appears, leaves them the plan and the conversion to start up in (the conversion alone can end first).
+    wait_for(store, ".kernel-factory.lock", build)
     first = start("index", "--store", store, "--wheels", kernel.wheels)
     second = start("index", "--store", store, "--wheels", kernel.wheels)
     results = [finish(p) for p in (build, first, second)]
