@@ -19,7 +19,7 @@ and of its largest process, sampled from /proc every 20 ms):
   writing the same files from the checked-out tag.
 
 Then a single 1 GB .so alone (peak RSS). A missing baseline is a failure, not a skipped row.
-kernel-factory's per-stage breakdown comes from KERNEL_FACTORY_STAGES (docs/performance.md).
+kernel-factory's per-stage breakdown and bytes per codec come from KERNEL_FACTORY_STAGES (docs/convert.md).
 
     python scripts/bench_convert.py                       # cpu, cuda, synthetic; then 1 GB
     python scripts/bench_convert.py --corpus cuda --big-mb 0
