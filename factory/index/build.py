@@ -395,7 +395,7 @@ def index_with_adoption(
             run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
             adopted.append((folder, run.result))
             runs.append(run)
-            touched |= catalog.apply(run.result.records, ())
+            touched |= catalog.apply_rows(run.result.rows, ())
             if listing is not None:
                 listing.update((record.filename, key) for key, record in run.result.records)
         if len(known) != count:

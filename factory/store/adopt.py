@@ -38,6 +38,7 @@ from ..atomic import Batch, copy_file, file_digest, link_or_copy, write_bytes
 from ..errors import Refused
 from ..record import FILES, Record
 from . import check as record_check
+from .catalog import Row, catalog_row
 from .wheelinfo import make_record, parse_name, read_wheel, read_wheel_info, record_of
 
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
@@ -49,6 +50,7 @@ class AdoptResult:
     present: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     records: list[tuple[str, Record]] = field(default_factory=list)  # (catalog key, record) of those adopted
+    rows: list[Row] = field(default_factory=list)  # their catalog rows, made by the workers (Catalog.apply_rows)
 
 
 @lru_cache(maxsize=1)
@@ -124,6 +126,16 @@ def _adopt_paths(
     return done, refused, known
 
 
+def _adopt_rows(
+    files: str, paths: list[str], kernels: Collection[str], known: dict[str, dict[str, Any]]
+) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]], list[Row]]:
+    """``_adopt_paths`` plus the adopted wheels' catalog rows, made here (in a worker) rather than in the
+    process that waits for every worker."""
+    done, refused, found = _adopt_paths(files, paths, kernels, known)
+    names: dict[str, str] = {}
+    return done, refused, found, [catalog_row(key, record, names) for key, record in done]
+
+
 def adopt_batch(
     files: Path, wheels: list[Path], kernels: Collection[str] = (), known: dict[str, dict[str, Any]] | None = None
 ) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
@@ -184,17 +196,18 @@ def _adopt(
     batches = [paths[i : i + BATCH] for i in range(0, len(paths), BATCH)]
     workers = workers or min(os.cpu_count() or 1, len(batches))
     if workers <= 1:
-        outcomes = [_adopt_paths(folder, batch, kernels, known) for batch in batches]
+        outcomes = [_adopt_rows(folder, batch, kernels, known) for batch in batches]
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         # each worker loads the variant grammar (kernels) itself, when it meets its first label: in parallel,
         # instead of once before the fork while every core waits
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(pool.map(_adopt_paths, [folder] * len(batches), batches, [kernels] * len(batches),
+            outcomes = list(pool.map(_adopt_rows, [folder] * len(batches), batches, [kernels] * len(batches),
                                      [known] * len(batches)))  # fmt: skip
-    for done, refused, found in outcomes:
+    for done, refused, found, rows in outcomes:
         known.update(found)
+        result.rows.extend(rows)
         for key, record in done:
             result.records.append((key, record))
             result.adopted.append(record.filename)

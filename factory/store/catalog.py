@@ -51,6 +51,20 @@ CREATE INDEX records_label ON records (label, noarch, backend);
 """
 
 
+Row = tuple[str, str, str, "str | None", "str | None", int, str]  # a row of the records table
+
+
+def catalog_row(key: str, record: Record, names: dict[str, str] | None = None) -> Row:
+    """The records table's row of ``record`` (key: see the module docstring); ``names`` caches projects."""
+    project = names.get(record.name) if names is not None else None
+    if project is None:
+        project = canonicalize_name(record.name)
+        if names is not None:
+            names[record.name] = project
+    return (record.filename, project, key, record.label, record.backend, int(record.framework == "torch-noarch"),
+            _row_json(record.to_row()))  # fmt: skip
+
+
 class Catalog:
     """One SQLite file (or ``:memory:``) of records; see the module docstring."""
 
@@ -125,17 +139,14 @@ class Catalog:
 
         Returns the projects touched (before and after), and gives the catalog a new generation if any.
         """
-        touched: set[str] = set()
-        upserts, removed = list(upserts), list(removed)
-        db = self.db
         names: dict[str, str] = {}  # display name -> project, computed once per name
-        rows = []
-        for key, record in upserts:
-            project = names.get(record.name) or names.setdefault(record.name, canonicalize_name(record.name))
-            touched.add(project)
-            rows.append((record.filename, project, key, record.label, record.backend,
-                         int(record.framework == "torch-noarch"),
-                         _row_json(record.to_row())))  # fmt: skip
+        return self.apply_rows([catalog_row(key, record, names) for key, record in upserts], removed)
+
+    def apply_rows(self, rows: list[Row], removed: Iterable[str]) -> set[str]:
+        """``apply`` for rows made by ``catalog_row`` (adoption's workers make them, in parallel)."""
+        touched = {row[1] for row in rows}
+        removed = list(removed)
+        db = self.db
         db.execute("BEGIN")
         try:
             listed = [*removed, *(r[0] for r in rows)]
