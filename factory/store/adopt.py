@@ -56,9 +56,9 @@ class AdoptResult:
 @lru_cache(maxsize=1)
 def _syncfs() -> Any:
     import ctypes
-    import ctypes.util
 
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    # the process's own symbols (libc among them): ctypes.util.find_library would run `ldconfig -p`
+    libc = ctypes.CDLL(None, use_errno=True)
     return getattr(libc, "syncfs", None)
 
 
