@@ -28,6 +28,18 @@ def _ops(src: LocalSource, sha: str) -> str:
         src.release()
 
 
+def _change(path: Path, change: str) -> None:
+    """Leave VARIANT's folder in the work tree other than the commit: modified, untracked or ignored files."""
+    ops = path / "build" / VARIANT / "ops.py"
+    if change == "modified":
+        ops.write_text("X = 2\n")
+    elif change == "untracked":
+        (ops.parent / "extra.py").write_text("")
+    else:  # ignored
+        (path / ".git" / "info" / "exclude").write_text("*.log\n")
+        (ops.parent / "build.log").write_text("")
+
+
 def test_clean_checkout_is_read_in_place(repo: tuple[Path, str]) -> None:
     path, sha = repo
     src = LocalSource(path)
@@ -38,19 +50,14 @@ def test_clean_checkout_is_read_in_place(repo: tuple[Path, str]) -> None:
 def test_anything_but_a_clean_checkout_is_read_from_git(repo: tuple[Path, str], change: str) -> None:
     path, sha = repo
     ops = path / "build" / VARIANT / "ops.py"
-    if change == "modified":
-        ops.write_text("X = 2\n")
-    elif change == "untracked":
-        (ops.parent / "extra.py").write_text("")
-    elif change == "ignored":
-        (path / ".git" / "info" / "exclude").write_text("*.log\n")
-        (ops.parent / "build.log").write_text("")
-    elif change == "assume-unchanged":
+    if change == "assume-unchanged":
         h.git(path, "update-index", "--assume-unchanged", f"build/{VARIANT}/ops.py")
         ops.write_text("X = 2\n")
-    else:
+    elif change == "other-head":
         ops.write_text("X = 2\n")
         h.commit(path, tags=("v0.2.0",))
+    else:
+        _change(path, change)
     src = LocalSource(path)
     assert src.fetch(sha, VARIANT) != path.resolve()
     assert _ops(src, sha) == "X = 1\n"  # what the revision holds, not the work tree
@@ -80,18 +87,12 @@ def test_one_changed_variant_leaves_the_others_read_in_place(repo: tuple[Path, s
     path, _ = repo
     h.variant(path, "torch-xpu", "kern", {"ops.py": "X = 3\n"})
     sha = h.commit(path, tags=())
-    ops = path / "build" / VARIANT / "ops.py"
-    if change == "modified":
-        ops.write_text("X = 2\n")
-    elif change == "untracked":
-        (ops.parent / "extra.py").write_text("")
-    elif change == "ignored":
-        (path / ".git" / "info" / "exclude").write_text("*.log\n")
-        (ops.parent / "build.log").write_text("")
-    elif change == "renamed":
+    if change == "renamed":
         h.git(path, "mv", f"build/{VARIANT}/ops.py", f"build/{VARIANT}/ops2.py")
-    else:
+    elif change == "skip-worktree":
         h.git(path, "update-index", "--skip-worktree", f"build/{VARIANT}/ops.py")
+    else:
+        _change(path, change)
     src = LocalSource(path)
     total, scratch = src.sizes(sha, VARIANT) or (0, 0)
     assert scratch == total > 0  # copied out of git
