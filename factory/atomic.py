@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings skip them
+
+
+def unique() -> str:
+    """32 random hex digits, for a temporary name (what uuid4().hex gives, without importing uuid)."""
+    return os.urandom(16).hex()
 
 
 @contextmanager
@@ -22,7 +25,8 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
     ``fsync=False`` where the caller makes a batch durable at once (store/adopt.py syncs the file system)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
+        tmp = os.path.join(path.parent, f"{TMP_PREFIX}{unique()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)  # as mkstemp makes it
     except OSError as exc:  # name the folder, not a random temporary name
         exc.filename = str(path.parent)
         raise
@@ -47,7 +51,7 @@ class Batch:
 
     def __init__(self, folder: Path | str) -> None:
         self.folder = os.fspath(folder)
-        self.prefix = os.path.join(self.folder, f"{TMP_PREFIX}{uuid.uuid4().hex}-")
+        self.prefix = os.path.join(self.folder, f"{TMP_PREFIX}{unique()}-")
         self.count = 0
 
     def write(self, name: str, data: bytes) -> os.stat_result:
@@ -153,7 +157,7 @@ def link_or_copy(src: Path, dest: Path) -> None:
     """Put ``src`` at ``dest`` atomically: a hard link (a temporary name, then a rename) where possible,
     else (another file system, links not allowed) a copy."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    tmp = dest.parent / f"{TMP_PREFIX}{unique()}"
     try:
         os.link(src, tmp)
     except OSError:

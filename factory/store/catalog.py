@@ -23,12 +23,12 @@ import re
 import shutil
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from ..atomic import unique
 from ..config import Location
 from ..record import FIELDS, FILES, Record
 from . import check
@@ -93,7 +93,7 @@ class Catalog:
             for statement in _TABLES.split(";"):
                 if statement.strip():
                     db.execute(statement)
-            db.execute("INSERT INTO meta VALUES ('schema', ?), ('generation', ?)", (SCHEMA, uuid.uuid4().hex))
+            db.execute("INSERT INTO meta VALUES ('schema', ?), ('generation', ?)", (SCHEMA, unique()))
             db.execute("COMMIT")
         return db
 
@@ -161,7 +161,7 @@ class Catalog:
                     self._keys.pop(filename, None)
                 self._keys.update((r[0], r[2]) for r in rows)
             if touched:
-                db.execute("UPDATE meta SET value=? WHERE name='generation'", (uuid.uuid4().hex,))
+                db.execute("UPDATE meta SET value=? WHERE name='generation'", (unique(),))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

@@ -16,7 +16,6 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidName, InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
@@ -182,6 +181,8 @@ def _check_meaning(values: dict[str, Any], expected: str) -> None:
 
 @lru_cache(maxsize=256)
 def _specifier_ok(text: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only when a record names one
+
     try:
         SpecifierSet(text)
     except InvalidSpecifier:
