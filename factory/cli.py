@@ -385,13 +385,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bug()
 
 
-def run() -> int:
-    """The console script (and ``python -m kernel_factory``): ``main``, then a quicker exit.
+def run(argv: Sequence[str] | None = None) -> int:
+    """The console script (and ``python -m kernel_factory``): ``main(argv)``, then a quicker exit.
 
-    What the run made is moved out of the collector's reach before the interpreter exits, so its last
-    collection does not walk it (about 15 ms of an index run that adds one wheel). Exit handlers still run.
+    Takes what ``main`` takes. What the run made is moved out of the collector's reach before the interpreter
+    exits, so its last collection does not walk it (about 15 ms of an index run that adds one wheel). Exit
+    handlers still run.
     """
-    rc = main()
+    rc = main(argv)
     import gc
 
     gc.freeze()

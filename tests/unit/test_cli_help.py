@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import gc
+from pathlib import Path
 
 import pytest
 from kernel_factory import cli
@@ -67,3 +69,16 @@ def test_global_flags_default_and_verbose_count() -> None:
 def test_unknown_flag_is_still_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["index", "--no-such-flag"]) == 2
     assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
+
+
+def test_console_script_takes_argv_as_main_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run`` (the console script's function) is called with an argument list by some launchers."""
+    monkeypatch.chdir(tmp_path)  # no factory.toml here
+    try:
+        assert cli.run(["index", "--out", str(tmp_path)]) == 0  # an empty folder: an empty index
+    finally:
+        gc.unfreeze()  # run() freezes what the process made; this process goes on
+    assert "index: 0 wheel(s)" in capsys.readouterr().out
+    assert (tmp_path / "simple" / "index.html").is_file()
