@@ -25,11 +25,11 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
     ``fsync=False`` where the caller makes a batch durable at once (store/adopt.py syncs the file system)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = os.path.join(path.parent, f"{TMP_PREFIX}{unique()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)  # as mkstemp makes it
-    except OSError as exc:  # name the folder, not a random temporary name
+    except OSError as exc:  # name the folder it was making
         exc.filename = str(path.parent)
         raise
+    tmp = os.path.join(path.parent, f"{TMP_PREFIX}{unique()}")
+    fd = _create(tmp, path.parent, 0o600)  # as mkstemp makes it
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -60,11 +60,7 @@ class Batch:
         path = os.path.join(self.folder, name)
         self.count += 1
         tmp = f"{self.prefix}{self.count}"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except OSError as exc:  # name the folder, not a random temporary name
-            exc.filename = self.folder
-            raise
+        fd = _create(tmp, self.folder, 0o644)
         try:
             try:
                 done = os.write(fd, data)
@@ -84,6 +80,16 @@ class Batch:
             named(exc, path)
             raise
         return st
+
+
+def _create(tmp: str, folder: Path | str, mode: int) -> int:
+    """Create the new temporary file ``tmp`` (never an existing one); an error names ``folder``, not the
+    temporary name."""
+    try:
+        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        exc.filename = os.fspath(folder)
+        raise
 
 
 def _discard(tmp: str) -> None:
