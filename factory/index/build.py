@@ -397,7 +397,7 @@ def index_with_adoption(
             runs.append(run)
             touched |= catalog.apply_rows(run.result.rows, ())
             if listing is not None:
-                listing.update((record.filename, key) for key, record in run.result.records)
+                listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
         index = build_index(out, catalog, templates, base_url, before, touched)

@@ -49,8 +49,7 @@ class AdoptResult:
     adopted: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
-    records: list[tuple[str, Record]] = field(default_factory=list)  # (catalog key, record) of those adopted
-    rows: list[Row] = field(default_factory=list)  # their catalog rows, made by the workers (Catalog.apply_rows)
+    rows: list[Row] = field(default_factory=list)  # the adopted wheels' catalog rows (Catalog.apply_rows)
 
 
 @lru_cache(maxsize=1)
@@ -128,12 +127,12 @@ def _adopt_paths(
 
 def _adopt_rows(
     files: str, paths: list[str], kernels: Collection[str], known: dict[str, dict[str, Any]]
-) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]], list[Row]]:
-    """``_adopt_paths`` plus the adopted wheels' catalog rows, made here (in a worker) rather than in the
-    process that waits for every worker."""
+) -> tuple[list[Row], list[tuple[str, str]], dict[str, dict[str, Any]]]:
+    """``_adopt_paths`` with the adopted wheels as catalog rows, made here (in a worker) rather than in the
+    process that waits for every worker; the rows are all it sends back of them."""
     done, refused, found = _adopt_paths(files, paths, kernels, known)
     names: dict[str, str] = {}
-    return done, refused, found, [catalog_row(key, record, names) for key, record in done]
+    return [catalog_row(key, record, names) for key, record in done], refused, found
 
 
 def adopt_batch(
@@ -141,19 +140,6 @@ def adopt_batch(
 ) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
     """Adopt a batch of wheels; ([(catalog key, record)], [(wheel name, why refused)], ``known`` filled)."""
     return _adopt_paths(os.fspath(files), [os.fspath(w) for w in wheels], kernels, known)
-
-
-def adopt_one(store_root: Path, wheel: Path, kernels: Collection[str] = ()) -> Record | None:
-    """Adopt one wheel; None if the store already has its record. Refused on bad input, and when the wheel's
-    project is one of ``kernels`` (normalised names of kernels the factory builds)."""
-    files = store_root / FILES
-    if (files / f"{wheel.name}.json").exists():
-        return None
-    files.mkdir(parents=True, exist_ok=True)
-    done, refused, _ = adopt_batch(files, [wheel], kernels)
-    if refused:
-        raise Refused(refused[0][1])
-    return done[0][1]
 
 
 def adopt(
@@ -205,12 +191,10 @@ def _adopt(
         with ProcessPoolExecutor(max_workers=workers) as pool:
             outcomes = list(pool.map(_adopt_rows, [folder] * len(batches), batches, [kernels] * len(batches),
                                      [known] * len(batches)))  # fmt: skip
-    for done, refused, found, rows in outcomes:
+    for rows, refused, found in outcomes:
         known.update(found)
         result.rows.extend(rows)
-        for key, record in done:
-            result.records.append((key, record))
-            result.adopted.append(record.filename)
+        result.adopted.extend(row[0] for row in rows)
         for name, why in refused:
             print(f"warning: skipped {why}", file=sys.stderr)
             result.refused.append(name)

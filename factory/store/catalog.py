@@ -210,12 +210,10 @@ class Catalog:
         if project is not None:
             yield project, batch
 
-    def kernel_projects(self, names: Iterable[str] | None = None) -> set[str]:
-        """The projects (of ``names``, default all) of which the store holds a built kernel, not only adopted
-        wheels."""
+    def kernel_projects(self, names: Iterable[str]) -> set[str]:
+        """Those of ``names`` of which the store holds a built kernel, not only adopted wheels (one indexed query
+        each)."""
         kind = f"json_extract(row, '$[{FIELDS.index('kind')}]') = 'kernel'"
-        if names is None:
-            return {name for (name,) in self.db.execute(f"SELECT DISTINCT project FROM records WHERE {kind}")}
         query = f"SELECT 1 FROM records WHERE project = ? AND {kind} LIMIT 1"
         return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}
 
