@@ -33,9 +33,8 @@ def _meta_key(folder: Path) -> str:
     return f"wheels:{os.path.realpath(folder)}"
 
 
-def _snapshot(catalog: Catalog, folder: Path) -> tuple[str, str] | None:
-    """(the folder's stat, the names the store held, one per line) from the last run, if ``files/`` is
-    unchanged since."""
+def _snapshot(catalog: Catalog, folder: Path) -> tuple[str, list[str]] | None:
+    """(the folder's stat, the names the store held) from the last run, if ``files/`` is unchanged since."""
     saved = catalog.meta(_meta_key(folder))
     files_state = catalog.meta(FILES_STATE)
     if not saved or not files_state:
@@ -43,7 +42,8 @@ def _snapshot(catalog: Catalog, folder: Path) -> tuple[str, str] | None:
     state, _, files_then = saved.partition("|")
     if files_then != files_state:
         return None
-    return state, catalog.meta(_meta_key(folder) + ":present") or ""
+    names = catalog.meta(_meta_key(folder) + ":present")
+    return state, names.split("\n") if names else []
 
 
 @dataclass
@@ -68,10 +68,10 @@ def adopt_folder(
     state = folder_state(folder)
     snap = _snapshot(catalog, folder) if listing is None else None
     if snap is not None and state is not None and snap[0] == state:
-        return FolderRun(AdoptResult(present=snap[1].split("\n") if snap[1] else []), state, unchanged=True)
+        return FolderRun(AdoptResult(present=snap[1]), state, unchanged=True)
     if snap is not None:  # a few names are new: only they are looked at
         entries = set(os.listdir(folder))
-        before = set(snap[1].split("\n")) if snap[1] else set()
+        before = set(snap[1])
         fresh = [n for n in entries - before if n.endswith(".whl") and not n.startswith(".")]
         held = _holds(catalog, listing, len(fresh))
         present = list(entries & before) + [n for n in fresh if held(n)]
@@ -111,5 +111,5 @@ def remember(catalog: Catalog, folder: Path, run: FolderRun) -> None:
         catalog.set_meta(key, "")
         return
     catalog.set_meta(key, f"{run.state}|{files_state}")
-    if not run.unchanged or run.result.adopted:
+    if not run.unchanged:  # an unchanged folder adopted nothing: its names are the ones kept
         catalog.put_meta(key + ":present", "\n".join([*run.result.present, *run.result.adopted]))
