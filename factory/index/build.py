@@ -33,11 +33,11 @@ from .pages import (
     DEFAULT_BASE_URL,
     environment,
     fingerprint,
-    group_prefix,
     landing_page,
     project_pages,
     project_paths,
     root_pages,
+    root_paths,
 )
 
 if TYPE_CHECKING:
@@ -222,8 +222,7 @@ def _roots(
     pages: dict[str, bytes] = {}
     paths: set[str] = set()
     for group, names in members.items():
-        prefix = group_prefix(group)
-        paths.update((f"{prefix}/index.html", f"{prefix}/index.json"))
+        paths.update(root_paths(group))
         if previous is None or before.get(group) != names:
             pages.update(root_pages(env, group, names))
     landing = landing_page(env, {p: v["summary"] for p, v in projects.items()}, labels, base_url)
@@ -245,7 +244,7 @@ def build_index(
     if state is not None and state.get("fingerprint") == fp and state.get("generation") == generation:
         known = int(state.get("pages", 0))
         return IndexResult(known, 0, known, 0)
-    env = _environment(templates)  # compiled once; the render workers fork with it
+    env = environment(templates)  # compiled once; the render workers fork with it
     labels = catalog.label_backends()
     incremental = (
         state is not None and state.get("fingerprint") == fp and state.get("labels") == labels
@@ -290,16 +289,6 @@ def build_index(
     return IndexResult(count, writer.written, count - writer.written, writer.removed)
 
 
-_ENVIRONMENTS: dict[Path | None, jinja2.Environment] = {}
-
-
-def _environment(templates: Path | None) -> jinja2.Environment:
-    """One environment per process (and the render workers fork with it): templates compiled once."""
-    if templates not in _ENVIRONMENTS:
-        _ENVIRONMENTS[templates] = environment(templates)
-    return _ENVIRONMENTS[templates]
-
-
 def _render_chunk(
     out: Path, catalog_path: str, names: list[str], templates: Path | None, base_url: str,
     labels: dict[str, str | None],
@@ -307,7 +296,7 @@ def _render_chunk(
     """Render the pages of ``names`` (a worker of a full build); (pages written, their state entries)."""
     catalog = Catalog(catalog_path)
     try:
-        env = _environment(templates)
+        env = environment(templates)
         writer = _Writer(out)
         entries: dict[str, Any] = {}
         for name, records in catalog.projects(names):
@@ -326,7 +315,7 @@ def _render_parallel(
     """Render every project's pages in ``workers`` processes reading the catalog file; pages written."""
     from concurrent.futures import ProcessPoolExecutor
 
-    env = _environment(templates)
+    env = environment(templates)
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
         env.get_template(name)
     names = catalog.project_names()

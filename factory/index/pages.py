@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -66,8 +67,12 @@ def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> d
     return groups
 
 
+@lru_cache(maxsize=8)
 def environment(templates: Path | None) -> jinja2.Environment:
-    """Templates from ``templates`` first (any name may be overridden), then the shipped ones."""
+    """Templates from ``templates`` first (any name may be overridden), then the shipped ones.
+
+    One environment per templates folder and process, so each template is compiled once (the render workers
+    fork with the ones compiled before)."""
     import jinja2  # only when pages are rendered: a run with nothing to render does not load it
 
     loaders: list[jinja2.BaseLoader] = []
@@ -196,10 +201,15 @@ def project_paths(project: str, labels: Iterable[str]) -> list[str]:
 
 def root_pages(env: jinja2.Environment, label: str | None, projects: list[str]) -> dict[str, bytes]:
     """The root of one index (PEP 503 and PEP 691), listing ``projects`` (sorted)."""
-    prefix = group_prefix(label)
     html = env.get_template("root.html").render(projects=projects, api_version=API_VERSION).encode()
     data = _dumps({"meta": {"api-version": API_VERSION}, "projects": [{"name": n} for n in projects]})
-    return {f"{prefix}/index.html": html, f"{prefix}/index.json": data}
+    return dict(zip(root_paths(label), (html, data), strict=True))
+
+
+def root_paths(label: str | None) -> tuple[str, str]:
+    """The paths of the root pages (PEP 503, PEP 691) of the combined index (None) or of one variant index."""
+    prefix = group_prefix(label)
+    return f"{prefix}/index.html", f"{prefix}/index.json"
 
 
 def landing_page(
