@@ -146,10 +146,15 @@ def remove_stale_tmp(root: Path, before: float) -> int:
 
 def file_digest(path: Path, algorithm: str = "sha256") -> str:
     """Hex digest of a file, read in 1 MiB chunks (md5 only to compare with single-part S3 ETags)."""
-    h = hashlib.new(algorithm, usedforsecurity=False)
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
+        return stream_digest(f, algorithm)
+
+
+def stream_digest(f: BinaryIO, algorithm: str = "sha256") -> str:
+    """Hex digest of what is left to read of an open binary file, read in 1 MiB chunks."""
+    h = hashlib.new(algorithm, usedforsecurity=False)
+    while chunk := f.read(1 << 20):
+        h.update(chunk)
     return h.hexdigest()
 
 

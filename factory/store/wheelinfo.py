@@ -36,6 +36,7 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_n
 from packaging.version import InvalidVersion, Version
 
 from .. import variants
+from ..atomic import stream_digest
 from ..errors import Refused, UnknownVariant
 from ..record import PROVENANCE, Record
 
@@ -197,12 +198,10 @@ def read_wheel(path: str, filename: str) -> WheelData:
             st = os.fstat(fd)
             if st.st_size > WHOLE:
                 with open(fd, "rb", closefd=False) as f:
-                    h = hashlib.sha256()
-                    while chunk := f.read(1 << 20):
-                        h.update(chunk)
+                    digest = stream_digest(f)
                     f.seek(0)
                     metadata, provenance = _members(f, filename)
-                return WheelData(h.hexdigest(), st.st_size, st.st_mtime, metadata, provenance, None)
+                return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None)
             data = os.read(fd, st.st_size + 1)
             if len(data) != st.st_size:  # a short read, or the file changed: read on to its end
                 parts = [data]
