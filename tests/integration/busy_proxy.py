@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+from servers import in_thread
+
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade", "content-length"}
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
@@ -108,11 +110,5 @@ class _Handler(BaseHTTPRequestHandler):
 
 @contextmanager
 def busy_proxy(upstream: str) -> Iterator[BusyProxy]:
-    proxy = BusyProxy(upstream)
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with in_thread(BusyProxy(upstream)) as proxy:
         yield proxy
-    finally:
-        proxy.shutdown()
-        proxy.server_close()

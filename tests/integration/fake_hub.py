@@ -10,12 +10,13 @@ have talked to. Both run in a thread of the test process and record every reques
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from servers import in_thread
 
 HOST = "127.0.0.1"
 
@@ -77,13 +78,8 @@ class _Handler(BaseHTTPRequestHandler):
 def fake_hub(*, record_only: bool = False) -> Iterator[_Server]:
     server = _Server()
     server.record_only = record_only
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with in_thread(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def branch(name: str, sha: str) -> dict[str, str]:

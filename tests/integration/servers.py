@@ -16,8 +16,10 @@ import html
 import json
 import os
 import socket
+import socketserver
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote, unquote, urljoin
 
 from kernel_factory.record import Record
@@ -253,3 +256,18 @@ def page_links(page_key: str, html_text: str) -> list[str]:
 
 def wheel_names(records: list[Record]) -> list[str]:
     return sorted(r.filename for r in records if parse_wheel_filename(r.filename))
+
+
+S = TypeVar("S", bound=socketserver.BaseServer)
+
+
+@contextmanager
+def in_thread(server: S) -> Iterator[S]:
+    """Serve ``server`` on a daemon thread while the block runs; shut it down and close it after."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
