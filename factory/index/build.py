@@ -392,8 +392,8 @@ def index_with_adoption(
         index = build_index(out, catalog, templates, base_url, before, touched)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
-            for folder, run in zip(wheels, runs, strict=True):
-                folders.remember(catalog, folder, run)
+            for run in runs:
+                folders.remember(catalog, run)
         return catalog.count(), index, adopted
     finally:
         catalog.close()

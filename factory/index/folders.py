@@ -33,16 +33,17 @@ def _meta_key(folder: Path) -> str:
     return f"wheels:{os.path.realpath(folder)}"
 
 
-def _snapshot(catalog: Catalog, folder: Path) -> tuple[str, list[str]] | None:
-    """(the folder's stat, the names the store held) from the last run, if ``files/`` is unchanged since."""
-    saved = catalog.meta(_meta_key(folder))
+def _snapshot(catalog: Catalog, key: str) -> tuple[str, list[str]] | None:
+    """(the folder's stat, the names the store held) from the last run, if ``files/`` is unchanged since;
+    ``key``: the folder's (``_meta_key``)."""
+    saved = catalog.meta(key)
     files_state = catalog.meta(FILES_STATE)
     if not saved or not files_state:
         return None
     state, _, files_then = saved.partition("|")
     if files_then != files_state:
         return None
-    names = catalog.meta(_meta_key(folder) + ":present")
+    names = catalog.meta(key + ":present")
     return state, names.split("\n") if names else []
 
 
@@ -51,6 +52,7 @@ class FolderRun:
     """One ``--wheels`` folder in one run: what adoption did, and what ``remember`` keeps."""
 
     result: AdoptResult
+    key: str  # the folder's key in the catalog's meta (_meta_key)
     state: str | None  # the folder's stat before it was read
     unchanged: bool = False  # the folder and files/ as the last run left them: nothing was read
 
@@ -65,10 +67,11 @@ def adopt_folder(
     ``files/`` (then the catalog answers). Wheels of a project that is a kernel of the store or of ``kernels``
     are refused unless ``allow_kernel_names``.
     """
+    key = _meta_key(folder)
     state = folder_state(folder)
-    snap = _snapshot(catalog, folder) if listing is None else None
+    snap = _snapshot(catalog, key) if listing is None else None
     if snap is not None and state is not None and snap[0] == state:
-        return FolderRun(AdoptResult(present=snap[1]), state, unchanged=True)
+        return FolderRun(AdoptResult(present=snap[1]), key, state, unchanged=True)
     if snap is not None:  # a few names are new: only they are looked at
         entries = set(os.listdir(folder))
         before = set(snap[1])
@@ -91,7 +94,7 @@ def adopt_folder(
     where = os.fspath(folder)
     result = adopt_wheels(root, [os.path.join(where, n) for n in todo], refuse, known) if todo else AdoptResult()
     result.present = present
-    return FolderRun(result, state)
+    return FolderRun(result, key, state)
 
 
 def _holds(catalog: Catalog, listing: dict[str, str] | None, lookups: int) -> Callable[[str], bool]:
@@ -103,10 +106,10 @@ def _holds(catalog: Catalog, listing: dict[str, str] | None, lookups: int) -> Ca
     return catalog.has
 
 
-def remember(catalog: Catalog, folder: Path, run: FolderRun) -> None:
+def remember(catalog: Catalog, run: FolderRun) -> None:
     """Keep the folder's snapshot after the run (see the module docstring); call after ``settled``."""
     files_state = catalog.meta(FILES_STATE)
-    key = _meta_key(folder)
+    key = run.key
     if run.result.refused or not files_state or not run.state:
         catalog.set_meta(key, "")
         return
