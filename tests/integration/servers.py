@@ -224,6 +224,11 @@ class Root:
     records: list[Record]
 
 
+# a store for the upload tests: two variants of one kernel and one plain wheel, and the pin of one of them
+WHEELS = [("img2grey", "1.1.2+torch213cpucxx11"), ("img2grey", "1.1.2+torch27cu128cxx11"), ("relu", "1.0.0")]
+PINNED = "img2grey==1.1.2+torch213cpucxx11"
+
+
 def make_root(tmp: Path, wheels: list[tuple[str, str]], payload: bytes = b"") -> Root:
     """A store and index root under ``tmp/root`` holding ``wheels`` [(name, version)]."""
     root = tmp / "root"

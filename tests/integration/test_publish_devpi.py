@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.cli import main
-from servers import PASSWORD, USER, devpi_server, make_root, pypi_server
+from servers import PASSWORD, PINNED, USER, WHEELS, devpi_server, make_root, pypi_server
 
 pytestmark = pytest.mark.integration
-PINNED = "img2grey==1.1.2+torch213cpucxx11"
-WHEELS = [("img2grey", "1.1.2+torch213cpucxx11"), ("img2grey", "1.1.2+torch27cu128cxx11"), ("relu", "1.0.0")]
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,9 @@ from pathlib import Path
 import pytest
 from kernel_factory.cli import main
 from kernel_factory.publish.run import list_root
-from servers import PASSWORD, USER, free_port, make_root, pypi_server
+from servers import PASSWORD, PINNED, USER, WHEELS, free_port, make_root, pypi_server
 
 pytestmark = pytest.mark.integration
-PINNED = "img2grey==1.1.2+torch213cpucxx11"
-WHEELS = [("img2grey", "1.1.2+torch213cpucxx11"), ("img2grey", "1.1.2+torch27cu128cxx11"), ("relu", "1.0.0")]
 
 
 @pytest.fixture(scope="module")
