@@ -47,12 +47,14 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
 class Batch:
     """Atomic writes into one folder without an fsync each, for a caller that syncs the file system once for
     the batch (store/adopt.py): each file goes to a hidden temporary name unique to this batch, then is renamed
-    into place; a failed write removes its temporary file and names the path."""
+    into place; a failed write removes its temporary file and names the path. ``fsync``: each file is fsynced
+    before its rename instead (a small batch; the caller then fsyncs the folder)."""
 
-    def __init__(self, folder: Path | str) -> None:
+    def __init__(self, folder: Path | str, *, fsync: bool = False) -> None:
         self.folder = os.fspath(folder)
         self.prefix = os.path.join(self.folder, f"{TMP_PREFIX}{unique()}-")
         self.count = 0
+        self.fsync = fsync
 
     def write(self, name: str, data: bytes) -> os.stat_result:
         """Put ``data`` at ``folder/name``; the file's stat (its inode, mtime and size stay those of the file
@@ -69,6 +71,8 @@ class Batch:
                     while view:
                         view = view[os.write(fd, view) :]
                 os.fchmod(fd, 0o644)
+                if self.fsync:
+                    os.fsync(fd)
                 st = os.fstat(fd)
             finally:
                 os.close(fd)
@@ -80,6 +84,15 @@ class Batch:
             named(exc, path)
             raise
         return st
+
+
+def fsync_path(path: Path | str) -> None:
+    """fsync a file or a folder (a folder: the names renamed into it) by its path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _create(tmp: str, folder: Path | str, mode: int) -> int:

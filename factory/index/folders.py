@@ -73,11 +73,13 @@ def adopt_folder(
     if snap is not None and state is not None and snap[0] == state:
         return FolderRun(AdoptResult(present=snap[1]), key, state, unchanged=True)
     if snap is not None:  # a few names are new: only they are looked at
-        entries = set(os.listdir(folder))
+        entries = os.listdir(folder)
         before = set(snap[1])
-        fresh = [n for n in entries - before if n.endswith(".whl") and not n.startswith(".")]
+        new = [n for n in entries if n not in before]
+        fresh = [n for n in new if n.endswith(".whl") and not n.startswith(".")]
         held = _holds(catalog, listing, len(fresh))
-        present = list(entries & before) + [n for n in fresh if held(n)]
+        kept = snap[1] if len(entries) - len(new) == len(before) else [n for n in entries if n in before]
+        present = kept + [n for n in fresh if held(n)]
         fresh = [n for n in fresh if os.path.isfile(os.path.join(folder, n))]
     else:  # the entries' types come with the listing: no stat per wheel
         with os.scandir(folder) as it:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import TEMPLATES
 from ..record import Record, version_key
 from . import landing as index_landing
+from . import precompiled
 from . import selector as index_selector
 from .landing import project_context, project_summary, quoted
 
@@ -72,20 +73,15 @@ def environment(templates: Path | None) -> jinja2.Environment:
     """Templates from ``templates`` first (any name may be overridden), then the shipped ones.
 
     One environment per templates folder and process, so each template is compiled once (the render workers
-    fork with the ones compiled before)."""
+    fork with the ones compiled before); the shipped ones come compiled with the wheel (index/precompiled.py)."""
     import jinja2  # only when pages are rendered: a run with nothing to render does not load it
 
     loaders: list[jinja2.BaseLoader] = []
     if templates is not None:
         loaders.append(jinja2.FileSystemLoader(str(templates)))
-    loaders.append(jinja2.FileSystemLoader(str(TEMPLATES)))
+    loaders.append(precompiled.loader(jinja2) or jinja2.FileSystemLoader(str(TEMPLATES)))
     return jinja2.Environment(
-        loader=jinja2.ChoiceLoader(loaders),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
+        loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined, **precompiled.OPTIONS
     )
 
 

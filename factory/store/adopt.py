@@ -15,7 +15,8 @@ from each wheel, and the caps on it, are in store/wheelinfo.py.
 Wheels are read and hashed in parallel processes, in batches: a batch links
 its wheels and writes their ``.metadata`` files (each to a temporary name,
 renamed into place), syncs the file system once, then renames the records into
-place and syncs once more (two syncs per batch, not an fsync per file). Each
+place and syncs once more (two syncs per batch, not an fsync per file). A batch of a few wheels (the usual
+rerun that adds one) fsyncs its files and the folder instead: cheaper than flushing a whole file system. Each
 label is mapped to its variant once per run, and the mapping is kept in the
 catalog (loading the variant grammar costs more than adopting a wheel).
 """
@@ -34,7 +35,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from ..atomic import Batch, copy_file, file_digest, link_or_copy, write_bytes
+from ..atomic import Batch, copy_file, file_digest, fsync_path, link_or_copy, write_bytes
 from ..errors import Refused
 from ..record import FILES, Record
 from . import check as record_check
@@ -42,6 +43,7 @@ from .catalog import Row, catalog_row
 from .wheelinfo import make_record, parse_name, read_wheel, read_wheel_info, record_of
 
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
+SMALL = 4  # a batch of at most this many wheels fsyncs its files and folder instead of the file system
 
 
 @dataclass
@@ -109,7 +111,8 @@ def _adopt_paths(
     from .catalog import record_key
 
     known = {} if known is None else known
-    batch = Batch(files)
+    small = len(paths) <= SMALL  # a few wheels: an fsync per file and the folder, not the whole file system
+    batch = Batch(files, fsync=small)
     ready: list[Record] = []
     refused: list[tuple[str, str]] = []
     for path in paths:
@@ -119,9 +122,17 @@ def _adopt_paths(
             refused.append((os.path.basename(path), str(exc)))
     if not ready:
         return [], refused, known
-    sync_fs(files)  # wheels and .metadata on disk before any record names them
+    if small:  # the .metadata files were fsynced as written; the wheels (linked or copied) and the names now
+        for record in ready:
+            fsync_path(os.path.join(files, record.filename))
+        fsync_path(files)
+    else:
+        sync_fs(files)  # wheels and .metadata on disk before any record names them
     done = [(record_key(batch.write(f"{record.filename}.json", record.to_json())), record) for record in ready]
-    sync_fs(files)
+    if small:
+        fsync_path(files)
+    else:
+        sync_fs(files)
     return done, refused, known
 
 

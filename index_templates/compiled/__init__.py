@@ -1,0 +1,1 @@
+"""The shipped templates, compiled (kernel_factory.index.precompiled)."""

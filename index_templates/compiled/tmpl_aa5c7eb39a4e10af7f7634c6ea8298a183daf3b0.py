@@ -1,0 +1,14 @@
+from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
+name = 'selector.js'
+
+def root(context, missing=missing):
+    resolve = context.resolve_or_missing
+    undefined = environment.undefined
+    concat = environment.concat
+    cond_expr_undefined = Undefined
+    if 0: yield None
+    pass
+    yield '(function () {\n  var data = document.getElementById("kf-builds");\n  if (!data) return;\n  var rows = JSON.parse(data.textContent);\n  var keys = ["torch", "backend", "arch"];\n  var picked = {};\n  var hash = new URLSearchParams(location.hash.slice(1));\n  function uniq(key) {\n    var seen = {};\n    rows.forEach(function (r) { seen[r[key]] = true; });\n    return Object.keys(seen).sort(function (a, b) { return b.localeCompare(a, undefined, {numeric: true}); });\n  }\n  keys.forEach(function (key) {\n    var sel = document.getElementById("sel-" + key);\n    [""].concat(uniq(key)).forEach(function (v) {\n      var o = document.createElement("option");\n      o.value = v; o.textContent = v || "any";\n      sel.appendChild(o);\n    });\n    if (hash.get(key) !== null) sel.value = hash.get(key);\n    picked[key] = sel.value;\n    sel.addEventListener("change", function () { picked[key] = sel.value; update(); });\n  });\n  function fits(r) {\n    return keys.every(function (k) { return !picked[k] || r[k] === picked[k]; });\n  }\n  function update() {\n    var chosen = rows.filter(fits);\n    var shown = {};\n    chosen.forEach(function (r) { shown[r.label + " " + r.platform] = true; });\n    document.querySelectorAll(".entry").forEach(function (e) {\n      var label = e.querySelector("a.label").textContent.replace(/^\\+/, "");\n      var plat = e.querySelector(".plat").textContent.split(" ")[0];\n      var noarch = plat === "any";\n      e.hidden = !(noarch || shown[label + " " + plat]);\n    });\n    var out = document.getElementById("sel-cmds");\n    out.textContent = "";\n    var all = keys.every(function (k) { return picked[k]; });\n    if (!all) {\n      out.textContent = chosen.length + " build(s) fit; pick torch, backend and arch for the install commands.";\n      return;\n    }\n    if (!chosen.length) { out.textContent = "No build fits this choice."; return; }\n    chosen.forEach(function (r) {\n      [r.pip, r.uv].forEach(function (cmd) {\n        var div = document.createElement("div"); div.className = "cmd";\n        var code = document.createElement("code"); code.textContent = cmd;\n        div.appendChild(code); out.appendChild(div);\n      });\n    });\n  }\n  update();\n})();\n'
+
+blocks = {}
+debug_info = ''
