@@ -64,8 +64,10 @@ def test_one_import_package_with_templates_and_license(artifacts: dict[str, Path
     names = _contents(artifacts["wheel"])
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"kernel_factory"}
-    shipped = {n.rsplit("/", 1)[1] for n in names if n.startswith("kernel_factory/templates/")}
-    assert shipped == {p.name for p in (ROOT / "index_templates").iterdir() if p.is_file()}
+    shipped = {n.removeprefix("kernel_factory/templates/") for n in names if n.startswith("kernel_factory/templates/")}
+    tree = ROOT / "index_templates"
+    assert shipped == {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file() and p.suffix != ".pyc"}
+    assert "compiled/manifest.json" in shipped  # the templates compiled ahead of time (index/precompiled.py)
     (license_name,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
     license_text = names[license_name]
     assert license_text == (ROOT / "LICENSE").read_bytes() and b"Apache License" in license_text
