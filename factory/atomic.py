@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -148,6 +147,8 @@ def remove_stale_tmp(root: Path, before: float) -> int:
                 if st.st_mtime >= before:
                     continue
                 if name in stale_dirs:
+                    import shutil  # only here and in copy_file: an index run does not load it
+
                     shutil.rmtree(path)
                 else:
                     os.unlink(path)
@@ -173,6 +174,8 @@ def stream_digest(f: BinaryIO, algorithm: str = "sha256") -> str:
 
 def copy_file(src: Path, dest: Path) -> None:
     """Copy ``src`` to ``dest`` atomically (a hidden temporary file, fsynced, then renamed)."""
+    import shutil
+
     with atomic_open(dest) as out, open(src, "rb") as f:
         shutil.copyfileobj(f, out, 1 << 20)
 

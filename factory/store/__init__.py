@@ -6,14 +6,16 @@ for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
 
 from __future__ import annotations
 
-import tempfile
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import Location
 from ..errors import ConfigError
 from ..record import Record
+
+if TYPE_CHECKING:
+    import tempfile
 
 
 class Store(Protocol):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -99,7 +98,9 @@ class Catalog:
 
     def close(self) -> None:
         self.db.close()
-        if self.scratch is not None:
+        if self.scratch is not None:  # a catalog in a temporary folder (S3 stores)
+            import shutil
+
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     def generation(self) -> str:
