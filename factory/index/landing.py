@@ -6,8 +6,7 @@ import re
 import shlex
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from packaging.version import Version
@@ -19,8 +18,7 @@ _BACKEND_ORDER = ("cuda", "rocm", "xpu", "cann", "neuron", "tpu", "npu", "cpu", 
 _FRAMEWORK_ORDER = ("torch", "torch-stable-abi", "tvm-ffi", "torch-noarch")
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One wheel in a matrix cell."""
 
     label: str | None
@@ -33,14 +31,12 @@ class Entry:
     yanked: bool
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     title: str
     cells: tuple[tuple[Entry, ...], ...]
 
 
-@dataclass(frozen=True)
-class VersionView:
+class VersionView(NamedTuple):
     version: str
     columns: tuple[str, ...]
     rows: tuple[Row, ...]
@@ -48,8 +44,7 @@ class VersionView:
     wheels: int
 
 
-@dataclass(frozen=True)
-class KernelView:
+class KernelView(NamedTuple):
     name: str
     project: str
     summary: str
@@ -61,8 +56,7 @@ class KernelView:
     versions: tuple[VersionView, ...]
 
 
-@dataclass(frozen=True)
-class AdoptedView:
+class AdoptedView(NamedTuple):
     name: str
     project: str
     summary: str
