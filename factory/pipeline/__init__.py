@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from ..sources import open_source
 from ..sources.base import Source
 from ..store import open_store
 from ..variants import parse as parse_variant
+from ..variants import preload as preload_kernels
 from ..wheel import stages
 from .workers import worker_pool
 
@@ -71,6 +73,11 @@ class Outcome:
     trace: str | None = None  # the traceback of an unexpected exception (a bug), shown under --debug
 
 
+def use_sources(plan: Plan) -> None:
+    """Build from the sources the plan opened (their answers are cached: no repository is opened twice)."""
+    _SOURCES.update(plan.sources)
+
+
 def _source(job: Job) -> Source:
     key = (job.location, job.repo_id, job.repo_type)
     if key not in _SOURCES:
@@ -85,6 +92,15 @@ def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
     if not isinstance(major, int) or isinstance(major, bool):
         raise BadKernel(f"{job.describe()}: no tag at this revision and metadata.json has no integer 'version'")
     return versions.branch_version(major, src.commit_count(job.sha))
+
+
+def _worker_imports() -> None:
+    """What each worker would import for its first wheel (the converter, auditwheel, pyelftools: about 0.15 s of
+    CPU), imported once in this process before the workers fork, so that they share it."""
+    from ..audit.elf import load_auditwheel
+    from ..wheel import convert  # noqa: F401
+
+    load_auditwheel()
 
 
 def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Path, bytes, Record]:
@@ -184,6 +200,7 @@ def execute(
         progress(outcome)
 
     if opts.jobs <= 1 or len(jobs) <= 1:
+        gc.enable()  # off for the start-up (see cli)
         for job in jobs:
             finish(job, _run(job, opts, work, scratch))
         return outcomes
@@ -191,6 +208,7 @@ def execute(
         pending: dict[Future[tuple[Path, bytes, Record] | Outcome], Job] = {
             pool.submit(_run, job, opts, work, scratch): job for job in jobs
         }
+        gc.enable()  # off for the start-up (see cli), until the workers forked
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -317,6 +335,7 @@ def _warn_damaged(lines: list[str]) -> None:
 
 
 def run_plan(args: PlanArgs) -> int:
+    preload_kernels()  # on a thread, beside the git commands: the plan parses variant names with it
     opts = load_options(args)
     store = open_store(opts.store)
     records = store.records()
@@ -330,6 +349,7 @@ def run_plan(args: PlanArgs) -> int:
 
 
 def run_build(args: BuildArgs) -> int:
+    preload_kernels(_worker_imports)  # on a thread, beside the git commands: the plan parses variant names with it
     opts = load_options(args)
     shard = _shard(args.shard)
     check_options(opts)  # before the store is touched
@@ -339,6 +359,7 @@ def run_build(args: BuildArgs) -> int:
         records = store.records()
         _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
         plan = make_plan(opts, records, shard)
+        use_sources(plan)
         if not args.quiet:
             print_plan(plan, sys.stderr)
         held = {r.filename: r for r in records}
@@ -373,6 +394,7 @@ def quiet_downloads() -> None:
 
 
 def run_to_wheel(args: ToWheelArgs) -> int:
+    preload_kernels(_worker_imports)  # on a thread, beside the git commands: the plan parses variant names with it
     quiet_downloads()
     opts = config.resolve(args.flags)
     request = versions.parse_request(args.version)
@@ -389,6 +411,7 @@ def run_to_wheel(args: ToWheelArgs) -> int:
             raise UsageError(f"with --revision, VERSION must be 1.1.2 or a major version like 1, not {args.version!r}")
     opts = replace(opts, kernels=(spec,))
     plan = make_plan(opts, [])
+    use_sources(plan)
     if not args.quiet:
         print_plan(plan, sys.stderr)
     out = args.out

@@ -56,6 +56,9 @@ class Plan:
     todo: list[Job] = field(default_factory=list)
     done: list[Job] = field(default_factory=list)  # already in the store
     refused: list[FactoryError] = field(default_factory=list)  # unknown variants and the like
+    # The source each job came from, by (location, repo_id, repo_type): the build asks the same objects (and
+    # their cached answers) instead of opening the repositories again.
+    sources: dict[tuple[str, str | None, str | None], Source] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         def job(j: Job) -> dict[str, object]:
@@ -249,6 +252,8 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             plan.refused.append(Refused(f"{spec.repo}: {exc}; skipped"))
             continue
         plan.refused += refused
+        for job in jobs:
+            plan.sources.setdefault((job.location, job.repo_id, job.repo_type), src)
         if shard is not None:  # partition the full plan, before dropping what the store holds
             jobs = [job for job in jobs if in_shard(job.key, *shard)]
         plan.done += [job for job in jobs if job.key in have]

@@ -36,38 +36,38 @@ class LocalSource:
         self._fetched: dict[tuple[str, str], Path] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._clean: dict[str, frozenset[str]] = {}  # sha -> variants whose work tree is that revision, unchanged
+        self._trees: dict[str, dict[str, int]] = {}  # sha -> variant -> bytes of its files (one ls-tree of build/)
 
     # -- git helpers -------------------------------------------------------
     def _git_dir(self) -> str | None:
-        try:
-            out = subprocess.run(
-                ["git", "-C", str(self.path), "rev-parse", "--absolute-git-dir"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-        except (subprocess.CalledProcessError, FileNotFoundError):
-            return None
-        # Only a repository rooted here counts (not a parent's repository).
-        top = subprocess.run(
-            ["git", "-C", str(self.path), "rev-parse", "--is-bare-repository", "--show-toplevel"],
+        # One command: the git folder, whether it is bare, and the work tree's top (which a bare repository
+        # has not: git prints the first two answers, then fails on the third).
+        proc = subprocess.run(
+            ["git", "-C", str(self.path), "rev-parse", "--absolute-git-dir", "--is-bare-repository", "--show-toplevel"],
             capture_output=True,
             text=True,
-        ).stdout.split()
-        if top and top[0] == "true":
-            return out
-        if len(top) > 1 and Path(top[1]).resolve() == self.path:
-            return out
+        )
+        lines = proc.stdout.splitlines()
+        if len(lines) < 2 or not lines[0]:
+            return None  # not a git repository (or no git)
+        if lines[1] == "true":
+            return lines[0]
+        # Only a repository rooted here counts (not a parent's repository).
+        if proc.returncode == 0 and len(lines) > 2 and Path(lines[2]).resolve() == self.path:
+            return lines[0]
         return None
 
     def _git(self, *args: str) -> str:
+        return self._git_bytes(*args).decode("utf-8", errors="surrogateescape")
+
+    def _git_bytes(self, *args: str) -> bytes:
         proc = subprocess.run(["git", "-C", str(self.path), *args], capture_output=True)
         if proc.returncode != 0:  # the revisions were resolved already: this is the repository failing
             text = proc.stderr.decode(errors="replace")
             raise unusable_from_text(text, self.path) or Unreachable(
                 f"{self.display}: git {' '.join(args)} failed: {last_line(text, f'exit code {proc.returncode}')}"
             )
-        return proc.stdout.decode("utf-8", errors="surrogateescape")
+        return proc.stdout
 
     def _exists(self, sha: str, path: str) -> bool:
         proc = subprocess.run(["git", "-C", str(self.path), "cat-file", "-e", f"{sha}:{path}"], capture_output=True)
@@ -117,19 +117,28 @@ class LocalSource:
     def variants(self, sha: str) -> list[str]:
         if not self.is_git:
             return sorted(p.name for p in (self.path / "build").iterdir() if p.is_dir() and not p.is_symlink())
-        proc = subprocess.run(["git", "-C", str(self.path), "ls-tree", "-z", f"{sha}:build"], capture_output=True)
-        if proc.returncode != 0:
-            if not self._exists(sha, "build"):
-                return []  # no build/ folder at this revision
-            self._git("ls-tree", "-z", f"{sha}:build")  # raises with git's own reason
-        names = []
-        for entry in proc.stdout.split(b"\0"):
-            if not entry:
-                continue
-            meta, _, name = entry.partition(b"\t")
-            if meta.split()[1] == b"tree":
-                names.append(name.decode("utf-8", errors="surrogateescape"))
-        return sorted(names)
+        return sorted(self._build_tree(sha))
+
+    def _build_tree(self, sha: str) -> dict[str, int]:
+        """Each folder under build/ at ``sha`` -> the bytes of the files in it, from one ``git ls-tree`` of the
+        whole build/ tree per revision (the plan lists the variants, the size check sums them)."""
+        if sha not in self._trees:
+            out = self._git_bytes("ls-tree", "-r", "-t", "-l", "-z", sha, "--", "build")
+            tree: dict[str, int] = {}
+            for entry in out.split(b"\0"):
+                meta_text, _, path = entry.partition(b"\t")
+                meta = meta_text.split()
+                variant = _variant_of(path)
+                if len(meta) != 4 or variant is None:
+                    continue  # build/ itself (a file there has no variant either)
+                name = variant.decode("utf-8", errors="surrogateescape")
+                if path.count(b"/") == 1:
+                    if meta[1] == b"tree":
+                        tree.setdefault(name, 0)
+                elif meta[1] == b"blob" and meta[3].isdigit():
+                    tree[name] = tree.get(name, 0) + int(meta[3])
+            self._trees[sha] = tree
+        return self._trees[sha]
 
     def read_text(self, sha: str, path: str) -> str | None:
         if not self.is_git:
@@ -141,15 +150,12 @@ class LocalSource:
     def sizes(self, sha: str, variant: str) -> tuple[int, int] | None:
         if not self.is_git:
             return measure(self.path / "build" / variant), 0  # fetched in place
-        proc = subprocess.run(["git", "-C", str(self.path), "ls-tree", "-r", "-l", "-z", sha, "--", f"build/{variant}"],
-                              capture_output=True)
-        if proc.returncode != 0:
+        try:
+            total = self._build_tree(sha).get(variant)
+        except Unreachable:
             return None
-        total = 0
-        for entry in proc.stdout.split(b"\0"):
-            meta = entry.partition(b"\t")[0].split()
-            if len(meta) == 4 and meta[1] == b"blob" and meta[3].isdigit():
-                total += int(meta[3])
+        if total is None:
+            return None
         return total, 0 if self._checked_out(sha, variant) else total  # a clean checkout is read in place
 
     def fetch(self, sha: str, variant: str, into: Path | None = None) -> Path:

@@ -111,3 +111,40 @@ def test_checked_once_then_no_git_command(repo: tuple[Path, str], monkeypatch: p
     assert (src.sizes(sha, VARIANT) or (0, 1))[1] == 0
     monkeypatch.setenv("PATH", "")  # no git to run
     assert src.fetch(sha, VARIANT) == path.resolve()
+
+
+def test_one_listing_gives_variants_and_sizes(repo: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ``git ls-tree`` of build/ per revision names the variants (folders only) and sums each one's files,
+    nested ones included; the sizes of every variant then come without another listing."""
+    path, _ = repo
+    h.variant(path, "torch-xpu", "kern", {"ops.py": "X = 3\n", "sub/deep.bin": "0123456789"})
+    (path / "build" / "notes.txt").write_text("not a variant\n")
+    sha = h.commit(path, tags=())
+    src = LocalSource(path)
+    assert src.variants(sha) == [VARIANT, "torch-xpu"]
+    src.sizes(sha, VARIANT)  # the work tree's check (its own git commands), once
+    monkeypatch.setenv("PATH", "")  # no git to run from here on
+    for name in (VARIANT, "torch-xpu"):
+        folder = path / "build" / name
+        expected = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        assert src.sizes(sha, name) == (expected, 0)
+    assert src.sizes(sha, "torch-missing") is None
+
+
+def test_a_bare_repository_is_git_a_folder_inside_a_repository_is_not(repo: tuple[Path, str], tmp_path: Path) -> None:
+    """One ``git rev-parse`` tells a bare repository (read from git) from a folder inside another repository
+    (a plain folder: its parent's history is not the kernel's)."""
+    path, sha = repo
+    bare = tmp_path / "kern.git"
+    h.git(tmp_path, "clone", "-q", "--bare", str(path), str(bare))
+    src = LocalSource(bare)
+    assert src.is_git and src.name == "kern"
+    assert src.variants(sha) == [VARIANT]
+    total, scratch = src.sizes(sha, VARIANT) or (0, 0)
+    assert scratch == total == sum(f.stat().st_size for f in (path / "build" / VARIANT).iterdir())  # copied
+    assert LocalSource(path).is_git
+    inner = path / "vendored"
+    h.variant(inner, VARIANT, "kern", {"ops.py": "X = 4\n"})
+    plain = LocalSource(inner)
+    assert not plain.is_git
+    assert plain.variants("worktree") == [VARIANT]
