@@ -97,6 +97,14 @@ def preload(then: Callable[[], None] | None = None) -> None:
         thread.start()
 
 
+def kernels_imported() -> None:
+    """Wait for :func:`preload`'s import of the kernels library, if one is under way. Code that imports
+    huggingface_hub (which kernels imports) waits first: two threads importing one package's modules at once can
+    deadlock, or see each other's half-made modules."""
+    if _loading:
+        _kernels_in.wait()
+
+
 def settle() -> None:
     """Wait until :func:`preload`'s thread has ended (no thread may be importing when a process forks)."""
     for thread in _loading:
@@ -106,8 +114,7 @@ def settle() -> None:
 @lru_cache(maxsize=4096)
 def parse(name: str) -> Target:
     """Map a build-variant folder name to its target; UnknownVariant if not a kernels variant."""
-    if _loading:
-        _kernels_in.wait()  # one thread imports kernels, never two at once
+    kernels_imported()  # one thread imports kernels, never two at once
     from kernels.variants import ArchVariant, Torch, TorchStableAbi, TvmFfi, parse_variant
 
     try:

@@ -335,10 +335,10 @@ def _warn_damaged(lines: list[str]) -> None:
 
 
 def run_plan(args: PlanArgs) -> int:
-    preload_kernels()  # on a thread, beside the git commands: the plan parses variant names with it
     opts = load_options(args)
     store = open_store(opts.store)
-    records = store.records()
+    records = store.records()  # the store's client (boto3) is loaded before the preload thread starts
+    preload_kernels()  # on a thread, beside the plan's git commands: the plan parses variant names with it
     _warn_damaged(store.damaged)
     plan = make_plan(opts, records, _shard(args.shard))
     if args.json:
@@ -349,14 +349,14 @@ def run_plan(args: PlanArgs) -> int:
 
 
 def run_build(args: BuildArgs) -> int:
-    preload_kernels(_worker_imports)  # on a thread, beside the git commands: the plan parses variant names with it
     opts = load_options(args)
     shard = _shard(args.shard)
     check_options(opts)  # before the store is touched
     quiet_downloads()
     store = open_store(opts.store, opts)
     with store.lock():
-        records = store.records()
+        records = store.records()  # the store's client (boto3) is loaded before the preload thread starts
+        preload_kernels(_worker_imports)  # on a thread, beside the plan's git commands or Hub requests
         _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
         plan = make_plan(opts, records, shard)
         use_sources(plan)
