@@ -23,6 +23,7 @@ from ..sources.base import Source
 from ..store import open_store
 from ..variants import parse as parse_variant
 from ..variants import preload as preload_kernels
+from ..variants import settle as settle_preload
 from ..wheel import stages
 from .workers import worker_pool
 
@@ -200,6 +201,7 @@ def execute(
         progress(outcome)
 
     if opts.jobs <= 1 or len(jobs) <= 1:
+        settle_preload()  # its thread imports what the conversion imports: one thread at a time
         gc.enable()  # off for the start-up (see cli)
         for job in jobs:
             finish(job, _run(job, opts, work, scratch))
