@@ -49,14 +49,18 @@ def _flags(ns: argparse.Namespace, *, default_config: bool = True) -> Flags:
 
 @contextmanager
 def _start_up() -> Iterator[None]:
-    """No garbage collection while a build starts: the imports and the plan make objects that live to the end,
-    and collecting them costs about a tenth of the start-up. ``pipeline.execute`` turns it on again once the
-    workers forked; the previous state is back when the command ends."""
+    """No garbage collection while a build (or a plan) starts: the imports and the plan make objects that live
+    to the end, and collecting them costs about a tenth of the start-up. ``pipeline.execute`` turns it on again
+    once the workers forked; the previous state is back when the command ends, and the preload thread
+    (variants.preload) has ended."""
     was_on = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        from .variants import settle
+
+        settle()  # the command ends with no thread of its own still importing (a plan with nothing to build)
         if was_on:
             gc.enable()
 
@@ -73,9 +77,10 @@ def _to_wheel(ns: argparse.Namespace) -> int:
 
 
 def _plan(ns: argparse.Namespace) -> int:
-    from .pipeline import PlanArgs, run_plan
+    with _start_up():
+        from .pipeline import PlanArgs, run_plan
 
-    return run_plan(PlanArgs(flags=_flags(ns), lock=ns.lock, shard=ns.shard, json=ns.json))
+        return run_plan(PlanArgs(flags=_flags(ns), lock=ns.lock, shard=ns.shard, json=ns.json))
 
 
 def _build(ns: argparse.Namespace) -> int:
