@@ -116,21 +116,33 @@ def _yanked(record: Record) -> bool | str:
     return bool(record.yanked)
 
 
-def _file_json(record: Record, depth: int) -> dict[str, object]:
-    core: dict[str, str] | bool = {"sha256": record.metadata_sha256} if record.metadata_sha256 else False
-    entry: dict[str, object] = {
-        "filename": record.filename,
-        "url": ("../" * depth or "./") + "files/" + quoted(record.filename),
-        "hashes": {"sha256": record.sha256},
-        "core-metadata": core,
-        "dist-info-metadata": core,
-        "yanked": _yanked(record),
-        "size": record.size,
-        "upload-time": record.upload_time,
-    }
-    if record.requires_python:
-        entry["requires-python"] = record.requires_python
-    return entry
+_STR = json.encoder.encode_basestring  # what json.dumps(..., ensure_ascii=False) writes for a str
+
+
+def _json(value: object) -> str:
+    """``json.dumps(value, ensure_ascii=False)``, quicker for the scalars a record holds."""
+    if isinstance(value, str):
+        return _STR(value)
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if type(value) is int:
+        return int.__repr__(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _file_json(record: Record, files: str) -> str:
+    """One file of a PEP 691 page as ``_dumps`` writes it (keys sorted), without building the dict first;
+    ``files``: the relative link to the files folder."""
+    core = f'{{"sha256":{_json(record.metadata_sha256)}}}' if record.metadata_sha256 else "false"
+    requires = f'"requires-python":{_json(record.requires_python)},' if record.requires_python else ""
+    return (
+        f'{{"core-metadata":{core},"dist-info-metadata":{core},"filename":{_json(record.filename)},'
+        f'"hashes":{{"sha256":{_json(record.sha256)}}},{requires}"size":{_json(record.size)},'
+        f'"upload-time":{_json(record.upload_time)},"url":{_json(files + quoted(record.filename))},'
+        f'"yanked":{_json(_yanked(record))}}}'
+    )
 
 
 def _dumps(data: object) -> bytes:
@@ -138,11 +150,19 @@ def _dumps(data: object) -> bytes:
 
 
 def simple_json(project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None) -> bytes:
-    """PEP 691 JSON of one project (PEP 700 fields included); ``order``: each version's rank, when known."""
+    """PEP 691 JSON of one project (PEP 700 fields included); ``order``: each version's rank, when known.
+
+    The bytes of ``_dumps`` of {"meta", "name", "files", "versions"}, written piece by piece (most of a page is
+    its files, each a dict json.dumps would sort the keys of).
+    """
     found = {r.version for r in records}
     versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
-    files = [_file_json(r, depth) for r in records]
-    return _dumps({"meta": {"api-version": API_VERSION}, "name": project, "files": files, "versions": versions})
+    href = ("../" * depth or "./") + "files/"
+    files = ",".join([_file_json(r, href) for r in records])
+    return (
+        f'{{"files":[{files}],"meta":{{"api-version":{_json(API_VERSION)}}},"name":{_json(project)},'
+        f'"versions":[{",".join(map(_STR, versions))}]}}\n'
+    ).encode()
 
 
 class FileLink(NamedTuple):

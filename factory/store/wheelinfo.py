@@ -26,6 +26,7 @@ import sys
 import time
 import zipfile
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -246,7 +247,7 @@ def _variant_fields(
 ) -> dict[str, Any]:  # fmt: skip
     label = version.local
     platforms = {t.platform for t in tags}
-    key = f"{label}|{','.join(sorted(platforms))}"
+    key = _label_key(label, platforms)
     if provenance is None and known is not None and label is not None and key in known:
         fields = known[key]
         if not fields:
@@ -269,12 +270,46 @@ def _variant_fields(
             if provenance is None and known is not None:
                 known[key] = {}
         return {}
-    fields = {"label": target.label, "variant": target.variant, "backend": target.backend,
-              "backend_version": target.backend_version, "framework": target.framework,
-              "framework_version": target.framework_version, "os": target.os, "arch": target.arch}  # fmt: skip
+    fields = _target_fields(target)
     if provenance is None and known is not None:
         known[key] = fields
     return {**fields, "kernel_version": version.public}
+
+
+def _label_key(label: str | None, platforms: set[str]) -> str:
+    """``known``'s key of a local label and a wheel's platform tags."""
+    return f"{label}|{','.join(sorted(platforms))}"
+
+
+def _target_fields(target: variants.Target) -> dict[str, Any]:
+    return {"label": target.label, "variant": target.variant, "backend": target.backend,
+            "backend_version": target.backend_version, "framework": target.framework,
+            "framework_version": target.framework_version, "os": target.os, "arch": target.arch}  # fmt: skip
+
+
+def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:
+    """Fill ``known`` (see ``variant_fields``) with each local label and platform tags among ``filenames`` (wheel
+    file names) that it lacks, reading each label by the same rules as ``variant_fields`` (no warning here: the
+    wheel's adoption prints it).
+
+    Adoption calls this once, before its workers start, so the variant grammar (the kernels package, slower
+    to load than hundreds of wheels are to adopt) is loaded once and inherited, not once per worker. Names that
+    are not valid wheel names are left to the adoption that refuses them.
+    """
+    rests = {name.partition("-")[2] for name in filenames}  # label and tags are in the part after the project
+    for rest in rests:
+        try:
+            version, tags = _rest(rest)
+        except InvalidWheelFilename:
+            continue
+        label = version.local
+        if label is None:
+            continue
+        platforms = {t.platform for t in tags}
+        key = _label_key(label, platforms)
+        if key not in known:
+            target = variants.for_label(label, platforms)
+            known[key] = _target_fields(target) if target is not None else {}
 
 
 def _unknown_label(wheel_name: str, label: str) -> None:
@@ -345,21 +380,22 @@ def record_of(
             f"{filename}: METADATA Version {meta_version!r} does not match the file name "
             f"(pip refuses such wheels); rebuild the wheel"
         )
-    return Record(
-        filename=filename,
-        name=meta_name,
-        version=str(version),
-        sha256=wheel.sha256,
-        size=wheel.size,
-        metadata_sha256=hashlib.sha256(wheel.metadata).hexdigest(),
-        requires_python=raw.get("requires_python"),
-        upload_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(wheel.mtime))),
-        summary=raw.get("summary", "") or "",
-        requires_dist=tuple(raw.get("requires_dist", [])),
-        kind="adopted",
-        license=raw.get("license_expression") or raw.get("license") or None,
-        **_variant_fields(filename, version, tags, wheel.provenance, known),
-    )
+    values = {
+        "filename": filename,
+        "name": meta_name,
+        "version": str(version),
+        "sha256": wheel.sha256,
+        "size": wheel.size,
+        "metadata_sha256": hashlib.sha256(wheel.metadata).hexdigest(),
+        "requires_python": raw.get("requires_python"),
+        "upload_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(wheel.mtime))),
+        "summary": raw.get("summary", "") or "",
+        "requires_dist": tuple(raw.get("requires_dist", [])),
+        "kind": "adopted",
+        "license": raw.get("license_expression") or raw.get("license") or None,
+    }
+    values.update(_variant_fields(filename, version, tags, wheel.provenance, known))
+    return Record.of(values)
 
 
 def make_record(
