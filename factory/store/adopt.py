@@ -100,10 +100,10 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
                               "remove one of them") from None
     except OSError:  # another file system, or links not allowed: a copy (synced with the batch)
         if wheel.data is not None:
-            batch.write(filename, wheel.data)
+            batch.put(filename, wheel.data)
         else:
             copy_file(Path(path), Path(dest))
-    batch.write(f"{filename}.metadata", wheel.metadata)
+    batch.put(f"{filename}.metadata", wheel.metadata)
     return record
 
 

@@ -246,13 +246,13 @@ def _variant_fields(
     known: dict[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:  # fmt: skip
     label = version.local
-    platforms = {t.platform for t in tags}
-    key = _label_key(label, platforms)
+    key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:
         fields = known[key]
         if not fields:
             _unknown_label(wheel_name, label)
         return {**fields, "kernel_version": version.public} if fields else {}
+    platforms = {t.platform for t in tags}
     target: variants.Target | None = None
     named = _provenance_variant(provenance)
     if named is not None:
@@ -279,6 +279,18 @@ def _variant_fields(
 def _label_key(label: str | None, platforms: set[str]) -> str:
     """``known``'s key of a local label and a wheel's platform tags."""
     return f"{label}|{','.join(sorted(platforms))}"
+
+
+@lru_cache(maxsize=4096)
+def _tags_key(label: str | None, tags: frozenset[Tag]) -> str:
+    """``_label_key`` of a wheel's tags (wheels share their tags: parse_name gives the same set again)."""
+    return _label_key(label, {t.platform for t in tags})
+
+
+@lru_cache(maxsize=4096)
+def _version_text(rest: str) -> str:
+    """The version of a wheel name, normalised, from its part after the project (as ``_rest`` reads it)."""
+    return str(_rest(rest)[0])
 
 
 def _target_fields(target: variants.Target) -> dict[str, Any]:
@@ -367,8 +379,8 @@ def record_of(
     filename: str, parsed: tuple[NormalizedName, Version, frozenset[Tag]], wheel: WheelData,
     known: dict[str, dict[str, Any]] | None = None,
 ) -> Record:  # fmt: skip
-    """The record of an adopted wheel, from its parsed file name and what was read from it; Refused when its
-    METADATA names another project or version."""
+    """The record of an adopted wheel, from its file name parsed (``parse_name(filename)``) and what was read
+    from it; Refused when its METADATA names another project or version."""
     project, version, tags = parsed
     raw = parse_headers(wheel.metadata)
     meta_name = raw.get("name")
@@ -383,7 +395,7 @@ def record_of(
     values = {
         "filename": filename,
         "name": meta_name,
-        "version": str(version),
+        "version": _version_text(filename.partition("-")[2]),
         "sha256": wheel.sha256,
         "size": wheel.size,
         "metadata_sha256": hashlib.sha256(wheel.metadata).hexdigest(),

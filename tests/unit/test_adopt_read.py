@@ -173,6 +173,12 @@ def test_batch_writes(tmp_path: Path) -> None:
         batch.write("dir", b"x")  # a folder is in the way: the write fails and names the path
     assert caught.value.filename is not None and caught.value.filename.endswith("dir")
     assert sorted(os.listdir(tmp_path)) == ["a.json", "dir"]  # no temporary file left behind
+    old = os.umask(0o077)  # a umask that takes bits of 0644 away: the file is chmod'ed back
+    try:
+        Batch(tmp_path).put("b.metadata", b"m")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "b.metadata").stat().st_mode & 0o777 == 0o644
 
 
 @SETTINGS
