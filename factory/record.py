@@ -73,7 +73,15 @@ class Record:
         Written field by field (the indenting encoder is pure Python and slow); the bytes are the same.
         """
         values = self.__dict__
-        parts = [f'  "{name}": {_json_value(values[name])}' for name in _SORTED_FIELDS]
+        parts = []
+        for name, key in _SORTED_KEYS:  # a str or None inline: most fields are one of them
+            value = values[name]
+            if type(value) is str:
+                parts.append(key + _JSON_STR(value))
+            elif value is None:
+                parts.append(key + "null")
+            else:
+                parts.append(key + _json_value(value))
         return ("{\n" + ",\n".join(parts) + "\n}\n").encode()
 
     @classmethod
@@ -125,6 +133,7 @@ _REQUIRED = frozenset(n for n, f in Record.__dataclass_fields__.items() if f.def
 # every field in field order, with its default (None where it has none: Record.of checks those are given)
 _DEFAULTS = {n: None if f.default is MISSING else f.default for n, f in Record.__dataclass_fields__.items()}
 _SORTED_FIELDS = tuple(sorted(FIELDS))
+_SORTED_KEYS = tuple((name, f'  "{name}": ') for name in _SORTED_FIELDS)  # each field and its line's start
 _TUPLES = ("requires_dist", "archs")
 _JSON_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what json.dumps does to a str
 
