@@ -281,3 +281,13 @@ def test_json_page_bytes_as_json_dumps_writes_them(
         for i, (name, version, yanked, python, meta, size) in enumerate(files)
     ]  # fmt: skip
     assert simple_json("k-é", records, depth) == json_page("k-é", records, depth)
+
+
+def test_catalog_gives_each_project_its_records() -> None:
+    records = [rec("b-lib", "1.0", None), rec("a-lib", "2.0", None), rec("b-lib", "1.1", None), rec("c", "1", CU)]
+    catalog = Catalog()
+    catalog.apply([(r.filename, r) for r in records], ())
+    catalog.db.execute("UPDATE records SET project='../x' WHERE project='c'")  # a name no project has: skipped
+    got = [(name, [r.filename for r in recs]) for name, recs in catalog.projects()]
+    assert got == [("a-lib", [records[1].filename]), ("b-lib", [records[0].filename, records[2].filename])]
+    assert [r for _, recs in catalog.projects(["b-lib"]) for r in recs] == [records[0], records[2]]
