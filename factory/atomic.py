@@ -47,21 +47,33 @@ class Batch:
     """Atomic writes into one folder without an fsync each, for a caller that syncs the file system once for
     the batch (store/adopt.py): each file goes to a hidden temporary name unique to this batch, then is renamed
     into place; a failed write removes its temporary file and names the path. ``fsync``: each file is fsynced
-    before its rename instead (a small batch; the caller then fsyncs the folder)."""
+    before its rename instead (a small batch; the caller then fsyncs the folder). Files are made 0644 (chmod'ed
+    only where the umask takes bits of that away)."""
 
     def __init__(self, folder: Path | str, *, fsync: bool = False) -> None:
         self.folder = os.fspath(folder)
         self.prefix = os.path.join(self.folder, f"{TMP_PREFIX}{unique()}-")
         self.count = 0
         self.fsync = fsync
+        self.chmod = _umask() & 0o644 != 0
 
     def write(self, name: str, data: bytes) -> os.stat_result:
         """Put ``data`` at ``folder/name``; the file's stat (its inode, mtime and size stay those of the file
         once renamed into place)."""
+        st = self._write(name, data, True)
+        assert st is not None
+        return st
+
+    def put(self, name: str, data: bytes) -> None:
+        """``write`` without the stat."""
+        self._write(name, data, False)
+
+    def _write(self, name: str, data: bytes, stat: bool) -> os.stat_result | None:
         path = os.path.join(self.folder, name)
         self.count += 1
         tmp = f"{self.prefix}{self.count}"
         fd = _create(tmp, self.folder, 0o644)
+        st = None
         try:
             try:
                 done = os.write(fd, data)
@@ -69,10 +81,12 @@ class Batch:
                     view = memoryview(data)[done:]
                     while view:
                         view = view[os.write(fd, view) :]
-                os.fchmod(fd, 0o644)
+                if self.chmod:
+                    os.fchmod(fd, 0o644)
                 if self.fsync:
                     os.fsync(fd)
-                st = os.fstat(fd)
+                if stat:
+                    st = os.fstat(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, path)
@@ -92,6 +106,18 @@ def fsync_path(path: Path | str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it; else taken as one that needs chmod."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o777
 
 
 def _create(tmp: str, folder: Path | str, mode: int) -> int:

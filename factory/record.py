@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -73,7 +73,15 @@ class Record:
         Written field by field (the indenting encoder is pure Python and slow); the bytes are the same.
         """
         values = self.__dict__
-        parts = [f'  "{name}": {_json_value(values[name])}' for name in _SORTED_FIELDS]
+        parts = []
+        for name, key in _SORTED_KEYS:  # a str or None inline: most fields are one of them
+            value = values[name]
+            if type(value) is str:
+                parts.append(key + _JSON_STR(value))
+            elif value is None:
+                parts.append(key + "null")
+            else:
+                parts.append(key + _json_value(value))
         return ("{\n" + ",\n".join(parts) + "\n}\n").encode()
 
     @classmethod
@@ -84,6 +92,21 @@ class Record:
             if key in values:
                 values[key] = tuple(values[key])
         return cls(**values)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Record:
+        """``Record(**values)``, made without the constructor: a frozen dataclass's sets each of its fields
+        through ``object.__setattr__``, which costs more than the rest of an adopted wheel's record."""
+        fields = {**_DEFAULTS, **values}
+        if len(fields) != len(FIELDS) or not values.keys() >= _REQUIRED:
+            unknown = sorted(set(values) - set(FIELDS))
+            raise TypeError(f"Record.of: unknown fields {unknown}" if unknown else
+                            f"Record.of: missing fields {sorted(_REQUIRED - values.keys())}")  # fmt: skip
+        if "extra" not in values:
+            fields["extra"] = {}  # a dict of its own, as the default factory gives
+        record: Record = object.__new__(cls)
+        record.__dict__.update(fields)
+        return record
 
     @classmethod
     def from_json(cls, data: bytes) -> Record:
@@ -105,7 +128,12 @@ class Record:
 
 
 FIELDS: tuple[str, ...] = tuple(Record.__dataclass_fields__)
+_REQUIRED = frozenset(n for n, f in Record.__dataclass_fields__.items() if f.default is MISSING
+                      and f.default_factory is MISSING)  # fmt: skip
+# every field in field order, with its default (None where it has none: Record.of checks those are given)
+_DEFAULTS = {n: None if f.default is MISSING else f.default for n, f in Record.__dataclass_fields__.items()}
 _SORTED_FIELDS = tuple(sorted(FIELDS))
+_SORTED_KEYS = tuple((name, f'  "{name}": ') for name in _SORTED_FIELDS)  # each field and its line's start
 _TUPLES = ("requires_dist", "archs")
 _JSON_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what json.dumps does to a str
 

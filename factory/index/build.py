@@ -124,19 +124,33 @@ def write_page(path: Path, data: bytes) -> bool:
     by one: thousands of fsyncs dominate a full build. The state file, written last,
     records each page's size, so a page torn by a crash is rendered again.
     """
+    name = os.fspath(path)
+    folder, base = os.path.split(name)
     try:
-        if path.stat().st_size == len(data) and path.read_bytes() == data:
-            return False
+        if os.stat(name).st_size == len(data):
+            with open(name, "rb") as f:
+                if f.read() == data:
+                    return False
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TMP_PREFIX}{os.getpid()}-{path.name}")
+        os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f"{TMP_PREFIX}{os.getpid()}-{base}")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, 0o644)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name)
     except BaseException as exc:
-        tmp.unlink(missing_ok=True)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError) and exc.filename == tmp:  # name the page, not its temporary name
+            exc.filename, exc.filename2 = name, None
         named(exc, path)
         raise
     return True

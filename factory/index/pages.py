@@ -60,11 +60,16 @@ def in_variant(record: Record, label: str, backend: str | None) -> bool:
 def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> dict[str | None, list[Record]]:
     """The indexes a project appears in (None: the combined one), each with the project's records there."""
     groups: dict[str | None, list[Record]] = {None: records}
-    for label in sorted(labels):
-        backend = labels[label]
-        sub = [r for r in records if in_variant(r, label, backend)]
-        if sub:
-            groups[label] = sub
+    members: dict[str, list[Record]] = {label: [] for label in sorted(labels)}
+    where: dict[tuple[str | None, bool, bool, str | None], list[str]] = {}  # what in_variant reads -> labels
+    for r in records:
+        key = (r.label, combined_only(r), r.framework == "torch-noarch", r.backend)
+        found = where.get(key)
+        if found is None:
+            found = where[key] = [label for label in members if in_variant(r, label, labels[label])]
+        for label in found:
+            members[label].append(r)
+    groups.update((label, sub) for label, sub in members.items() if sub)
     return groups
 
 
@@ -105,44 +110,86 @@ def fingerprint(templates: Path | None, base_url: str) -> str:
     return h.hexdigest()
 
 
-def file_href(record: Record, depth: int) -> str:
-    """Relative link from a page ``depth`` folders deep to the wheel, ``+`` written ``%2B``."""
-    return ("../" * depth or "./") + "files/" + quoted(record.filename) + "#sha256=" + record.sha256
-
-
 def _yanked(record: Record) -> bool | str:
     if isinstance(record.yanked, str):
         return record.yanked or True
     return bool(record.yanked)
 
 
-def _file_json(record: Record, depth: int) -> dict[str, object]:
-    core: dict[str, str] | bool = {"sha256": record.metadata_sha256} if record.metadata_sha256 else False
-    entry: dict[str, object] = {
-        "filename": record.filename,
-        "url": ("../" * depth or "./") + "files/" + quoted(record.filename),
-        "hashes": {"sha256": record.sha256},
-        "core-metadata": core,
-        "dist-info-metadata": core,
-        "yanked": _yanked(record),
-        "size": record.size,
-        "upload-time": record.upload_time,
-    }
-    if record.requires_python:
-        entry["requires-python"] = record.requires_python
-    return entry
+_STR = json.encoder.encode_basestring  # what json.dumps(..., ensure_ascii=False) writes for a str
+
+
+def _json(value: object) -> str:
+    """``json.dumps(value, ensure_ascii=False)``, quicker for the scalars a record holds."""
+    if isinstance(value, str):
+        return _STR(value)
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if type(value) is int:
+        return int.__repr__(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+class _File(NamedTuple):
+    """What the pages of a project show of one file, whatever their depth (made once per project)."""
+
+    quoted: str  # the file name as a link writes it
+    head: str  # its PEP 691 entry up to the link's value
+    tail: str  # its PEP 691 entry after the link's value
+    metadata: str | None  # its PEP 503 link's data-core-metadata
+    yanked: str | None  # its PEP 503 link's data-yanked
+
+
+def _file(record: Record) -> _File:
+    """One file's parts; its PEP 691 entry is ``_dumps`` of the dict of it (keys sorted), written piece by piece
+    (the link, a quoted file name, needs no escaping in JSON)."""
+    core = f'{{"sha256":{_json(record.metadata_sha256)}}}' if record.metadata_sha256 else "false"
+    requires = f'"requires-python":{_json(record.requires_python)},' if record.requires_python else ""
+    yanked = _yanked(record)
+    head = (
+        f'{{"core-metadata":{core},"dist-info-metadata":{core},"filename":{_json(record.filename)},'
+        f'"hashes":{{"sha256":{_json(record.sha256)}}},{requires}"size":{_json(record.size)},'
+        f'"upload-time":{_json(record.upload_time)},"url":"'
+    )
+    return _File(
+        quoted=quoted(record.filename),
+        head=head,
+        tail=f'","yanked":{_json(yanked)}}}',
+        metadata=f"sha256={record.metadata_sha256}" if record.metadata_sha256 else None,
+        yanked=None if yanked is False else (record.yanked if isinstance(record.yanked, str) else ""),
+    )
+
+
+def _files(records: list[Record], known: Mapping[str, _File] | None) -> list[_File]:
+    if known is None:
+        return [_file(r) for r in records]
+    return [known[r.filename] for r in records]
 
 
 def _dumps(data: object) -> bytes:
     return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
-def simple_json(project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None) -> bytes:
-    """PEP 691 JSON of one project (PEP 700 fields included); ``order``: each version's rank, when known."""
+def simple_json(
+    project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
+    files: Mapping[str, _File] | None = None,
+) -> bytes:  # fmt: skip
+    """PEP 691 JSON of one project (PEP 700 fields included); ``order``: each version's rank, ``files``: each
+    file's parts (``_file``), when known.
+
+    The bytes of ``_dumps`` of {"meta", "name", "files", "versions"}, written piece by piece (most of a page is
+    its files, each a dict json.dumps would sort the keys of).
+    """
     found = {r.version for r in records}
     versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
-    files = [_file_json(r, depth) for r in records]
-    return _dumps({"meta": {"api-version": API_VERSION}, "name": project, "files": files, "versions": versions})
+    href = ("../" * depth or "./") + "files/"
+    entries = ",".join([f.head + href + f.quoted + f.tail for f in _files(records, files)])
+    return (
+        f'{{"files":[{entries}],"meta":{{"api-version":{_json(API_VERSION)}}},"name":{_json(project)},'
+        f'"versions":[{",".join(map(_STR, versions))}]}}\n'
+    ).encode()
 
 
 class FileLink(NamedTuple):
@@ -155,19 +202,17 @@ class FileLink(NamedTuple):
     yanked: str | None
 
 
-def simple_html(env: jinja2.Environment, project: str, records: list[Record], depth: int) -> bytes:
-    """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes)."""
-    files = [
-        FileLink(
-            filename=r.filename,
-            href=file_href(r, depth),
-            requires_python=r.requires_python,
-            metadata=f"sha256={r.metadata_sha256}" if r.metadata_sha256 else None,
-            yanked=None if _yanked(r) is False else (r.yanked if isinstance(r.yanked, str) else ""),
-        )
-        for r in records
+def simple_html(
+    env: jinja2.Environment, project: str, records: list[Record], depth: int, files: Mapping[str, _File] | None = None
+) -> bytes:
+    """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes); ``files``: as for
+    ``simple_json``."""
+    href = ("../" * depth or "./") + "files/"
+    links = [
+        FileLink(r.filename, f"{href}{f.quoted}#sha256={r.sha256}", r.requires_python, f.metadata, f.yanked)
+        for r, f in zip(records, _files(records, files), strict=True)
     ]
-    return env.get_template("project.html").render(project=project, files=files, api_version=API_VERSION).encode()
+    return env.get_template("project.html").render(project=project, files=links, api_version=API_VERSION).encode()
 
 
 def project_pages(
@@ -177,10 +222,11 @@ def project_pages(
     pages: dict[str, bytes] = {}
     groups = project_groups(records, labels)
     order = {v: i for i, v in enumerate(sorted({r.version for r in records}, key=version_key))}  # sorted once
+    files = {r.filename: _file(r) for r in records}  # once: a file is on two pages or more
     for label, recs in groups.items():
         prefix, depth = group_prefix(label), group_depth(label) + 1
-        pages[f"{prefix}/{project}/index.html"] = simple_html(env, project, recs, depth)
-        pages[f"{prefix}/{project}/index.json"] = simple_json(project, recs, depth, order)
+        pages[f"{prefix}/{project}/index.html"] = simple_html(env, project, recs, depth, files)
+        pages[f"{prefix}/{project}/index.json"] = simple_json(project, recs, depth, order, files)
     context = project_context(project, records, base_url)
     pages[f"projects/{project}/index.html"] = env.get_template("kernel.html").render(**context).encode()
     return pages, [label for label in groups if label is not None], project_summary(project, records)

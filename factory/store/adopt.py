@@ -16,9 +16,11 @@ Wheels are read and hashed in parallel processes, in batches: a batch links
 its wheels and writes their ``.metadata`` files (each to a temporary name,
 renamed into place), syncs the file system once, then renames the records into
 place and syncs once more (two syncs per batch, not an fsync per file). A batch of a few wheels (the usual
-rerun that adds one) fsyncs its files and the folder instead: cheaper than flushing a whole file system. Each
-label is mapped to its variant once per run, and the mapping is kept in the
-catalog (loading the variant grammar costs more than adopting a wheel).
+rerun that adds one) fsyncs its files and the folder instead: cheaper than flushing a whole file system. The
+labels in the wheels' names are mapped to their variants once per run, before
+the workers start (loading the variant grammar costs more than adopting
+hundreds of wheels; the workers inherit it, and the mapping), and the mapping
+is kept in the catalog.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from ..errors import Refused
 from ..record import FILES, Record
 from . import check as record_check
 from .catalog import Row, catalog_row
-from .wheelinfo import make_record, parse_name, read_wheel, read_wheel_info, record_of
+from .wheelinfo import make_record, map_labels, parse_name, read_wheel, read_wheel_info, record_of
 
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
 SMALL = 4  # a batch of at most this many wheels fsyncs its files and folder instead of the file system
@@ -98,10 +100,10 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
                               "remove one of them") from None
     except OSError:  # another file system, or links not allowed: a copy (synced with the batch)
         if wheel.data is not None:
-            batch.write(filename, wheel.data)
+            batch.put(filename, wheel.data)
         else:
             copy_file(Path(path), Path(dest))
-    batch.write(f"{filename}.metadata", wheel.metadata)
+    batch.put(f"{filename}.metadata", wheel.metadata)
     return record
 
 
@@ -190,6 +192,7 @@ def _adopt(
     folder = os.fspath(files)
     result = AdoptResult()
     known = {} if known is None else known
+    map_labels([os.path.basename(p) for p in paths], known)  # here, once: the workers inherit the grammar
     batches = [paths[i : i + BATCH] for i in range(0, len(paths), BATCH)]
     workers = workers or min(os.cpu_count() or 1, len(batches))
     if workers <= 1:
@@ -197,8 +200,6 @@ def _adopt(
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        # each worker loads the variant grammar (kernels) itself, when it meets its first label: in parallel,
-        # instead of once before the fork while every core waits
         with ProcessPoolExecutor(max_workers=workers) as pool:
             outcomes = list(pool.map(_adopt_rows, [folder] * len(batches), batches, [kernels] * len(batches),
                                      [known] * len(batches)))  # fmt: skip

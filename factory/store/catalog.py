@@ -198,18 +198,20 @@ class Catalog:
                     wanted[i : i + 500],
                 )
             )
-        project: str | None = None
-        batch: list[Record] = []
+        project = ""
+        texts: list[str] = []  # the project's rows, decoded together (one json.loads a project, not a row)
+        valid = False
         for name, row in rows:
-            if not _PROJECT.fullmatch(name):  # only store/check.py's records get here; never a path of this
-                continue
             if name != project:
-                if project is not None:
-                    yield project, batch
-                project, batch = name, []
-            batch.append(Record.from_row(json.loads(row)))
-        if project is not None:
-            yield project, batch
+                if texts:
+                    yield project, [Record.from_row(r) for r in json.loads(f"[{','.join(texts)}]")]
+                project, texts = name, []
+                # only store/check.py's records get here; never a path of an invalid name
+                valid = _PROJECT.fullmatch(name) is not None
+            if valid:
+                texts.append(row)
+        if texts:
+            yield project, [Record.from_row(r) for r in json.loads(f"[{','.join(texts)}]")]
 
     def kernel_projects(self, names: Iterable[str]) -> set[str]:
         """Those of ``names`` of which the store holds a built kernel, not only adopted wheels (one indexed query

@@ -26,6 +26,7 @@ import sys
 import time
 import zipfile
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -245,13 +246,13 @@ def _variant_fields(
     known: dict[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:  # fmt: skip
     label = version.local
-    platforms = {t.platform for t in tags}
-    key = f"{label}|{','.join(sorted(platforms))}"
+    key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:
         fields = known[key]
         if not fields:
             _unknown_label(wheel_name, label)
         return {**fields, "kernel_version": version.public} if fields else {}
+    platforms = {t.platform for t in tags}
     target: variants.Target | None = None
     named = _provenance_variant(provenance)
     if named is not None:
@@ -269,12 +270,58 @@ def _variant_fields(
             if provenance is None and known is not None:
                 known[key] = {}
         return {}
-    fields = {"label": target.label, "variant": target.variant, "backend": target.backend,
-              "backend_version": target.backend_version, "framework": target.framework,
-              "framework_version": target.framework_version, "os": target.os, "arch": target.arch}  # fmt: skip
+    fields = _target_fields(target)
     if provenance is None and known is not None:
         known[key] = fields
     return {**fields, "kernel_version": version.public}
+
+
+def _label_key(label: str | None, platforms: set[str]) -> str:
+    """``known``'s key of a local label and a wheel's platform tags."""
+    return f"{label}|{','.join(sorted(platforms))}"
+
+
+@lru_cache(maxsize=4096)
+def _tags_key(label: str | None, tags: frozenset[Tag]) -> str:
+    """``_label_key`` of a wheel's tags (wheels share their tags: parse_name gives the same set again)."""
+    return _label_key(label, {t.platform for t in tags})
+
+
+@lru_cache(maxsize=4096)
+def _version_text(rest: str) -> str:
+    """The version of a wheel name, normalised, from its part after the project (as ``_rest`` reads it)."""
+    return str(_rest(rest)[0])
+
+
+def _target_fields(target: variants.Target) -> dict[str, Any]:
+    return {"label": target.label, "variant": target.variant, "backend": target.backend,
+            "backend_version": target.backend_version, "framework": target.framework,
+            "framework_version": target.framework_version, "os": target.os, "arch": target.arch}  # fmt: skip
+
+
+def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:
+    """Fill ``known`` (see ``variant_fields``) with each local label and platform tags among ``filenames`` (wheel
+    file names) that it lacks, reading each label by the same rules as ``variant_fields`` (no warning here: the
+    wheel's adoption prints it).
+
+    Adoption calls this once, before its workers start, so the variant grammar (the kernels package, slower
+    to load than hundreds of wheels are to adopt) is loaded once and inherited, not once per worker. Names that
+    are not valid wheel names are left to the adoption that refuses them.
+    """
+    rests = {name.partition("-")[2] for name in filenames}  # label and tags are in the part after the project
+    for rest in rests:
+        try:
+            version, tags = _rest(rest)
+        except InvalidWheelFilename:
+            continue
+        label = version.local
+        if label is None:
+            continue
+        platforms = {t.platform for t in tags}
+        key = _label_key(label, platforms)
+        if key not in known:
+            target = variants.for_label(label, platforms)
+            known[key] = _target_fields(target) if target is not None else {}
 
 
 def _unknown_label(wheel_name: str, label: str) -> None:
@@ -332,8 +379,8 @@ def record_of(
     filename: str, parsed: tuple[NormalizedName, Version, frozenset[Tag]], wheel: WheelData,
     known: dict[str, dict[str, Any]] | None = None,
 ) -> Record:  # fmt: skip
-    """The record of an adopted wheel, from its parsed file name and what was read from it; Refused when its
-    METADATA names another project or version."""
+    """The record of an adopted wheel, from its file name parsed (``parse_name(filename)``) and what was read
+    from it; Refused when its METADATA names another project or version."""
     project, version, tags = parsed
     raw = parse_headers(wheel.metadata)
     meta_name = raw.get("name")
@@ -345,21 +392,22 @@ def record_of(
             f"{filename}: METADATA Version {meta_version!r} does not match the file name "
             f"(pip refuses such wheels); rebuild the wheel"
         )
-    return Record(
-        filename=filename,
-        name=meta_name,
-        version=str(version),
-        sha256=wheel.sha256,
-        size=wheel.size,
-        metadata_sha256=hashlib.sha256(wheel.metadata).hexdigest(),
-        requires_python=raw.get("requires_python"),
-        upload_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(wheel.mtime))),
-        summary=raw.get("summary", "") or "",
-        requires_dist=tuple(raw.get("requires_dist", [])),
-        kind="adopted",
-        license=raw.get("license_expression") or raw.get("license") or None,
-        **_variant_fields(filename, version, tags, wheel.provenance, known),
-    )
+    values = {
+        "filename": filename,
+        "name": meta_name,
+        "version": _version_text(filename.partition("-")[2]),
+        "sha256": wheel.sha256,
+        "size": wheel.size,
+        "metadata_sha256": hashlib.sha256(wheel.metadata).hexdigest(),
+        "requires_python": raw.get("requires_python"),
+        "upload_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(wheel.mtime))),
+        "summary": raw.get("summary", "") or "",
+        "requires_dist": tuple(raw.get("requires_dist", [])),
+        "kind": "adopted",
+        "license": raw.get("license_expression") or raw.get("license") or None,
+    }
+    values.update(_variant_fields(filename, version, tags, wheel.provenance, known))
+    return Record.of(values)
 
 
 def make_record(

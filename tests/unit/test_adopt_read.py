@@ -1,5 +1,6 @@
 """Adoption's fast paths give what the libraries give: METADATA headers as packaging's parse_email reads them,
-a wheel's members as zipfile reads them, and batch writes that are whole or absent (no network, no processes)."""
+a wheel's members as zipfile reads them, records as the constructor makes them, labels as each wheel reads them,
+and batch writes that are whole or absent (no network, no processes)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kernel_factory import variants
 from kernel_factory.atomic import Batch
 from kernel_factory.errors import Refused
+from kernel_factory.record import Record
 from kernel_factory.store import wheelinfo
 from kernel_factory.store.adopt import adopt_batch
 from kernel_factory.store.catalog import record_key
@@ -170,6 +173,12 @@ def test_batch_writes(tmp_path: Path) -> None:
         batch.write("dir", b"x")  # a folder is in the way: the write fails and names the path
     assert caught.value.filename is not None and caught.value.filename.endswith("dir")
     assert sorted(os.listdir(tmp_path)) == ["a.json", "dir"]  # no temporary file left behind
+    old = os.umask(0o077)  # a umask that takes bits of 0644 away: the file is chmod'ed back
+    try:
+        Batch(tmp_path).put("b.metadata", b"m")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "b.metadata").stat().st_mode & 0o777 == 0o644
 
 
 @SETTINGS
@@ -227,3 +236,49 @@ def test_wheel_copied_where_it_cannot_be_linked(tmp_path: Path, monkeypatch: pyt
     assert refused == [] and copy.read_bytes() == wheel.read_bytes() and not os.path.samefile(copy, wheel)
     assert record.sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
     assert sorted(p.name for p in files.iterdir()) == [wheel.name, f"{wheel.name}.json", f"{wheel.name}.metadata"]
+
+
+def test_record_of_makes_what_the_constructor_makes() -> None:
+    values: dict[str, object] = dict(
+        filename="k-1.0+cuda-py3-none-any.whl", name="k", version="1.0+cuda", sha256="a" * 64, size=1,
+        metadata_sha256="b" * 64, requires_python=None, upload_time="2026-01-02T03:04:05Z", kind="adopted",
+        requires_dist=("torch",), label="cuda", backend="cuda",
+    )  # fmt: skip
+    made = Record.of(values)
+    assert made == Record(**values) and made.to_json() == Record(**values).to_json()  # type: ignore[arg-type]
+    assert made.extra == {} and made.extra is not Record.of(values).extra  # a dict of its own, as the default
+    with pytest.raises(TypeError, match=r"unknown fields \['nope'\]"):
+        Record.of({**values, "nope": 1})
+    with pytest.raises(TypeError, match=r"missing fields \['sha256'\]"):
+        Record.of({k: v for k, v in values.items() if k != "sha256"})
+
+
+LABELLED = [
+    "k-1.0+torch27cu128cxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
+    "k-1.1+torch27cu128cxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
+    "k-1.0+torch210metal-cp39-abi3-macosx_11_0_arm64.whl",
+    "k-1.0+cuda-py3-none-any.whl",
+    "k-1.0+mine-py3-none-any.whl",  # not a variant's label
+    "k-1.0-py3-none-any.whl",  # no label
+]
+
+
+def test_labels_mapped_once_before_the_workers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known: dict[str, dict[str, object]] = {}
+    wheelinfo.map_labels([*LABELLED, "not-a-wheel.whl", "k-1.0+x.whl"], known)
+    assert capsys.readouterr().err == ""  # each wheel's adoption warns about its unknown label, not this
+    filled: dict[str, dict[str, object]] = {}
+    fields = [wheelinfo.variant_fields(name, None, filled) for name in LABELLED]  # as each wheel fills it
+    assert known == filled and len(known) == 4
+    assert fields[0]["variant"] == "torch27-cxx11-cu128-x86_64-linux" and fields[4] == fields[5] == {}
+    capsys.readouterr()
+
+    def unread(*args: object) -> None:
+        raise AssertionError("the variant grammar was loaded again")
+
+    monkeypatch.setattr(variants, "for_label", unread)  # with the mapping, no wheel needs the grammar
+    monkeypatch.setattr(variants, "parse", unread)
+    assert [wheelinfo.variant_fields(name, None, known) for name in LABELLED] == fields
+    assert capsys.readouterr().err.count("is not a build variant's") == 1  # still warned, per wheel

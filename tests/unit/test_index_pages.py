@@ -9,10 +9,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from index_synth import index_pages
 from kernel_factory.index.build import build_index
-from kernel_factory.index.pages import DEFAULT_BASE_URL, in_variant
-from kernel_factory.record import Record
+from kernel_factory.index.landing import quoted
+from kernel_factory.index.pages import DEFAULT_BASE_URL, in_variant, simple_json
+from kernel_factory.record import Record, version_key
 from kernel_factory.store.catalog import Catalog
 from kernel_factory.variants import parse
 
@@ -242,3 +245,49 @@ def test_empty_store() -> None:
 def test_universal_only_has_no_variant_indexes() -> None:
     pages = render([rec("u", "1.0", "torch-universal"), replace(rec("a", "1.0", None), name="A")], None)
     assert not any(p.startswith("variants/") for p in pages)
+
+
+TEXTS = st.text(alphabet=st.sampled_from(list('ab.+-_"\\<>é\x01\u2028 ')), max_size=8)
+
+
+def json_page(project: str, records: list[Record], depth: int) -> bytes:
+    """A project's PEP 691 page as json.dumps writes it, from the dict of each file spelled out."""
+    files = []
+    for r in records:
+        core = {"sha256": r.metadata_sha256} if r.metadata_sha256 else False
+        yanked = (r.yanked or True) if isinstance(r.yanked, str) else bool(r.yanked)
+        entry = {"filename": r.filename, "url": "../" * depth + "files/" + quoted(r.filename),
+                 "hashes": {"sha256": r.sha256}, "core-metadata": core, "dist-info-metadata": core,
+                 "yanked": yanked, "size": r.size, "upload-time": r.upload_time}  # fmt: skip
+        if r.requires_python:
+            entry["requires-python"] = r.requires_python
+        files.append(entry)
+    versions = sorted({r.version for r in records}, key=version_key)
+    data = {"meta": {"api-version": "1.1"}, "name": project, "files": files, "versions": versions}
+    return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(TEXTS, TEXTS, st.sampled_from([False, True, "", "bad <x>", 'q"é']),
+                          st.sampled_from([None, "", ">=3.9", '<4,"é']), st.sampled_from(["", META]),
+                          st.integers(0, 2**40)), min_size=1, max_size=4),
+       st.sampled_from([2, 4]))  # fmt: skip
+def test_json_page_bytes_as_json_dumps_writes_them(
+    files: list[tuple[str, str, bool | str, str | None, str, int]], depth: int
+) -> None:
+    records = [
+        replace(rec("k", "1.0", None), filename=f"k-{name}.whl", version=f"1.{i}+{version}", yanked=yanked,
+                requires_python=python, metadata_sha256=meta, size=size)
+        for i, (name, version, yanked, python, meta, size) in enumerate(files)
+    ]  # fmt: skip
+    assert simple_json("k-é", records, depth) == json_page("k-é", records, depth)
+
+
+def test_catalog_gives_each_project_its_records() -> None:
+    records = [rec("b-lib", "1.0", None), rec("a-lib", "2.0", None), rec("b-lib", "1.1", None), rec("c", "1", CU)]
+    catalog = Catalog()
+    catalog.apply([(r.filename, r) for r in records], ())
+    catalog.db.execute("UPDATE records SET project='../x' WHERE project='c'")  # a name no project has: skipped
+    got = [(name, [r.filename for r in recs]) for name, recs in catalog.projects()]
+    assert got == [("a-lib", [records[1].filename]), ("b-lib", [records[0].filename, records[2].filename])]
+    assert [r for _, recs in catalog.projects(["b-lib"]) for r in recs] == [records[0], records[2]]
