@@ -92,7 +92,8 @@ def adopt_folder(
     if todo and not allow_kernel_names:
         from packaging.utils import canonicalize_name
 
-        refuse = set(kernels) | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
+        parts = {n.split("-", 1)[0] for n in todo}  # one per project, not per wheel
+        refuse = set(kernels) | catalog.kernel_projects({canonicalize_name(p) for p in parts})
     where = os.fspath(folder)
     result = adopt_wheels(root, [os.path.join(where, n) for n in todo], refuse, known) if todo else AdoptResult()
     result.present = present
