@@ -124,18 +124,21 @@ def _adopt_paths(
             refused.append((os.path.basename(path), str(exc)))
     if not ready:
         return [], refused, known
-    if small:  # the .metadata files were fsynced as written; the wheels (linked or copied) and the names now
-        for record in ready:
-            fsync_path(os.path.join(files, record.filename))
-        fsync_path(files)
-    else:
-        sync_fs(files)  # wheels and .metadata on disk before any record names them
+    _durable(batch, [record.filename for record in ready])  # wheels and .metadata on disk before any record
     done = [(record_key(batch.write(f"{record.filename}.json", record.to_json())), record) for record in ready]
-    if small:
-        fsync_path(files)
-    else:
-        sync_fs(files)
+    _durable(batch)
     return done, refused, known
+
+
+def _durable(batch: Batch, wheels: Sequence[str] = ()) -> None:
+    """Make what ``batch`` wrote (and ``wheels``, linked or copied beside it) durable: the file system synced
+    once, or for a small batch (whose files were fsynced as written) each wheel and then the folder."""
+    if not batch.fsync:
+        sync_fs(batch.folder)
+        return
+    for name in wheels:
+        fsync_path(os.path.join(batch.folder, name))
+    fsync_path(batch.folder)
 
 
 def _adopt_rows(
