@@ -38,7 +38,7 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException as exc:
-        _discard(tmp)
+        discard(tmp)
         named(exc, path)
         raise
 
@@ -76,11 +76,7 @@ class Batch:
         st = None
         try:
             try:
-                done = os.write(fd, data)
-                if done < len(data):  # a short write: write on
-                    view = memoryview(data)[done:]
-                    while view:
-                        view = view[os.write(fd, view) :]
+                write_all(fd, data)
                 if self.chmod:
                     os.fchmod(fd, 0o644)
                 if self.fsync:
@@ -91,12 +87,19 @@ class Batch:
                 os.close(fd)
             os.replace(tmp, path)
         except BaseException as exc:
-            _discard(tmp)
-            if isinstance(exc, OSError) and exc.filename == tmp:  # name the file, not its temporary name
-                exc.filename, exc.filename2 = path, None
-            named(exc, path)
+            discard(tmp)
+            named(exc, path, tmp)
             raise
         return st
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (os.write may write less than it is given)."""
+    done = os.write(fd, data)
+    if done < len(data):  # a short write: write on
+        view = memoryview(data)[done:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def fsync_path(path: Path | str) -> None:
@@ -130,7 +133,7 @@ def _create(tmp: str, folder: Path | str, mode: int) -> int:
         raise
 
 
-def _discard(tmp: str) -> None:
+def discard(tmp: str) -> None:
     """Remove the temporary file of a failed write, if it is there."""
     try:
         os.unlink(tmp)
@@ -138,10 +141,11 @@ def _discard(tmp: str) -> None:
         pass
 
 
-def named(exc: BaseException, path: Path | str) -> None:
-    """An OSError from write() or close() names no file: give it ``path``, so its one-line message can."""
-    if isinstance(exc, OSError) and exc.filename is None:
-        exc.filename = str(path)
+def named(exc: BaseException, path: Path | str, tmp: str | None = None) -> None:
+    """An OSError from write() or close() names no file: give it ``path``, so its one-line message can. One that
+    names ``tmp`` (the temporary file the write went to) names ``path`` instead."""
+    if isinstance(exc, OSError) and (exc.filename is None or (tmp is not None and exc.filename == tmp)):
+        exc.filename, exc.filename2 = str(path), None
 
 
 def write_bytes(path: Path, data: bytes) -> bool:

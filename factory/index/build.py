@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import TMP_PREFIX, named, write_bytes
+from ..atomic import TMP_PREFIX, discard, named, write_all, write_bytes
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES
@@ -137,21 +137,14 @@ def write_page(path: Path, data: bytes) -> bool:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             os.fchmod(fd, 0o644)
         finally:
             os.close(fd)
         os.replace(tmp, name)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, OSError) and exc.filename == tmp:  # name the page, not its temporary name
-            exc.filename, exc.filename2 = name, None
-        named(exc, path)
+        discard(tmp)
+        named(exc, path, tmp)  # the page, not its temporary name
         raise
     return True
 
