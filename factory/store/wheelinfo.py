@@ -262,17 +262,18 @@ def _variant_fields(
             target = None
         if target is not None and target.label != label:
             target = None
-    if target is None and label is not None:
-        target = variants.for_label(label, platforms)
-    if target is None:
-        if label is not None:
-            _unknown_label(wheel_name, label)
-            if provenance is None and known is not None:
-                known[key] = {}
+    if target is not None:
+        fields = _target_fields(target)
+    elif label is not None:
+        fields = _label_fields(label, platforms)
+    else:
         return {}
-    fields = _target_fields(target)
     if provenance is None and known is not None:
         known[key] = fields
+    if not fields:
+        assert label is not None  # fields come from a target, or from a label that names none
+        _unknown_label(wheel_name, label)
+        return {}
     return {**fields, "kernel_version": version.public}
 
 
@@ -291,6 +292,13 @@ def _tags_key(label: str | None, tags: frozenset[Tag]) -> str:
 def _version_text(rest: str) -> str:
     """The version of a wheel name, normalised, from its part after the project (as ``_rest`` reads it)."""
     return str(_rest(rest)[0])
+
+
+def _label_fields(label: str, platforms: set[str]) -> dict[str, Any]:
+    """The record fields of a local label read back as a build variant's (for wheels of these platform tags);
+    empty when it names none."""
+    target = variants.for_label(label, platforms)
+    return _target_fields(target) if target is not None else {}
 
 
 def _target_fields(target: variants.Target) -> dict[str, Any]:
@@ -320,8 +328,7 @@ def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> No
         platforms = {t.platform for t in tags}
         key = _label_key(label, platforms)
         if key not in known:
-            target = variants.for_label(label, platforms)
-            known[key] = _target_fields(target) if target is not None else {}
+            known[key] = _label_fields(label, platforms)
 
 
 def _unknown_label(wheel_name: str, label: str) -> None:
