@@ -140,11 +140,7 @@ _JSON_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what j
 
 def _json_value(value: Any) -> str:
     """``json.dumps(value)`` as one field of ``to_json``'s object (a non-empty list or dict indented by 2 more)."""
-    kind = type(value)
-    if kind is str:
-        return _JSON_STR(value)
-    if value is None:
-        return "null"
+    kind = type(value)  # str and None: written inline by to_json
     if kind is bool:
         return "true" if value else "false"
     if kind is int:

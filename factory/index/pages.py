@@ -162,6 +162,11 @@ def _file(record: Record) -> _File:
     )
 
 
+def _files_href(depth: int) -> str:
+    """The relative link to ``files/`` from a page ``depth`` folders deep."""
+    return ("../" * depth or "./") + "files/"
+
+
 def _files(records: list[Record], known: Mapping[str, _File] | None) -> list[_File]:
     if known is None:
         return [_file(r) for r in records]
@@ -184,7 +189,7 @@ def simple_json(
     """
     found = {r.version for r in records}
     versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
-    href = ("../" * depth or "./") + "files/"
+    href = _files_href(depth)
     entries = ",".join([f.head + href + f.quoted + f.tail for f in _files(records, files)])
     return (
         f'{{"files":[{entries}],"meta":{{"api-version":{_json(API_VERSION)}}},"name":{_json(project)},'
@@ -207,7 +212,7 @@ def simple_html(
 ) -> bytes:
     """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes); ``files``: as for
     ``simple_json``."""
-    href = ("../" * depth or "./") + "files/"
+    href = _files_href(depth)
     links = [
         FileLink(r.filename, f"{href}{f.quoted}#sha256={r.sha256}", r.requires_python, f.metadata, f.yanked)
         for r, f in zip(records, _files(records, files), strict=True)

@@ -204,14 +204,14 @@ class Catalog:
         for name, row in rows:
             if name != project:
                 if texts:
-                    yield project, [Record.from_row(r) for r in json.loads(f"[{','.join(texts)}]")]
+                    yield project, _decoded(texts)
                 project, texts = name, []
                 # only store/check.py's records get here; never a path of an invalid name
                 valid = _PROJECT.fullmatch(name) is not None
             if valid:
                 texts.append(row)
         if texts:
-            yield project, [Record.from_row(r) for r in json.loads(f"[{','.join(texts)}]")]
+            yield project, _decoded(texts)
 
     def kernel_projects(self, names: Iterable[str]) -> set[str]:
         """Those of ``names`` of which the store holds a built kernel, not only adopted wheels (one indexed query
@@ -321,6 +321,11 @@ def local_catalog(root: Path) -> Catalog:
     if files.is_dir() and os.access(files, os.W_OK):
         return Catalog(files / CATALOG_FILE)
     return Catalog(":memory:")
+
+
+def _decoded(rows: list[str]) -> list[Record]:
+    """The records of a project's rows (JSON texts), decoded by one json.loads, not one per row."""
+    return [Record.from_row(r) for r in json.loads(f"[{','.join(rows)}]")]
 
 
 def folder_state(folder: Path) -> str | None:
