@@ -11,12 +11,10 @@ description and example below, not this docstring.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
@@ -47,48 +45,27 @@ def _flags(ns: argparse.Namespace, *, default_config: bool = True) -> Flags:
     )
 
 
-@contextmanager
-def _start_up() -> Iterator[None]:
-    """No garbage collection while a build (or a plan) starts: the imports and the plan make objects that live
-    to the end, and collecting them costs about a tenth of the start-up. ``pipeline.execute`` turns it on again
-    once the workers forked; the previous state is back when the command ends, and the preload thread
-    (variants.preload) has ended."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        from .variants import settle
-
-        settle()  # the command ends with no thread of its own still importing (a plan with nothing to build)
-        if was_on:
-            gc.enable()
-
-
 def _to_wheel(ns: argparse.Namespace) -> int:
-    with _start_up():
-        from .pipeline import ToWheelArgs, run_to_wheel
+    from .pipeline import ToWheelArgs, run_to_wheel
 
-        return run_to_wheel(ToWheelArgs(
-            repo=ns.repo, version=ns.version, flags=_flags(ns, default_config=False), out=Path(ns.out),
-            revision=ns.revision, variants=tuple(ns.variants or ()), repo_id=ns.repo_id, json=ns.json,
-            quiet=ns.quiet, debug=ns.debug,
-        ))
+    return run_to_wheel(ToWheelArgs(
+        repo=ns.repo, version=ns.version, flags=_flags(ns, default_config=False), out=Path(ns.out),
+        revision=ns.revision, variants=tuple(ns.variants or ()), repo_id=ns.repo_id, json=ns.json,
+        quiet=ns.quiet, debug=ns.debug,
+    ))
 
 
 def _plan(ns: argparse.Namespace) -> int:
-    with _start_up():
-        from .pipeline import PlanArgs, run_plan
+    from .pipeline import PlanArgs, run_plan
 
-        return run_plan(PlanArgs(flags=_flags(ns), lock=ns.lock, shard=ns.shard, json=ns.json))
+    return run_plan(PlanArgs(flags=_flags(ns), lock=ns.lock, shard=ns.shard, json=ns.json))
 
 
 def _build(ns: argparse.Namespace) -> int:
-    with _start_up():
-        from .pipeline import BuildArgs, run_build
+    from .pipeline import BuildArgs, run_build
 
-        return run_build(BuildArgs(flags=_flags(ns), lock=ns.lock, shard=ns.shard, json=ns.json, quiet=ns.quiet,
-                                   debug=ns.debug))
+    return run_build(BuildArgs(flags=_flags(ns), lock=ns.lock, shard=ns.shard, json=ns.json, quiet=ns.quiet,
+                               debug=ns.debug))
 
 
 def _index(ns: argparse.Namespace) -> int:
@@ -409,15 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """The console script (and ``python -m kernel_factory``): ``main(argv)``, then a quicker exit.
-
-    Takes what ``main`` takes. What the run made is moved out of the collector's reach before the interpreter
-    exits, so its last collection does not walk it (about 15 ms of an index run that adds one wheel). Exit
-    handlers still run.
-    """
-    rc = main(argv)
-    gc.freeze()
-    return rc
+    """The console script (and ``python -m kernel_factory``): ``main(argv)``."""
+    return main(argv)
 
 
 def _traceback() -> None:

@@ -7,8 +7,7 @@ this module only maps the parsed variant to what the wheel needs.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -68,53 +67,9 @@ def _upper_bound(version: str) -> str:
     return f"{major}.{int(minor) + 1}"
 
 
-_loading: list[threading.Thread] = []
-_kernels_in = threading.Event()
-
-
-def _import_kernels(then: Callable[[], None] | None) -> None:
-    try:
-        import kernels.variants  # noqa: F401
-    except BaseException:  # noqa: S110 - parse() imports it again and meets the same error in its own thread
-        pass
-    finally:
-        _kernels_in.set()
-    if then is not None:
-        try:
-            then()
-        except BaseException:  # noqa: S110 - whoever needs those modules imports them again
-            pass
-
-
-def preload(then: Callable[[], None] | None = None) -> None:
-    """Start importing the kernels library (about 0.3 s: it pulls in huggingface_hub) on a thread, so that the
-    plan's git commands run beside it, then run ``then`` there (more imports); :func:`parse` waits for the
-    kernels library only. Call it once this process has imported what it needs of its own, and :func:`settle`
-    before forking."""
-    if not _loading:
-        thread = threading.Thread(target=_import_kernels, args=(then,), name="preload")
-        _loading.append(thread)
-        thread.start()
-
-
-def kernels_imported() -> None:
-    """Wait for :func:`preload`'s import of the kernels library, if one is under way. Code that imports
-    huggingface_hub (which kernels imports) waits first: two threads importing one package's modules at once can
-    deadlock, or see each other's half-made modules."""
-    if _loading:
-        _kernels_in.wait()
-
-
-def settle() -> None:
-    """Wait until :func:`preload`'s thread has ended (no thread may be importing when a process forks)."""
-    for thread in _loading:
-        thread.join()
-
-
 @lru_cache(maxsize=4096)
 def parse(name: str) -> Target:
     """Map a build-variant folder name to its target; UnknownVariant if not a kernels variant."""
-    kernels_imported()  # one thread imports kernels, never two at once
     from kernels.variants import ArchVariant, Torch, TorchStableAbi, TvmFfi, parse_variant
 
     try:

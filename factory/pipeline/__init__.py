@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
@@ -22,8 +21,6 @@ from ..sources import open_source
 from ..sources.base import Source
 from ..store import open_store
 from ..variants import parse as parse_variant
-from ..variants import preload as preload_kernels
-from ..variants import settle as settle_preload
 from ..wheel import stages
 from .workers import worker_pool
 
@@ -201,16 +198,14 @@ def execute(
         progress(outcome)
 
     if opts.jobs <= 1 or len(jobs) <= 1:
-        settle_preload()  # its thread imports what the conversion imports: one thread at a time
-        gc.enable()  # off for the start-up (see cli)
         for job in jobs:
             finish(job, _run(job, opts, work, scratch))
         return outcomes
+    _worker_imports()
     with worker_pool(min(opts.jobs, len(jobs))) as pool:  # workers drop the store lock, die with this process
         pending: dict[Future[tuple[Path, bytes, Record] | Outcome], Job] = {
             pool.submit(_run, job, opts, work, scratch): job for job in jobs
         }
-        gc.enable()  # off for the start-up (see cli), until the workers forked
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -339,8 +334,7 @@ def _warn_damaged(lines: list[str]) -> None:
 def run_plan(args: PlanArgs) -> int:
     opts = load_options(args)
     store = open_store(opts.store)
-    records = store.records()  # the store's client (boto3) is loaded before the preload thread starts
-    preload_kernels()  # on a thread, beside the plan's git commands: the plan parses variant names with it
+    records = store.records()
     _warn_damaged(store.damaged)
     plan = make_plan(opts, records, _shard(args.shard))
     if args.json:
@@ -357,8 +351,7 @@ def run_build(args: BuildArgs) -> int:
     quiet_downloads()
     store = open_store(opts.store, opts)
     with store.lock():
-        records = store.records()  # the store's client (boto3) is loaded before the preload thread starts
-        preload_kernels(_worker_imports)  # on a thread, beside the plan's git commands or Hub requests
+        records = store.records()
         _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
         plan = make_plan(opts, records, shard)
         use_sources(plan)
@@ -396,7 +389,6 @@ def quiet_downloads() -> None:
 
 
 def run_to_wheel(args: ToWheelArgs) -> int:
-    preload_kernels(_worker_imports)  # on a thread, beside the git commands: the plan parses variant names with it
     quiet_downloads()
     opts = config.resolve(args.flags)
     request = versions.parse_request(args.version)

@@ -60,7 +60,6 @@ def _watch_parent(parent: int) -> None:
 
 def init_worker(parent: int) -> None:
     """Run first in each worker process (``parent`` is the main process's PID)."""
-    gc.enable()  # the main process forks with collection off (see cli); each worker collects its own heap
     _close_inherited_locks()
     _die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
@@ -72,10 +71,6 @@ def worker_pool(max_workers: int) -> ProcessPoolExecutor:
     """A process pool whose workers drop the store lock and end when this process dies.
 
     What this process allocated so far (its imports) is moved out of the collector's reach first, so the
-    workers' collections do not walk (and copy, page by page) the heap they share with it. No thread of this
-    process may be importing when it forks: the kernels library's import on its thread is waited for."""
-    from ..variants import settle
-
-    settle()
+    workers' collections do not walk (and copy, page by page) the heap they share with it."""
     gc.freeze()
     return ProcessPoolExecutor(max_workers=max_workers, initializer=init_worker, initargs=(os.getpid(),))

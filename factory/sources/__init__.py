@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..variants import kernels_imported
 from .base import Refs, Source
 
 __all__ = ["Refs", "Source", "open_source"]
@@ -20,7 +19,6 @@ def open_source(location: str, *, repo_id: str | None = None, repo_type: str | N
 
     if looks_local(location):
         return LocalSource(Path(location), repo_id=repo_id)
-    kernels_imported()  # huggingface_hub: imported by one thread at a time
     from .hub import HubSource
 
     return HubSource(location, repo_type=repo_type)

@@ -12,7 +12,6 @@ import fnmatch
 import os
 
 from ..errors import Unreachable, UsageError
-from ..variants import kernels_imported
 
 GLOB_CHARS = "*?["
 
@@ -24,7 +23,6 @@ def is_glob(repo: str) -> bool:
 def list_org(org: str, repo_type: str | None) -> list[str]:
     """Every repository id of ``org`` of the given type (kernel when None), sorted."""
     # imported here: planning local repositories (to-wheel, make demo) should not pay for huggingface_hub
-    kernels_imported()  # huggingface_hub: imported by one thread at a time
     from huggingface_hub import HfApi, constants
     from huggingface_hub.utils._headers import build_hf_headers
     from huggingface_hub.utils._pagination import paginate

@@ -1,8 +1,4 @@
-import sys
-import threading
-
 import pytest
-from kernel_factory import variants
 from kernel_factory.errors import EXIT_REFUSED, UnknownVariant
 from kernel_factory.variants import parse
 
@@ -83,18 +79,3 @@ def test_unknown_variants_are_refused(name: str) -> None:
         parse(name)
     assert info.value.exit_code == EXIT_REFUSED
     assert "\n" not in str(info.value)
-
-
-def test_preload_imports_kernels_on_a_thread_then_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
-    """parse() waits for the kernels library that preload() imports on its thread (never a second import beside
-    it); what preload runs after it sees kernels imported; settle() leaves no thread running (before a fork)."""
-    monkeypatch.setattr(variants, "_loading", [])
-    monkeypatch.setattr(variants, "_kernels_in", threading.Event())
-    seen: list[bool] = []
-    variants.preload(lambda: seen.append("kernels.variants" in sys.modules))
-    variants.preload(lambda: seen.append(False))  # once per process
-    assert parse.__wrapped__("torch27-cxx11-cu128-x86_64-linux").label == "torch27cu128cxx11"
-    variants.settle()
-    assert seen == [True]
-    assert len(variants._loading) == 1 and not variants._loading[0].is_alive()
-
