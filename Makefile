@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= factory.toml
 PORT   ?= 8000
 
-.PHONY: templates demo index build serve test test-min unit integration lint bench fixtures system-deps clean gpu-e2e install
+.PHONY: demo index build serve test test-min unit integration lint bench fixtures system-deps clean gpu-e2e install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,6 @@ $(WHEEL): $(STAMP) pyproject.toml $(shell find factory index_templates -type f !
 	touch $@
 
 install: $(WHEEL)
-
-# The shipped templates compiled to Python (factory/index/precompiled.py); run after editing index_templates/.
-templates: $(WHEEL)
-	$(BIN)/python -m kernel_factory.index.precompiled index_templates index_templates/compiled
 
 # Example kernel repositories (git repositories with tags and branches) from the committed prebuilt binaries.
 examples/repos/.built: $(STAMP) scripts/build_fixtures.py $(shell find examples/prebuilt examples/src -type f 2>/dev/null)

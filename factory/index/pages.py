@@ -13,13 +13,12 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import TEMPLATES
 from ..record import Record, version_key
 from . import landing as index_landing
-from . import precompiled
 from . import selector as index_selector
 from .landing import project_context, project_summary, quoted
 
@@ -30,6 +29,9 @@ API_VERSION = "1.1"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 TEMPLATE_NAMES = ("landing.html", "kernel.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
 SIMPLE = "simple"
+# The shipped templates: the package kernel_factory.templates, which is index_templates/ in an editable install
+# and kernel_factory/templates/ in the wheel; asked of the import system, so both layouts agree.
+TEMPLATES = Path(str(import_module("kernel_factory.templates").__file__)).parent
 
 
 def group_prefix(label: str | None) -> str:
@@ -75,19 +77,26 @@ def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> d
 
 @lru_cache(maxsize=8)
 def environment(templates: Path | None) -> jinja2.Environment:
-    """Templates from ``templates`` first (any name may be overridden), then the shipped ones.
+    """The shipped templates, in a plain environment; with a user's ``templates`` folder, that folder first (any
+    name may be overridden) then the shipped ones, in jinja2's sandbox (index/sandbox.py). Autoescape on.
 
     One environment per templates folder and process, so each template is compiled once (the render workers
-    fork with the ones compiled before); the shipped ones come compiled with the wheel (index/precompiled.py)."""
+    fork with the ones compiled before)."""
     import jinja2  # only when pages are rendered: a run with nothing to render does not load it
 
-    loaders: list[jinja2.BaseLoader] = []
-    if templates is not None:
-        loaders.append(jinja2.FileSystemLoader(str(templates)))
-    loaders.append(precompiled.loader(jinja2) or jinja2.FileSystemLoader(str(TEMPLATES)))
-    return jinja2.Environment(
-        loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined, **precompiled.OPTIONS
-    )
+    options: dict[str, Any] = {
+        "autoescape": True, "keep_trailing_newline": True, "trim_blocks": True, "lstrip_blocks": True,
+        "undefined": jinja2.StrictUndefined,
+    }  # fmt: skip
+    shipped = jinja2.FileSystemLoader(str(TEMPLATES))
+    if templates is None:
+        return jinja2.Environment(loader=shipped, **options)
+    from .sandbox import UserEnvironment
+
+    env = UserEnvironment(templates, shipped, **options)
+    for name in TEMPLATE_NAMES:  # a syntax error in the folder stops the run before it writes a page
+        env.get_template(name)
+    return env
 
 
 def fingerprint(templates: Path | None, base_url: str) -> str:

@@ -236,6 +236,15 @@ def test_templates_override(tmp_path: Path, records: list[Record]) -> None:
     assert pages["simple/img2grey/index.html"] == render(records, None)["simple/img2grey/index.html"]
 
 
+@pytest.mark.parametrize("name", ["style.css", "copy.js"])
+def test_an_overridden_include_reaches_the_shipped_pages(tmp_path: Path, name: str) -> None:
+    """A user's style.css (or copy.js) is what the shipped kernel.html and landing.html include."""
+    (tmp_path / name).write_text("/* house style */\n")
+    pages = render([rec("img2grey", "1.1.2", "torch27-cxx11-cu128-x86_64-linux")], tmp_path)
+    assert b"/* house style */" in pages["projects/img2grey/index.html"]
+    assert b"/* house style */" in pages["index.html"]
+
+
 def test_empty_store() -> None:
     pages = render([], None)
     assert set(pages) == {"index.html", "simple/index.html", "simple/index.json"}  # no project pages

@@ -1,1 +1,0 @@
-"""The shipped templates, compiled (kernel_factory.index.precompiled)."""
