@@ -10,7 +10,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from kernel_factory.wheel import zipwriter
+from kernel_factory.wheel import codec, zipwriter
 from kernel_factory.wheel.zipwriter import ZipWriter
 
 DT = (2026, 1, 1, 0, 0, 0)
@@ -102,14 +102,14 @@ def test_mixed_chunks_round_trip(tmp_path: Path) -> None:
     f = tmp_path / "mixed.so"
     f.write_bytes(data)
     chunks = [data[i : i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
-    assert [zipwriter.choose(c, "code") for c in chunks] == [
+    assert [codec.choose(c, "code") for c in chunks] == [
         ("zlib-ng", 5), ("isal", 3), ("isal", 2), ("zlib-ng", 5), ("isal", 2)]
-    assert [zipwriter.choose(c, "plain-code") for c in chunks] == [  # zlib-ng would gain too little: isal only
+    assert [codec.choose(c, "plain-code") for c in chunks] == [  # zlib-ng would gain too little: isal only
         ("isal", 3), ("isal", 3), ("isal", 2), ("isal", 3), ("isal", 2)]
-    assert [zipwriter.choose(c, "fatbin") for c in chunks] == [("isal", 2)] * 5  # a mostly-fatbin entry: unprobed
-    assert zipwriter.segment(noise, "code") == [zipwriter._stored_blocks(memoryview(noise))]  # never grows
+    assert [codec.choose(c, "fatbin") for c in chunks] == [("isal", 2)] * 5  # a mostly-fatbin entry: unprobed
+    assert codec.segment(noise, "code") == [codec._stored_blocks(memoryview(noise))]  # never grows
     with open(f, "rb") as src:  # zlib-ng saves 12% on the text, nothing on the low-entropy third, which holds
-        assert zipwriter.classify(src, len(data)) == "plain-code"  # most of the deflated bytes: under 5% in all
+        assert codec.classify(src, len(data)) == "plain-code"  # most of the deflated bytes: under 5% in all
     _write(tmp_path / "m.zip", {"m.so": f})
     with zipfile.ZipFile(tmp_path / "m.zip") as z:
         assert z.read("m.so") == data and z.getinfo("m.so").compress_type == zipfile.ZIP_DEFLATED
@@ -134,7 +134,7 @@ def test_round_trip_property(tmp_path_factory: pytest.TempPathFactory) -> None:
         sources: dict[str, Path | bytes] = {}
         for i, (arc, (data, repeat)) in enumerate(entries.items()):
             big = data * (1 + repeat * 500) if repeat else data  # some entries go past 1 MB: streamed
-            if repeat and len(big) > zipwriter.CHUNK:
+            if repeat and len(big) > codec.CHUNK:
                 path = folder / f"src{i}"
                 path.write_bytes(big)
                 sources[arc] = path
@@ -165,7 +165,7 @@ def _entry(kind: str, size: int = 3 << 20) -> bytes:
     return rnd.randbytes(size)  # stored
 
 
-@pytest.mark.parametrize("kind", zipwriter.KINDS)
+@pytest.mark.parametrize("kind", codec.KINDS)
 def test_entry_kind_is_a_function_of_the_bytes(tmp_path: Path, kind: str) -> None:
     """Each kind of entry: classified the same way every time, deflated (or stored) to the same bytes with one
     deflating thread or several, and read back by zipfile."""
@@ -175,16 +175,16 @@ def test_entry_kind_is_a_function_of_the_bytes(tmp_path: Path, kind: str) -> Non
     f = tmp_path / "lib.so"
     f.write_bytes(data)
     with open(f, "rb") as src:
-        assert zipwriter.classify(src, len(data)) == kind
+        assert codec.classify(src, len(data)) == kind
         assert src.tell() == 0  # the single pass starts at the beginning
     _write(tmp_path / "a.zip", {"lib.so": f})
-    saved = zipwriter._POOL
-    zipwriter._POOL = ThreadPoolExecutor(1), 1  # one thread, one chunk in flight
+    saved = codec._POOL
+    codec._POOL = ThreadPoolExecutor(1), 1  # one thread, one chunk in flight
     try:
         _write(tmp_path / "b.zip", {"lib.so": f})
     finally:
-        zipwriter._POOL[0].shutdown()
-        zipwriter._POOL = saved
+        codec._POOL[0].shutdown()
+        codec._POOL = saved
     assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
     with zipfile.ZipFile(tmp_path / "a.zip") as z:
         assert z.read("lib.so") == data
@@ -201,11 +201,11 @@ def test_chunk_primed_with_the_previous_window(tmp_path: Path) -> None:
 
     rnd = random.Random(7)
     tail = rnd.randbytes(16 << 10)  # incompressible on its own
-    first = rnd.randbytes(zipwriter.CHUNK - len(tail)) + tail
-    second = tail * (zipwriter.CHUNK // len(tail))  # repeats what the window holds
+    first = rnd.randbytes(codec.CHUNK - len(tail)) + tail
+    second = tail * (codec.CHUNK // len(tail))  # repeats what the window holds
     for kind in ("code", "plain-code", "fatbin"):  # zlib-ng and isal alike
-        alone = sum(map(len, zipwriter.segment(second, kind)))
-        primed = sum(map(len, zipwriter.segment(second, kind, window=first[-zipwriter.WINDOW :])))
+        alone = sum(map(len, codec.segment(second, kind)))
+        primed = sum(map(len, codec.segment(second, kind, window=first[-codec.WINDOW :])))
         assert primed < alone - len(tail) // 2  # unprimed, the first copy is literals again
     f = tmp_path / "two.so"
     f.write_bytes(first + second)
