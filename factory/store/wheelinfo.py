@@ -2,16 +2,11 @@
 
 A wheel of up to ``WHOLE`` bytes is read once: the bytes are hashed and the
 zip is read from memory; a bigger one is hashed in chunks and its zip read
-from the file. Nothing is inflated beyond ``MAX_METADATA`` (METADATA) or
-``MAX_PROVENANCE`` bytes (the provenance file). Every refusal is one line that
-names the wheel and the fix.
-
-Two fast paths give what the libraries give, and hand them everything else: a
-plain zip (no comment, zip64 or extra fields, ASCII names, stored or deflated
-members whose size and CRC-32 are as declared) has its two members read
-straight from its central directory, any other by ``zipfile``; plain one-line
-ASCII METADATA headers are read directly, any other by packaging's
-``parse_email``. tests/unit/test_adopt_read.py holds both to the libraries.
+from the file, both by ``zipfile``. Nothing is inflated beyond ``MAX_METADATA``
+(METADATA) or ``MAX_PROVENANCE`` bytes (the provenance file). METADATA's
+header block alone goes to packaging's ``parse_email`` (the long description
+after it is not parsed). Every refusal is one line that names the wheel and
+the fix.
 """
 
 from __future__ import annotations
@@ -20,12 +15,9 @@ import hashlib
 import io
 import json
 import os
-import re
-import struct
 import sys
 import time
 import zipfile
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -59,31 +51,12 @@ class WheelData:
 
 
 def parse_name(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag]]:
-    """(project, version, tags) of a wheel file name; Refused if it is not a valid one.
-
-    packaging parses the project part and the rest (version, build, tags) apart, each once per run: wheels
-    share their projects, and versions and tags repeat across projects.
-    """
-    name_part, _, rest = filename.partition("-")
+    """(project, version, tags) of a wheel file name; Refused if it is not a valid one."""
     try:
-        return _project(name_part), *_rest(rest)
-    except InvalidWheelFilename:
-        try:
-            parse_wheel_filename(filename)  # the error that names this file
-        except InvalidWheelFilename as exc:
-            raise Refused(f"{filename}: not a valid wheel file name ({exc}); rename or remove it") from None
-        raise  # pragma: no cover - each part is valid where the whole name is
-
-
-@lru_cache(maxsize=4096)
-def _project(name_part: str) -> NormalizedName:
-    return parse_wheel_filename(f"{name_part}-0-py3-none-any.whl")[0]
-
-
-@lru_cache(maxsize=4096)
-def _rest(rest: str) -> tuple[Version, frozenset[Tag]]:
-    _name, version, _build, tags = parse_wheel_filename(f"x-{rest}")
-    return version, tags
+        project, version, _build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        raise Refused(f"{filename}: not a valid wheel file name ({exc}); rename or remove it") from None
+    return project, version, tags
 
 
 def _read_capped(zf: zipfile.ZipFile, member: str, limit: int, filename: str) -> bytes:
@@ -109,68 +82,6 @@ def _members(src: str | Path | IO[bytes], filename: str) -> tuple[bytes, bytes |
         prov = found[0].removesuffix("METADATA") + PROVENANCE
         provenance = _read_capped(zf, prov, MAX_PROVENANCE, filename) if prov in names else None
         return metadata, provenance
-
-
-_EOCD = struct.Struct("<4s4H2LH")  # end of central directory record, 22 bytes
-_CENTRAL = struct.Struct("<4s2xHHH4xLLLHHH8xL")  # central directory header, 46 bytes (the fields read here)
-_LOCAL = struct.Struct("<4s22xHH")  # local file header, 30 bytes: its name and extra lengths
-
-
-def _plain_member(data: bytes, entry: tuple[bytes, int, int, int, int, int, int], limit: int) -> bytes | None:
-    """A stored or deflated member's bytes, checked against its size and CRC; None where zipfile must decide."""
-    name, flags, method, crc, csize, usize, offset = entry
-    if flags & 0x61 or method not in (0, 8) or usize > limit or (method == 0 and csize != usize):
-        return None  # encrypted or patched, another method, too big: zipfile refuses it in its words
-    sig, name_len, extra_len = _LOCAL.unpack_from(data, offset) if offset + 30 <= len(data) else (b"", 0, 0)
-    start = offset + 30 + name_len + extra_len
-    if sig != b"PK\x03\x04" or data[offset + 30 : offset + 30 + name_len] != name or start + csize > len(data):
-        return None
-    raw = data[start : start + csize]
-    if method == 0:
-        out = raw
-    else:
-        inflate = zlib.decompressobj(-15)
-        out = inflate.decompress(raw, usize + 1)  # never more than the size it declares (at most ``limit``)
-        if not inflate.eof or inflate.unconsumed_tail:
-            return None
-    return out if len(out) == usize and zlib.crc32(out) == crc else None
-
-
-def _plain_members(data: bytes) -> tuple[bytes, bytes | None] | None:
-    """(METADATA, provenance) of a plain zip in memory (no comment, no zip64, no extra fields, ASCII names,
-    one METADATA, stored or deflated), read without building zipfile's list of every member; None for any
-    other zip, which zipfile reads (and refuses, where it is bad)."""
-    if len(data) < 22:
-        return None
-    sig, disk, cd_disk, _here, count, cd_size, cd_offset, comment = _EOCD.unpack_from(data, len(data) - 22)
-    end = len(data) - 22
-    if sig != b"PK\x05\x06" or disk or cd_disk or comment or cd_offset + cd_size != end:
-        return None
-    pos = cd_offset
-    found: dict[bytes, tuple[bytes, int, int, int, int, int, int]] = {}  # .dist-info/ members by name
-    for _ in range(count):
-        if pos + 46 > end:
-            return None
-        sig, needed, flags, method, crc, csize, usize, name_len, extra_len, comment_len, offset = (
-            _CENTRAL.unpack_from(data, pos))  # fmt: skip
-        name = data[pos + 46 : pos + 46 + name_len]
-        pos += 46 + name_len
-        if (sig != b"PK\x01\x02" or needed > 63 or extra_len or comment_len or not name.isascii() or b"\0" in name
-                or 0xFFFFFFFF in (csize, usize, offset)):  # fmt: skip
-            return None
-        if name.count(b"/") == 1 and b".dist-info/" in name:
-            if name in found:
-                return None
-            found[name] = (name, flags, method, crc, csize, usize, offset)
-    metadata = [n for n in found if n.endswith(b".dist-info/METADATA")]
-    if pos != end or len(metadata) != 1:
-        return None
-    meta = _plain_member(data, found[metadata[0]], MAX_METADATA)
-    prov = found.get(metadata[0].removesuffix(b"METADATA") + PROVENANCE.encode())
-    provenance = _plain_member(data, prov, MAX_PROVENANCE) if prov is not None else None
-    if meta is None or (prov is not None and provenance is None):
-        return None
-    return meta, provenance
 
 
 def _unreadable(filename: str, exc: BaseException) -> Refused:
@@ -211,7 +122,7 @@ def read_wheel(path: str, filename: str) -> WheelData:
                 data = b"".join(parts)
         finally:
             os.close(fd)
-        metadata, provenance = _plain_members(data) or _members(io.BytesIO(data), filename)
+        metadata, provenance = _members(io.BytesIO(data), filename)
     except _ZIP_ERRORS as exc:
         raise _unreadable(filename, exc) from None
     return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data)
@@ -288,12 +199,6 @@ def _tags_key(label: str | None, tags: frozenset[Tag]) -> str:
     return _label_key(label, {t.platform for t in tags})
 
 
-@lru_cache(maxsize=4096)
-def _version_text(rest: str) -> str:
-    """The version of a wheel name, normalised, from its part after the project (as ``_rest`` reads it)."""
-    return str(_rest(rest)[0])
-
-
 def _label_fields(label: str, platforms: set[str]) -> dict[str, Any]:
     """The record fields of a local label read back as a build variant's (for wheels of these platform tags);
     empty when it names none."""
@@ -316,10 +221,11 @@ def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> No
     to load than hundreds of wheels are to adopt) is loaded once and inherited, not once per worker. Names that
     are not valid wheel names are left to the adoption that refuses them.
     """
-    rests = {name.partition("-")[2] for name in filenames}  # label and tags are in the part after the project
-    for rest in rests:
+    # one wheel name for each part after the project: label and tags are in that part
+    names = {name.partition("-")[2]: name for name in filenames}
+    for name in names.values():
         try:
-            version, tags = _rest(rest)
+            _project, version, _build, tags = parse_wheel_filename(name)
         except InvalidWheelFilename:
             continue
         label = version.local
@@ -336,42 +242,13 @@ def _unknown_label(wheel_name: str, label: str) -> None:
           "combined index only, not in any variants/<label>/ root", file=sys.stderr)  # fmt: skip
 
 
-# METADATA headers a record needs: header name -> parse_email's key; Requires-Dist may repeat, the others not.
-_ONCE = {"name": "name", "version": "version", "summary": "summary", "requires-python": "requires_python",
-         "license": "license", "license-expression": "license_expression"}  # fmt: skip
-_PLAIN_HEADER = re.compile(rb"[\x21-\x39\x3b-\x7e]+:[\t\x20-\x7e]*")
-
-
 def parse_headers(metadata: bytes) -> dict[str, Any]:
-    """The fields of METADATA a record needs, as ``packaging.metadata.parse_email`` gives them.
+    """The fields of METADATA (``packaging.metadata.parse_email``'s raw ones), from its header block alone: the
+    part up to the first empty line, which holds every header (the long description after it is not read)."""
+    from packaging.metadata import parse_email
 
-    parse_email runs the email parser over the whole file, long description included; here the header block
-    alone is read when every header in it is one line of printable ASCII, and parse_email reads anything else
-    (folded or non-ASCII headers, a repeated field, other line endings), so the result is the same.
-    """
     end = metadata.find(b"\n\n")
-    head = metadata[:end] if end >= 0 else metadata.removesuffix(b"\n")
-    lines = head.split(b"\n")
-    if all(_PLAIN_HEADER.fullmatch(line) for line in lines):
-        raw: dict[str, Any] = {}
-        requires: list[str] = []
-        for line in lines:
-            name, _, value = line.decode("ascii").partition(":")
-            name = name.lower()
-            if name == "requires-dist":
-                requires.append(value.lstrip(" \t"))
-            elif name in _ONCE:
-                key = _ONCE[name]
-                if key in raw:
-                    break  # a repeated field: parse_email's rules apply
-                raw[key] = value.lstrip(" \t")
-        else:
-            if requires:
-                raw["requires_dist"] = requires
-            return raw
-    from packaging.metadata import parse_email  # loaded only when a wheel needs it
-
-    return dict(parse_email(metadata)[0])
+    return dict(parse_email(metadata[: end + 1] if end >= 0 else metadata)[0])
 
 
 @lru_cache(maxsize=4096)
@@ -402,7 +279,7 @@ def record_of(
     values = {
         "filename": filename,
         "name": meta_name,
-        "version": _version_text(filename.partition("-")[2]),
+        "version": str(version),
         "sha256": wheel.sha256,
         "size": wheel.size,
         "metadata_sha256": hashlib.sha256(wheel.metadata).hexdigest(),

@@ -1,6 +1,6 @@
-"""Adoption's fast paths give what the libraries give: METADATA headers as packaging's parse_email reads them,
-a wheel's members as zipfile reads them, records as the constructor makes them, labels as each wheel reads them,
-and batch writes that are whole or absent (no network, no processes)."""
+"""What adoption reads from a wheel: METADATA's header block as packaging's parse_email reads the whole file, a
+wheel's members through zipfile with their caps, records as the constructor makes them, labels as each wheel
+reads them, and batch writes that are whole or absent (no network, no processes)."""
 
 from __future__ import annotations
 
@@ -106,46 +106,53 @@ with warnings.catch_warnings():
     WHEELS["duplicate"] = wheel_bytes([*BASE, ("a-1.0.dist-info/METADATA", META + b"x")])
 
 
-def both(data: bytes) -> tuple[object, object]:
-    """(what the fast path gives, what zipfile gives): a result, None (fast path left it to zipfile), or an error."""
-    fast = wheelinfo._plain_members(data)
+def members(data: bytes) -> object:
+    """(METADATA, provenance) of a wheel in memory, or the refusal's text."""
     try:
-        slow: object = wheelinfo._members(io.BytesIO(data), "a-1.0-py3-none-any.whl")
-    except (Refused, zipfile.BadZipFile, EOFError, ValueError) as exc:
-        slow = type(exc)
-    return fast, slow
+        return wheelinfo._members(io.BytesIO(data), "a-1.0-py3-none-any.whl")
+    except Refused as exc:
+        return str(exc)
 
 
-@pytest.mark.parametrize("kind", sorted(WHEELS))
-def test_members_as_zipfile_reads_them(kind: str) -> None:
-    fast, slow = both(WHEELS[kind])
-    plain = kind in ("stored", "deflated", "provenance")
-    assert (fast == slow) if plain else (fast is None)
-    if kind == "provenance":
-        assert fast == (META, PROV)
+def one(found: int) -> str:
+    return f"a-1.0-py3-none-any.whl: expected one .dist-info/METADATA, found {found}; rebuild the wheel"
 
 
-def test_damaged_members_are_left_to_zipfile() -> None:
+@pytest.mark.parametrize(
+    ("kind", "result"),
+    [("stored", (META, None)), ("deflated", (META, None)), ("provenance", (META, PROV)), ("comment", (META, None)),
+     ("extra field", (META, None)), ("bzip2", (META, None)), ("non-ASCII name", (META, None)),
+     ("two METADATA", one(2)), ("nested METADATA", one(0)), ("duplicate", one(2))],
+)  # fmt: skip
+def test_members(kind: str, result: object) -> None:
+    assert members(WHEELS[kind]) == result
+
+
+def test_damaged_wheels_are_refused(tmp_path: Path) -> None:
+    """A member whose CRC does not match, a cut-off zip: one line naming the wheel, whether read whole or not."""
     data = bytearray(WHEELS["stored"])
     at = bytes(data).index(META)
     data[at + 5] ^= 1  # the CRC no longer matches
-    fast, slow = both(bytes(data))
-    assert fast is None and slow is zipfile.BadZipFile
-    assert both(WHEELS["deflated"][:-30]) == (None, zipfile.BadZipFile)
+    path = tmp_path / "a-1.0-py3-none-any.whl"
+    refusal = r"^a-1.0-py3-none-any.whl: not a readable zip file \(.*\); rebuild or remove it$"
+    for damaged in (bytes(data), WHEELS["deflated"][:-30]):
+        path.write_bytes(damaged)
+        with pytest.raises(Refused, match=refusal):
+            wheelinfo.read_wheel(str(path), path.name)
 
 
 def test_a_bomb_is_not_inflated(monkeypatch: pytest.MonkeyPatch) -> None:
     """A METADATA that says, or turns out, to be bigger than the cap: refused, never inflated past it."""
     monkeypatch.setattr(wheelinfo, "MAX_METADATA", 1000)
     big = wheel_bytes([("a-1.0.dist-info/METADATA", META + b"x" * 5000)])
-    assert wheelinfo._plain_members(big) is None
     with pytest.raises(Refused, match="inflates to more than 1000 bytes"):
         wheelinfo._members(io.BytesIO(big), "a-1.0-py3-none-any.whl")
     # The central directory lies: it says 100 bytes, the stream holds 5,000.
     lying = bytearray(big)
     cd = bytes(lying).rindex(b"PK\x01\x02")
     lying[cd + 24 : cd + 28] = struct.pack("<L", 100)
-    assert both(bytes(lying)) == (None, zipfile.BadZipFile)  # zipfile stops at 100 bytes, and the CRC fails
+    with pytest.raises(zipfile.BadZipFile):  # zipfile stops at 100 bytes, and the CRC fails
+        wheelinfo._members(io.BytesIO(bytes(lying)), "a-1.0-py3-none-any.whl")
 
 
 def test_read_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
