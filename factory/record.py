@@ -20,6 +20,18 @@ PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 FILES = "files"
 
 
+
+def read_provenance(data: bytes | str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The fields of a wheel's provenance file (PROVENANCE), or None and why not: (None, None) where the wheel
+    has none. What is in it is the wheel's word, not a fact: each reader checks the fields it uses."""
+    if data is None:
+        return None, None
+    try:
+        fields = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        return None, str(exc)
+    return (fields, None) if isinstance(fields, dict) else (None, "not a JSON object")
+
 @dataclass(frozen=True)
 class Record:
     """Everything the index shows about one wheel (``files/<wheel>.json``)."""

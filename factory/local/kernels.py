@@ -24,7 +24,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ..errors import EXIT_OK, EXIT_REFUSED
-from ..record import PROVENANCE
+from ..record import PROVENANCE, read_provenance
 from ..verify import metadata as kernelmeta
 from .checks import Environment, check_kernel, detect_environment, installed_version
 from .installed import InstalledKernel
@@ -127,7 +127,7 @@ def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
         text = dist.read_text(PROVENANCE)
         if text is None:
             continue
-        prov, err = _read_json(text)
+        prov, err = read_provenance(text)
         found.append(_kernel(dist, prov, err))
     return sorted(found, key=lambda k: (k.key, k.dist))
 

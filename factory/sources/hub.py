@@ -101,8 +101,9 @@ class HubSource:
 
     # -- errors --------------------------------------------------------------
     @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """Turn huggingface_hub and network errors into one-line factory errors."""
+    def errors(self, what: str) -> Iterator[None]:
+        """Turn huggingface_hub and network errors into one-line factory errors (an organisation's listing, in
+        hub_list.py, uses them too)."""
         where = f"{self._id} on {self.shown}"
         try:
             yield
@@ -155,7 +156,7 @@ class HubSource:
         backoff = Backoff(f"{self._id}: {what}")
         while True:
             try:
-                with self._errors(what):
+                with self.errors(what):
                     return fn()
             except Busy as busy:
                 if not backoff.again(busy.headers, busy.status):

@@ -9,7 +9,6 @@ error handling. Model-type kernels (``repo-type = "model"``) use ``list_models``
 from __future__ import annotations
 
 import fnmatch
-import os
 
 from ..errors import Unreachable, UsageError
 
@@ -23,23 +22,22 @@ def is_glob(repo: str) -> bool:
 def list_org(org: str, repo_type: str | None) -> list[str]:
     """Every repository id of ``org`` of the given type (kernel when None), sorted."""
     # imported here: planning local repositories (to-wheel, make demo) should not pay for huggingface_hub
-    from huggingface_hub import HfApi, constants
     from huggingface_hub.utils._headers import build_hf_headers
     from huggingface_hub.utils._pagination import paginate
 
-    from .hub import HubSource  # its error translation: one line per failure, the right exit code
+    from .hub import HubSource  # the Hub's environment (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE), its one-line errors
 
-    endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
-    token = os.environ.get("HF_TOKEN") or None
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}:
+    hub = HubSource(f"{org}/*", repo_type=repo_type)
+    endpoint = hub.endpoint
+    if hub.offline:
         raise Unreachable(f"{org}/*: listing an organisation needs the Hub, and HF_HUB_OFFLINE is set; "
                           "list the repositories one by one, or run online")
-    errors = HubSource(f"{org}/*", repo_type=repo_type)._errors  # the same one-line errors
-    with errors(f"listing the {repo_type or 'kernel'} repositories of {org}"):
+    with hub.errors(f"listing the {repo_type or 'kernel'} repositories of {org}"):
         if repo_type == "model":
-            ids = [m.id for m in HfApi(endpoint=endpoint, token=token).list_models(author=org)]
+            ids = [m.id for m in hub.api.list_models(author=org)]
         else:
-            items = paginate(f"{endpoint}/api/kernels", params={"author": org}, headers=build_hf_headers(token=token))
+            headers = build_hf_headers(token=hub.token)
+            items = paginate(f"{endpoint}/api/kernels", params={"author": org}, headers=headers)
             try:
                 ids = [str(item["id"]) for item in items if isinstance(item, dict) and "id" in item]
             except ValueError:  # not JSON: not a Hub (or one without the listing)

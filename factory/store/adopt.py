@@ -39,7 +39,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ..atomic import Batch, copy_file, file_digest, fsync_path, link_or_copy, write_bytes
 from ..errors import Refused
-from ..record import FILES, Record
+from ..record import FILES, Record, read_provenance
 from . import check as record_check
 from .catalog import Row, catalog_row
 from .wheelinfo import make_record, map_labels, parse_name, read_wheel, read_wheel_info, record_of
@@ -232,7 +232,7 @@ def repair(store_root: Path, wheel_name: str) -> Record:
         raise Refused(f"{wheel_name}: not a valid wheel file name ({exc}); delete it and its record") from None
     metadata, provenance = read_wheel_info(wheel)
     record = make_record(wheel, metadata, provenance)
-    prov = _provenance(provenance)
+    prov = read_provenance(provenance)[0] or {}
     if prov and record.variant is not None and prov.get("variant") == record.variant:
         built = _as_built(record, prov, wheel)
         try:
@@ -243,14 +243,6 @@ def repair(store_root: Path, wheel_name: str) -> Record:
     write_bytes(files / f"{wheel_name}.metadata", metadata)
     write_bytes(files / f"{wheel_name}.json", record.to_json())
     return record
-
-
-def _provenance(provenance: bytes | None) -> dict[str, Any]:
-    try:
-        data = json.loads(provenance) if provenance is not None else None
-    except (ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _as_built(record: Record, prov: dict[str, Any], wheel: Path) -> Record:

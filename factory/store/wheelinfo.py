@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import sys
 import time
@@ -31,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 from .. import variants
 from ..atomic import stream_digest
 from ..errors import Refused, UnknownVariant
-from ..record import PROVENANCE, Record
+from ..record import PROVENANCE, Record, read_provenance
 
 MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel
 MAX_PROVENANCE = 64 * 1024
@@ -129,13 +128,7 @@ def read_wheel(path: str, filename: str) -> WheelData:
 
 
 def _provenance_variant(provenance: bytes | None) -> str | None:
-    if provenance is None:
-        return None
-    try:
-        data = json.loads(provenance)
-    except (ValueError, RecursionError):
-        return None
-    variant = data.get("variant") if isinstance(data, dict) else None
+    variant = (read_provenance(provenance)[0] or {}).get("variant")
     return variant if isinstance(variant, str) else None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..atomic import file_digest
@@ -18,7 +18,6 @@ from ..errors import BadKernel, DigestMismatch
 
 ALGORITHMS = ("sha256", "sha512")
 _TOP_LEVEL_EXCLUDED = {"metadata.json", "metadata.json.sigstore"}
-_CHUNK = 1 << 20
 
 
 def b64(raw: bytes) -> str:
@@ -29,22 +28,29 @@ def hash_file(path: Path, algorithm: str = "sha256") -> bytes:
     return bytes.fromhex(file_digest(path, algorithm))
 
 
-def digested_files(root: Path) -> Iterator[str]:
-    """Relative paths (with '/') of the files the digest covers, sorted."""
+def left_out(name: str, is_dir: bool) -> bool:
+    """What kernels' hashes leave out of a variant folder at any depth: ``__pycache__`` folders, ``*.pyc`` files.
+    The one rule for the walks here and in kernels.lock's hash, and for the files a wheel takes (wheel/convert.py)."""
+    return name == "__pycache__" if is_dir else name.endswith(".pyc")
+
+
+def walk(root: Path) -> list[str]:
+    """The files of a variant folder that its hashes cover: following symlinks, files only, without what
+    ``left_out`` names; relative paths (with '/'), sorted. metadata.json is among them (see ``digested_files``)."""
     found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         rel_dir = Path(dirpath).relative_to(root)
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        dirnames[:] = sorted(d for d in dirnames if not left_out(d, True))
         for name in filenames:
-            rel = (rel_dir / name).as_posix()
-            if rel_dir == Path(".") and name in _TOP_LEVEL_EXCLUDED:
-                continue
-            if name.endswith(".pyc"):
-                continue
-            if not os.path.isfile(os.path.join(dirpath, name)):
-                continue
-            found.append(rel)
-    yield from sorted(found)
+            if not left_out(name, False) and os.path.isfile(os.path.join(dirpath, name)):
+                found.append((rel_dir / name).as_posix())
+    return sorted(found)
+
+
+def digested_files(root: Path) -> list[str]:
+    """Relative paths (with '/') of the files the digest covers, sorted: ``walk`` without the top-level
+    metadata.json and its .sigstore bundle."""
+    return [rel for rel in walk(root) if rel not in _TOP_LEVEL_EXCLUDED]
 
 
 def compute(root: Path, algorithm: str = "sha256") -> dict[str, str]:

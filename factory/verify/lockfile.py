@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..errors import ConfigError, DigestMismatch
+from .digest import walk
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -200,14 +200,7 @@ def _object_id(path: Path, lfs: bool) -> bytes:
 
 def lock_hash(variant_dir: Path, lfs_paths: Collection[str] = ()) -> str:
     """The ``git_lfs_concat`` hash of a fetched variant folder (build/<variant>/)."""
-    files: list[tuple[bytes, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(variant_dir, followlinks=True):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-        for name in filenames:
-            full = Path(dirpath) / name
-            if name.endswith(".pyc") or not full.is_file():
-                continue
-            files.append((full.relative_to(variant_dir).as_posix().encode("utf-8"), full))
+    files = [(rel.encode("utf-8"), variant_dir / rel) for rel in walk(variant_dir)]
     lfs = set(lfs_paths)
     m = hashlib.sha256()
     for rel, full in sorted(files):

@@ -32,7 +32,6 @@ from ..verify.metadata import KernelMeta
 from . import distinfo as wheel
 from . import stages
 
-_SKIP_DIRS = {"__pycache__"}
 _TOP_META = ("metadata.json", "metadata.json.sigstore")
 SMALL = 1 << 20  # files up to this size are digest-checked before anything reads them (layout, audit)
 
@@ -83,14 +82,14 @@ def scan(root: Path, where: str) -> list[FileEntry]:
                     raise UnsafePath(f"{where}/{rel} is a dangling symlink; remove it or add its target")
             st = path.stat()
             if stat.S_ISDIR(st.st_mode):
-                if name in _SKIP_DIRS:
+                if digest.left_out(name, True):
                     continue
                 real = path.resolve()
                 if real in ancestors:
                     raise UnsafePath(f"{where}/{rel} is a symlink loop; remove the link")
                 stack.append((path, rel + "/", ancestors | {real}))
             elif stat.S_ISREG(st.st_mode):
-                if not name.endswith(".pyc"):
+                if not digest.left_out(name, False):
                     found.append(FileEntry(rel, path, bool(st.st_mode & 0o111)))
             else:
                 raise UnsafePath(f"{where}/{rel} is not a regular file or folder; remove it")

@@ -242,10 +242,3 @@ class WheelWriter:
         os.replace(self.tmp, dest)
         stages.add("write", time.perf_counter() - start)
 
-
-def write_wheel(dest: Path, members: Sequence[Member], dist_info: str, commit_time: int) -> None:
-    """Write ``members`` in order, then RECORD, to ``dest`` atomically (hashes are taken while writing)."""
-    with WheelWriter(dest.parent, commit_time) as ww:
-        for m in members:
-            ww.add(m)
-        ww.finish(dist_info, dest)

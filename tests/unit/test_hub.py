@@ -121,7 +121,7 @@ def test_error_mapping(monkeypatch: pytest.MonkeyPatch, exc: Exception, kind: ty
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("HF_TOKEN", "hf_topsecret")
     src = HubSource("a/b")
-    with pytest.raises(kind) as info, src._errors("listing refs"):
+    with pytest.raises(kind) as info, src.errors("listing refs"):
         raise exc
     msg = str(info.value)
     assert needle in msg and msg.startswith("a/b on http://127.0.0.1:9: listing refs")
