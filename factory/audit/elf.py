@@ -1,11 +1,9 @@
-"""Audit a variant's binaries in place, before the wheel is written.
+"""The Linux audit of a variant's ELF files, in place, and ``auditwheel repair`` where a library must be grafted.
 
-Linux: the lowest manylinux policy (auditwheel's policy data) whose symbol
-versions the ELF files meet, external libraries outside the policy whitelist
-and outside what torch and the GPU runtimes provide (those are grafted with
-``auditwheel repair``), and the machine type. abi3 wheels: every Python
-extension is checked with abi3audit. macOS: the architecture of every
-Mach-O slice against the variant name, the minimum OS from LC_BUILD_VERSION. Windows: no audit beyond abi3.
+The lowest manylinux policy (auditwheel's policy data) whose symbol versions the
+ELF files meet, external libraries outside the policy whitelist and outside what
+torch and the GPU runtimes provide (those are grafted with ``auditwheel
+repair``), and the machine type.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from ..errors import AuditFailed, unusable_from_text
 from ..variants import Target
-from . import macho
 
 if TYPE_CHECKING:
     from auditwheel.policy import Policy, WheelPolicies
@@ -41,7 +38,7 @@ RUNTIME_LIBS = (
     "libtvm_ffi*.so*", "libpython3*.so*",
 )
 _ELF_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
-_ELF_MAGIC = b"\x7fELF"
+ELF_MAGIC = b"\x7fELF"
 
 
 @dataclass(frozen=True)
@@ -55,28 +52,11 @@ def is_runtime_lib(soname: str) -> bool:
     return any(fnmatch.fnmatch(soname, pattern) for pattern in RUNTIME_LIBS)
 
 
-def _read_magic(path: Path) -> bytes:
+def read_magic(path: Path) -> bytes:
     with open(path, "rb") as f:
         return f.read(4)
 
 
-def audit(files: Sequence[tuple[str, Path]], target: Target, manylinux: str, accept_higher_policy: bool,
-          where: str) -> AuditResult:
-    """``files``: (path inside the variant folder, real path). Raises AuditFailed; returns the platform tag."""
-    if target.noarch:
-        return AuditResult(platform=target.platform)
-    if target.os == "linux":
-        result = _audit_linux(files, target, manylinux, accept_higher_policy, where)
-    elif target.os == "darwin":
-        result = AuditResult(platform=_macos_platform(files, target, where))
-    else:
-        result = AuditResult(platform=target.platform)
-    if target.abi_tag == "abi3":
-        check_abi3(files, where)
-    return result
-
-
-# -- Linux ----------------------------------------------------------------------
 def load_auditwheel() -> None:
     """Import what the Linux audit uses (auditwheel and pyelftools: about 0.1 s), ahead of the first audit."""
     import auditwheel.architecture  # noqa: F401
@@ -86,7 +66,7 @@ def load_auditwheel() -> None:
     import elftools.elf.elffile  # noqa: F401
 
 
-def _audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: str, accept_higher: bool,
+def audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: str, accept_higher: bool,
                  where: str) -> AuditResult:
     from auditwheel.architecture import Architecture
     from auditwheel.elfutils import elf_find_versioned_symbols, elf_read_dt_needed
@@ -108,7 +88,7 @@ def _audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: s
     elfs: list[tuple[str, Path]] = []
     for rel, path in files:
         inside.add(rel.rsplit("/", 1)[-1])
-        if _read_magic(path) != _ELF_MAGIC:
+        if read_magic(path) != ELF_MAGIC:
             base = rel.rsplit("/", 1)[-1]
             if base.endswith(".so") or ".so." in base:  # a 0-byte or truncated library would fail at import
                 raise AuditFailed(f"{where}/{rel} is named like a shared library but is not an ELF file; "
@@ -229,85 +209,3 @@ def repair(wheel: Path, out_dir: Path, platform: str, where: str) -> Path:
             raise full
         raise AuditFailed(f"{where}: auditwheel repair failed: {detail}; install the library or link it statically")
     return wheels[0]
-
-
-# -- macOS ----------------------------------------------------------------------
-def _macos_platform(files: Sequence[tuple[str, Path]], target: Target, where: str) -> str:
-    """``macosx_<minos>_<arch>``: the arch from the variant name, checked against every Mach-O slice list.
-
-    The minimum OS is the highest one the binaries' load commands give for the variant's slice; 11.0 when
-    none says (arm64 macOS starts there); 26.0 at least for Metal.
-    """
-    arch = target.arch or "aarch64"
-    floor = (26, 0) if target.backend == "metal" else (11, 0) if arch == "aarch64" else (10, 9)
-    said: list[tuple[int, int]] = []
-    for rel, path in files:
-        found = macho.slices(path, f"{where}/{rel}")
-        if found is None:
-            continue
-        mine = [s for s in found if s.arch == arch]
-        if not mine:
-            have = ", ".join(sorted({s.arch for s in found}))
-            kind = "a universal binary of" if found[0].universal else "built for"
-            raise AuditFailed(
-                f"{where}/{rel} is {kind} {have}, not {arch} as the variant name says; "
-                f"rebuild it for {arch}, or publish it under a darwin variant of its own arch"
-            )
-        if mine[0].min_os is not None:
-            said.append(mine[0].min_os)
-    major, minor = max([floor, *said]) if said else max(floor, (11, 0))
-    return f"macosx_{major}_{minor if major < 11 else 0}_{'arm64' if arch == 'aarch64' else arch}"
-
-
-# -- abi3 -----------------------------------------------------------------------
-def check_abi3(files: Sequence[tuple[str, Path]], where: str) -> None:
-    """AuditFailed naming the first non-abi3 symbol of a Python extension (abi3audit's tables)."""
-    for rel, path in files:
-        if not rel.endswith((".so", ".pyd")) or not _is_extension(path):
-            continue
-        # Imported only for an extension: abi3audit pulls in requests_cache and boto3 (about a second).
-        from abi3audit._audit import AuditError
-        from abi3audit._audit import audit as abi3_audit
-        from abi3audit._extract import SharedObjectExtractor, SharedObjectSpec
-        from abi3info.models import PyVersion
-
-        baseline = PyVersion(3, 9)
-        try:
-            for so in SharedObjectExtractor(SharedObjectSpec(str(path))):
-                result = abi3_audit(so, assume_minimum_abi3=baseline)
-                if result.non_abi3_symbols:
-                    symbol = sorted(s.name for s in result.non_abi3_symbols)[0]
-                    raise AuditFailed(
-                        f"{where}/{rel} uses {symbol}, which is not in the stable ABI (abi3); "
-                        "build it with Py_LIMITED_API=0x03090000"
-                    )
-                if result.computed > baseline:
-                    raise AuditFailed(
-                        f"{where}/{rel} uses the Python {result.computed} stable ABI, above the wheel's cp39; "
-                        "build it with Py_LIMITED_API=0x03090000"
-                    )
-        except AuditFailed:
-            raise
-        except (AuditError, Exception) as exc:  # abi3audit and its parsers raise many kinds on broken files
-            raise AuditFailed(f"{where}/{rel}: abi3 check failed ({exc}); rebuild the kernel") from None
-
-
-def _is_extension(path: Path) -> bool:
-    """A Python extension module: exports PyInit_* (ELF), or is a Mach-O/PE file named .so/.pyd."""
-    magic = _read_magic(path)
-    if magic != _ELF_MAGIC:
-        return macho.is_macho(magic) or magic[:2] == b"MZ"
-    from elftools.elf.elffile import ELFFile
-
-    with open(path, "rb") as f:
-        elf = ELFFile(f)
-        dynsym = elf.get_section_by_name(".dynsym")
-        if dynsym is None:
-            return False
-        # The symbols' names are in the string table it links to: without "PyInit_" there, no symbol to walk.
-        if b"PyInit_" not in elf.get_section(dynsym["sh_link"]).data():
-            return False
-        return any(
-            s.name.startswith("PyInit_") and s.entry.st_shndx != "SHN_UNDEF"
-            for s in dynsym.iter_symbols()  # type: ignore[attr-defined]
-        )

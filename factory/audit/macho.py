@@ -1,4 +1,5 @@
-"""A tiny Mach-O reader: the architecture and minimum macOS version of each slice of a binary.
+"""The macOS audit: a tiny Mach-O reader (the architecture and minimum macOS version of each slice of a binary)
+and the wheel's platform tag from it (``platform_tag``).
 
 Thin 64-bit files and universal (fat) files, whose header lists one slice per
 architecture. The minimum OS comes from LC_BUILD_VERSION (platform macOS) or,
@@ -8,11 +9,13 @@ in older binaries, LC_VERSION_MIN_MACOSX.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import AuditFailed
+from ..variants import Target
 
 _MH_MAGIC = 0xFEEDFACE  # 32-bit
 _MH_MAGIC_64 = 0xFEEDFACF
@@ -114,3 +117,30 @@ def min_os(path: Path, where: str, arch: str = "aarch64") -> tuple[int, int] | N
         if s.arch == arch:
             return s.min_os
     return None
+
+
+def platform_tag(files: Sequence[tuple[str, Path]], target: Target, where: str) -> str:
+    """``macosx_<minos>_<arch>``: the arch from the variant name, checked against every Mach-O slice list.
+
+    The minimum OS is the highest one the binaries' load commands give for the variant's slice; 11.0 when
+    none says (arm64 macOS starts there); 26.0 at least for Metal.
+    """
+    arch = target.arch or "aarch64"
+    floor = (26, 0) if target.backend == "metal" else (11, 0) if arch == "aarch64" else (10, 9)
+    said: list[tuple[int, int]] = []
+    for rel, path in files:
+        found = slices(path, f"{where}/{rel}")
+        if found is None:
+            continue
+        mine = [s for s in found if s.arch == arch]
+        if not mine:
+            have = ", ".join(sorted({s.arch for s in found}))
+            kind = "a universal binary of" if found[0].universal else "built for"
+            raise AuditFailed(
+                f"{where}/{rel} is {kind} {have}, not {arch} as the variant name says; "
+                f"rebuild it for {arch}, or publish it under a darwin variant of its own arch"
+            )
+        if mine[0].min_os is not None:
+            said.append(mine[0].min_os)
+    major, minor = max([floor, *said]) if said else max(floor, (11, 0))
+    return f"macosx_{major}_{minor if major < 11 else 0}_{'arm64' if arch == 'aarch64' else arch}"

@@ -65,7 +65,8 @@ def open_destination(
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
                          f"not --to {to}; drop it")
     if loc.scheme == "s3":
-        from .s3 import DEFAULT_PUT, PutOptions, S3Destination
+        from ..s3util import DEFAULT_PUT, PutOptions
+        from .s3 import S3Destination
 
         return S3Destination(loc.display, DEFAULT_PUT if options is None else PutOptions.from_options(options))
     if loc.local is None:

@@ -17,6 +17,8 @@ from ..record import Record
 if TYPE_CHECKING:
     import tempfile
 
+    from .catalog import Catalog
+
 
 class Store(Protocol):
     """Where wheels and records live: a local folder (local.py) or S3 (s3.py).
@@ -40,6 +42,12 @@ class Store(Protocol):
         they move in by rename, hidden from listings), else in ``scratch`` (None: TMPDIR)."""
         ...
 
+    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
+        """The store's catalog of records (catalog.py) brought up to date with the store: (catalog, its generation
+        before, the projects touched). Records left out add one line each to ``damaged``. ``rescan``: list and
+        check every record even where the store looks unchanged (catalog.refresh)."""
+        ...
+
 
 def open_store(location: Location | str | Path, options: Any = None) -> Store:
     """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers)."""
@@ -50,7 +58,27 @@ def open_store(location: Location | str | Path, options: Any = None) -> Store:
         return LocalStore(loc.local)
     if loc.scheme != "s3":
         raise ConfigError(f"store {loc}: unknown scheme {loc.scheme}://; use a folder, file:// or s3://bucket/prefix")
-    from ..publish.s3 import DEFAULT_PUT, PutOptions
+    from ..s3util import DEFAULT_PUT, PutOptions
     from .s3 import S3Store
 
     return S3Store(loc.display, put=DEFAULT_PUT if options is None else PutOptions.from_options(options))
+
+
+def load_records(
+    store: Location | str | Path, damaged: list[str] | None = None, rescan: bool = False
+) -> list[Record]:
+    """Every valid record of a local store folder (through its catalog) or of any other store, sorted by file
+    name; each record left out adds one line to ``damaged``; ``rescan``: see ``Store.catalog``."""
+    loc = Location.of(store)
+    opened = open_store(loc)
+    if loc.local is None:
+        records = sorted(opened.records(), key=lambda r: r.filename)  # read one by one: the bucket is not written
+    else:
+        catalog = opened.catalog(rescan)[0]
+        try:
+            records = catalog.records()
+        finally:
+            catalog.close()
+    if damaged is not None:
+        damaged.extend(opened.damaged)
+    return records

@@ -28,7 +28,6 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from ..atomic import unique
-from ..config import Location
 from ..record import FIELDS, FILES, Record
 from . import check
 
@@ -384,24 +383,3 @@ def open_local(
     before = catalog.generation()
     touched = refresh(catalog, root / FILES, damaged, rescan)[1]
     return catalog, before, touched
-
-
-def load_records(
-    store: Location | str | Path, damaged: list[str] | None = None, rescan: bool = False
-) -> list[Record]:
-    """Every valid record of a local store folder (through its catalog) or of any other store, sorted by file
-    name; each record left out adds one line to ``damaged``; ``rescan``: see ``refresh``."""
-    loc = Location.of(store)
-    if loc.local is None:
-        from . import open_store
-
-        opened = open_store(loc)
-        records = sorted(opened.records(), key=lambda r: r.filename)
-        if damaged is not None:
-            damaged.extend(opened.damaged)
-        return records
-    catalog = open_local(loc.local, damaged, rescan)[0]
-    try:
-        return catalog.records()
-    finally:
-        catalog.close()

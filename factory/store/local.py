@@ -17,6 +17,7 @@ from ..atomic import copy_file, write_bytes
 from ..errors import unusable
 from ..record import FILES, Record
 from . import check
+from .catalog import Catalog, open_local
 
 
 class LocalStore:
@@ -51,6 +52,11 @@ class LocalStore:
 
     def records(self) -> list[Record]:
         return list(self.iter_records())
+
+    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
+        """The folder's catalog, brought up to date with ``files/`` (catalog.open_local)."""
+        self.damaged = []
+        return open_local(self.root, self.damaged, rescan)
 
     def lock(self) -> AbstractContextManager[None]:
         from .lock import folder_lock

@@ -3,7 +3,7 @@
 The holder writes its PID into the lock file, so a run that finds the lock held
 can say which process holds it and whether that process is still alive. The
 lock's file descriptor is recorded in ``HELD_FDS`` so that forked worker
-processes close their inherited copy (factory/workers.py): an ``flock`` belongs
+processes close their inherited copy (pipeline/workers.py): an ``flock`` belongs
 to the open file, and a worker that outlived a killed main process would
 otherwise keep the store locked forever. A holder that finishes empties the
 file; only after one that did not (killed) is the store walked for ``.tmp-``

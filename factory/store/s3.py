@@ -21,7 +21,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..atomic import TMP_PREFIX
 from ..errors import Unreachable
-from ..publish.s3 import (
+from ..record import FILES, Record
+from ..s3util import (
     DEFAULT_PUT,
     PutOptions,
     explain,
@@ -33,12 +34,11 @@ from ..publish.s3 import (
     remote_sha256,
     upload_file,
 )
-from ..record import FILES, Record
 from .catalog import CATALOG_FILE, Catalog, sync
 
 
 class S3Store:
-    """The Store protocol (factory/store.py) over ``s3://bucket/prefix``."""
+    """The Store protocol (store/__init__.py) over ``s3://bucket/prefix``."""
 
     def __init__(self, url: str, client: Any = None, put: PutOptions = DEFAULT_PUT) -> None:
         self.url = url
@@ -112,9 +112,10 @@ class S3Store:
     def _url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
-    def catalog(self) -> tuple[Catalog, str, set[str]]:
+    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
         """The store's catalog (``files/.catalog.sqlite`` in the bucket) brought up to date with one listing;
-        (catalog, its generation before, the projects touched).
+        (catalog, its generation before, the projects touched). ``rescan`` adds nothing: the bucket is listed on
+        every call.
 
         A record is read only when its ETag differs from the catalog's key for it, so an unchanged store
         costs the listing and one GET; a changed catalog is put back (one PUT; a refused PUT is ignored).

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..atomic import file_digest
-from ..audit.elf import audit, repair
+from ..audit import audit
+from ..audit.elf import repair
 from ..errors import BadKernel, UnsafePath
 from ..record import PROVENANCE, Record
 from ..variants import Target

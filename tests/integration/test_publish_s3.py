@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kernel_factory.cli import main
 from kernel_factory.publish.run import list_root
-from kernel_factory.publish.s3 import SHA_KEY
 from kernel_factory.record import PEP691_JSON as PEP691
+from kernel_factory.s3util import SHA_KEY
 from kernel_factory.store.s3 import S3Store
 from servers import Root, add_wheel, make_root, moto_server, page_links, s3_env, write_pages
 

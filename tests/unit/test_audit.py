@@ -10,8 +10,7 @@ from pathlib import Path
 import macho_kit
 import pytest
 from kernel_factory import variants
-from kernel_factory.audit import elf as audit
-from kernel_factory.audit import macho
+from kernel_factory.audit import abi3, audit, elf, macho
 from kernel_factory.errors import AuditFailed
 
 LIBZ = Path("/usr/lib/x86_64-linux-gnu/libz.so.1")  # GLIBC <= 2.14
@@ -32,7 +31,7 @@ def need(*paths: Path) -> None:
 
 def test_certified_manylinux_2_28() -> None:
     need(LIBZ)
-    result = audit.audit([("_k.so", LIBZ)], X86, "2_28", False, WHERE)
+    result = audit([("_k.so", LIBZ)], X86, "2_28", False, WHERE)
     assert result.platform == "manylinux_2_28_x86_64" and result.graft == ()
     assert result.policy is not None and result.policy.startswith("manylinux_2_")
 
@@ -40,46 +39,46 @@ def test_certified_manylinux_2_28() -> None:
 def test_too_new_glibc_names_symbol_and_policy() -> None:
     need(NEW_GLIBC)
     with pytest.raises(AuditFailed) as err:
-        audit.audit([("_glibc_new.abi3.so", NEW_GLIBC)], X86, "2_28", False, WHERE)
+        audit([("_glibc_new.abi3.so", NEW_GLIBC)], X86, "2_28", False, WHERE)
     msg = str(err.value)
     assert msg.startswith(f"{WHERE}/_glibc_new.abi3.so needs ") and "@GLIBC_2.34 (manylinux_2_34)" in msg
     assert msg.endswith("--accept-higher-policy to publish it as manylinux_2_34")
     assert "a symbol@" not in msg  # the real symbol name was found
-    accepted = audit.audit([("_glibc_new.abi3.so", NEW_GLIBC)], X86, "2_28", True, WHERE)
+    accepted = audit([("_glibc_new.abi3.so", NEW_GLIBC)], X86, "2_28", True, WHERE)
     assert accepted.platform == "manylinux_2_34_x86_64"
 
 
 def test_external_libraries_to_graft() -> None:
     need(EXTERNAL)
-    result = audit.audit([("_k.so", EXTERNAL)], X86, "2_28", True, WHERE)
+    result = audit([("_k.so", EXTERNAL)], X86, "2_28", True, WHERE)
     assert result.graft and all(lib.startswith("libabsl_") for lib in result.graft)
     assert "libstdc++.so.6" not in result.graft  # whitelisted by the policy
 
 
 def test_runtime_libraries_are_not_external() -> None:
-    assert audit.is_runtime_lib("libc10.so") and audit.is_runtime_lib("libcudart.so.12")
-    assert audit.is_runtime_lib("libtorch_cpu.so") and not audit.is_runtime_lib("libssl.so.3")
+    assert elf.is_runtime_lib("libc10.so") and elf.is_runtime_lib("libcudart.so.12")
+    assert elf.is_runtime_lib("libtorch_cpu.so") and not elf.is_runtime_lib("libssl.so.3")
 
 
 def test_wrong_arch() -> None:
     need(ARM, LIBZ)
     with pytest.raises(AuditFailed, match="is built for EM_AARCH64, not x86_64"):
-        audit.audit([("_k.so", ARM)], X86, "2_28", False, WHERE)
-    assert audit.audit([("_k.so", ARM)], ARM_TARGET, "2_28", False, WHERE).platform == "manylinux_2_28_aarch64"
+        audit([("_k.so", ARM)], X86, "2_28", False, WHERE)
+    assert audit([("_k.so", ARM)], ARM_TARGET, "2_28", False, WHERE).platform == "manylinux_2_28_aarch64"
 
 
 def test_unknown_policy() -> None:
     need(LIBZ)
     with pytest.raises(AuditFailed, match="manylinux_9_99 is not a known policy"):
-        audit.audit([("_k.so", LIBZ)], X86, "9_99", False, WHERE)
+        audit([("_k.so", LIBZ)], X86, "9_99", False, WHERE)
 
 
 def test_noarch_and_windows_skip_elf_checks(tmp_path: Path) -> None:
     f = tmp_path / "x.py"
     f.write_text("")
-    assert audit.audit([("x.py", f)], variants.parse("torch-universal"), "2_28", False, "w").platform == "any"
+    assert audit([("x.py", f)], variants.parse("torch-universal"), "2_28", False, "w").platform == "any"
     win = variants.parse("torch210-cu128-x86_64-windows")
-    assert audit.audit([("x.py", f)], win, "2_28", False, "w").platform == "win_amd64"
+    assert audit([("x.py", f)], win, "2_28", False, "w").platform == "win_amd64"
 
 
 def _macho(path: Path, minos: tuple[int, int], cmd: int = 0x32) -> None:
@@ -94,10 +93,10 @@ def test_macos_minos(tmp_path: Path) -> None:
     assert macho.min_os(so, "w") == (14, 2)
     cpu = variants.parse("torch212-cpu-aarch64-darwin")
     metal = variants.parse("torch212-metal-aarch64-darwin")
-    assert audit._macos_platform([("_k.abi3.so", so)], cpu, "w") == "macosx_14_0_arm64"
-    assert audit._macos_platform([("_k.abi3.so", so)], metal, "w") == "macosx_26_0_arm64"
+    assert macho.platform_tag([("_k.abi3.so", so)], cpu, "w") == "macosx_14_0_arm64"
+    assert macho.platform_tag([("_k.abi3.so", so)], metal, "w") == "macosx_26_0_arm64"
     _macho(so, (26, 1))
-    assert audit._macos_platform([("_k.abi3.so", so)], metal, "w") == "macosx_26_0_arm64"
+    assert macho.platform_tag([("_k.abi3.so", so)], metal, "w") == "macosx_26_0_arm64"
     fat = tmp_path / "fat.so"
     thin = so.read_bytes()
     fat.write_bytes(struct.pack(">IIiiIII", 0xCAFEBABE, 1, 0x0100000C, 0, 64, len(thin), 0).ljust(64, b"\0") + thin)
@@ -113,7 +112,7 @@ MAC_WHERE = "build/torch210-cpu-x86_64-darwin"
 def _mac_platform(tmp_path: Path, data: bytes, target: variants.Target) -> str:
     so = tmp_path / "_k.abi3.so"
     so.write_bytes(data)
-    return audit.audit([("_k.abi3.so", so)], target, "2_28", False, MAC_WHERE).platform
+    return audit([("_k.abi3.so", so)], target, "2_28", False, MAC_WHERE).platform
 
 
 @pytest.mark.parametrize(("data", "platform"), [
@@ -156,12 +155,12 @@ def test_macos_objects_from_llvm(tmp_path: Path) -> None:
         src.write_text(f".build_version macos, {version}\n.globl _PyInit__k\n_PyInit__k:\nret\n")
         obj = tmp_path / "_k.abi3.so"
         subprocess.run(["llvm-mc", f"-triple={triple}", "-filetype=obj", str(src), "-o", str(obj)], check=True)
-        assert audit.audit([("_k.abi3.so", obj)], target, "2_28", False, MAC_WHERE).platform == platform
+        assert audit([("_k.abi3.so", obj)], target, "2_28", False, MAC_WHERE).platform == platform
         other = ARM_MAC if target is X86_MAC else X86_MAC
         with pytest.raises(AuditFailed, match="as the variant name says"):
-            audit.audit([("_k.abi3.so", obj)], other, "2_28", False, MAC_WHERE)
+            audit([("_k.abi3.so", obj)], other, "2_28", False, MAC_WHERE)
 
 
 def test_abi3_check_skips_non_extensions() -> None:
     need(LIBZ)
-    audit.check_abi3([("_k.abi3.so", LIBZ)], WHERE)  # no PyInit_: not an extension, nothing to check
+    abi3.check_abi3([("_k.abi3.so", LIBZ)], WHERE)  # no PyInit_: not an extension, nothing to check

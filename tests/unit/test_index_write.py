@@ -22,8 +22,9 @@ from kernel_factory.index.build import (
     run_index,
     write_page,
 )
+from kernel_factory.store import load_records
 from kernel_factory.store.adopt import adopt
-from kernel_factory.store.catalog import CATALOG_FILE, load_records
+from kernel_factory.store.catalog import CATALOG_FILE
 from kernel_factory.store.local import LocalStore
 
 CU = "torch27-cxx11-cu128-x86_64-linux"

@@ -14,9 +14,9 @@ from kernel_factory.errors import EXIT_UNREACHABLE, Unreachable, UsageError
 from kernel_factory.publish.directory import DirectoryDestination
 from kernel_factory.publish.endpoint import split_credentials
 from kernel_factory.publish.run import list_root, open_destination, phases, publish, store_root
-from kernel_factory.publish.s3 import content_type, explain, join_key, parse_s3_url
 from kernel_factory.publish.upload import parse_simple_page
 from kernel_factory.record import PEP691_JSON as PEP691
+from kernel_factory.s3util import content_type, explain, join_key, parse_s3_url
 
 WHEEL = "img2grey-1.1.2+torch213cpucxx11-py3-none-any.whl"
 ROOT_FILES = {

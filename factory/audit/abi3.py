@@ -1,0 +1,63 @@
+"""The abi3 audit: every Python extension of a wheel tagged abi3 uses the stable ABI of cp39 (abi3audit)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import AuditFailed
+from . import macho
+from .elf import ELF_MAGIC, read_magic
+
+
+def check_abi3(files: Sequence[tuple[str, Path]], where: str) -> None:
+    """AuditFailed naming the first non-abi3 symbol of a Python extension (abi3audit's tables)."""
+    for rel, path in files:
+        if not rel.endswith((".so", ".pyd")) or not _is_extension(path):
+            continue
+        # Imported only for an extension: abi3audit pulls in requests_cache and boto3 (about a second).
+        from abi3audit._audit import AuditError
+        from abi3audit._audit import audit as abi3_audit
+        from abi3audit._extract import SharedObjectExtractor, SharedObjectSpec
+        from abi3info.models import PyVersion
+
+        baseline = PyVersion(3, 9)
+        try:
+            for so in SharedObjectExtractor(SharedObjectSpec(str(path))):
+                result = abi3_audit(so, assume_minimum_abi3=baseline)
+                if result.non_abi3_symbols:
+                    symbol = sorted(s.name for s in result.non_abi3_symbols)[0]
+                    raise AuditFailed(
+                        f"{where}/{rel} uses {symbol}, which is not in the stable ABI (abi3); "
+                        "build it with Py_LIMITED_API=0x03090000"
+                    )
+                if result.computed > baseline:
+                    raise AuditFailed(
+                        f"{where}/{rel} uses the Python {result.computed} stable ABI, above the wheel's cp39; "
+                        "build it with Py_LIMITED_API=0x03090000"
+                    )
+        except AuditFailed:
+            raise
+        except (AuditError, Exception) as exc:  # abi3audit and its parsers raise many kinds on broken files
+            raise AuditFailed(f"{where}/{rel}: abi3 check failed ({exc}); rebuild the kernel") from None
+
+
+def _is_extension(path: Path) -> bool:
+    """A Python extension module: exports PyInit_* (ELF), or is a Mach-O/PE file named .so/.pyd."""
+    magic = read_magic(path)
+    if magic != ELF_MAGIC:
+        return macho.is_macho(magic) or magic[:2] == b"MZ"
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        dynsym = elf.get_section_by_name(".dynsym")
+        if dynsym is None:
+            return False
+        # The symbols' names are in the string table it links to: without "PyInit_" there, no symbol to walk.
+        if b"PyInit_" not in elf.get_section(dynsym["sh_link"]).data():
+            return False
+        return any(
+            s.name.startswith("PyInit_") and s.entry.st_shndx != "SHN_UNDEF"
+            for s in dynsym.iter_symbols()  # type: ignore[attr-defined]
+        )
