@@ -37,7 +37,18 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from ..atomic import Batch, DigestMismatch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
+from ..atomic import (
+    TMP_PREFIX,
+    Batch,
+    DigestMismatch,
+    LinkRefused,
+    copy_file,
+    discard,
+    file_digest,
+    fsync_path,
+    unique,
+    write_bytes,
+)
 from ..errors import Refused
 from ..record import FILES, Record
 from . import check as record_check
@@ -94,10 +105,10 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
         try:  # a link of that name in files/ is never taken for the wheel
             same = not os.path.islink(dest) and (
                 os.path.samefile(dest, path) or file_digest(Path(dest), follow=False) == record.sha256)
-        except FileNotFoundError:  # gone since: the wheel goes there
+        except FileNotFoundError:  # a dangling link of that name, or gone since
             same = False
-        if not same and os.path.islink(dest):  # a link of that name: replaced (the rename never follows it)
-            _copy_read(batch, path, dest, wheel, filename)
+        if not same and (os.path.islink(dest) or not os.path.exists(dest)):  # the wheel goes there (a rename
+            _relink(batch, path, dest, wheel, filename)  # replaces a link, never what it points to)
         elif not same:
             raise Refused(f"{filename}: a different file of that name is already in {files}; "
                           "remove one of them") from None
@@ -112,8 +123,25 @@ def _linked_what_was_read(dest: str, ident: tuple[int, int], filename: str) -> N
     place meanwhile); else it is removed and the wheel refused."""
     st = os.lstat(dest)
     if (st.st_dev, st.st_ino) != ident:
-        os.unlink(dest)
+        discard(dest)
         raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still")
+
+
+def _relink(batch: Batch, path: str, dest: str, wheel: WheelData, filename: str) -> None:
+    """A hard link of the file read at ``dest``, made under a temporary name and renamed over what is there;
+    else (another file system, links not allowed) the bytes read, copied."""
+    tmp = os.path.join(os.path.dirname(dest), f"{TMP_PREFIX}{unique()}")
+    try:
+        os.link(path, tmp)
+    except OSError:
+        _copy_read(batch, path, dest, wheel, filename)
+        return
+    try:
+        _linked_what_was_read(tmp, wheel.ident, filename)
+        os.replace(tmp, dest)
+    except BaseException:
+        discard(tmp)
+        raise
 
 
 def _copy_read(batch: Batch, path: str, dest: str, wheel: WheelData, filename: str) -> None:
