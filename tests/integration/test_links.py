@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import boto3
 import hostile as h
 import pytest
 from index_synth import add_kernel, make_wheel
+from servers import moto_server, s3_env
 from support import clean_env, free_port, kf, wait_http
 
 pytestmark = pytest.mark.integration
@@ -142,6 +144,26 @@ def test_publish_never_follows_a_link_out_of_the_store(tmp_path: Path) -> None:
     assert not (dest / "notes.txt").exists() and not (dest / "simple" / "leak").exists()
     assert all(SECRET not in p.read_bytes() for p in published)
     assert not any(p.name.startswith(".") for p in dest.rglob("*"))  # the lock, catalog and state stay private
+
+
+def test_publish_to_s3_never_uploads_through_a_link(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    assert kf("index", "--store", store, cwd=tmp_path).returncode == 0
+    (tmp_path / "creds").write_bytes(SECRET)
+    (store / "notes.txt").symlink_to("../creds")
+    with moto_server(tmp_path) as url:
+        env = {**clean_env(), **s3_env(url)}
+        s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")
+        s3.create_bucket(Bucket="site")
+        proc = kf("publish", "--store", store, "--to", "s3://site/pub", cwd=tmp_path, env=env)
+        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="site").get("Contents", []))
+        bodies = [s3.get_object(Bucket="site", Key=k)["Body"].read() for k in keys]
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert ("refused notes.txt: a symbolic link (-> ../creds); publish never follows links out of the store: replace "
+            "it with the file itself, or remove it") in proc.stdout.splitlines()
+    assert f"pub/files/{WHEEL}" in keys and "pub/index.html" in keys and "pub/notes.txt" not in keys
+    assert not any("/." in k for k in keys) and all(SECRET not in b for b in bodies)
 
 
 def test_publish_refuses_a_wheel_whose_bytes_are_not_its_records(tmp_path: Path) -> None:
