@@ -147,29 +147,37 @@ class Batch:
         """``write`` without the stat."""
         self._write(name, data, False)
 
-    def _write(self, name: str, data: bytes, stat: bool) -> os.stat_result | None:
-        path = os.path.join(self.folder, name)
+    def _write(self, name: str, data: bytes, want_stat: bool) -> os.stat_result | None:
         self.count += 1
-        tmp = f"{self.prefix}{self.count}"
-        fd = _create(tmp, self.folder, 0o644)
-        st = None
+        return put(f"{self.prefix}{self.count}", os.path.join(self.folder, name), data, chmod=self.chmod,
+                   fsync=self.fsync, want_stat=want_stat)
+
+
+def put(
+    tmp: str, path: str, data: bytes, *, chmod: bool = True, fsync: bool = False, want_stat: bool = False
+) -> os.stat_result | None:
+    """Write ``data`` to the new temporary file ``tmp`` (O_EXCL|O_NOFOLLOW: never one that is there) and rename it
+    to ``path``; a failure removes it and names ``path``. ``chmod``: make it 0644 whatever the umask; ``fsync``
+    before the rename; ``want_stat``: its fstat (the inode, mtime and size stay those of the file in place)."""
+    fd = _create(tmp, os.path.dirname(path), 0o644)
+    st = None
+    try:
         try:
-            try:
-                write_all(fd, data)
-                if self.chmod:
-                    os.fchmod(fd, 0o644)
-                if self.fsync:
-                    os.fsync(fd)
-                if stat:
-                    st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException as exc:
-            discard(tmp)
-            named(exc, path, tmp)
-            raise
-        return st
+            write_all(fd, data)
+            if chmod:
+                os.fchmod(fd, 0o644)
+            if fsync:
+                os.fsync(fd)
+            if want_stat:
+                st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        discard(tmp)
+        named(exc, path, tmp)  # the file, not its temporary name
+        raise
+    return st
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -414,18 +422,5 @@ def write_page(name: str, data: bytes) -> bool:
     """
     if holds(name, data):
         return False
-    folder = os.path.dirname(name)
-    tmp = os.path.join(folder, f"{TMP_PREFIX}{unique()}")
-    try:
-        fd = _create(tmp, folder, 0o644)
-        try:
-            write_all(fd, data)
-            os.fchmod(fd, 0o644)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name)
-    except BaseException as exc:
-        discard(tmp)
-        named(exc, name, tmp)  # the file, not its temporary name
-        raise
+    put(os.path.join(os.path.dirname(name), f"{TMP_PREFIX}{unique()}"), name, data)
     return True
