@@ -19,12 +19,18 @@ from pathlib import Path
 
 import pytest
 from hub_server import git
-from support import kf, run
-from test_local_kernels_offline import hand_wheel, kernel_venv, kernels_site, offline_env  # noqa: F401
-
 from kernel_factory.verify.digest import compute
+from support import cached_venv, kf, run
+from test_local_kernels_offline import KERNELS_REQ, hand_wheel, kernel_venv, offline_env
 
 REPO_ID = "example/act"
+
+
+@pytest.fixture(scope="module")
+def kernels_site() -> str:
+    """site-packages of the cached venv holding the kernels version the project tests."""
+    python = cached_venv("kernels", KERNELS_REQ)
+    return run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
 
 INIT = '''"""act: SiluAndMul as a layer and as a function (pure Python, for tests)."""
 import torch
@@ -252,8 +258,9 @@ def test_every_loading_path_works_offline_after_local_kernels_cache(
     assert before["LayerRepository(version=1)"] == (
         "FAIL Version 1 of 'example/act' is not available in the local cache and Hugging Face Hub is in offline mode. "
         "Download the kernel while online first, or pass an explicit `revision=<commit>`.")
-    assert before["load_kernel(lockfile=)"] == f"FAIL Cannot find a local snapshot for example/act (revision: {sha}). " \
-        "When Hugging Face Hub is in offline mode the kernel must already be present in the local cache."
+    assert before["load_kernel(lockfile=)"] == (
+        f"FAIL Cannot find a local snapshot for example/act (revision: {sha}). "
+        "When Hugging Face Hub is in offline mode the kernel must already be present in the local cache.")
     # The step: every path loads the installed wheel.
     after = results(python, script, sha, lock, lk(python, "--shell", "--cache"), home)
     assert after == WITH_CACHE
