@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from hub_server import git
 from kernel_factory.verify.digest import compute
-from support import cached_venv, kf, run
+from support import ROOT, cached_venv, kf, run
 from test_local_kernels_offline import KERNELS_REQ, hand_wheel, kernel_venv, offline_env
 
 REPO_ID = "example/act"
@@ -271,6 +271,12 @@ def test_every_loading_path_works_offline_after_local_kernels_cache(
     # The cache alone, without LOCAL_KERNELS, serves them all too.
     alone = results(python, script, sha, lock, "unset LOCAL_KERNELS", home)
     assert alone == WITH_CACHE
+    # scripts/gpu_e2e.py kernelize, the check `make gpu-e2e` runs on the GPU, on this CPU kernel.
+    e2e = run(python, ROOT / "scripts" / "gpu_e2e.py", "kernelize", "--device", "cpu", "--repo-id", REPO_ID,
+              env=offline_env(HF_HOME=str(home)), check=False)
+    assert e2e.returncode == 0, e2e.stdout + e2e.stderr
+    assert e2e.stdout.startswith(
+        "  ok   kernelize LayerRepository(example/act, layer SiluAndMul, version=1) on cpu: max abs err "), e2e.stdout
 
 
 def test_check_tells_each_path(tmp_path: Path, kernels_site: str, act: tuple[Path, str]) -> None:
