@@ -267,7 +267,8 @@ def run_kernelize(repo_id: str, device: str = "cuda") -> dict[str, Any]:
             self.act = SiluAndMul()
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.act(x)
+            out: torch.Tensor = self.act(x)
+            return out
 
     dev = torch.device(device)
     repo = LayerRepository(repo_id, layer_name="SiluAndMul", version=MAJOR)
