@@ -203,8 +203,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "local-kernels": (
         "print LOCAL_KERNELS for the kernel wheels installed here",
         "Find the kernel wheels installed in this Python environment and print the LOCAL_KERNELS value\n"
-        "that makes the kernels package load them instead of downloading from the Hub. --check says which\n"
-        "kernels would load with the torch installed here, and why not.",
+        "that makes the kernels package load them instead of downloading from the Hub. --cache also writes\n"
+        "them into the Hub cache kernels reads (adding only), for kernelize, the locked paths and load_kernel.\n"
+        "--check says which kernels would load with the torch installed here, through which path, and why not.",
         'eval "$(kernel-factory local-kernels --shell --cache)"\n'
         "  kernel-factory local-kernels --check",
     ),

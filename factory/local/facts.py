@@ -20,11 +20,14 @@ def collect() -> dict[str, Any]:
     """The facts, as a JSON-able dict (``torch`` is None, with ``torch_error``, when torch does not import)."""
     out: dict[str, Any] = {"python": sys.executable, "python_version": "{}.{}".format(*sys.version_info[:2]),
                            "torch": None}
-    out.update(machine=platform.machine(), system=platform.system().lower())
+    torch: Any = None
     try:
         import torch
     except Exception as exc:  # a broken install raises anything
         out["torch_error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+    # the machine after torch's import, as the old probe read it (a test's fake torch sets it)
+    out.update(machine=platform.machine(), system=platform.system().lower())
+    if torch is None:
         return out
 
     def attempt(fn: Callable[[], Any], default: Any = None) -> Any:

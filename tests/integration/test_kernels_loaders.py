@@ -3,8 +3,9 @@
 A pure-Python torch-universal kernel ``example/act`` with ``layers`` (``SiluAndMul``) and a function
 (``silu_and_mul``) is built as a git repository (tag v1.0.0, branch v1), turned into a wheel by
 ``kernel-factory to-wheel`` and pip-installed into a fresh venv that reaches torch 2.13 CPU and the kernels
-version this project tests (a cached venv's site-packages, through .pth files). Every call runs with
-HF_HUB_OFFLINE=1 and HF_ENDPOINT on a dead loopback port. Each loading path is run twice: after
+version this project tests (a cached venv's site-packages, through .pth files). Every load runs with
+HF_HUB_OFFLINE=1 and HF_ENDPOINT on a dead loopback port; only the earlier Hub download (olah on
+127.0.0.1, tests/integration/hub_server.py) is online. Each loading path is run twice: after
 ``eval "$(kernel-factory local-kernels --shell)"`` alone (LOCAL_KERNELS: the control, where only get_kernel
 and has_kernel work) and after ``eval "$(kernel-factory local-kernels --shell --cache)"``.
 """
@@ -18,9 +19,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hub_server import git
+from hub_server import git, hf_env, hub, make_kernel_repo, serve_repo
 from kernel_factory.verify.digest import compute
-from support import ROOT, cached_venv, kf, run
+from support import ROOT, cached_venv, clean_env, kf, run
 from test_local_kernels_offline import KERNELS_REQ, hand_wheel, kernel_venv, offline_env
 
 REPO_ID = "example/act"
@@ -326,12 +327,9 @@ def hub_download(cache: Path, repo_id: str, sha: str, files: dict[str, bytes], r
 
 
 HUB_LOAD = r'''
-import sys
-import torch
-from kernels import get_kernel, load_kernel
-from pathlib import Path
-relu = get_kernel("example/hubrelu", version=1)
-print("hubrelu", relu.relu(torch.tensor([-1.0, 2.0])).tolist(), relu.__file__)
+from kernels import get_kernel
+hub = get_kernel("example/hubrelu", version=1)
+print("hubrelu", hub.__file__)
 act = get_kernel("example/act", version=1)
 print("act", act.__file__)
 '''
@@ -340,17 +338,19 @@ print("act", act.__file__)
 def test_existing_hub_cache_is_left_as_it_was_and_still_loads(
     tmp_path: Path, kernels_site: str, act: tuple[Path, str]
 ) -> None:
+    """A kernel downloaded from the (olah) Hub earlier, and example/act at another commit: --cache only adds."""
     python, _, sha, _ = setup(tmp_path, kernels_site, act)
     home = tmp_path / "hf-home"
     cache = home / "hub"
-    hub_sha, other = "1" * 40, "2" * 40
-    meta = {"name": "hubrelu", "id": "_hubrelu_0", "version": 1, "license": "Apache-2.0", "python-depends": [],
-            "backend": {"type": "cpu"}}
-    hub_download(cache, "example/hubrelu", hub_sha, {
-        "build/torch-universal/__init__.py": b"import torch\n\ndef relu(x):\n    return torch.clamp(x, min=0)\n",
-        "build/torch-universal/metadata.json": json.dumps(meta).encode(),
-    }, {"v1": hub_sha, "main": hub_sha})
-    # example/act was also downloaded from the Hub once, at another commit: its refs are the Hub's.
+    relu = make_kernel_repo(tmp_path / "hubrelu", module="hubrelu", variants=("torch-universal",))
+    serve_repo(relu.path, tmp_path / "mirrors", "example/hubrelu")
+    with hub(tmp_path / "mirrors", tmp_path / "olah") as (_, proxy):
+        got = run(python, "-c", "from huggingface_hub import snapshot_download as s; "
+                  "print(s('example/hubrelu', repo_type='kernel', revision='v1'))",
+                  env=clean_env(**hf_env(proxy.url, home)))
+    hub_sha = relu.commits[1]  # branch v1
+    assert got.stdout.strip() == f"{cache}/kernels--example--hubrelu/snapshots/{hub_sha}"
+    other = "2" * 40
     hub_download(cache, REPO_ID, other, {"build/torch-universal/metadata.json": b"{}"}, {"main": other})
     before = tree(cache)
     proc = run(python, "-m", "kernel_factory", "local-kernels", "--cache", env=offline_env(HF_HOME=str(home)),
@@ -360,9 +360,8 @@ def test_existing_hub_cache_is_left_as_it_was_and_still_loads(
     snap = cache / "kernels--example--act" / "snapshots" / sha
     assert proc.stderr.splitlines() == [f"in the Hub cache: example/act: {snap}/build/torch-universal -> {site}/act"]
     after = tree(cache)
-    added = {k: v for k, v in after.items() if k not in before}
     assert {k: v for k, v in after.items() if k in before} == before  # nothing that was there changed
-    assert sorted(added) == sorted([
+    assert sorted(k for k in after if k not in before) == sorted([
         f"kernels--example--act/snapshots/{sha}", f"kernels--example--act/snapshots/{sha}/build",
         f"kernels--example--act/snapshots/{sha}/build/torch-universal",
         f"kernels--example--act/snapshots/{sha}/.kernel-factory.json",
@@ -373,8 +372,8 @@ def test_existing_hub_cache_is_left_as_it_was_and_still_loads(
     loaded = run(python, script, env=offline_env(HF_HOME=str(home)), check=False)
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr
     assert loaded.stdout.splitlines() == [
-        f"hubrelu [0.0, 2.0] {cache}/kernels--example--hubrelu/snapshots/{hub_sha}/build/torch-universal/__init__.py",
-        f"act {cache}/kernels--example--act/snapshots/{sha}/build/torch-universal/__init__.py",
+        f"hubrelu {cache}/kernels--example--hubrelu/snapshots/{hub_sha}/build/torch-universal/__init__.py",
+        f"act {snap}/build/torch-universal/__init__.py",
     ]
     assert os.readlink(snap / "build" / "torch-universal") == f"{site}/act"  # the installed wheel is what loads
 
