@@ -116,8 +116,10 @@ def _place_snapshot(repo: Path, repo_id: str, sha: str, variant: str, source: Pa
             try:
                 os.rename(tmp, snapshot)
                 return target
-            except OSError:  # another run placed it meanwhile: judge what is there now
-                pass
+            except OSError:
+                if not snapshot.exists():
+                    raise
+                # another run placed it meanwhile: judge what is there now
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return _place_snapshot(repo, repo_id, sha, variant, source, link)
