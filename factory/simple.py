@@ -85,7 +85,7 @@ def parse(body: bytes, content_type: str, url: str, project: str) -> list[Link]:
         raise ValueError(f"content type {content_type!r} is not a simple API page")
     return [
         Link(name, pkg.url, (pkg.digests.get("sha256") or "").lower() or None, pkg.is_yanked, pkg.size)
-        for name, pkg in zip(names, page.packages)
+        for name, pkg in zip(names, page.packages, strict=True)
     ]
 
 
@@ -114,7 +114,7 @@ def wheels(links: list[Link], where: str) -> list[Wheel]:
     return out
 
 
-def _local(url: str) -> Path | None:
+def local_path(url: str) -> Path | None:
     if url.startswith("file://"):
         return Path(unquote(urlsplit(url).path))
     return None if "://" in url else Path(url)
@@ -126,7 +126,7 @@ def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str
     410, no file); Unreachable (exit 4) when the index cannot be read."""
     import requests
 
-    local = _local(url)
+    local = local_path(url)
     if local is not None:
         page = local / "index.json" if url.endswith("/") or local.is_dir() else local
         try:

@@ -47,6 +47,10 @@ def read_project(url: str, session: Any = None) -> list[Wheel] | None:
 # -- choosing -------------------------------------------------------------------------------------------------
 
 
+class NoProject(UsageError):
+    """The index has no page for the project."""
+
+
 @dataclass(frozen=True)
 class Choice:
     wheel: Wheel
@@ -65,7 +69,7 @@ def candidates(url: str, project: str, env: Environment, session: Any = None, *,
                     key=lambda w: (w.version, w.filename), reverse=True)
     combined = read_project(f"{url}/simple/{project}/", session)
     if combined is None:
-        raise UsageError(f"--kernel {project}: no such project at {url}/simple/; check the name and --index-url")
+        raise NoProject(f"--kernel {project}: no such project at {url}/simple/; check the name and --index-url")
     generic = sorted((w for w in combined if (yanked or not w.yanked) and w.label in (None, env.backend) and
                       fits_platform(w, env)), key=lambda w: (w.version, w.filename), reverse=True)
     seen = {w.filename for w in newest}

@@ -29,7 +29,8 @@ from .endpoint import Endpoint, simple_index
 _CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
 
 
-def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "text/html", project: str = "") -> dict[str, str]:
+def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "text/html",
+                      project: str = "") -> dict[str, str]:
     """The files a project page (PEP 503 HTML or PEP 691 JSON) lists, with their sha256 where it gives it."""
     raw = body.encode("utf-8") if isinstance(body, str) else body
     return {link.filename: link.sha256 or "" for link in simple.parse(raw, content_type, url, project)}
