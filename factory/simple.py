@@ -99,7 +99,7 @@ def wheels(links: list[Link], where: str) -> list[Wheel]:
     for link in links:
         name = link.filename
         if not name.isprintable() or not name.strip() == name:
-            raise Refused(f"{where} lists a file named {shown(name)!r}, which is not a valid file name; "
+            raise Refused(f"{where} lists a file named '{shown(name)}', which is not a valid file name; "
                           "fix the index")
         if not name.lower().endswith(".whl"):
             continue
@@ -108,7 +108,7 @@ def wheels(links: list[Link], where: str) -> list[Wheel]:
                 raise InvalidWheelFilename(name)
             _, version, _, tags = parse_wheel_filename(name)
         except InvalidWheelFilename:
-            raise Refused(f"{where} lists {shown(name)!r}, which is not a valid wheel file name; fix the index"
+            raise Refused(f"{where} lists '{shown(name)}', which is not a valid wheel file name; fix the index"
                           ) from None
         out.append(Wheel(name, link.url, version, tags, link.yanked, link.sha256))
     return out

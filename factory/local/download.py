@@ -208,7 +208,7 @@ def _unpack(wheel: Path, into: Path) -> tuple[dict[str, Any], Path]:
             rel = info.filename[len(package) + 1:]
             parts = rel.split("/")
             if "\\" in rel or any(p in ("", ".", "..") for p in parts):
-                raise Refused(f"{wheel.name}: member {simple.shown(info.filename)!r} is not a plain relative path")
+                raise Refused(f"{wheel.name}: member '{simple.shown(info.filename)}' is not a plain relative path")
             target = folder.joinpath(*parts)
             target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as src, open(target, "wb") as dst:
@@ -253,7 +253,7 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
             shutil.rmtree(into)
             continue
         if not isinstance(variant, str) or parse(variant).label != choice.wheel.label:
-            raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names variant {simple.shown(str(variant))!r}, "
+            raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names variant '{simple.shown(str(variant))}', "
                           "whose label is not the wheel's; rebuild it")
         depends = [d for d in prov.get("kernel-depends") or [] if isinstance(d, dict)]
         files = _file_hashes(folder)
