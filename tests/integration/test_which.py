@@ -153,7 +153,8 @@ def test_an_index_cannot_forge_what_which_prints(href: str, cpu_python: Path, tm
     site = tmp_path / "site"
     for page in ("simple/evil", "variants/torch213cpucxx11/simple/evil"):
         (site / page).mkdir(parents=True)
-        (site / page / "index.html").write_text(f'<html><body><a href="{href}#sha256={"0" * 64}">evil</a></body></html>')
+        link = f'<a href="{href}#sha256={"0" * 64}">evil</a>'
+        (site / page / "index.html").write_text(f"<html><body>{link}</body></html>")
     with http_server(site) as url:
         code, out, err = which("--python", cpu_python, "--index-url", url, "--kernel", "evil")
     assert (code, out) == (3, "")

@@ -78,9 +78,10 @@ def test_platform_tags_map_to_arch_and_os_in_one_place() -> None:
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     store = tmp_path / "public"
-    for version, variant in (("1.0.0", "torch213-cxx11-cpu-x86_64-linux"), ("1.1.0", "torch213-cxx11-cpu-x86_64-linux"),
-                             ("1.2.0", "torch213-cxx11-cpu-aarch64-linux"), ("1.3.0", "torch212-cxx11-cpu-x86_64-linux"),
-                             ("0.9.0", "torch-universal"), ("0.8.0", "torch-cpu")):
+    cpu = "torch213-cxx11-cpu-x86_64-linux"
+    for version, variant in (("1.0.0", cpu), ("1.1.0", cpu), ("1.2.0", "torch213-cxx11-cpu-aarch64-linux"),
+                             ("1.3.0", "torch212-cxx11-cpu-x86_64-linux"), ("0.9.0", "torch-universal"),
+                             ("0.8.0", "torch-cpu")):
         add_kernel(store, "relu", version, variant)
     index_store(str(store), store, None, "http://127.0.0.1")
     return store
