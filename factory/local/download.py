@@ -302,7 +302,9 @@ def run_download(args: DownloadArgs) -> int:
         err = unusable(exc, root)
         if err is None:
             raise
-        raise err from None
+        what = str(err).partition("; ")[0]  # "<path>: No space left on device"
+        raise Unreachable(f"{what}; nothing was installed: make room there, or point KERNELS_CACHE at another "
+                          "folder") from None
 
 
 def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root: Path, session: Any,
@@ -338,11 +340,20 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
         state = "already there"
         if got.folder is not None:
             try:
-                hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder, refs=got.want.refs,
-                               link=False, notes=notes)
+                target = hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder,
+                                        refs=got.want.refs, link=False, notes=notes)
             except hubcache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
                 print(f"error: {exc}", file=sys.stderr)
                 code = exc.exit_code
+                continue
+            if not hubcache.is_ours(target.parent.parent):  # the Hub's own download of this commit and variant
+                if not quiet:
+                    print(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  (the Hub's copy, already there)")
+                continue
+            if _file_hashes(target) != got.files:
+                print(f"error: {target} holds other files than {got.wheel} (an earlier wheel of this commit); "
+                      "left as it is: remove that folder and run again", file=sys.stderr)
+                code = Refused.exit_code
                 continue
             _remember(root, got)
             fetched += 1

@@ -319,3 +319,40 @@ def test_unreachable_index_exits_4(torch_venv: Path, tmp_path: Path) -> None:
     assert proc.returncode == 4
     assert proc.stderr.strip().startswith(
         "error: --index-url: cannot reach http://127.0.0.1:9/variants/torch213cpucxx11/simple/img2grey/ ("), proc.stderr
+
+
+def test_a_full_cache_exits_4_and_a_rerun_completes(
+    example_repos: Path, index: str, torch_venv: Path, tmp_path: Path
+) -> None:
+    """The cache on a full tmpfs (needs root, as tests/integration/test_disk_faults.py; skipped otherwise)."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or mounted.returncode}); run as root")
+    try:
+        cache = mnt / "cache"
+        cache.mkdir()
+        filler = mnt / "filler"
+        with open(filler, "wb", buffering=0) as f, pytest.raises(OSError, match="No space left"):
+            while True:
+                f.write(b"\0" * (1 << 16))
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "kernels.lock").write_text(json.dumps([
+            {"dependency": {"repo-id": "example/img2grey", "version": 1},
+             "lock": {"commit": sha_of(example_repos, "img2grey", "v1.1.2")}}]))
+        proc = download(project, index, torch_venv, cache)
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        assert proc.stderr.splitlines()[-1].endswith(
+            ": No space left on device; nothing was installed: make room there, or point KERNELS_CACHE at another "
+            "folder"), proc.stderr
+        assert list(cache.iterdir()) == []  # no temporary folder left behind
+        filler.unlink()
+        again = download(project, index, torch_venv, cache)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.splitlines()[-1] == f"1 kernel in {cache}: 1 downloaded, 0 already there"
+    finally:
+        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
