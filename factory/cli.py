@@ -114,7 +114,7 @@ def _serve(ns: argparse.Namespace) -> int:
 def _local_kernels(ns: argparse.Namespace) -> int:
     from .local.kernels import LocalKernelsArgs, run_local_kernels
 
-    return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check))
+    return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check, cache=ns.cache))
 
 
 def _which(ns: argparse.Namespace) -> int:
@@ -210,9 +210,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "local-kernels": (
         "print LOCAL_KERNELS for the kernel wheels installed here",
         "Find the kernel wheels installed in this Python environment and print the LOCAL_KERNELS value\n"
-        "that makes the kernels package load them instead of downloading from the Hub. --check says which\n"
-        "kernels would load with the torch installed here, and why not.",
-        'eval "$(kernel-factory local-kernels --shell)"\n'
+        "that makes the kernels package load them instead of downloading from the Hub. --cache also writes\n"
+        "them into the Hub cache kernels reads (adding only), for kernelize, the locked paths and load_kernel.\n"
+        "--check says which kernels would load with the torch installed here, through which path, and why not.",
+        'eval "$(kernel-factory local-kernels --shell --cache)"\n'
         "  kernel-factory local-kernels --check",
     ),
     "which": (
@@ -375,6 +376,8 @@ def parser() -> argparse.ArgumentParser:
     lk = command("local-kernels")
     lk.add_argument("--shell", action="store_true", help="print `export LOCAL_KERNELS=...` for eval")
     lk.add_argument("--check", action="store_true", help="say which installed kernels would load, and why not")
+    lk.add_argument("--cache", nargs="?", const="", metavar="DIR",
+                    help="also put them in the Hub cache kernels reads (DIR: that folder, exported as KERNELS_CACHE)")
     lk.set_defaults(handler=_local_kernels)
 
     wh = command("which")

@@ -60,6 +60,11 @@ def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:
     return root / "--".join([f"{kind}s", *repo_id.split("/")])
 
 
+def valid_ref(ref: str) -> bool:
+    """A branch or tag name that can be a file in refs/ (not a commit sha, no folders)."""
+    return bool(_REF.fullmatch(ref)) and not SHA.fullmatch(ref)
+
+
 def is_ours(snapshot: Path) -> bool:
     return (snapshot / MARKER).is_file()
 
@@ -80,7 +85,7 @@ def _check(repo_id: str, sha: str, variant: str, refs: list[str]) -> None:
     if not _REF.fullmatch(variant):
         raise CacheConflict(f"{repo_id}: {variant!r} is not a build variant name")
     for ref in refs:
-        if not _REF.fullmatch(ref) or SHA.fullmatch(ref):
+        if not valid_ref(ref):
             raise CacheConflict(f"{repo_id}: {ref!r} is not a branch or tag name")
 
 
