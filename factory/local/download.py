@@ -341,7 +341,8 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
         if got.folder is not None:
             try:
                 target = hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder,
-                                        refs=got.want.refs, link=False, notes=notes)
+                                        refs=[r for r in got.want.refs if hubcache.valid_ref(r)], link=False,
+                                        notes=notes)
             except hubcache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
                 print(f"error: {exc}", file=sys.stderr)
                 code = exc.exit_code
