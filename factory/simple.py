@@ -152,6 +152,8 @@ def project_page(url: str, project: str, session: Any, what: str = "--index-url"
     got = fetch(url, session, what)
     if got is None:
         return None
+    if "://" not in url:  # a folder: its links become file:// URLs
+        url = Path(url).absolute().as_uri() + ("/" if url.endswith("/") else "")
     try:
         return parse(got[0], got[1], url, project)
     except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a malformed page

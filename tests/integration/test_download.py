@@ -356,3 +356,19 @@ def test_a_full_cache_exits_4_and_a_rerun_completes(
     finally:
         if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("form", ["folder", "file-url"])
+def test_the_index_may_be_a_folder(form: str, example_repos: Path, site: Path, torch_venv: Path,
+                                   tmp_path: Path) -> None:
+    pyonly = sha_of(example_repos, "pyonly", "v0.2.0")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "kernels.lock").write_text(json.dumps([
+        {"dependency": {"repo-id": "example/pyonly", "version": 0}, "lock": {"commit": pyonly}}]))
+    cache = tmp_path / "cache"
+    proc = download(project, str(site) if form == "folder" else site.as_uri(), torch_venv, cache)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"1 kernel in {cache}: 1 downloaded, 0 already there"
+    assert (cache / "kernels--example--pyonly" / "snapshots" / pyonly / "build" / "torch-universal" / "__init__.py"
+            ).is_file()
