@@ -109,3 +109,27 @@ def test_dependencies_take_the_lock_when_it_has_them() -> None:
         Want("b/locked", "2" * 40, ("v1",), None, "kernel-depends of a/top"),
         Want("c/free", None, ("v2",), 2, "kernel-depends of a/top"),
     ]
+
+
+def test_a_second_run_trusts_the_cache_only_while_its_files_match(tmp_path: Path) -> None:
+    from kernel_factory.local import hubcache
+    from kernel_factory.local.download import _cached, _file_hashes, _remember
+    from kernel_factory.local.which import Choice
+    from packaging.utils import parse_wheel_filename
+
+    sha, name = "1" * 40, "k-1.0-py3-none-any.whl"
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "__init__.py").write_text("X = 1\n")
+    (source / "metadata.json").write_text("{}")
+    root = tmp_path / "cache"
+    want = Want("org/k", sha)
+    target = hubcache.place(root, "org/k", sha, "torch-universal", source, refs=[], link=False)
+    _remember(root, Got(want, name, "ab" * 32, sha, "torch-universal", [], source, _file_hashes(source)))
+    _, version, _, tags = parse_wheel_filename(name)
+    same = Choice(simple.Wheel(name, "u", version, tags, False, "ab" * 32), "r")
+    assert _cached(root, want, sha, same) == Got(want, name, "ab" * 32, sha, "torch-universal", [])
+    republished = Choice(simple.Wheel(name, "u", version, tags, False, "cd" * 32), "r")
+    assert _cached(root, want, sha, republished) is None  # the index now has other bytes: download again
+    (target / "__init__.py").write_text("X = 2\n")  # someone changed the cached copy
+    assert _cached(root, want, sha, same) is None
