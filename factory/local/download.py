@@ -32,6 +32,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from .. import simple
+from ..atomic import TMP_PREFIX, file_digest, write_bytes
 from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, worst
 from ..record import PROVENANCE
 from ..variants import parse
@@ -91,7 +92,7 @@ def _file_hashes(folder: Path) -> dict[str, str]:
             if name.endswith(".pyc"):
                 continue
             path = Path(dirpath) / name
-            out[path.relative_to(folder).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+            out[path.relative_to(folder).as_posix()] = file_digest(path)
     return out
 
 
@@ -124,10 +125,7 @@ def _remember(root: Path, got: Got) -> None:
         return  # the Hub's own snapshot of this commit: nothing of ours to record there
     data = _placed(root, got.want.repo_id, got.sha)
     data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends}
-    path = snapshot / FILES
-    tmp = snapshot / f"{FILES}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_bytes(snapshot / FILES, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
 
 
 # -- the index ------------------------------------------------------------------------------------------------
@@ -296,7 +294,7 @@ def run_download(args: DownloadArgs) -> int:
     session = simple.session()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".kernel-factory-download-", dir=root) as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}download-", dir=root) as tmp:
             return _download(locked, url, env, root, session, Path(tmp), args.quiet)
     except OSError as exc:
         err = unusable(exc, root)
