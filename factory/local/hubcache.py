@@ -165,7 +165,7 @@ def _write_ref(root: Path, repo: Path, repo_id: str, ref: str, sha: str) -> str 
             have = read_ref(repo, ref)
             if have == sha:
                 return None
-            if have is None or not is_ours(repo / "snapshots" / have):
+            if have is None or not SHA.fullmatch(have) or not is_ours(repo / "snapshots" / have):
                 return (f"{repo_id}: refs/{ref} in {root} names {have or 'an unreadable commit'}, which kernel-factory "
                         f"did not write; left as it is: use revision='{sha}' or a lock file")
             os.replace(tmp, path)  # a ref we wrote for an earlier install of this kernel: move it

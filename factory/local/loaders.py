@@ -80,17 +80,30 @@ class LoadPath:
         return f"  {self.name}: {'yes' if self.ok else 'no'}, {self.why}"
 
 
+def _fitting(build: Path) -> tuple[str | None, list[str]]:
+    """(the variant kernels would choose in ``build`` here, every variant folder there)."""
+    names = sorted(p.name for p in build.iterdir() if p.is_dir()) if build.is_dir() else []
+    try:
+        from kernels.variants import get_variants_local, resolve_variant
+    except ImportError:  # --check says once that kernels is missing
+        return (names[0] if names else None), names
+    variant, _ = resolve_variant(get_variants_local(build), None)
+    return (None if variant is None else variant.variant_str), names
+
+
 def _snapshot_loads(root: Path, repo_id: str, sha: str) -> tuple[bool, str]:
-    """Does ``snapshots/<sha>`` in the cache hold a variant folder (and whose is it)?"""
+    """Does ``snapshots/<sha>`` in the cache hold a variant kernels would load here (and whose is it)?"""
     snap = hubcache.repo_folder(root, repo_id) / "snapshots" / sha
-    build = snap / "build"
-    variants = sorted(p.name for p in build.iterdir() if p.is_dir()) if build.is_dir() else []
-    if not variants:
-        if snap.is_dir() or (build.is_dir() and any(build.iterdir())):
-            return False, f"{snap} holds no loadable build variant (a link to an uninstalled wheel?): run --cache again"
+    if not snap.is_dir():
         return False, f"{snap} does not exist: run `kernel-factory local-kernels --cache`"
+    chosen, names = _fitting(snap / "build")
+    if chosen is None:
+        if names:
+            return False, f"{snap}: none of its build variants ({', '.join(names)}) fits this system"
+        return False, (f"{snap} holds no build variant folder (a link to an uninstalled wheel?): "
+                       "run `kernel-factory local-kernels --cache` again")
     who = "this wheel" if hubcache.is_ours(snap) else "a download from the Hub"
-    return True, f"{build / variants[0]} ({who})"
+    return True, f"{snap / 'build' / chosen} ({who})"
 
 
 def version_ref(root: Path, repo_id: str, ref: str) -> str | None:
