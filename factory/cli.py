@@ -123,6 +123,13 @@ def _which(ns: argparse.Namespace) -> int:
     return run_which(WhichArgs(python=ns.python, index_url=ns.index_url, kernel=ns.kernel, json=ns.json))
 
 
+def _download(ns: argparse.Namespace) -> int:
+    from .local.download import DownloadArgs, run_download
+
+    return run_download(DownloadArgs(project_dir=ns.project_dir, index_url=ns.index_url, python=ns.python,
+                                     quiet=ns.quiet))
+
+
 def _add_s3_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--s3-put-arg", action="append", metavar="KEY=VALUE",
                    help="S3: pass to every put, e.g. ServerSideEncryption=aws:kms (repeatable; s3-put-args)")
@@ -217,6 +224,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "wheel that fits; when none fits it exits 3 and lists the builds there are, nearest first.",
         "kernel-factory which --python /srv/app/.venv\n"
         "  kernel-factory which --index-url https://kernels.example.com --kernel img2grey",
+    ),
+    "download": (
+        "kernels.lock -> the Hub cache, from your index (kernels download, offline after)",
+        "Read PROJECT_DIR/kernels.lock (both formats), take each locked kernel's wheel that fits this\n"
+        "interpreter's torch from --index-url, check its sha256 and unpack it into the Hub cache\n"
+        "(KERNELS_CACHE, else HF_HUB_CACHE) as kernels download does, with the kernels they depend on, so that\n"
+        "load_kernel and get_locked_kernel work offline. Nothing is written unless every kernel is found;\n"
+        "a second run downloads nothing. Exit 3: a kernel the index lacks, no build for this torch, a hash\n"
+        "mismatch; exit 4: the index unreachable or the cache full or read-only.",
+        "kernel-factory download . --index-url https://kernels.example.com\n"
+        "  KERNELS_CACHE=/opt/kernels kernel-factory download /src/app --index-url http://127.0.0.1:8000",
     ),
 }
 
@@ -368,6 +386,14 @@ def parser() -> argparse.ArgumentParser:
     wh.add_argument("--kernel", metavar="NAME", help="with --index-url: print the commands that install NAME")
     wh.add_argument("--json", action="store_true", help="machine-readable output")
     wh.set_defaults(handler=_which)
+
+    dl = command("download")
+    dl.add_argument("project_dir", metavar="PROJECT_DIR", nargs="?", default=".",
+                    help="the project folder holding kernels.lock (default: .)")
+    dl.add_argument("--index-url", metavar="URL", required=True,
+                    help="an index kernel-factory made (its root, not simple/)")
+    dl.add_argument("--python", metavar="PY", help="interpreter (or venv) whose torch to fit (default: this one)")
+    dl.set_defaults(handler=_download)
     return p
 
 

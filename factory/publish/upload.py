@@ -14,13 +14,13 @@ import io
 import logging
 import sys
 from collections.abc import Sequence
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urljoin
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from .. import simple
 from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
 from .base import LocalFile, State
@@ -29,28 +29,11 @@ from .endpoint import Endpoint, simple_index
 _CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
 
 
-class _Links(HTMLParser):
-    """File name -> sha256 (or "") of every ``<a href>`` on a simple page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.files: dict[str, str] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href") if tag == "a" else None
-        if not href:
-            return
-        url, _, fragment = href.partition("#")
-        name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-        algo, _, digest = fragment.partition("=")
-        self.files[name] = digest.lower() if algo == "sha256" else ""
-
-
-def parse_simple_page(html: str) -> dict[str, str]:
-    """The files a PEP 503 page links, with their sha256 where the link gives it."""
-    parser = _Links()
-    parser.feed(html)
-    return parser.files
+def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "text/html",
+                      project: str = "") -> dict[str, str]:
+    """The files a project page (PEP 503 HTML or PEP 691 JSON) lists, with their sha256 where it gives it."""
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    return {link.filename: link.sha256 or "" for link in simple.parse(raw, content_type, url, project)}
 
 
 def _retry_gets(session: Any) -> None:
@@ -129,8 +112,16 @@ class UploadDestination:
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise Unreachable(f"{self.display} answered HTTP {resp.status_code} for {project}'s simple page "
                                   "after retries; retry later")
-            self.pages[project] = parse_simple_page(resp.text) if resp.status_code == 200 else None
+            self.pages[project] = self._parse(resp, project) if resp.status_code == 200 else None
         return self.pages[project]
+
+    def _parse(self, resp: Any, project: str) -> dict[str, str]:
+        try:
+            return parse_simple_page(resp.content, resp.url, str(resp.headers.get("Content-Type", "text/html")),
+                                     project)
+        except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a malformed page
+            raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
+                              f"({type(exc).__name__}); check --simple-url") from None
 
     def state(self, file: LocalFile) -> State:
         listed = self._listed(file, refresh=False)

@@ -30,7 +30,6 @@ MAX_SUMMARY = 16384
 MAX_ITEMS = 1024  # entries of requires_dist, archs
 KINDS = ("kernel", "adopted")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_LABEL = re.compile(r"[a-z0-9]{1,64}")
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -160,7 +159,7 @@ def _check_meaning(values: dict[str, Any], expected: str) -> None:
         raise ValueError(f"upload_time {values['upload_time']!r} is not like 2026-01-02T03:04:05Z")
     label, variant = values.get("label"), values.get("variant")
     if label is not None:
-        if not _LABEL.fullmatch(label) or label != version.local:
+        if not variants.LABEL_CHARS.fullmatch(label) or label != version.local:
             raise ValueError(f"label {label!r} is not the local label of version {values['version']!r}")
         if variant is None and not variants.is_label(label):
             raise ValueError(f"label {label!r} is not shaped like a build variant's label")
