@@ -1,0 +1,97 @@
+"""Remote answers trusted too far (issue 26 items 2 and 9): next pages of every Hub listing stay on HF_ENDPOINT,
+and an organisation listing's ids are plain Hub ids, never local paths. Each through the real CLI."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from fake_hub import branch, commit, fake_hub, folder
+from support import clean_env, kf
+
+pytestmark = pytest.mark.integration
+
+SHA = "a" * 40
+TOKEN = "hf_s3cr3t_token"
+
+
+def _world(tmp_path: Path, endpoint: str, repo: str) -> tuple[dict[str, str], Path]:
+    for name in ("cwd", "home"):
+        (tmp_path / name).mkdir(exist_ok=True)
+    config = tmp_path / "cwd" / "factory.toml"
+    config.write_text(f'[factory]\nstore = "{tmp_path / "store"}"\n\n[[kernel]]\nrepo = "{repo}"\nversions = [1]\n')
+    env = clean_env(HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "home" / "hf"), HF_TOKEN=TOKEN,
+                    HF_HUB_OFFLINE="0", HF_HUB_ETAG_TIMEOUT="3", HF_HUB_DOWNLOAD_TIMEOUT="3",
+                    HOME=str(tmp_path / "home"))
+    return env, config
+
+
+def _errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+
+
+def test_file_listing_next_page_on_another_host_gets_no_token(tmp_path: Path) -> None:
+    with fake_hub() as hub, fake_hub(record_only=True) as thief:
+        hub.refs["branches"] = [branch("v1", SHA)]
+        hub.pages = [([commit(SHA)], {"X-Total-Count": "1"})]
+        steal = f"{thief.url}/steal/api/kernels/kernels-community/evil/tree/{SHA}/build?page=1"
+        hub.trees = [([folder("build/torch-universal")], {"Link": f'<{steal}>; rel="next"'})]
+        env, config = _world(tmp_path, hub.url, "kernels-community/evil")
+        proc = kf("plan", "--config", config, cwd=tmp_path / "cwd", env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert _errors(proc) == [
+        f"error: kernels-community/evil: the file listing of {hub.url} points its next page at another host "
+        f"({steal}); not following it, so HF_TOKEN is not sent there: check HF_ENDPOINT"]
+    assert thief.seen == []  # not even a request without the token
+    assert any("/tree/" in path and auth == f"Bearer {TOKEN}" for path, auth in hub.seen)
+    assert TOKEN not in proc.stdout + proc.stderr
+
+
+def test_organisation_listing_next_page_on_another_host_gets_no_token(tmp_path: Path) -> None:
+    with fake_hub() as hub, fake_hub(record_only=True) as thief:
+        own = f"{hub.url}/api/kernels?author=kernels-community&page=1"
+        steal = f"{thief.url}/steal/api/kernels?author=kernels-community&page=2"
+        hub.listing = [([{"id": "kernels-community/relu"}], {"Link": f'<{own}>; rel="next"'}),
+                       ([{"id": "kernels-community/gelu"}], {"Link": f'<{steal}>; rel="next"'})]
+        env, config = _world(tmp_path, hub.url, "kernels-community/*")
+        proc = kf("plan", "--config", config, cwd=tmp_path / "cwd", env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert _errors(proc) == [
+        f"error: kernels-community/*: the repository listing of {hub.url} points its next page at another host "
+        f"({steal}); not following it, so HF_TOKEN is not sent there: check HF_ENDPOINT"]
+    assert thief.seen == []
+    assert [path for path, _ in hub.seen] == ["/api/kernels?author=kernels-community",
+                                              "/api/kernels?author=kernels-community&page=1"]
+    assert TOKEN not in proc.stdout + proc.stderr
+
+
+def _local_kernel(path: Path) -> None:
+    (path / "build" / "torch-universal" / "relu").mkdir(parents=True)
+    (path / "build" / "torch-universal" / "relu" / "__init__.py").write_text("")
+
+
+def test_listed_ids_are_plain_hub_ids_never_local_paths(tmp_path: Path) -> None:
+    cwd = tmp_path / "cwd"
+    _local_kernel(cwd / "good")  # reached as kernels-community/../good while ./kernels-community exists
+    _local_kernel(cwd / "kernels-community" / "evil")  # a folder named like a listed id: still the Hub's
+    with fake_hub() as hub:
+        hub.refs["branches"] = [branch("v1", SHA)]
+        hub.pages = [([commit(SHA)], {"X-Total-Count": "1"})]
+        hub.listing = [([{"id": "kernels-community/../good"}, {"id": "kernels-community/evil"},
+                         {"id": "kernels-community/.hidden"}, {"id": "kernels-community/x\x1b[8m"}], {})]
+        env, config = _world(tmp_path, hub.url, "kernels-community/*")
+        proc = kf("plan", "--config", config, cwd=cwd, env=env)
+    assert proc.returncode == 3, proc.stderr
+    hint = ("(org/name; letters, digits, '-', '_', '.'); left out: check HF_ENDPOINT points at a Hub you trust")
+    assert proc.stdout.splitlines() == [
+        f"  refuse kernels-community/*: the Hub listed 'kernels-community/../good', which is not a Hub repository id "
+        f"{hint}",
+        f"  refuse kernels-community/*: the Hub listed 'kernels-community/.hidden', which is not a Hub repository id "
+        f"{hint}",
+        f"  refuse kernels-community/*: the Hub listed 'kernels-community/x\\x1b[8m', which is not a Hub repository "
+        f"id {hint}",
+        "  refuse kernels-community/evil@v1: no build/ variants; is this a kernel repository?",
+        "plan: 0 to build, 0 already in the store, 4 refused"], proc.stdout
+    assert "/api/kernels/kernels-community/evil/refs" in [path for path, _ in hub.seen]
+    assert "Traceback" not in proc.stderr
