@@ -59,7 +59,8 @@ def list_org(org: str, repo_type: str | None) -> tuple[list[str], list[str]]:
 def listed_id_problem(repo: str) -> str | None:
     """Why a listed id is not ``org/name`` with a plain name by the Hub's rules (huggingface_hub's own validator,
     ASCII only), or None."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils._validators import validate_repo_id
 
     try:
         validate_repo_id(repo)
