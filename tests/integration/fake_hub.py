@@ -3,7 +3,7 @@
 ``FakeHub`` serves ``/api/kernels/<org>/<name>/refs`` (``refs``), ``.../commits/<sha>``
 (``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``), ``.../tree/...``
 (``trees``, the same way; empty when unset) and the organisation listing ``/api/kernels?author=``
-(``listing``, the same way); anything else is 404. ``Recorder`` answers 200 to anything and keeps every
+(``listing``, the same way); paths with a ``busy`` part answer 503; anything else is 404. ``Recorder`` answers 200 to anything and keeps every
 request's path and ``Authorization`` header, to show what a client sent to a host it should not
 have talked to. Both run in a thread of the test process and record every request.
 """
@@ -32,6 +32,7 @@ class _Server(ThreadingHTTPServer):
         self.pages: list[tuple[Any, dict[str, str]]] = []
         self.trees: list[tuple[Any, dict[str, str]]] = []
         self.listing: list[tuple[Any, dict[str, str]]] = []
+        self.busy: tuple[str, ...] = ()  # paths containing one of these answer 503 (Retry-After: 0)
         self.record_only = False
 
     @property
@@ -66,7 +67,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         parts = urlsplit(self.path)
         page = int(parse_qs(parts.query).get("page", ["0"])[0])
-        if parts.path.endswith("/refs"):
+        if any(part in parts.path for part in self.server.busy):
+            self._answer(503, {"error": "busy"}, {"Retry-After": "0"})
+        elif parts.path.endswith("/refs"):
             self._answer(200, self.server.refs)
         elif "/commits/" in parts.path and self.server.pages:
             self._answer(200, *self.server.pages[min(page, len(self.server.pages) - 1)])

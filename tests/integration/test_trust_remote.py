@@ -95,3 +95,51 @@ def test_listed_ids_are_plain_hub_ids_never_local_paths(tmp_path: Path) -> None:
         "plan: 0 to build, 0 already in the store, 4 refused"], proc.stdout
     assert "/api/kernels/kernels-community/evil/refs" in [path for path, _ in hub.seen]
     assert "Traceback" not in proc.stderr
+
+
+# -- credentials in URLs (item 6) ----------------------------------------------------------------------------
+def test_hub_retries_print_no_credentials(tmp_path: Path) -> None:
+    with fake_hub() as hub:
+        hub.refs["branches"] = [branch("v1", SHA)]
+        hub.pages = [([commit(SHA)], {"X-Total-Count": "1"})]
+        hub.busy = ("/tree/",)
+        env, config = _world(tmp_path, hub.url.replace("http://", "http://someone:p@ss-in-url@"),
+                             "kernels-community/evil")
+        proc = kf("plan", "--config", config, cwd=tmp_path / "cwd", env={**env, "KERNEL_FACTORY_RETRY_S": "2"})
+    assert proc.returncode == 4, proc.stderr
+    assert _errors(proc)[0].startswith(f"error: kernels-community/evil on {hub.url}: listing build/ at "
+                                       f"{SHA[:12]} failed with HTTP 503; the Hub is busy or unavailable"), proc.stderr
+    assert "p@ss-in-url" not in proc.stdout + proc.stderr and "someone" not in proc.stdout + proc.stderr
+    assert "ss-in-url" not in proc.stdout + proc.stderr
+
+
+def test_s3_endpoint_credentials_are_not_printed(tmp_path: Path) -> None:
+    from servers import make_root
+    from support import free_port
+
+    root = make_root(tmp_path, [("relu", "1.0.0")])
+    port = free_port()
+    env = clean_env(AWS_ENDPOINT_URL=f"http://AKIAUSER:s3cr3t@key@127.0.0.1:{port}", AWS_ACCESS_KEY_ID="testing",
+                    AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE="/dev/null",
+                    AWS_SHARED_CREDENTIALS_FILE="/dev/null", AWS_MAX_ATTEMPTS="1")
+    proc = kf("publish", "--store", root.path, "--to", "s3://site/idx", cwd=tmp_path, env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert _errors(proc) == [f"error: cannot reach S3 at http://127.0.0.1:{port} (EndpointConnectionError); "
+                             "check AWS_ENDPOINT_URL and the network"], proc.stderr
+    assert "s3cr3t" not in proc.stdout + proc.stderr and "AKIAUSER" not in proc.stdout + proc.stderr
+
+
+def test_simple_url_credentials_are_not_printed(tmp_path: Path) -> None:
+    from servers import make_root
+    from support import http_server
+
+    root = make_root(tmp_path, [("relu", "1.0.0")])
+    (tmp_path / "empty").mkdir()
+    with http_server(tmp_path / "empty") as url:  # answers 404 to every page: a new index, or the wrong URL
+        simple = url.replace("http://", "http://someone:p@ss-in-url@") + "/nothere/"
+        proc = kf("publish", "--store", root.path, "--to", f"{url}/legacy/", "--simple-url", simple, "--dry-run",
+                  cwd=tmp_path, env=clean_env(TWINE_USERNAME="u", TWINE_PASSWORD="p"))
+    assert proc.returncode == 0, proc.stderr
+    assert (f"warning: {url}/nothere/ answers HTTP 404, so every file counts as new and is uploaded again; "
+            "check --simple-url") in proc.stderr.splitlines(), proc.stderr
+    assert "ss-in-url" not in proc.stdout + proc.stderr and "someone" not in proc.stdout + proc.stderr
