@@ -3,9 +3,10 @@
 ``FakeHub`` serves ``/api/kernels/<org>/<name>/refs`` (``refs``), ``.../commits/<sha>``
 (``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``), ``.../tree/...``
 (``trees``, the same way; empty when unset) and the organisation listing ``/api/kernels?author=``
-(``listing``, the same way); paths with a ``busy`` part answer 503; anything else is 404. ``Recorder`` answers 200 to anything and keeps every
-request's path and ``Authorization`` header, to show what a client sent to a host it should not
-have talked to. Both run in a thread of the test process and record every request.
+(``listing``, the same way); paths with a ``busy`` part answer 503; anything else is 404.
+``Recorder`` answers 200 to anything and keeps every request's path and ``Authorization`` header,
+to show what a client sent to a host it should not have talked to. Both run in a thread of the test
+process and record every request.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""Remote answers trusted too far (issue 26 items 2 and 9): next pages of every Hub listing stay on HF_ENDPOINT,
-and an organisation listing's ids are plain Hub ids, never local paths. Each through the real CLI."""
+"""Remote answers and remote settings trusted too far (issue 26 items 2, 6, 9 and 10): next pages of every Hub
+listing stay on HF_ENDPOINT, an organisation listing's ids are plain Hub ids (never local paths), no URL's
+credentials are printed, and risky s3-put-args are refused unless named. Each through the real CLI."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_hub import branch, commit, fake_hub, folder
@@ -143,3 +146,96 @@ def test_simple_url_credentials_are_not_printed(tmp_path: Path) -> None:
     assert (f"warning: {url}/nothere/ answers HTTP 404, so every file counts as new and is uploaded again; "
             "check --simple-url") in proc.stderr.splitlines(), proc.stderr
     assert "ss-in-url" not in proc.stdout + proc.stderr and "someone" not in proc.stdout + proc.stderr
+
+
+# -- s3-put-args (item 10) -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from servers import moto_server
+
+    with moto_server(tmp_path_factory.mktemp("moto")) as url:
+        yield url
+
+
+def _s3(url: str) -> Any:
+    import boto3
+
+    return boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+
+
+def _keys(s3: Any, bucket: str) -> list[str]:
+    return sorted(obj["Key"] for obj in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+RISKY = [
+    ('ACL = "public-read-write"', "ACL='public-read-write' lets anyone overwrite every object (public write)"),
+    ('WebsiteRedirectLocation = "https://evil.example/x"',
+     "WebsiteRedirectLocation='https://evil.example/x' redirects every object (wheels included) to another address"),
+    ('ObjectLockLegalHoldStatus = "ON"', "ObjectLockLegalHoldStatus='ON' puts every object under a legal hold (it "
+                                         "cannot be deleted or replaced until the hold is lifted)"),
+    ('GrantFullControl = "uri=http://acs.amazonaws.com/groups/global/AllUsers"',
+     "GrantFullControl='uri=http://acs.amazonaws.com/groups/global/AllUsers' lets anyone change every object's "
+     "permissions (a public grant)"),
+]
+
+
+@pytest.mark.parametrize(("setting", "why"), RISKY, ids=["acl", "redirect", "legal-hold", "grant"])
+def test_risky_put_args_from_a_config_file_are_refused(moto: str, tmp_path: Path, setting: str, why: str) -> None:
+    from servers import make_root, s3_env
+
+    root = make_root(tmp_path, [("relu", "1.0.0")])
+    (tmp_path / "factory.toml").write_text(f"[factory]\ns3-put-args = {{ {setting} }}\n")  # read without --config
+    s3 = _s3(moto)
+    bucket = f"refuse-{tmp_path.name.lower().replace('_', '-')[-30:]}"
+    s3.create_bucket(Bucket=bucket)
+    key = setting.split(" ")[0]
+    for extra in ((), ("--dry-run",)):
+        proc = kf("publish", "--store", root.path, "--to", f"s3://{bucket}/idx", *extra, cwd=tmp_path,
+                  env=clean_env(**s3_env(moto)))
+        assert proc.returncode == 2, proc.stderr
+        assert _errors(proc) == [f"error: s3-put-args: {why}; leave it out of s3-put-args, or pass "
+                                 f"--allow-s3-put-arg {key} to apply it anyway"], proc.stderr
+    assert _keys(s3, bucket) == []  # nothing put
+
+
+def test_named_put_arg_applies_and_is_shown(moto: str, tmp_path: Path) -> None:
+    from servers import make_root, s3_env
+
+    root = make_root(tmp_path, [("relu", "1.0.0")])
+    (tmp_path / "factory.toml").write_text('[factory]\ns3-put-args = { WebsiteRedirectLocation = "/moved", '
+                                           'ServerSideEncryption = "AES256" }\n')
+    s3 = _s3(moto)
+    s3.create_bucket(Bucket="named")
+    env = clean_env(**s3_env(moto))
+    note = ("note: every object put to s3://named/idx carries s3-put-args ServerSideEncryption=AES256, "
+            "WebsiteRedirectLocation=/moved")
+    proc = kf("publish", "--store", root.path, "--to", "s3://named/idx", "--dry-run",
+              "--allow-s3-put-arg", "WebsiteRedirectLocation", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [note]
+    assert _keys(s3, "named") == []
+    proc = kf("publish", "--store", root.path, "--to", "s3://named/idx", "--allow-s3-put-arg",
+              "WebsiteRedirectLocation", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [note]
+    head = s3.head_object(Bucket="named", Key="idx/simple/index.html")
+    assert head["WebsiteRedirectLocation"] == "/moved" and head["ServerSideEncryption"] == "AES256"
+
+
+def test_plan_shows_the_put_args_of_an_s3_store(moto: str, tmp_path: Path) -> None:
+    from servers import s3_env
+
+    _s3(moto).create_bucket(Bucket="planned")
+    with fake_hub() as hub:
+        hub.refs["branches"] = [branch("v1", SHA)]
+        hub.pages = [([commit(SHA)], {"X-Total-Count": "1"})]
+        env, config = _world(tmp_path, hub.url, "kernels-community/evil")
+        config.write_text(config.read_text().replace(f'store = "{tmp_path / "store"}"', 'store = "s3://planned/ci"\n'
+                                                     's3-put-args = { ACL = "public-read-write" }'))
+        proc = kf("plan", "--config", config, cwd=tmp_path / "cwd", env={**env, **s3_env(moto)})
+    assert proc.returncode == 3, proc.stderr  # the one revision has no build/ variants
+    assert proc.stderr.splitlines() == [
+        "note: every object put to s3://planned/ci carries s3-put-args ACL=public-read-write",
+        "warning: s3-put-args: ACL='public-read-write' lets anyone overwrite every object (public write); build and "
+        "publish refuse it unless --allow-s3-put-arg ACL names it"]
