@@ -239,3 +239,57 @@ def test_plan_shows_the_put_args_of_an_s3_store(moto: str, tmp_path: Path) -> No
         "note: every object put to s3://planned/ci carries s3-put-args ACL=public-read-write",
         "warning: s3-put-args: ACL='public-read-write' lets anyone overwrite every object (public write); build and "
         "publish refuse it unless --allow-s3-put-arg ACL names it"]
+
+
+# -- a templates folder (item 11) ----------------------------------------------------------------------------
+SHIPPED = Path(__file__).resolve().parents[2] / "index_templates"
+
+
+def _store_and_templates(tmp_path: Path) -> tuple[Path, Path]:
+    import shutil
+
+    from index_synth import add_kernel
+
+    store = tmp_path / "store"
+    add_kernel(store, "img2grey", "1.1.2", "torch213-cxx11-cpu-x86_64-linux")
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    for page in SHIPPED.glob("*.html"):
+        shutil.copy(page, templates / page.name)
+    return store, templates
+
+
+def _pages(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.html"))}
+
+
+def test_a_templates_folder_runs_no_code(tmp_path: Path) -> None:
+    store, templates = _store_and_templates(tmp_path)
+    victim = tmp_path / "pwned"
+    with (templates / "root.html").open("a") as f:
+        f.write(f'{{{{ cycler.__init__.__globals__.os.system("touch {victim}") }}}}\n')
+    lines = (templates / "root.html").read_text().count("\n")
+    proc = kf("index", "--store", store, "--templates", templates, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert _errors(proc) == [f"error: templates {templates}/root.html line {lines}: access to attribute '__init__' "
+                             "of 'type' object is unsafe; fix the template (templates render in jinja2's sandbox)"]
+    assert not victim.exists()
+
+
+def test_a_broken_template_is_one_line_before_any_page(tmp_path: Path) -> None:
+    store, templates = _store_and_templates(tmp_path)
+    (templates / "project.html").write_text("{% for x in %}\n")
+    before = _pages(store)
+    proc = kf("index", "--store", store, "--templates", templates, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert _errors(proc) == [f"error: templates {templates}/project.html line 1: Expected an expression, got 'end "
+                             "of statement block'; fix the template (templates render in jinja2's sandbox)"]
+    assert _pages(store) == before == {}
+
+
+def test_the_shipped_templates_render_the_same_in_the_sandbox(tmp_path: Path) -> None:
+    store, templates = _store_and_templates(tmp_path)
+    assert kf("index", "--store", store, "--out", tmp_path / "plain", cwd=tmp_path).returncode == 0
+    proc = kf("index", "--store", store, "--out", tmp_path / "sandboxed", "--templates", templates, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _pages(tmp_path / "sandboxed") == _pages(tmp_path / "plain") != {}
