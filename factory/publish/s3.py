@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 from ..atomic import file_digest
 from ..errors import ConfigError, FactoryError, Unreachable, UsageError
 from ..record import PEP691_JSON
-from ..safe_text import quiet_credentials, redact_url
+from ..safe_text import printable, quiet_credentials, redact_url
 from .base import LocalFile, State
 
 SHA_KEY = "sha256"  # user metadata key: x-amz-meta-sha256
@@ -112,14 +112,14 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
         return Unreachable(f"no AWS credentials for s3://{bucket}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
     err = _client_error(exc)
     if err is not None:
-        code = str(err.response.get("Error", {}).get("Code", "")) or "error"
+        code = printable(str(err.response.get("Error", {}).get("Code", "")), 100) or "error"  # the server's text
         if code in ("NoSuchBucket", "404", "NotFound"):
             return Unreachable(f"bucket {bucket} does not exist; create it or fix {flag}")
         if code in _AUTH_CODES:
             return Unreachable(f"S3 refused the credentials for s3://{bucket} ({code}: {_AUTH_CODES[code]}); "
                                f"{_CRED_HINT}")
         message = str(err.response.get("Error", {}).get("Message", "")).splitlines()[0:1]
-        detail = f": {message[0]}" if message else ""
+        detail = f": {printable(message[0], 200)}" if message else ""
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code in _BUSY_CODES or (isinstance(status, int) and status >= 500):
             tries = int(err.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)) + 1

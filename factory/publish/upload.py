@@ -23,7 +23,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
-from ..safe_text import quiet_credentials, redact_url
+from ..safe_text import printable, quiet_credentials, redact_url
 from .base import LocalFile, State
 from .endpoint import Endpoint, simple_index
 
@@ -168,7 +168,7 @@ class UploadDestination:
         if conflict and self.state_after_conflict(file):
             return
         lines = resp.text.strip().splitlines()
-        reason = (resp.reason or "").strip() or (lines[0] if lines else "")
+        reason = printable((resp.reason or "").strip() or (lines[0] if lines else ""), 200)  # the endpoint's text
         if resp.status_code >= 500 or resp.status_code == 429:
             raise Unreachable(f"{self.display} failed on {file.name} (HTTP {resp.status_code} {reason}, "
                               f"{backoff.tries} tries in {backoff.elapsed:.0f} s); retry later")
