@@ -88,6 +88,7 @@ class HubSource:
         self.endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
         self.shown = redact_url(self.endpoint)  # what messages print: no credentials
         quiet_credentials()  # nor huggingface_hub's own warnings (retries print the URL)
+        _keep_token_home(self.endpoint)
         self.token = os.environ.get("HF_TOKEN") or None
         self.offline = _env_true("HF_HUB_OFFLINE")
         home = os.environ.get("HF_HOME")
@@ -463,6 +464,39 @@ class HubSource:
         prefix = f"build/{variant}/"
         entries = self.tree(sha, f"build/{variant}", recursive=True)
         return {e["path"].removeprefix(prefix) for e in entries if e.get("type") == "file" and e.get("lfs")}
+
+
+_GUARDED: list[str] = []  # the endpoint huggingface_hub's client is guarded for (one per process)
+
+
+def _keep_token_home(endpoint: str) -> None:
+    """huggingface_hub's shared client refuses a request that carries an Authorization header (HF_TOKEN, or the
+    user and password of HF_ENDPOINT) to any origin but HF_ENDPOINT's. ``HubSource.pages`` follows only the
+    endpoint's next pages itself; this also covers the listings inside huggingface_hub (snapshot_download's file
+    tree), whose paginator follows a Link header anywhere. Redirects are not affected: httpx drops the header when
+    a redirect leaves the origin, before this check."""
+    if endpoint in _GUARDED:
+        return
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils._http import default_client_factory
+
+    own = origin(endpoint)
+    shown = redact_url(endpoint)
+
+    def check(request: Any) -> None:
+        url = str(request.url)
+        if "authorization" in request.headers and origin(url) != own:
+            raise Unreachable(f"a Hub answer on {shown} sent a request with HF_TOKEN to another host "
+                              f"({printable(redact_url(url), 200)}); stopped it, so HF_TOKEN is not sent there: "
+                              "check HF_ENDPOINT")
+
+    def factory() -> Any:
+        client = default_client_factory()
+        client.event_hooks = {**client.event_hooks, "request": [*client.event_hooks["request"], check]}
+        return client
+
+    set_client_factory(factory)
+    _GUARDED[:] = [endpoint]
 
 
 def _size(entry: dict[str, Any]) -> int:

@@ -1,9 +1,10 @@
 """A hostile Hub on 127.0.0.1: it answers the refs and commits endpoints with whatever a test sets.
 
 ``FakeHub`` serves ``/api/kernels/<org>/<name>/refs`` (``refs``), ``.../commits/<sha>``
-(``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``), ``.../tree/...``
-(``trees``, the same way; empty when unset) and the organisation listing ``/api/kernels?author=``
-(``listing``, the same way); paths with a ``busy`` part answer 503; anything else is 404.
+(``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``), ``.../tree/<sha>/<path>``
+(``trees``, the same way; empty when unset), ``.../tree/<sha>`` (``root_tree``, else ``trees``),
+``.../revision/<sha>`` (the sha) and the organisation listing ``/api/kernels?author=``
+(``listing``, by page); paths with a ``busy`` part answer 503; anything else is 404.
 ``Recorder`` answers 200 to anything and keeps every request's path and ``Authorization`` header,
 to show what a client sent to a host it should not have talked to. Both run in a thread of the test
 process and record every request.
@@ -34,6 +35,7 @@ class _Server(ThreadingHTTPServer):
         self.trees: list[tuple[Any, dict[str, str]]] = []
         self.listing: list[tuple[Any, dict[str, str]]] = []
         self.busy: tuple[str, ...] = ()  # paths containing one of these answer 503 (Retry-After: 0)
+        self.root_tree: list[tuple[Any, dict[str, str]]] = []  # .../tree/<sha> (no path): snapshot_download's
         self.record_only = False
 
     @property
@@ -75,8 +77,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif "/commits/" in parts.path and self.server.pages:
             self._answer(200, *self.server.pages[min(page, len(self.server.pages) - 1)])
         elif "/tree/" in parts.path:
-            trees = self.server.trees or [([], {})]
+            at_root = parts.path.rsplit("/", 2)[-2] == "tree" and self.server.root_tree
+            trees = (self.server.root_tree if at_root else self.server.trees) or [([], {})]
             self._answer(200, *trees[min(page, len(trees) - 1)])
+        elif "/revision/" in parts.path:
+            sha = parts.path.rsplit("/", 1)[-1]
+            self._answer(200, {"id": "/".join(parts.path.split("/")[3:5]), "sha": sha, "siblings": []})
         elif parts.path == "/api/kernels" and self.server.listing:
             self._answer(200, *self.server.listing[min(page, len(self.server.listing) - 1)])
         else:

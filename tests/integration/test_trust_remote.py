@@ -100,6 +100,23 @@ def test_listed_ids_are_plain_hub_ids_never_local_paths(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+
+def test_listing_inside_huggingface_hub_sends_no_token_elsewhere(tmp_path: Path) -> None:
+    with fake_hub() as hub, fake_hub(record_only=True) as thief:
+        hub.refs["branches"] = [branch("v1", SHA)]
+        hub.pages = [([commit(SHA)], {"X-Total-Count": "1"})]
+        hub.trees = [([folder("build/torch-universal")], {})]
+        steal = f"{thief.url}/steal/tree?page=1"
+        hub.root_tree = [([], {"Link": f'<{steal}>; rel="next"'})]  # snapshot_download lists the files of a README
+        env, config = _world(tmp_path, hub.url, "kernels-community/evil")
+        proc = kf("plan", "--config", config, cwd=tmp_path / "cwd", env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert _errors(proc) == [
+        f"error: a Hub answer on {hub.url} sent a request with HF_TOKEN to another host ({steal}); stopped it, so "
+        "HF_TOKEN is not sent there: check HF_ENDPOINT"]
+    assert thief.seen == []
+    assert TOKEN not in proc.stdout + proc.stderr
+
 # -- credentials in URLs (item 6) ----------------------------------------------------------------------------
 def test_hub_retries_print_no_credentials(tmp_path: Path) -> None:
     with fake_hub() as hub:
@@ -290,3 +307,19 @@ def test_a_broken_template_is_one_line_before_any_page(tmp_path: Path) -> None:
     assert _errors(proc) == [f"error: templates {templates}/project.html line 1: Expected an expression, got 'end "
                              "of statement block'; fix the template (templates render in jinja2's sandbox)"]
     assert _pages(store) == before == {}
+
+
+def test_library_retry_warnings_print_no_credentials(tmp_path: Path) -> None:
+    with fake_hub() as hub:
+        hub.refs["branches"] = [branch("v1", SHA)]
+        hub.pages = [([commit(SHA)], {"X-Total-Count": "1"})]
+        hub.trees = [([folder("build/torch-universal")], {})]
+        hub.root_tree = [([{"type": "file", "path": "README.md", "oid": "1" * 40, "size": 5}], {})]
+        hub.busy = ("/resolve/",)  # huggingface_hub's download retries warn with the URL it was given
+        env, config = _world(tmp_path, hub.url.replace("http://", "http://someone:p@ss-in-url@"),
+                             "kernels-community/evil")
+        proc = kf("plan", "--config", config, cwd=tmp_path / "cwd", env={**env, "KERNEL_FACTORY_RETRY_S": "0"})
+    assert proc.returncode == 4, proc.stderr
+    assert "ss-in-url" not in proc.stdout + proc.stderr and "someone" not in proc.stdout + proc.stderr
+    assert f"thrown while requesting HEAD {hub.url}/kernels/kernels-community/evil/resolve/{SHA}/README.md" in \
+        proc.stderr
