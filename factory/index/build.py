@@ -15,6 +15,7 @@ generation) renders every project again, streaming them from the catalog.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -24,7 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import TMP_PREFIX, discard, named, write_all, write_bytes
+from .. import atomic
+from ..atomic import TMP_PREFIX, Tree, write_bytes
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES
@@ -118,45 +120,24 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
 
 def write_page(path: Path, data: bytes) -> bool:
-    """Write one page atomically unless it already holds ``data``; True if written.
-
-    Pages are renamed into place (readers never see half a page) but not fsynced one
-    by one: thousands of fsyncs dominate a full build. The state file, written last,
-    records each page's size, so a page torn by a crash is rendered again.
-    """
-    name = os.fspath(path)
-    folder, base = os.path.split(name)
-    try:
-        if os.stat(name).st_size == len(data):
-            with open(name, "rb") as f:
-                if f.read() == data:
-                    return False
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f"{TMP_PREFIX}{os.getpid()}-{base}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            write_all(fd, data)
-            os.fchmod(fd, 0o644)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name)
-    except BaseException as exc:
-        discard(tmp)
-        named(exc, path, tmp)  # the page, not its temporary name
-        raise
-    return True
+    """Write one page atomically unless it already holds ``data``; True if written (factory/atomic.py
+    ``write_page``: a random temporary name, renamed into place, not fsynced one by one; the state file, written
+    last, records each page's size, so a page torn by a crash is rendered again). The index itself writes through
+    a ``Tree`` of its root, which refuses folders that are links."""
+    os.makedirs(path.parent, exist_ok=True)
+    return atomic.write_page(os.fspath(path), data)
 
 
-def remove_stale(out: Path, keep: Iterable[str]) -> int:
-    """Remove pages under simple/ and variants/ that are not in ``keep``, and folders left empty."""
+def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:
+    """Remove pages under simple/ and variants/ that are not in ``keep``, and folders left empty; never through a
+    link (a top folder that is one is refused; links below are not walked into)."""
     keep_set = set(keep)
     removed = 0
+    tree = Tree(out) if tree is None else tree
     for top in PAGE_DIRS:
-        root = out / top
-        if not root.is_dir():
+        if tree.checked(top) is None:
             continue
+        root = out / top
         for dirpath, _dirs, files in os.walk(root, topdown=False):
             for name in files:
                 rel = Path(dirpath, name).relative_to(out).as_posix()
@@ -166,19 +147,6 @@ def remove_stale(out: Path, keep: Iterable[str]) -> int:
             if not os.listdir(dirpath):
                 os.rmdir(dirpath)
     return removed
-
-
-def _remove(path: Path) -> int:
-    """Remove one page and its folder if that is left empty; 1 if the page was there."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return 0
-    try:
-        path.parent.rmdir()
-    except OSError:
-        pass
-    return 1
 
 
 def _read_state(out: Path) -> dict[str, Any] | None:
@@ -196,13 +164,14 @@ class _Writer:
 
     def __init__(self, out: Path) -> None:
         self.out = out
+        self.tree = Tree(out)  # never writes or removes through a folder that is a link
         self.written = 0
         self.removed = 0
 
     def write(self, pages: dict[str, bytes]) -> None:
         """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
         for path in sorted(pages, key=lambda p: (p.startswith("projects/"), p)):
-            self.written += write_page(self.out / path, pages[path])
+            self.written += self.tree.write(path, pages[path])
 
 
 def _members(projects: dict[str, Any], labels: dict[str, str | None]) -> dict[str | None, list[str]]:
@@ -238,14 +207,17 @@ def _roots(
 
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
-    touched: Iterable[str] = (),
+    touched: Iterable[str] = (), hidden: frozenset[str] = frozenset(),
 ) -> IndexResult:  # fmt: skip
     """Bring the pages in ``out`` up to date with ``catalog``.
 
     ``before`` and ``touched``: the catalog's generation before its last change and the projects that change
-    touched; with a state of that generation, only those projects are rendered again.
+    touched; with a state of that generation, only those projects are rendered again. ``hidden``: wheels left out
+    of every page (look-alikes, see ``refuse_lookalikes``).
     """
     fp = fingerprint(templates, base_url)
+    if hidden:  # another set of wheels left out: every page again
+        fp += ":hidden:" + hashlib.sha256("\n".join(sorted(hidden)).encode()).hexdigest()
     generation = catalog.generation()
     state = _read_state(out)
     if state is not None and state.get("fingerprint") == fp and state.get("generation") == generation:
@@ -265,30 +237,32 @@ def build_index(
     wanted = set(touched) if incremental else None
     workers = min(os.cpu_count() or 1, 16)
     if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
-        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects)
+        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects, hidden)
         seen = set(projects)
     for name, records in catalog.projects(wanted) if not seen else ():
+        if hidden:
+            records = [r for r in records if r.filename not in hidden]
         pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
         writer.write(pages)
         old = projects.get(name)
         if old is not None:
             for path in set(project_paths(name, old["labels"])) - set(pages):
-                writer.removed += _remove(out / path)
+                writer.removed += writer.tree.remove(path)
         projects[name] = {"labels": in_labels, "summary": summary}
         seen.add(name)
     for name in (wanted or set()) - seen:  # projects whose last record is gone
         old = projects.pop(name, None)
         if old is not None:
             for path in project_paths(name, old["labels"]):
-                writer.removed += _remove(out / path)
+                writer.removed += writer.tree.remove(path)
     roots, root_paths, landing = _roots(env, projects, labels, base_url, shown)
     writer.write(roots)
-    writer.written += write_page(out / "index.html", landing)
+    writer.written += writer.tree.write("index.html", landing)
     keep = {"index.html", *root_paths}
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
     if not incremental and had_pages:  # an index root that held no pages has none to remove
-        writer.removed += remove_stale(out, keep)
+        writer.removed += remove_stale(out, keep, writer.tree)
     count = len(keep)
     new_state = {"schema": STATE_SCHEMA, "fingerprint": fp, "generation": generation, "labels": labels,
                  "pages": count, "projects": projects}  # fmt: skip
@@ -298,7 +272,7 @@ def build_index(
 
 def _render_chunk(
     out: Path, catalog_path: str, names: list[str], templates: Path | None, base_url: str,
-    labels: dict[str, str | None],
+    labels: dict[str, str | None], hidden: frozenset[str] = frozenset(),
 ) -> tuple[int, dict[str, Any]]:  # fmt: skip
     """Render the pages of ``names`` (a worker of a full build); (pages written, their state entries)."""
     catalog = Catalog(catalog_path)
@@ -307,6 +281,8 @@ def _render_chunk(
         writer = _Writer(out)
         entries: dict[str, Any] = {}
         for name, records in catalog.projects(names):
+            if hidden:
+                records = [r for r in records if r.filename not in hidden]
             pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
             writer.write(pages)
             entries[name] = {"labels": in_labels, "summary": summary}
@@ -317,7 +293,7 @@ def _render_chunk(
 
 def _render_parallel(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    workers: int, projects: dict[str, Any],
+    workers: int, projects: dict[str, Any], hidden: frozenset[str] = frozenset(),
 ) -> int:  # fmt: skip
     """Render every project's pages in ``workers`` processes reading the catalog file; pages written."""
     from concurrent.futures import ProcessPoolExecutor
@@ -329,7 +305,8 @@ def _render_parallel(
     chunks = [names[i :: workers * 4] for i in range(workers * 4) if names[i :: workers * 4]]
     written = 0
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_render_chunk, out, catalog.path, c, templates, base_url, labels) for c in chunks]
+        futures = [pool.submit(_render_chunk, out, catalog.path, c, templates, base_url, labels, hidden)
+                   for c in chunks]
         for future in futures:
             count, entries = future.result()
             written += count
@@ -370,7 +347,9 @@ def index_with_adoption(
         if damaged is not None:
             damaged.extend(s3.damaged)
         try:
-            return remote.count(), build_index(out, remote, templates, base_url, generation, changed), adopted
+            hidden = refuse_lookalikes(remote, allow_kernel_names, damaged)
+            return remote.count(), build_index(out, remote, templates, base_url, generation, changed,
+                                               hidden), adopted
         finally:
             remote.close()
     root = loc.local
@@ -396,7 +375,8 @@ def index_with_adoption(
                 listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        index = build_index(out, catalog, templates, base_url, before, touched)
+        hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
+        index = build_index(out, catalog, templates, base_url, before, touched, hidden)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
             for run in runs:
@@ -404,6 +384,20 @@ def index_with_adoption(
         return catalog.count(), index, adopted
     finally:
         catalog.close()
+
+
+def refuse_lookalikes(catalog: Catalog, allow: bool, damaged: list[str] | None) -> frozenset[str]:
+    """The adopted wheels of projects the store holds built kernels of, left out of the index at every run
+    (whichever came first), each named in ``damaged``; none with ``allow`` (``--allow-kernel-names``)."""
+    if allow:
+        return frozenset()
+    found = catalog.lookalikes()
+    if damaged is not None:
+        damaged.extend(f"{wheel}: an adopted wheel of {project!r}, a project this store builds from a kernel, left "
+                       "out of the index (it would sit beside the kernel in every install); remove it from the store, "
+                       "or pass --allow-kernel-names (allow-kernel-names = true) if you mean to list it"
+                       for wheel, project in found)
+    return frozenset(wheel for wheel, _ in found)
 
 
 def run_index(args: IndexArgs) -> int:
