@@ -22,6 +22,7 @@ from pathlib import Path
 from . import __version__
 from .config import DEFAULT_STORE, Flags
 from .errors import EXIT_BUG, FactoryError, unusable
+from .safe_text import redact_url
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -40,6 +41,7 @@ def _flags(ns: argparse.Namespace, *, default_config: bool = True) -> Flags:
         verify_signatures=bool(getattr(ns, "verify_signatures", None)),
         allow_kernel_names=bool(getattr(ns, "allow_kernel_names", None)),
         s3_put_args=tuple(getattr(ns, "s3_put_arg", None) or ()),
+        allow_s3_put_args=tuple(getattr(ns, "allow_s3_put_arg", None) or ()),
         cache_control_immutable=getattr(ns, "cache_control_immutable", None),
         cache_control_pages=getattr(ns, "cache_control_pages", None),
         s3_directory_keys=bool(getattr(ns, "s3_directory_keys", False)),
@@ -133,6 +135,9 @@ def _download(ns: argparse.Namespace) -> int:
 def _add_s3_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--s3-put-arg", action="append", metavar="KEY=VALUE",
                    help="S3: pass to every put, e.g. ServerSideEncryption=aws:kms (repeatable; s3-put-args)")
+    p.add_argument("--allow-s3-put-arg", action="append", metavar="KEY",
+                   help="S3: apply a risky put arg anyway (ACL granting public write, WebsiteRedirectLocation, "
+                        "object lock; repeatable; flag only)")
     p.add_argument("--cache-control-immutable", metavar="VALUE",
                    help="S3: Cache-Control of wheels and .metadata (default 'public, max-age=31536000, immutable')")
     p.add_argument("--cache-control-pages", metavar="VALUE",
@@ -418,9 +423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FactoryError as exc:
         if ns.debug:
             _traceback()
-        print(f"error: {exc}", file=sys.stderr)
+        message = redact_url(str(exc))  # no URL's user and password, whichever message carries one
+        print(f"error: {message}", file=sys.stderr)
         if getattr(ns, "json", False):  # scripts parse stdout: the one document says what went wrong
-            print(json.dumps({"error": str(exc), "exit_code": exc.exit_code}))
+            print(json.dumps({"error": message, "exit_code": exc.exit_code}))
         return exc.exit_code
     except OSError as exc:  # a full, read-only or forbidden store, scratch or destination: exit 4, one line
         err = unusable(exc)

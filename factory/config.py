@@ -127,6 +127,7 @@ class Flags:
     verify_signatures: bool = False
     allow_kernel_names: bool = False
     s3_put_args: tuple[str, ...] = ()  # KEY=VALUE, as given
+    allow_s3_put_args: tuple[str, ...] = ()  # --allow-s3-put-arg KEY: a risky put arg applied anyway (flag only)
     cache_control_immutable: str | None = None
     cache_control_pages: str | None = None
     s3_directory_keys: bool = False
@@ -166,6 +167,7 @@ class Options:
     allow_kernel_names: bool = False  # index --wheels may adopt wheels of a kernel's project
     kernels: tuple[KernelSpec, ...] = ()
     s3_put_args: tuple[tuple[str, str], ...] = ()  # every S3 put: ServerSideEncryption, SSEKMSKeyId, ACL, ...
+    allow_s3_put_args: tuple[str, ...] = ()  # risky put args named on the command line (never from a file)
     cache_control_immutable: str = "public, max-age=31536000, immutable"  # wheels and .metadata on S3
     cache_control_pages: str = "public, max-age=300"  # pages, JSON and records on S3
     s3_directory_keys: bool = False  # S3: every .../index.html also at the key .../
@@ -382,6 +384,8 @@ def apply_flags(opts: Options, flags: Flags) -> Options:
     if flags.s3_put_args:
         changes["s3_put_args"] = tuple(sorted({**dict(opts.s3_put_args),
                                                **dict(_put_args(list(flags.s3_put_args), "--s3-put-arg"))}.items()))
+    if flags.allow_s3_put_args:
+        changes["allow_s3_put_args"] = tuple(sorted(set(flags.allow_s3_put_args)))
     for flag in ("cache_control_immutable", "cache_control_pages"):
         value = getattr(flags, flag)
         if value:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from .. import TEMPLATES
+from ..errors import ConfigError
 from ..record import Record, version_key
 from . import landing as index_landing
 from . import precompiled
@@ -85,9 +87,40 @@ def environment(templates: Path | None) -> jinja2.Environment:
     if templates is not None:
         loaders.append(jinja2.FileSystemLoader(str(templates)))
     loaders.append(precompiled.loader(jinja2) or jinja2.FileSystemLoader(str(TEMPLATES)))
-    return jinja2.Environment(
-        loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined, **precompiled.OPTIONS
-    )
+    # A templates folder is someone's input, not code: its templates render in jinja2's sandbox (no attributes
+    # starting with '_', no unsafe calls), and a template it refuses is one line naming the template (exit 2).
+    options: dict[str, Any] = {"loader": jinja2.ChoiceLoader(loaders), "undefined": jinja2.StrictUndefined,
+                               **precompiled.OPTIONS}
+    if templates is None:
+        return jinja2.Environment(**options)
+    env = _user_templates(templates)(**options)
+    for path in sorted(templates.glob("*.html")):  # a syntax error is found before any page is written
+        env.get_template(path.name)
+    return env
+
+
+def _user_templates(folder: Path) -> type[jinja2.Environment]:
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
+    class UserTemplates(SandboxedEnvironment):
+        def handle_exception(self, source: str | None = None) -> NoReturn:
+            exc = sys.exc_info()[1]
+            if isinstance(exc, jinja2.TemplateError):
+                name, line = getattr(exc, "name", None), getattr(exc, "lineno", None)
+                tb = exc.__traceback__
+                while tb is not None:  # at render time: the innermost template frame says where
+                    template = tb.tb_frame.f_globals.get("__jinja_template__")
+                    if template is not None:
+                        name, line = template.name, template.get_corresponding_lineno(tb.tb_lineno)
+                    tb = tb.tb_next
+                where = f"{folder}/{name}" if name else str(folder)
+                raise ConfigError(f"templates {where}{f' line {line}' if line else ''}: "
+                                  f"{str(exc.message or exc).rstrip('.')}; fix the template (templates render in "
+                                  "jinja2's sandbox)") from None
+            super().handle_exception(source)
+
+    return UserTemplates
 
 
 def fingerprint(templates: Path | None, base_url: str) -> str:

@@ -336,6 +336,15 @@ def _warn_damaged(lines: list[str]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
+def _put_notices(opts: Options) -> None:
+    """With an s3:// store: the put args every object of the build carries (and, for plan, those refused)."""
+    if opts.store.scheme == "s3":
+        from ..publish.s3 import notices
+
+        for line in notices(opts.store.display, opts):
+            print(line, file=sys.stderr)
+
+
 def run_plan(args: PlanArgs) -> int:
     opts = load_options(args)
     store = open_store(opts.store)
@@ -343,6 +352,7 @@ def run_plan(args: PlanArgs) -> int:
     preload_kernels()  # on a thread, beside the plan's git commands: the plan parses variant names with it
     _warn_damaged(store.damaged)
     plan = make_plan(opts, records, _shard(args.shard))
+    _put_notices(opts)
     if args.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
@@ -364,6 +374,7 @@ def run_build(args: BuildArgs) -> int:
         use_sources(plan)
         if not args.quiet:
             print_plan(plan, sys.stderr)
+            _put_notices(opts)
         held = {r.filename: r for r in records}
 
         def deliver(job: Job, wheel: Path, meta: bytes, rec: Record) -> None:

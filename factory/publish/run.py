@@ -299,6 +299,11 @@ def run_publish(args: PublishArgs) -> int:
     human = sys.stderr if as_json else sys.stdout  # --json: stdout holds the document only
     if not quiet:
         print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}", file=human)
+    if Location.parse(dest.display).scheme == "s3":  # the put args every object gets, shown before any upload
+        from .s3 import notices
+
+        for line in notices(dest.display, opts):
+            print(line, file=sys.stderr)
     try:
         summary = publish(root, dest, dry_run=dry_run,
                           out=(lambda line: None) if quiet else (lambda line: print(line, file=human, flush=True)))

@@ -23,6 +23,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from .. import simple
 from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
+from ..safe_text import printable, quiet_credentials, redact_url
 from .base import LocalFile, State
 from .endpoint import Endpoint, simple_index
 
@@ -58,7 +59,8 @@ class UploadDestination:
         except ImportError:
             raise UsageError("publishing to an upload endpoint needs twine; pip install twine") from None
         self.url = endpoint.url
-        self.display = self.url
+        self.display = redact_url(self.url)  # what messages print: no user or password
+        quiet_credentials()  # nor requests' and urllib3's log lines
         self.repo = Repository(self.url, endpoint.user, endpoint.password, disable_progress_bar=True)
         self.repo.set_certificate_authority(endpoint.ca_cert)
         self.repo.set_client_certificate(endpoint.client_cert)
@@ -79,8 +81,8 @@ class UploadDestination:
             self._check_auth(resp)
             if resp.status_code != 200:
                 hint = "check --simple-url" if self.explicit_simple else "pass --simple-url (devpi: <index>/+simple/)"
-                print(f"warning: {self.simple_base} answers HTTP {resp.status_code}, so every file counts as new and "
-                      f"is uploaded again; {hint}", file=sys.stderr, flush=True)
+                print(f"warning: {redact_url(self.simple_base)} answers HTTP {resp.status_code}, so every file counts "
+                      f"as new and is uploaded again; {hint}", file=sys.stderr, flush=True)
 
     def _project(self, file: LocalFile) -> str:
         try:
@@ -157,7 +159,7 @@ class UploadDestination:
         if conflict and self.state_after_conflict(file):
             return
         lines = resp.text.strip().splitlines()
-        reason = (resp.reason or "").strip() or (lines[0] if lines else "")
+        reason = printable((resp.reason or "").strip() or (lines[0] if lines else ""), 200)  # the endpoint's text
         if resp.status_code >= 500 or resp.status_code == 429:
             raise Unreachable(f"{self.display} failed on {file.name} (HTTP {resp.status_code} {reason}, "
                               f"{backoff.tries} tries in {backoff.elapsed:.0f} s); retry later")
