@@ -21,6 +21,7 @@ from packaging.version import Version
 
 from .errors import Refused, Unreachable
 from .record import PEP691_JSON
+from .safe_text import printable
 
 ACCEPT = f"{PEP691_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 USER_AGENT = "kernel-factory"
@@ -60,11 +61,6 @@ class Wheel:
         return "any" if plats == ["any"] else " ".join(plats)
 
 
-def shown(text: str) -> str:
-    """``text`` with every non-printable character escaped (``\\n``, ``\\x1b``): remote text made safe to print."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def parse(body: bytes, content_type: str, url: str, project: str) -> list[Link]:
     """The files on one project page (``url``), PEP 691 JSON or PEP 503 HTML by ``content_type``.
 
@@ -99,7 +95,7 @@ def wheels(links: list[Link], where: str) -> list[Wheel]:
     for link in links:
         name = link.filename
         if not name.isprintable() or not name.strip() == name:
-            raise Refused(f"{where} lists a file named '{shown(name)}', which is not a valid file name; "
+            raise Refused(f"{where} lists a file named '{printable(name)}', which is not a valid file name; "
                           "fix the index")
         if not name.lower().endswith(".whl"):
             continue
@@ -108,7 +104,7 @@ def wheels(links: list[Link], where: str) -> list[Wheel]:
                 raise InvalidWheelFilename(name)
             _, version, _, tags = parse_wheel_filename(name)
         except InvalidWheelFilename:
-            raise Refused(f"{where} lists '{shown(name)}', which is not a valid wheel file name; fix the index"
+            raise Refused(f"{where} lists '{printable(name)}', which is not a valid wheel file name; fix the index"
                           ) from None
         out.append(Wheel(name, link.url, version, tags, link.yanked, link.sha256))
     return out

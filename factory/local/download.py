@@ -35,6 +35,7 @@ from .. import simple
 from ..atomic import TMP_PREFIX, file_digest, write_bytes
 from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, worst
 from ..record import PROVENANCE
+from ..safe_text import printable
 from ..variants import parse
 from ..verify.lockfile import LockedKernel, read_lock
 from . import hubcache
@@ -206,7 +207,7 @@ def _unpack(wheel: Path, into: Path) -> tuple[dict[str, Any], Path]:
             rel = info.filename[len(package) + 1:]
             parts = rel.split("/")
             if "\\" in rel or any(p in ("", ".", "..") for p in parts):
-                raise Refused(f"{wheel.name}: member '{simple.shown(info.filename)}' is not a plain relative path")
+                raise Refused(f"{wheel.name}: member '{printable(info.filename)}' is not a plain relative path")
             target = folder.joinpath(*parts)
             target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as src, open(target, "wb") as dst:
@@ -242,7 +243,7 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
         prov, folder = _unpack(wheel, into)
         wheel.unlink()
         if prov.get("repo_id") != want.repo_id:
-            raise Refused(f"{choice.wheel.filename} comes from {simple.shown(str(prov.get('repo_id')))}, not "
+            raise Refused(f"{choice.wheel.filename} comes from {printable(str(prov.get('repo_id')))}, not "
                           f"{want.repo_id}; fix the index")
         revision, variant = prov.get("revision"), prov.get("variant")
         if not isinstance(revision, str) or not hubcache.SHA.fullmatch(revision):
@@ -251,7 +252,7 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
             shutil.rmtree(into)
             continue
         if not isinstance(variant, str) or parse(variant).label != choice.wheel.label:
-            raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names variant '{simple.shown(str(variant))}', "
+            raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names variant '{printable(str(variant))}', "
                           "whose label is not the wheel's; rebuild it")
         depends = [d for d in prov.get("kernel-depends") or [] if isinstance(d, dict)]
         files = _file_hashes(folder)

@@ -21,6 +21,7 @@ from packaging.version import Version
 
 from .. import simple
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ..safe_text import printable
 from ..simple import Wheel
 from ..variants import LabelParts, parse_label, tag_platforms
 from .probe import Environment, probe, resolve_python
@@ -118,7 +119,7 @@ def nearest(wheels: list[Wheel], env: Environment) -> list[dict[str, Any]]:
 
 def build_lines(builds: list[dict[str, Any]]) -> list[str]:
     """``nearest``'s builds as indented lines (remote text escaped)."""
-    return [simple.shown(f"  {b['label'] or '(universal)'}  {b['platform']}  {', '.join(b['versions'])}  "
+    return [printable(f"  {b['label'] or '(universal)'}  {b['platform']}  {', '.join(b['versions'])}  "
                          f"({b['what']})") for b in builds] or ["  (none)"]
 
 
@@ -168,7 +169,7 @@ def run_which(args: WhichArgs) -> int:
             pip, uv = commands(project, choice, python)
             doc.update({"fits": True, "version": str(choice.wheel.version), "wheel": choice.wheel.filename,
                         "index": choice.root, "pip": pip, "uv": uv})
-            lines += [f"wheel    {simple.shown(choice.wheel.filename)}", f"pip      {pip}", f"uv       {uv}"]
+            lines += [f"wheel    {printable(choice.wheel.filename)}", f"pip      {pip}", f"uv       {uv}"]
         else:
             builds = nearest(wheels, env)
             doc.update({"fits": False, "builds": builds})

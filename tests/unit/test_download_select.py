@@ -15,6 +15,7 @@ from kernel_factory.index.build import index_store
 from kernel_factory.local.download import Got, Want, _depends
 from kernel_factory.local.probe import environment
 from kernel_factory.local.which import NoProject, candidates
+from kernel_factory.safe_text import printable
 from kernel_factory.variants import tag_platforms
 from kernel_factory.verify.lockfile import LockedKernel
 
@@ -63,7 +64,7 @@ def test_sdists_are_left_out_and_a_forged_html_link_is_refused() -> None:
     links = simple.parse(html, "text/html", "http://h/simple/k/", "k")
     with pytest.raises(Refused, match=r"named 'k-1\.0-py3-none-any\.whl\\npip  curl"):
         simple.wheels(links, "http://h/simple/k/")
-    assert simple.shown("a\nb\x1bc\u202ed") == "a\\nb\\x1bc\\u202ed"
+    assert printable("a\nb\x1bc\u202ed") == "a\\x0ab\\x1bc\\u202ed"
 
 
 def test_platform_tags_map_to_arch_and_os_in_one_place() -> None:
