@@ -24,11 +24,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import TMP_PREFIX, discard, named, write_all, write_bytes
+from ..atomic import TMP_PREFIX, discard, named, write_all
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES
-from ..store.catalog import Catalog, local_catalog, refresh, settled
+from ..store.catalog import Catalog, CatalogDamaged, Gaps, local_catalog, refresh, settled
 from .pages import (
     DEFAULT_BASE_URL,
     environment,
@@ -39,12 +39,12 @@ from .pages import (
     root_pages,
     root_paths,
 )
+from .state import LANDING, State, changed_pages, page_stat, read_state, write_state
+from .state import STATE_FILE as STATE_FILE
 
 if TYPE_CHECKING:
     import jinja2
 
-STATE_FILE = ".index-state.json"  # in the index root: what the pages show (see the module docstring)
-STATE_SCHEMA = 3
 PAGE_DIRS = ("simple", "variants", "projects")
 PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
 
@@ -181,28 +181,23 @@ def _remove(path: Path) -> int:
     return 1
 
 
-def _read_state(out: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((out / STATE_FILE).read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA or not isinstance(data.get("projects"), dict):
-        return None
-    return data
-
-
 class _Writer:
-    """Writes pages whose bytes differ, counting them."""
+    """Writes pages whose bytes differ, counting them, and keeps each page's size and mtime as written."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
         self.written = 0
         self.removed = 0
+        self.stats: dict[str, tuple[int, int]] = {}
 
     def write(self, pages: dict[str, bytes]) -> None:
         """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
         for path in sorted(pages, key=lambda p: (p.startswith("projects/"), p)):
-            self.written += write_page(self.out / path, pages[path])
+            target = self.out / path
+            self.written += write_page(target, pages[path])
+            stat = page_stat(target)
+            if stat is not None:
+                self.stats[path] = stat
 
 
 def _members(projects: dict[str, Any], labels: dict[str, str | None]) -> dict[str | None, list[str]]:
@@ -238,34 +233,40 @@ def _roots(
 
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
-    touched: Iterable[str] = (),
+    touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
 ) -> IndexResult:  # fmt: skip
     """Bring the pages in ``out`` up to date with ``catalog``.
 
     ``before`` and ``touched``: the catalog's generation before its last change and the projects that change
-    touched; with a state of that generation, only those projects are rendered again.
+    touched; with a state of that generation, only those projects are rendered again, and those of any page
+    whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
+    with the disk. A state file that fails its check adds a line to ``warnings`` and is not used.
     """
     fp = fingerprint(templates, base_url)
     generation = catalog.generation()
-    state = _read_state(out)
-    if state is not None and state.get("fingerprint") == fp and state.get("generation") == generation:
-        known = int(state.get("pages", 0))
+    state, warning = read_state(out)
+    if warning is not None and warnings is not None:
+        warnings.append(warning)
+    if rescan or (state is not None and state.fingerprint != fp):
+        state = None
+    changed = changed_pages(out, state) if state is not None else set()
+    if state is not None and state.generation == generation and not changed:
+        known = len(state.pages)
         return IndexResult(known, 0, known, 0)
     env = environment(templates)  # compiled once; the render workers fork with it
     labels = catalog.label_backends()
-    incremental = (
-        state is not None and state.get("fingerprint") == fp and state.get("labels") == labels
-        and before is not None and state.get("generation") == before
-    )  # fmt: skip
-    shown: dict[str, Any] | None = state["projects"] if incremental and state is not None else None
+    incremental = state is not None and state.labels == labels and before is not None and state.generation == before
+    shown: dict[str, Any] | None = state.projects if incremental and state is not None else None
     projects: dict[str, Any] = dict(shown) if shown is not None else {}
+    stats: dict[str, tuple[int, int]] = dict(state.pages) if incremental and state is not None else {}
+    owners = state.owners() if state is not None else {}
     had_pages = any((out / top).exists() for top in PAGE_DIRS)
     writer = _Writer(out)
     seen: set[str] = set()
-    wanted = set(touched) if incremental else None
+    wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
     workers = min(os.cpu_count() or 1, 16)
     if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
-        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects)
+        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats)
         seen = set(projects)
     for name, records in catalog.projects(wanted) if not seen else ():
         pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
@@ -274,6 +275,7 @@ def build_index(
         if old is not None:
             for path in set(project_paths(name, old["labels"])) - set(pages):
                 writer.removed += _remove(out / path)
+                stats.pop(path, None)
         projects[name] = {"labels": in_labels, "summary": summary}
         seen.add(name)
     for name in (wanted or set()) - seen:  # projects whose last record is gone
@@ -281,26 +283,32 @@ def build_index(
         if old is not None:
             for path in project_paths(name, old["labels"]):
                 writer.removed += _remove(out / path)
-    roots, root_paths, landing = _roots(env, projects, labels, base_url, shown)
+                stats.pop(path, None)
+    roots_changed = any(owners.get(path, "") is None for path in changed)  # a root or the landing page
+    roots, root_paths, landing = _roots(env, projects, labels, base_url, None if roots_changed else shown)
     writer.write(roots)
-    writer.written += write_page(out / "index.html", landing)
-    keep = {"index.html", *root_paths}
+    writer.write({LANDING: landing})
+    keep = {LANDING, *root_paths}
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
     if not incremental and had_pages:  # an index root that held no pages has none to remove
         writer.removed += remove_stale(out, keep)
+    stats.update(writer.stats)
+    for path in keep - stats.keys():  # a page unchanged and not written (a full build over an index root)
+        stat = page_stat(out / path)
+        if stat is not None:
+            stats[path] = stat
     count = len(keep)
-    new_state = {"schema": STATE_SCHEMA, "fingerprint": fp, "generation": generation, "labels": labels,
-                 "pages": count, "projects": projects}  # fmt: skip
-    write_bytes(out / STATE_FILE, json.dumps(new_state, sort_keys=True, separators=(",", ":")).encode())
+    write_state(out, State(fp, generation, labels, projects, {p: stats[p] for p in sorted(keep) if p in stats}))
     return IndexResult(count, writer.written, count - writer.written, writer.removed)
 
 
 def _render_chunk(
     out: Path, catalog_path: str, names: list[str], templates: Path | None, base_url: str,
     labels: dict[str, str | None],
-) -> tuple[int, dict[str, Any]]:  # fmt: skip
-    """Render the pages of ``names`` (a worker of a full build); (pages written, their state entries)."""
+) -> tuple[int, dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
+    """Render the pages of ``names`` (a worker of a full build); (pages written, their state entries, each
+    page's size and mtime)."""
     catalog = Catalog(catalog_path)
     try:
         env = environment(templates)
@@ -310,14 +318,14 @@ def _render_chunk(
             pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
             writer.write(pages)
             entries[name] = {"labels": in_labels, "summary": summary}
-        return writer.written, entries
+        return writer.written, entries, writer.stats
     finally:
         catalog.close()
 
 
 def _render_parallel(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    workers: int, projects: dict[str, Any],
+    workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]],
 ) -> int:  # fmt: skip
     """Render every project's pages in ``workers`` processes reading the catalog file; pages written."""
     from concurrent.futures import ProcessPoolExecutor
@@ -331,9 +339,10 @@ def _render_parallel(
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(_render_chunk, out, catalog.path, c, templates, base_url, labels) for c in chunks]
         for future in futures:
-            count, entries = future.result()
+            count, entries, written_stats = future.result()
             written += count
             projects.update(entries)
+            stats.update(written_stats)
     return written
 
 
@@ -348,40 +357,44 @@ def index_store(
     return count, result
 
 
+def _catalog_note(catalog: Catalog, warnings: list[str] | None) -> None:
+    if catalog.note is not None and warnings is not None:
+        warnings.append(f"warning: {catalog.note}")
+
+
+def _damaged(exc: CatalogDamaged, warnings: list[str] | None) -> None:
+    if warnings is not None:
+        warnings.append(f"warning: {exc}; the catalog is not used, rebuilt from the records")
+
+
 def index_with_adoption(
     store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
     kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
-    rescan: bool = False,
+    rescan: bool = False, warnings: list[str] | None = None,
 ) -> tuple[int, IndexResult, list[tuple[Path, Any]]]:  # fmt: skip
     """Adopt the wheels of ``wheels`` folders (local stores only), sync the catalog, build the index.
 
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
-    left out add one line each to ``damaged``. ``rescan``: list and check every record even when ``files/``
-    looks unchanged (store/catalog.py ``refresh``).
+    left out add one line each to ``damaged``. ``rescan``: read and check every record, and render and compare
+    every page, even when ``files/`` and the pages look unchanged (store/catalog.py ``refresh``). A catalog that
+    holds a row that fails the record checks is rebuilt from the records (one line in ``warnings``).
     """
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
     if loc.local is None:
-        from ..store.s3 import S3Store
-
-        s3 = S3Store(loc.url)
-        remote, generation, changed = s3.catalog()
-        if damaged is not None:
-            damaged.extend(s3.damaged)
-        try:
-            return remote.count(), build_index(out, remote, templates, base_url, generation, changed), adopted
-        finally:
-            remote.close()
+        return _index_s3(loc.url, out, templates, base_url, damaged, rescan, warnings), adopted
     root = loc.local
     files = root / FILES
     if wheels:
         files.mkdir(parents=True, exist_ok=True)
     catalog = local_catalog(root)
+    _catalog_note(catalog, warnings)
     try:
         before = catalog.generation()
         # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
-        listing, touched = refresh(catalog, files, damaged, rescan)
+        gaps = Gaps(os.fspath(files))
+        listing, touched = refresh(catalog, files, damaged, rescan, gaps)
         known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
         count = len(known)
         runs = []
@@ -394,9 +407,17 @@ def index_with_adoption(
             touched |= catalog.apply_rows(run.result.rows, ())
             if listing is not None:
                 listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
+        if damaged is not None:  # a wheel adopted again has its record back: not a gap any more
+            damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        index = build_index(out, catalog, templates, base_url, before, touched)
+        try:
+            index = build_index(out, catalog, templates, base_url, before, touched, rescan, warnings)
+        except CatalogDamaged as exc:
+            _damaged(exc, warnings)
+            catalog.reset()
+            refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
+            index = build_index(out, catalog, templates, base_url, None, (), True)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
             for run in runs:
@@ -404,6 +425,31 @@ def index_with_adoption(
         return catalog.count(), index, adopted
     finally:
         catalog.close()
+
+
+def _index_s3(
+    url: str, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None, rescan: bool,
+    warnings: list[str] | None,
+) -> tuple[int, IndexResult]:  # fmt: skip
+    """``index_with_adoption`` for an ``s3://`` store: its catalog object brought up to date, then the pages."""
+    from ..store.s3 import S3Store
+
+    s3 = S3Store(url)
+    remote, generation, changed = s3.catalog(rescan)
+    _catalog_note(remote, warnings)
+    try:
+        try:
+            return remote.count(), build_index(out, remote, templates, base_url, generation, changed, rescan,
+                                               warnings)  # fmt: skip
+        except CatalogDamaged as exc:
+            _damaged(exc, warnings)
+        remote.close()
+        remote, generation, changed = s3.catalog(True, fresh=True)
+        return remote.count(), build_index(out, remote, templates, base_url, None, (), True)
+    finally:
+        if damaged is not None:
+            damaged.extend(s3.damaged)
+        remote.close()
 
 
 def run_index(args: IndexArgs) -> int:
@@ -437,10 +483,13 @@ def _run_index(opts: IndexOptions) -> int:
     if opts.wheels and opts.store.local is None:
         raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
     damaged: list[str] = []
+    warnings: list[str] = []
     count, index, results = index_with_adoption(
         opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names, damaged,
-        opts.allow_kernel_names, opts.rescan,
+        opts.allow_kernel_names, opts.rescan, warnings,
     )  # fmt: skip
+    for line in warnings:
+        print(line, file=sys.stderr)
     for folder, result in results:
         refused += len(result.refused)
         adopted += result.adopted
