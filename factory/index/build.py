@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..atomic import TMP_PREFIX, discard, named, write_all
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..record import FILES
+from ..record import FILES, Record
 from ..store.catalog import Catalog, CatalogDamaged, Gaps, local_catalog, refresh, settled
 from .pages import (
     DEFAULT_BASE_URL,
@@ -303,46 +303,52 @@ def build_index(
     return IndexResult(count, writer.written, count - writer.written, writer.removed)
 
 
+_CHUNKS: list[list[tuple[str, list[Record]]]] = []  # a full build's projects, read before its workers fork
+
+
 def _render_chunk(
-    out: Path, catalog_path: str, names: list[str], templates: Path | None, base_url: str,
-    labels: dict[str, str | None],
+    index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None]
 ) -> tuple[int, dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """Render the pages of ``names`` (a worker of a full build); (pages written, their state entries, each
-    page's size and mtime)."""
-    catalog = Catalog(catalog_path)
-    try:
-        env = environment(templates)
-        writer = _Writer(out)
-        entries: dict[str, Any] = {}
-        for name, records in catalog.projects(names):
-            pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
-            writer.write(pages)
-            entries[name] = {"labels": in_labels, "summary": summary}
-        return writer.written, entries, writer.stats
-    finally:
-        catalog.close()
+    """Render the pages of the projects of ``_CHUNKS[index]`` (a worker of a full build, forked after they were
+    read and checked); (pages written, their state entries, each page's size and mtime)."""
+    env = environment(templates)
+    writer = _Writer(out)
+    entries: dict[str, Any] = {}
+    for name, records in _CHUNKS[index]:
+        pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
+        writer.write(pages)
+        entries[name] = {"labels": in_labels, "summary": summary}
+    return writer.written, entries, writer.stats
 
 
 def _render_parallel(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
     workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]],
 ) -> int:  # fmt: skip
-    """Render every project's pages in ``workers`` processes reading the catalog file; pages written."""
+    """Render every project's pages in ``workers`` forked processes; pages written.
+
+    The projects are read from the catalog (and checked) here, then shared with the workers as the fork gives
+    them (a module global: nothing is pickled but the results)."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     env = environment(templates)
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
         env.get_template(name)
-    names = catalog.project_names()
-    chunks = [names[i :: workers * 4] for i in range(workers * 4) if names[i :: workers * 4]]
+    parts = workers * 4
+    everything = list(catalog.projects())
+    _CHUNKS[:] = [everything[i::parts] for i in range(parts) if everything[i::parts]]
     written = 0
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_render_chunk, out, catalog.path, c, templates, base_url, labels) for c in chunks]
-        for future in futures:
-            count, entries, written_stats = future.result()
-            written += count
-            projects.update(entries)
-            stats.update(written_stats)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels) for i in range(len(_CHUNKS))]
+            for future in futures:
+                count, entries, written_stats = future.result()
+                written += count
+                projects.update(entries)
+                stats.update(written_stats)
+    finally:
+        _CHUNKS.clear()
     return written
 
 

@@ -104,6 +104,7 @@ class Catalog:
         self.scratch = scratch
         self._keys: dict[str, str] | None = None
         self.note: str | None = None  # why the file was not used (it held what no catalog holds), for a warning
+        self._checked: dict[str, Record] = {}  # a row's JSON text -> its record, for rows of checked records
         try:
             self.db = self._open()
         except sqlite3.DatabaseError:  # not a database, or damaged: it is a cache, start again
@@ -146,6 +147,7 @@ class Catalog:
         self.db.close()
         self._discard()
         self._keys = None
+        self._checked = {}
         self.db = self._open()
 
     def close(self) -> None:
@@ -188,15 +190,23 @@ class Catalog:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
     def apply(
-        self, upserts: Iterable[tuple[str, Record]], removed: Iterable[str], only_changed: bool = False
-    ) -> set[str]:
+        self, upserts: Iterable[tuple[str, Record]], removed: Iterable[str], only_changed: bool = False,
+        checked: bool = False,
+    ) -> set[str]:  # fmt: skip
         """Write new or changed records (key, record) and drop removed wheels in one transaction.
 
         Returns the projects touched (before and after), and gives the catalog a new generation if any.
         ``only_changed``: leave out the rows that are already there as they are (``--rescan`` reads them all).
+        ``checked``: the records passed store/check.py's checks; a row read back as it was written here gives
+        that record again, not checked twice (``projects``).
         """
         names: dict[str, str] = {}  # display name -> project, computed once per name
-        rows = [catalog_row(key, record, names) for key, record in upserts]
+        rows = []
+        for key, record in upserts:
+            row = catalog_row(key, record, names)
+            rows.append(row)
+            if checked:
+                self._checked[row[6]] = record
         if only_changed:
             have = set(self.db.execute("SELECT * FROM records"))
             rows = [row for row in rows if row not in have]
@@ -280,17 +290,25 @@ class Catalog:
             yield project, self._decoded(group)
 
     def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
-        """The records of one project's rows, each checked; their JSON texts decoded by one json.loads."""
+        """The records of one project's rows, each checked (a row as this catalog wrote it from a checked record
+        gives that record); the JSON texts of the others decoded by one json.loads."""
+        known = self._checked
+        texts = [row[5] for row in group if row[5] not in known]
         try:
-            decoded = json.loads(f"[{','.join(row[5] for row in group)}]")
+            decoded = json.loads(f"[{','.join(texts)}]") if texts else []
         except (TypeError, ValueError, RecursionError):
             decoded = None
-        if type(decoded) is not list or len(decoded) != len(group):
+        if type(decoded) is not list or len(decoded) != len(texts):
             raise CatalogDamaged(f"{self.path}: the rows of project {group[0][0][:80]!r} are not records' JSON")
+        values = iter(decoded)
         records = []
-        for (project, filename, label, backend, noarch, _), raw in zip(group, decoded, strict=True):
+        for project, filename, label, backend, noarch, text in group:
+            record = known.get(text)
             try:
-                record = check.check_row(raw, filename, project)
+                if record is None:
+                    record = check.check_row(next(values), filename, project)
+                elif record.filename != filename or check.project_of(record.name) != project:
+                    raise ValueError("its file name or project is not its record's")
             except ValueError as exc:
                 raise CatalogDamaged(f"{self.path}: the row of {str(filename)[:200]!r} is not a valid record ({exc})"
                                      ) from None  # fmt: skip
@@ -408,7 +426,7 @@ def sync(
             removed.append(wheel)
         else:
             upserts.append((listing[wheel], record))
-    return catalog.apply(upserts, removed, only_changed=rescan)
+    return catalog.apply(upserts, removed, only_changed=rescan, checked=True)
 
 
 def read_local(

@@ -265,6 +265,11 @@ def check(raw: Any, expected: str) -> Record:
     return Record(**values)
 
 
+def project_of(name: str) -> str | None:
+    """The normalised project of a record's (valid) name; None if the name is not valid (PEP 508)."""
+    return _project(name, validate=True)
+
+
 def check_row(row: Any, filename: str, project: str) -> Record:
     """A Record from a catalog row (``Record.to_row``'s list) of the wheel ``filename`` in ``project``: the
     same checks as a record file's, and the project its name gives; ValueError says why not."""
