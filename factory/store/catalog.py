@@ -133,7 +133,7 @@ class Catalog:
         elif master:
             found = sorted({kind for kind, _name, _sql in master} - {"table", "index"})
             if found or {name for _k, name, _sql in master} - {name for _k, name, _sql in _expected_master()}:
-                self.note = (f"{self.path}: holds {' and '.join(found) + 's' if found else 'tables'} that no catalog "
+                self.note = (f"{self.path}: holds {' and '.join(k + 's' for k in found) if found else 'tables'} that no catalog "
                              "holds; not used, rebuilt from the records")  # fmt: skip
         if master:
             db.close()
