@@ -389,7 +389,8 @@ def index_with_adoption(
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
     if loc.local is None:
-        return _index_s3(loc.url, out, templates, base_url, damaged, rescan, warnings), adopted
+        count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, warnings)
+        return count, result, adopted
     root = loc.local
     files = root / FILES
     if wheels:

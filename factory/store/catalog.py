@@ -133,8 +133,8 @@ class Catalog:
         elif master:
             found = sorted({kind for kind, _name, _sql in master} - {"table", "index"})
             if found or {name for _k, name, _sql in master} - {name for _k, name, _sql in _expected_master()}:
-                self.note = (f"{self.path}: holds {' and '.join(k + 's' for k in found) if found else 'tables'} that no catalog "
-                             "holds; not used, rebuilt from the records")  # fmt: skip
+                what = " and ".join(f"{kind}s" for kind in found) if found else "tables"
+                self.note = f"{self.path}: holds {what} that no catalog holds; not used, rebuilt from the records"
         if master:
             db.close()
             self._discard()

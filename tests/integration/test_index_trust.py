@@ -12,9 +12,11 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from index_synth import add_kernel, index_pages, make_wheel
+from kernel_factory.store.catalog import CATALOG_FILE
 from support import cached_venv, clean_env, http_server, kf, run
 
 pytestmark = pytest.mark.integration
@@ -203,3 +205,41 @@ def test_a_hostile_state_file_is_dropped_and_nothing_outside_is_removed(tmp_path
     assert index_pages(store) == before == fresh_render(store, tmp_path)
     assert pip_download(tmp_path, store, f"img2grey==1.1.0+{CPU_LABEL}") == [
         f"img2grey-1.1.0+{CPU_LABEL}-py3-none-linux_x86_64.whl"]  # fmt: skip
+
+
+def test_an_s3_stores_index_out_folder_and_catalog_object_are_checked(tmp_path: Path, s3: Any) -> None:
+    local, _ = make_site(tmp_path)
+    expected = index_pages(local)
+    s3.create_bucket(Bucket="trust")
+    for path in sorted((local / "files").iterdir()):
+        if not path.name.startswith("."):
+            s3.put_object(Bucket="trust", Key=f"p/files/{path.name}", Body=path.read_bytes())
+    out = tmp_path / "out"
+    done = kf("index", "--store", "s3://trust/p", "--out", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert index_pages(out) == expected
+
+    (out / "simple" / "img2grey" / "index.html").unlink()  # a page of the index-out folder gone
+    done = kf("index", "--store", "s3://trust/p", "--out", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert ": 1 written," in summary(done)
+    assert index_pages(out) == expected
+
+    # another writer of the bucket replaces the catalog object: rows keyed by the records' real ETags
+    catalog = tmp_path / "catalog.sqlite"
+    catalog.write_bytes(s3.get_object(Bucket="trust", Key=f"p/files/{CATALOG_FILE}")["Body"].read())
+    db = sqlite3.connect(catalog)
+    db.execute("UPDATE records SET label = '../../../../x', project = '../../../x' WHERE project = 'img2grey'")
+    db.commit()
+    db.close()
+    s3.put_object(Bucket="trust", Key=f"p/files/{CATALOG_FILE}", Body=catalog.read_bytes())
+    (out / ".index-state.json").unlink()
+    done = kf("index", "--store", "s3://trust/p", "--out", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("warning: ") and line.endswith("; the catalog is not used, rebuilt from the records")
+    assert not (tmp_path.parent / "x").exists() and not (tmp_path / "x").exists()
+    assert index_pages(out) == expected
+    shutil.copytree(local / "files", out / "files", ignore=shutil.ignore_patterns(".*"))
+    assert pip_download(tmp_path, out, f"img2grey==1.1.2+{CPU_LABEL}") == [
+        f"img2grey-1.1.2+{CPU_LABEL}-py3-none-linux_x86_64.whl"]  # fmt: skip
