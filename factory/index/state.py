@@ -128,14 +128,15 @@ def write_state(out: Path, state: State) -> None:
     write_bytes(out / STATE_FILE, json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
 
 
-def page_stat(path: Path) -> tuple[int, int] | None:
+def page_stat(path: str | Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     return st.st_size, st.st_mtime_ns
 
 
 def changed_pages(out: Path, state: State) -> set[str]:
     """The pages of ``state`` that are missing, or whose size or mtime is not the one written (one stat each)."""
-    return {path for path, stat in state.pages.items() if page_stat(out / path) != stat}
+    root = os.fspath(out)
+    return {path for path, stat in state.pages.items() if page_stat(os.path.join(root, path)) != stat}
