@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,8 @@ def pip_download(tmp: Path, root: Path, requirement: str, index: str = "simple")
     return sorted(p.name for p in dest.iterdir())
 
 
-def summary(done: object) -> str:
-    return next(line for line in done.stdout.splitlines() if line.startswith("index:"))  # type: ignore[attr-defined]
+def summary(done: subprocess.CompletedProcess[str]) -> str:
+    return next(line for line in done.stdout.splitlines() if line.startswith("index:"))
 
 
 def test_pages_deleted_or_edited_by_hand_are_written_again(tmp_path: Path) -> None:

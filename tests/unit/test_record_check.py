@@ -170,7 +170,7 @@ def render(recs: list[Record]) -> dict[str, bytes]:
     env = environment(None)
     labels = {r.label: r.backend for r in recs if isinstance(r.label, str)}
     pages: dict[str, bytes] = {}
-    summaries = {}
+    summaries: dict[str, dict[str, object]] = {}
     for project in sorted({canonicalize_name(r.name) for r in recs}):
         made, _labels, summaries[project] = project_pages(
             env, project, [r for r in recs if canonicalize_name(r.name) == project], labels, BASE
