@@ -15,6 +15,7 @@ generation) renders every project again, streaming them from the catalog.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -24,7 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import TMP_PREFIX, discard, named, write_all
+from .. import atomic
+from ..atomic import TMP_PREFIX, Tree
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES, Record
@@ -118,45 +120,24 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
 
 def write_page(path: Path, data: bytes) -> bool:
-    """Write one page atomically unless it already holds ``data``; True if written.
-
-    Pages are renamed into place (readers never see half a page) but not fsynced one
-    by one: thousands of fsyncs dominate a full build. The state file, written last,
-    records each page's size, so a page torn by a crash is rendered again.
-    """
-    name = os.fspath(path)
-    folder, base = os.path.split(name)
-    try:
-        if os.stat(name).st_size == len(data):
-            with open(name, "rb") as f:
-                if f.read() == data:
-                    return False
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f"{TMP_PREFIX}{os.getpid()}-{base}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            write_all(fd, data)
-            os.fchmod(fd, 0o644)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name)
-    except BaseException as exc:
-        discard(tmp)
-        named(exc, path, tmp)  # the page, not its temporary name
-        raise
-    return True
+    """Write one page atomically unless it already holds ``data``; True if written (factory/atomic.py
+    ``write_page``: a random temporary name, renamed into place, not fsynced one by one; the state file, written
+    last, records each page's size and mtime, so a page torn by a crash is rendered again). The index itself writes
+    through a ``Tree`` of its root, which refuses folders that are links."""
+    os.makedirs(path.parent, exist_ok=True)
+    return atomic.write_page(os.fspath(path), data)
 
 
-def remove_stale(out: Path, keep: Iterable[str]) -> int:
-    """Remove pages under simple/ and variants/ that are not in ``keep``, and folders left empty."""
+def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:
+    """Remove pages under simple/ and variants/ that are not in ``keep``, and folders left empty; never through a
+    link (a top folder that is one is refused; links below are not walked into)."""
     keep_set = set(keep)
     removed = 0
+    tree = Tree(out) if tree is None else tree
     for top in PAGE_DIRS:
-        root = out / top
-        if not root.is_dir():
+        if tree.checked(top) is None:
             continue
+        root = out / top
         for dirpath, _dirs, files in os.walk(root, topdown=False):
             for name in files:
                 rel = Path(dirpath, name).relative_to(out).as_posix()
@@ -168,24 +149,12 @@ def remove_stale(out: Path, keep: Iterable[str]) -> int:
     return removed
 
 
-def _remove(path: Path) -> int:
-    """Remove one page and its folder if that is left empty; 1 if the page was there."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return 0
-    try:
-        path.parent.rmdir()
-    except OSError:
-        pass
-    return 1
-
-
 class _Writer:
     """Writes pages whose bytes differ, counting them, and keeps each page's size and mtime as written."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
+        self.tree = Tree(out)  # never writes or removes through a folder that is a link
         self.written = 0
         self.removed = 0
         self.stats: dict[str, tuple[int, int]] = {}
@@ -193,9 +162,8 @@ class _Writer:
     def write(self, pages: dict[str, bytes]) -> None:
         """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
         for path in sorted(pages, key=lambda p: (p.startswith("projects/"), p)):
-            target = self.out / path
-            self.written += write_page(target, pages[path])
-            stat = page_stat(target)
+            self.written += self.tree.write(path, pages[path])
+            stat = page_stat(os.path.join(self.out, path))
             if stat is not None:
                 self.stats[path] = stat
 
@@ -234,15 +202,19 @@ def _roots(
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
     touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
+    hidden: frozenset[str] = frozenset(),
 ) -> IndexResult:  # fmt: skip
     """Bring the pages in ``out`` up to date with ``catalog``.
 
     ``before`` and ``touched``: the catalog's generation before its last change and the projects that change
     touched; with a state of that generation, only those projects are rendered again, and those of any page
     whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
-    with the disk. A state file that fails its check adds a line to ``warnings`` and is not used.
+    with the disk. A state file that fails its check adds a line to ``warnings`` and is not used. ``hidden``:
+    wheels left out of every page (look-alikes, see ``refuse_lookalikes``).
     """
     fp = fingerprint(templates, base_url)
+    if hidden:  # another set of wheels left out: every page again
+        fp += ":hidden:" + hashlib.sha256("\n".join(sorted(hidden)).encode()).hexdigest()
     generation = catalog.generation()
     state, warning = read_state(out)
     if warning is not None and warnings is not None:
@@ -266,15 +238,18 @@ def build_index(
     wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
     workers = min(os.cpu_count() or 1, 16)
     if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
-        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats)
+        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
+                                           hidden)  # fmt: skip
         seen = set(projects)
     for name, records in catalog.projects(wanted) if not seen else ():
+        if hidden:
+            records = [r for r in records if r.filename not in hidden]
         pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
         writer.write(pages)
         old = projects.get(name)
         if old is not None:
             for path in set(project_paths(name, old["labels"])) - set(pages):
-                writer.removed += _remove(out / path)
+                writer.removed += writer.tree.remove(path)
                 stats.pop(path, None)
         projects[name] = {"labels": in_labels, "summary": summary}
         seen.add(name)
@@ -282,7 +257,7 @@ def build_index(
         old = projects.pop(name, None)
         if old is not None:
             for path in project_paths(name, old["labels"]):
-                writer.removed += _remove(out / path)
+                writer.removed += writer.tree.remove(path)
                 stats.pop(path, None)
     roots_changed = any(owners.get(path, "") is None for path in changed)  # a root or the landing page
     roots, root_paths, landing = _roots(env, projects, labels, base_url, None if roots_changed else shown)
@@ -292,7 +267,7 @@ def build_index(
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
     if not incremental and had_pages:  # an index root that held no pages has none to remove
-        writer.removed += remove_stale(out, keep)
+        writer.removed += remove_stale(out, keep, writer.tree)
     stats.update(writer.stats)
     for path in keep - stats.keys():  # a page unchanged and not written (a full build over an index root)
         stat = page_stat(out / path)
@@ -323,7 +298,7 @@ def _render_chunk(
 
 def _render_parallel(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]],
+    workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]], hidden: frozenset[str] = frozenset(),
 ) -> int:  # fmt: skip
     """Render every project's pages in ``workers`` forked processes; pages written.
 
@@ -336,7 +311,7 @@ def _render_parallel(
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
         env.get_template(name)
     parts = workers * 4
-    everything = list(catalog.projects())
+    everything = [(name, [r for r in records if r.filename not in hidden]) for name, records in catalog.projects()]
     _CHUNKS[:] = [everything[i::parts] for i in range(parts) if everything[i::parts]]
     written = 0
     try:
@@ -389,7 +364,7 @@ def index_with_adoption(
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
     if loc.local is None:
-        count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, warnings)
+        count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, warnings, allow_kernel_names)
         return count, result, adopted
     root = loc.local
     files = root / FILES
@@ -419,12 +394,14 @@ def index_with_adoption(
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
         try:
-            index = build_index(out, catalog, templates, base_url, before, touched, rescan, warnings)
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
+            index = build_index(out, catalog, templates, base_url, before, touched, rescan, warnings, hidden)
         except CatalogDamaged as exc:
             _damaged(exc, warnings)
             catalog.reset()
             refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
-            index = build_index(out, catalog, templates, base_url, None, (), True)
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, None)
+            index = build_index(out, catalog, templates, base_url, None, (), True, None, hidden)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
             for run in runs:
@@ -436,7 +413,7 @@ def index_with_adoption(
 
 def _index_s3(
     url: str, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None, rescan: bool,
-    warnings: list[str] | None,
+    warnings: list[str] | None, allow_kernel_names: bool,
 ) -> tuple[int, IndexResult]:  # fmt: skip
     """``index_with_adoption`` for an ``s3://`` store: its catalog object brought up to date, then the pages."""
     from ..store.s3 import S3Store
@@ -446,17 +423,33 @@ def _index_s3(
     _catalog_note(remote, warnings)
     try:
         try:
+            hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
             return remote.count(), build_index(out, remote, templates, base_url, generation, changed, rescan,
-                                               warnings)  # fmt: skip
+                                               warnings, hidden)  # fmt: skip
         except CatalogDamaged as exc:
             _damaged(exc, warnings)
         remote.close()
         remote, generation, changed = s3.catalog(True, fresh=True)
-        return remote.count(), build_index(out, remote, templates, base_url, None, (), True)
+        hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
+        return remote.count(), build_index(out, remote, templates, base_url, None, (), True, None, hidden)
     finally:
         if damaged is not None:
             damaged.extend(s3.damaged)
         remote.close()
+
+
+def refuse_lookalikes(catalog: Catalog, allow: bool, damaged: list[str] | None) -> frozenset[str]:
+    """The adopted wheels of projects the store holds built kernels of, left out of the index at every run
+    (whichever came first), each named in ``damaged``; none with ``allow`` (``--allow-kernel-names``)."""
+    if allow:
+        return frozenset()
+    found = catalog.lookalikes()
+    if damaged is not None:
+        damaged.extend(f"{wheel}: an adopted wheel of {project!r}, a project this store builds from a kernel, left "
+                       "out of the index (it would sit beside the kernel in every install); remove it from the store, "
+                       "or pass --allow-kernel-names (allow-kernel-names = true) if you mean to list it"
+                       for wheel, project in found)
+    return frozenset(wheel for wheel, _ in found)
 
 
 def run_index(args: IndexArgs) -> int:

@@ -33,6 +33,7 @@ from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
 from packaging.version import InvalidVersion, Version
 
+from ..atomic import atomic_open
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
 from .base import Refs
@@ -231,10 +232,8 @@ class HubSource:
             try:
                 if path.is_file() and path.read_text() == sha:
                     continue
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".tmp-{path.name}")
-                tmp.write_text(sha)
-                os.replace(tmp, path)
+                with atomic_open(path, fsync=False) as f:  # a random temporary name, then a rename
+                    f.write(sha.encode())
             except OSError:
                 return  # a read-only cache only loses offline refs
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..atomic import unique
+from ..atomic import LinkRefused, real_folder, refuse_link, unique
 from ..config import Location
 from ..record import FIELDS, FILES, Record
 from . import check
@@ -325,6 +326,27 @@ class Catalog:
         query = f"SELECT 1 FROM records WHERE project = ? AND {kind} LIMIT 1"
         return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}
 
+    def lookalikes(self) -> list[tuple[str, str]]:
+        """(wheel, project) of every adopted record of a project of which the store holds a built kernel, whichever
+        came first, sorted. Asked once per catalog generation (the answer is kept in the meta table)."""
+        generation = self.generation()
+        kept = self.meta("lookalikes")
+        if kept is not None and kept.startswith(f"{generation}\n"):
+            try:
+                pairs = [(w, p) for w, p in json.loads(kept.partition("\n")[2])]
+            except (TypeError, ValueError, RecursionError):
+                pairs = None
+            if pairs is not None and all(check.plain_wheel(w) and check.project_of(p) == p for w, p in pairs):
+                return pairs
+        kind = f"json_extract(row, '$[{FIELDS.index('kind')}]')"
+        query = (f"SELECT filename, project FROM records WHERE {kind} IS NOT 'kernel' AND project IN "
+                 f"(SELECT project FROM records WHERE {kind} = 'kernel') ORDER BY filename")
+        found = [(str(w), str(p)) for w, p in self.db.execute(query)]
+        if not all(check.plain_wheel(w) and check.project_of(p) == p for w, p in found):
+            raise CatalogDamaged(f"{self.path}: a row's file name or project is not one a record may have")
+        self.put_meta("lookalikes", f"{generation}\n{json.dumps(found)}")
+        return found
+
     def project_names(self) -> list[str]:
         return [name for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
 
@@ -458,8 +480,19 @@ def read_local(
 def local_catalog(root: Path) -> Catalog:
     """The catalog file of a local store folder; in memory where the store cannot be written (read-only)."""
     files = root / FILES
+    real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
     if files.is_dir() and os.access(files, os.W_OK):
-        return Catalog(files / CATALOG_FILE)
+        path = files / CATALOG_FILE
+        try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
+            st = os.lstat(path)
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISLNK(st.st_mode):
+                raise refuse_link(path, "catalog")
+            if not stat.S_ISREG(st.st_mode):
+                raise LinkRefused(f"{path}: not a regular file, where kernel-factory keeps its catalog; remove it")
+        return Catalog(path)
     return Catalog(":memory:")
 
 

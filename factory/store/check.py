@@ -165,7 +165,8 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 # A wheel file name (PEP 427): name-version[-build]-python-abi-platform.whl, no part holding a '-'.
-_WHEEL = re.compile(r"([A-Za-z0-9._]+)-([^-]+)(?:-([0-9][^-]*))?-([^-]+)-([^-]+)-([^-]+)\.whl")
+_WHEEL = re.compile(r"([A-Za-z0-9._]+)-([A-Za-z0-9._+!]+)(?:-([0-9][A-Za-z0-9._]*))?-([A-Za-z0-9._]+)-([A-Za-z0-9._]+)"
+                    r"-([A-Za-z0-9._]+)\.whl")
 
 
 @lru_cache(maxsize=1 << 14)
@@ -263,6 +264,11 @@ def check(raw: Any, expected: str) -> Record:
     values = _fields(raw)  # every field but ``extra`` is flat, or a list of strings
     _check_meaning(values, expected)
     return Record(**values)
+
+
+def plain_wheel(filename: Any) -> bool:
+    """Whether ``filename`` is shaped like a wheel file name (PEP 427; no '/', no control character)."""
+    return type(filename) is str and _WHEEL.fullmatch(filename) is not None and plain_text(filename)
 
 
 def project_of(name: str) -> str | None:
