@@ -173,7 +173,11 @@ def _adopt_paths(
     if not ready:
         return [], refused, known
     _durable(batch, [record.filename for record in ready])  # wheels and .metadata on disk before any record
-    done = [(record_key(batch.write(f"{record.filename}.json", record.to_json())), record) for record in ready]
+    done = []
+    for record in ready:
+        name = f"{record.filename}.json"
+        batch.write(name, record.to_json())
+        done.append((record_key(os.stat(os.path.join(files, name))), record))  # its ctime as renamed into place
     _durable(batch)
     return done, refused, known
 
@@ -320,22 +324,22 @@ def _as_built(record: Record, prov: dict[str, Any], wheel: Path) -> Record:
 
 
 def repair_store(store_root: Path) -> tuple[list[str], list[str]]:
-    """Rebuild every damaged or invalid record whose wheel is in the store; (repaired, refused) wheel names."""
+    """Rebuild every damaged, invalid or missing record of a wheel in the store; (repaired, refused) wheel names."""
     files = store_root / FILES
     repaired: list[str] = []
     refused: list[str] = []
     if not files.is_dir():
         return repaired, refused
-    for path in sorted(files.glob("*.whl.json")):
-        wheel = path.name.removesuffix(".json")
-        if path.name.startswith(".") or not (files / wheel).is_file():
-            continue
-        try:
-            with open(path, "rb") as f:
-                record_check.parse(f.read(record_check.MAX_RECORD_BYTES + 1), wheel, str(path))
-            continue
-        except record_check.BadRecord:
-            pass
+    names = {p.name for p in files.iterdir() if not p.name.startswith(".")}
+    for wheel in sorted(n for n in names if n.endswith(".whl") and (files / n).is_file()):
+        path = files / f"{wheel}.json"
+        if path.name in names:  # a record that passes its check stays; one without its wheel is not ours to fix
+            try:
+                with open(path, "rb") as f:
+                    record_check.parse(f.read(record_check.MAX_RECORD_BYTES + 1), wheel, str(path))
+                continue
+            except record_check.BadRecord:
+                pass
         try:
             repair(store_root, wheel)
         except Refused as exc:

@@ -420,7 +420,7 @@ def record_of(
         "license": raw.get("license_expression") or raw.get("license") or None,
     }
     values.update(_variant_fields(filename, version, tags, wheel.provenance, known))
-    return Record.of(values)
+    return Record(**values)
 
 
 def make_record(
