@@ -55,13 +55,10 @@ PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in
 class IndexArgs:
     """``index``: the options' flags and the index's own."""
 
-    flags: Flags
-    out: str | None = None
+    flags: Flags  # --store, --out, --templates, --base-url, --allow-kernel-names among them (config.OPTIONS)
     wheels: tuple[str, ...] = ()
-    templates: str | None = None
     repair: bool = False
     rescan: bool = False  # list and check every record even when files/ looks unchanged
-    base_url: str | None = None
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
 
 
@@ -93,19 +90,19 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
     opts = config.resolve(args.flags)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
-    if args.out and opts.store == Location.parse(config.DEFAULT_STORE):  # no store named: --out alone is the site
-        store = Location.parse(str(Path(args.out).resolve()))
-    out = args.out or opts.index_out or store.local
+    if args.flags.get("index_out") and opts.store == Location.parse(config.DEFAULT_STORE) and opts.index_out:
+        store = Location.parse(opts.index_out)  # no store named: --out alone is the site
+    out = opts.index_out or store.local
     if out is None:
         raise UsageError(f"the store {store} is not a local folder; give the index root with --out DIR")
-    templates = args.templates or opts.templates
+    templates = opts.templates
     if templates is not None and not Path(templates).is_dir():
         raise UsageError(f"--templates {templates}: no such folder; give a folder of templates to override")
     wheels = tuple(Path(w) for w in args.wheels)
     for w in wheels:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
-    base_url = (args.base_url or opts.base_url or DEFAULT_BASE_URL).rstrip("/")
+    base_url = (opts.base_url or DEFAULT_BASE_URL).rstrip("/")
     repair = args.repair
     if repair and not store.is_local:
         raise UsageError(

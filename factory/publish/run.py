@@ -42,7 +42,6 @@ class PublishArgs:
     flags: Flags
     to: str | None = None
     repository: str | None = None
-    simple_url: str | None = None
     dry_run: bool = False
     quiet: bool = False
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
@@ -272,7 +271,7 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
     from .. import config
 
     opts = config.resolve(flags) if opts is None else opts  # defaults -> factory.toml -> environment -> flags
-    store = Location.parse(flags.store or opts.index_out or opts.store.display)  # --store as given
+    store = Location.parse(flags.get("store") or opts.index_out or opts.store.display)  # --store as given
     root = store.local
     if root is None:
         raise UsageError(
@@ -289,7 +288,7 @@ def run_publish(args: PublishArgs) -> int:
 
     opts = config.resolve(args.flags)
     root = store_root(args.flags, opts)
-    simple_url = args.simple_url or opts.simple_url
+    simple_url = opts.simple_url
     dest = open_destination(args.to, opts, simple_url=simple_url, repository=args.repository)
     if dest.same_root(root):
         raise UsageError(f"--to {args.to} is the store folder itself; publish to another folder")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 from pathlib import Path
 
 import pytest
@@ -76,25 +75,8 @@ def test_console_script_takes_argv_as_main_does(
 ) -> None:
     """``run`` (the console script's function) is called with an argument list by some launchers."""
     monkeypatch.chdir(tmp_path)  # no factory.toml here
-    try:
-        assert cli.run(["index", "--out", str(tmp_path)]) == 0  # an empty folder: an empty index
-    finally:
-        gc.unfreeze()  # run() freezes what the process made; this process goes on
+    assert cli.run(["index", "--out", str(tmp_path)]) == 0  # an empty folder: an empty index
     assert "index: 0 wheel(s)" in capsys.readouterr().out
     assert (tmp_path / "simple" / "index.html").is_file()
 
 
-def test_start_up_turns_collection_off_and_back() -> None:
-    """to-wheel and build start with the collector off (pipeline.execute turns it on once the workers forked);
-    the state it found is back when the command ends."""
-    assert gc.isenabled()
-    with cli._start_up():
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with cli._start_up():
-            pass
-        assert not gc.isenabled()  # the state it found
-    finally:
-        gc.enable()
