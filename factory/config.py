@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,27 +19,7 @@ from .errors import ConfigError
 DEFAULT_CONFIG = "factory.toml"
 DEFAULT_STORE = "public"
 DEFAULT_ORGS = ("kernels-community",)
-
-FACTORY_KEYS = {
-    "store",
-    "allow-orgs",
-    "manylinux",
-    "jobs",
-    "accept-higher-policy",
-    "allow-no-digest",
-    "verify-signatures",
-    "index-out",
-    "templates",
-    "base-url",
-    "scratch",
-    "simple-url",
-    "s3-put-args",
-    "cache-control-immutable",
-    "cache-control-pages",
-    "s3-directory-keys",
-    "allow-kernel-names",
-}
-KERNEL_KEYS = {
+KERNEL_KEYS = {  # a [[kernel]] table's keys (the [factory] keys are the options': see OPTIONS)
     "repo",
     "versions",
     "tags",
@@ -51,14 +31,6 @@ KERNEL_KEYS = {
     "allow-no-digest",
     "exclude",
 }
-ENV = {  # environment variable -> [factory] key
-    "KERNEL_FACTORY_STORE": "store",
-    "KERNEL_FACTORY_ALLOW_ORGS": "allow-orgs",
-    "KERNEL_FACTORY_MANYLINUX": "manylinux",
-    "KERNEL_FACTORY_JOBS": "jobs",
-    "KERNEL_FACTORY_SCRATCH": "scratch",
-}
-
 
 @dataclass(frozen=True)
 class Location:
@@ -114,23 +86,15 @@ class Location:
 
 @dataclass(frozen=True)
 class Flags:
-    """The command line's overrides of the options (cli.py fills it; None or empty: not given)."""
+    """The command line's overrides of the options (cli fills it): ``given`` maps an option's name (a field
+    of Options, see OPTIONS) to the value given on the command line, as given; an option not given is absent."""
 
     config: str | None = None  # --config FILE
     default_config: bool = True  # without --config, read ./factory.toml if there (to-wheel: False)
-    store: str | None = None
-    scratch: str | None = None
-    jobs: int | None = None
-    manylinux: str | None = None
-    accept_higher_policy: bool = False
-    allow_no_digest: bool = False
-    verify_signatures: bool = False
-    allow_kernel_names: bool = False
-    s3_put_args: tuple[str, ...] = ()  # KEY=VALUE, as given
-    cache_control_immutable: str | None = None
-    cache_control_pages: str | None = None
-    s3_directory_keys: bool = False
-    allow_orgs: tuple[str, ...] = ()
+    given: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str) -> Any:
+        return self.given.get(name)
 
 
 @dataclass(frozen=True)
@@ -166,6 +130,7 @@ class Options:
     allow_kernel_names: bool = False  # index --wheels may adopt wheels of a kernel's project
     kernels: tuple[KernelSpec, ...] = ()
     s3_put_args: tuple[tuple[str, str], ...] = ()  # every S3 put: ServerSideEncryption, SSEKMSKeyId, ACL, ...
+    allow_s3_put_args: tuple[str, ...] = ()  # risky put args named on the command line (never from a file)
     cache_control_immutable: str = "public, max-age=31536000, immutable"  # wheels and .metadata on S3
     cache_control_pages: str = "public, max-age=300"  # pages, JSON and records on S3
     s3_directory_keys: bool = False  # S3: every .../index.html also at the key .../
@@ -291,38 +256,6 @@ def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return factory, kernels
 
 
-def apply_factory(opts: Options, table: Mapping[str, Any], base: Path, where: str) -> Options:
-    _check_keys(table, FACTORY_KEYS, where)
-    changes: dict[str, Any] = {}
-    for key, value in table.items():
-        w = f"{where}.{key}"
-        if key in ("store", "index-out", "templates", "scratch"):
-            if not isinstance(value, str):
-                raise ConfigError(f"{w}: expected a folder or s3:// URL, got {value!r}")
-            changes[key.replace("-", "_")] = _path(value, base)
-            if key == "store":
-                changes["store"] = Location.parse(changes["store"])
-        elif key == "allow-orgs":
-            changes["allow_orgs"] = tuple(o for v in _str_list(value, w) for o in v.split(",") if o)
-        elif key == "manylinux":
-            changes["manylinux"] = _manylinux(value, w)
-        elif key == "jobs":
-            changes["jobs"] = _int(value, w)
-        elif key == "base-url":
-            changes["base_url"] = str(value).rstrip("/")
-        elif key == "simple-url":
-            if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-                raise ConfigError(f"{w}: expected the endpoint's simple index URL (http(s)://...), got {value!r}")
-            changes["simple_url"] = value
-        elif key == "s3-put-args":
-            changes["s3_put_args"] = _put_args(value, w)
-        elif key.startswith("cache-control-"):
-            changes[key.replace("-", "_")] = _cache_control(value, w)
-        else:
-            changes[key.replace("-", "_")] = _bool(value, w)
-    return replace(opts, **changes)
-
-
 def _cache_control(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip() or any(c in value for c in "\r\n"):
         raise ConfigError(f"{where}: expected a Cache-Control value like 'public, max-age=300', got {value!r}")
@@ -339,6 +272,125 @@ def _put_args(value: Any, where: str) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise ConfigError(f"{where}: expected a table of strings, e.g. {{ ServerSideEncryption = \"aws:kms\" }}")
     return tuple(sorted(value.items()))
+
+
+def _folder(value: Any, where: str, base: Path) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a folder or s3:// URL, got {value!r}")
+    return _path(value, base)
+
+
+def _store(value: Any, where: str, base: Path) -> Location:
+    return Location.parse(_folder(value, where, base))
+
+
+def _orgs(value: Any, where: str, base: Path) -> tuple[str, ...]:
+    return tuple(o for v in _str_list(value, where) for o in v.split(",") if o)
+
+
+def _url(value: Any, where: str, base: Path) -> str:
+    return str(value).rstrip("/")
+
+
+def _simple_url(value: Any, where: str, base: Path) -> str:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}: expected the endpoint's simple index URL (http(s)://...), got {value!r}")
+    return value
+
+
+def _union(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*old, *new)))
+
+
+def _merged(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted({**dict(old), **dict(new)}.items()))
+
+
+Parse = Callable[[Any, str, Path], Any]  # (value, where it came from, the folder relative paths start in)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option, declared once: its Options field, [factory] key, environment variable, flag and help.
+
+    ``commands`` are the subcommands that take the flag; a boolean option's flag comes with a ``--no-`` form.
+    ``merge`` combines a flag's value with the value from the config file (default: the flag replaces it).
+    """
+
+    name: str
+    parse: Parse
+    help: str
+    flag: str | None = None
+    commands: tuple[str, ...] = ()
+    env: str | None = None
+    metavar: str | None = None
+    boolean: bool = False
+    repeat: bool = False  # the flag may be given more than once; its values are parsed as one list
+    merge: Callable[[Any, Any], Any] | None = None
+    config_key: bool = True  # also a [factory] key (``name`` with dashes)
+
+    @property
+    def key(self) -> str:
+        return self.name.replace("_", "-")
+
+
+_BUILD = ("to-wheel", "plan", "build")
+_S3 = ("build", "publish")
+
+OPTIONS: tuple[Option, ...] = (
+    Option("store", _store, "store folder or s3://bucket/prefix (overrides the config; default ./public)",
+           "--store", ("plan", "build", "index", "publish"), env="KERNEL_FACTORY_STORE", metavar="DIR"),
+    Option("allow_orgs", _orgs, "also allow this organisation (repeatable)", "--allow-org", _BUILD,
+           env="KERNEL_FACTORY_ALLOW_ORGS", metavar="ORG", repeat=True, merge=_union),
+    Option("manylinux", lambda v, w, b: _manylinux(v, w), "target manylinux policy, e.g. 2_28 (default)",
+           "--manylinux", _BUILD, env="KERNEL_FACTORY_MANYLINUX", metavar="X_Y"),
+    Option("jobs", lambda v, w, b: _int(v, w), "parallel processes (default: number of cores)", "--jobs", _BUILD,
+           env="KERNEL_FACTORY_JOBS", metavar="N"),
+    Option("accept_higher_policy", lambda v, w, b: _bool(v, w),
+           "publish binaries that need a newer glibc under the policy they really meet", "--accept-higher-policy",
+           _BUILD, boolean=True),
+    Option("allow_no_digest", lambda v, w, b: _bool(v, w), "build variants whose metadata.json has no digest",
+           "--allow-no-digest", ("to-wheel", "build"), boolean=True),
+    Option("verify_signatures", lambda v, w, b: _bool(v, w),
+           "require a valid metadata.json.sigstore bundle (sigstore, through the kernels package)",
+           "--verify-signatures", ("build",), boolean=True),
+    Option("scratch", _folder, "temporary space for fetched variants (default: TMPDIR); wheels are written in the "
+           "store", "--scratch", ("to-wheel", "build"), env="KERNEL_FACTORY_SCRATCH", metavar="DIR"),
+    Option("index_out", _folder, "index root (default: the store folder)", "--out", ("index",), metavar="DIR"),
+    Option("templates", _folder, "templates overriding the shipped ones", "--templates", ("index",), metavar="DIR"),
+    Option("base_url", _url, "where the index will be served, for the landing page's pip commands", "--base-url",
+           ("index",), metavar="URL"),
+    Option("allow_kernel_names", lambda v, w, b: _bool(v, w),
+           "let --wheels adopt wheels whose project is a kernel the store holds", "--allow-kernel-names",
+           ("index",), boolean=True),
+    Option("simple_url", _simple_url, "the upload endpoint's simple index, where not detected (devpi: "
+           "<index>/+simple/)", "--simple-url", ("publish",), metavar="URL"),
+    Option("s3_put_args", lambda v, w, b: _put_args(v, w),
+           "S3: pass to every put, e.g. ServerSideEncryption=aws:kms (repeatable)", "--s3-put-arg", _S3,
+           metavar="KEY=VALUE", repeat=True, merge=_merged),
+    Option("cache_control_immutable", lambda v, w, b: _cache_control(v, w),
+           "S3: Cache-Control of wheels and .metadata (default 'public, max-age=31536000, immutable')",
+           "--cache-control-immutable", _S3, metavar="VALUE"),
+    Option("cache_control_pages", lambda v, w, b: _cache_control(v, w),
+           "S3: Cache-Control of pages, JSON and records (default 'public, max-age=300')", "--cache-control-pages",
+           _S3, metavar="VALUE"),
+    Option("s3_directory_keys", lambda v, w, b: _bool(v, w),
+           "S3: also put each .../index.html at the key .../ (a CDN without index documents)", "--s3-directory-keys",
+           _S3, boolean=True),
+    Option("allow_s3_put_args", lambda v, w, b: tuple(sorted(set(_str_list(v, w)))),
+           "S3: apply a risky put arg anyway (ACL granting public write, WebsiteRedirectLocation, object lock; "
+           "repeatable; flag only)", "--allow-s3-put-arg", _S3, metavar="KEY", repeat=True, config_key=False),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+FACTORY_KEYS = {o.key for o in OPTIONS if o.config_key}
+ENV = {o.env: o for o in OPTIONS if o.env}  # environment variable -> its option
+
+
+def apply_table(opts: Options, table: Mapping[str, Any], base: Path, where: str) -> Options:
+    """A [factory] table (or the environment's values, keyed alike) over ``opts``: each value replaces."""
+    _check_keys(table, FACTORY_KEYS, where)
+    by_key = {o.key: o for o in OPTIONS}
+    return replace(opts, **{by_key[k].name: by_key[k].parse(v, f"{where}.{k}", base) for k, v in table.items()})
 
 
 def find_config(flags: Flags) -> Path | None:
@@ -358,36 +410,21 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
     if path is not None:
         factory, kernels = read_file(path)
         base = path.resolve().parent
-        opts = apply_factory(opts, factory, base, f"{path} [factory]")
+        opts = apply_table(opts, factory, base, f"{path} [factory]")
         specs = tuple(_kernel(k, base, f"{path} [[kernel]] #{i + 1}") for i, k in enumerate(kernels))
         opts = replace(opts, kernels=specs)
-    env_table = {key: env[var] for var, key in ENV.items() if env.get(var)}
-    opts = apply_factory(opts, env_table, Path.cwd(), "environment")
+    env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
+    opts = apply_table(opts, env_table, Path.cwd(), "environment")
     return apply_flags(opts, flags)
 
 
 def apply_flags(opts: Options, flags: Flags) -> Options:
+    """The flags over ``opts``: a flag replaces the value, or merges with it where its option says so."""
     changes: dict[str, Any] = {}
-    if flags.store:
-        changes["store"] = Location.parse(flags.store).resolved(Path.cwd())
-    if flags.scratch:
-        changes["scratch"] = str(Path(flags.scratch).resolve())
-    if flags.jobs is not None:
-        changes["jobs"] = _int(flags.jobs, "--jobs")
-    if flags.manylinux:
-        changes["manylinux"] = _manylinux(flags.manylinux, "--manylinux")
-    for flag in ("accept_higher_policy", "allow_no_digest", "verify_signatures", "allow_kernel_names"):
-        if getattr(flags, flag):
-            changes[flag] = True
-    if flags.s3_put_args:
-        changes["s3_put_args"] = tuple(sorted({**dict(opts.s3_put_args),
-                                               **dict(_put_args(list(flags.s3_put_args), "--s3-put-arg"))}.items()))
-    for flag in ("cache_control_immutable", "cache_control_pages"):
-        value = getattr(flags, flag)
-        if value:
-            changes[flag] = _cache_control(value, "--" + flag.replace("_", "-"))
-    if flags.s3_directory_keys:
-        changes["s3_directory_keys"] = True
-    if flags.allow_orgs:
-        changes["allow_orgs"] = tuple(dict.fromkeys((*opts.allow_orgs, *flags.allow_orgs)))
+    for name, raw in flags.given.items():
+        if raw is None or raw == () or raw == []:
+            continue
+        option = BY_NAME[name]
+        value = option.parse(list(raw) if option.repeat else raw, option.flag or name, Path.cwd())
+        changes[name] = option.merge(getattr(opts, name), value) if option.merge else value
     return replace(opts, **changes)

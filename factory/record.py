@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -80,25 +80,14 @@ class Record:
         return (self.repo_id or self.source or self.name, self.revision, self.variant)
 
     def to_json(self) -> bytes:
-        """The record file's bytes: ``json.dumps(fields, indent=2, sort_keys=True)`` and a newline.
-
-        Written field by field (the indenting encoder is pure Python and slow); the bytes are the same.
-        """
-        values = self.__dict__
-        parts = []
-        for name, key in _SORTED_KEYS:  # a str or None inline: most fields are one of them
-            value = values[name]
-            if type(value) is str:
-                parts.append(key + _JSON_STR(value))
-            elif value is None:
-                parts.append(key + "null")
-            else:
-                parts.append(key + _json_value(value))
-        return ("{\n" + ",\n".join(parts) + "\n}\n").encode()
+        """The record file's bytes: compact JSON, keys sorted, and a newline (records written before were indented;
+        ``from_json`` reads both)."""
+        return (_dumps({name: getattr(self, name) for name in FIELDS}) + "\n").encode()
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Record:
-        """A record from a parsed ``files/<wheel>.json`` (unknown keys ignored, lists made tuples)."""
+        """A record from a parsed ``files/<wheel>.json`` (unknown keys ignored, lists made tuples), unchecked:
+        store/check.py ``check`` is what reads records from a store."""
         values = {k: v for k, v in raw.items() if k in FIELDS}
         for key in _TUPLES:
             if key in values:
@@ -106,68 +95,18 @@ class Record:
         return cls(**values)
 
     @classmethod
-    def of(cls, values: Mapping[str, Any]) -> Record:
-        """``Record(**values)``, made without the constructor: a frozen dataclass's sets each of its fields
-        through ``object.__setattr__``, which costs more than the rest of an adopted wheel's record."""
-        fields = {**_DEFAULTS, **values}
-        if len(fields) != len(FIELDS) or not values.keys() >= _REQUIRED:
-            unknown = sorted(set(values) - set(FIELDS))
-            raise TypeError(f"Record.of: unknown fields {unknown}" if unknown else
-                            f"Record.of: missing fields {sorted(_REQUIRED - values.keys())}")  # fmt: skip
-        if "extra" not in values:
-            fields["extra"] = {}  # a dict of its own, as the default factory gives
-        record: Record = object.__new__(cls)
-        record.__dict__.update(fields)
-        return record
-
-    @classmethod
     def from_json(cls, data: bytes) -> Record:
         return cls.from_dict(json.loads(data))
 
     def to_row(self) -> list[Any]:
-        """Every field's value in field order (the catalog's compact form)."""
-        return list(map(self.__dict__.__getitem__, FIELDS))
-
-    @classmethod
-    def from_row(cls, row: list[Any]) -> Record:
-        """The inverse of ``to_row``, without running the constructor (the row was a valid record)."""
-        record: Record = object.__new__(cls)
-        values = dict(zip(FIELDS, row, strict=True))
-        for key in _TUPLES:
-            values[key] = tuple(values[key])
-        record.__dict__.update(values)
-        return record
+        """Every field's value in field order (the catalog's compact form; store/check.py ``check_row`` reads it
+        back)."""
+        return [getattr(self, name) for name in FIELDS]
 
 
 FIELDS: tuple[str, ...] = tuple(Record.__dataclass_fields__)
-_REQUIRED = frozenset(n for n, f in Record.__dataclass_fields__.items() if f.default is MISSING
-                      and f.default_factory is MISSING)  # fmt: skip
-# every field in field order, with its default (None where it has none: Record.of checks those are given)
-_DEFAULTS = {n: None if f.default is MISSING else f.default for n, f in Record.__dataclass_fields__.items()}
-_SORTED_FIELDS = tuple(sorted(FIELDS))
-_SORTED_KEYS = tuple((name, f'  "{name}": ') for name in _SORTED_FIELDS)  # each field and its line's start
 _TUPLES = ("requires_dist", "archs")
-_JSON_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what json.dumps does to a str
-
-
-def _json_value(value: Any) -> str:
-    """``json.dumps(value)`` as one field of ``to_json``'s object (a non-empty list or dict indented by 2 more)."""
-    kind = type(value)  # str and None: written inline by to_json
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        return int.__repr__(value)
-    if kind is dict and not value:
-        return "{}"
-    if kind is tuple or kind is list:
-        if not value:
-            return "[]"
-        if all(type(v) is str for v in value):
-            return "[\n    " + ",\n    ".join(map(_JSON_STR, value)) + "\n  ]"
-        value = list(value)
-    if isinstance(value, (list, dict)) and value:
-        return json.dumps(value, indent=2, sort_keys=True).replace("\n", "\n  ")
-    return json.dumps(value)
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
 @lru_cache(maxsize=1 << 16)

@@ -3,8 +3,8 @@
 boto3 finds the endpoint (``AWS_ENDPOINT_URL``), region and credentials the
 usual ways. Each object carries its sha256 as ``x-amz-meta-sha256`` (multipart
 ETags are not md5 sums). Here: ``s3://`` URLs and keys, the client, one-line
-errors, the listing, an object's sha256, and uploads with their content types,
-sha256 and headers (``PutOptions``).
+errors, the listing, an object's sha256, the put arguments' checks, and
+uploads with their content types, sha256 and headers (``PutOptions``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import mimetypes
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 
 from .errors import ConfigError, FactoryError, Unreachable, UsageError
 from .record import PEP691_JSON
+from .safe_text import printable, quiet_credentials, redact_url
 
 SHA_KEY = "sha256"  # user metadata key: x-amz-meta-sha256
 MB = 1 << 20
@@ -86,6 +88,7 @@ def make_client() -> Any:
     retries: Any = None if env.get("AWS_MAX_ATTEMPTS") or env.get("AWS_RETRY_MODE") else \
         {"max_attempts": 5, "mode": "standard"}
     config = Config(connect_timeout=10, read_timeout=120, retries=retries, max_pool_connections=32)
+    quiet_credentials()  # botocore's and urllib3's log lines print AWS_ENDPOINT_URL as given
     return boto3.session.Session().client("s3", config=config)
 
 
@@ -100,18 +103,19 @@ def _client_error(exc: BaseException) -> ClientError | None:
 
 def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") -> FactoryError:
     """A boto3/botocore failure -> one Unreachable line naming the problem and the fix (never a secret)."""
+    endpoint = redact_url(endpoint)  # AWS_ENDPOINT_URL may carry a user and password
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return Unreachable(f"no AWS credentials for s3://{bucket}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
     err = _client_error(exc)
     if err is not None:
-        code = str(err.response.get("Error", {}).get("Code", "")) or "error"
+        code = printable(str(err.response.get("Error", {}).get("Code", "")), 100) or "error"  # the server's text
         if code in ("NoSuchBucket", "404", "NotFound"):
             return Unreachable(f"bucket {bucket} does not exist; create it or fix {flag}")
         if code in _AUTH_CODES:
             return Unreachable(f"S3 refused the credentials for s3://{bucket} ({code}: {_AUTH_CODES[code]}); "
                                f"{_CRED_HINT}")
         message = str(err.response.get("Error", {}).get("Message", "")).splitlines()[0:1]
-        detail = f": {message[0]}" if message else ""
+        detail = f": {printable(message[0], 200)}" if message else ""
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code in _BUSY_CODES or (isinstance(status, int) and status >= 500):
             tries = int(err.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)) + 1
@@ -122,7 +126,7 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
     if isinstance(exc, BotoCoreError):
         return Unreachable(f"cannot reach S3 at {endpoint} ({type(exc).__name__}); check AWS_ENDPOINT_URL "
                            "and the network")
-    return Unreachable(f"S3 upload to s3://{bucket} failed: {str(exc).splitlines()[0]}; check {flag}")
+    return Unreachable(f"S3 upload to s3://{bucket} failed: {redact_url(str(exc).splitlines()[0])}; check {flag}")
 
 
 def list_objects(client: Any, bucket: str, prefix: str) -> dict[str, tuple[int, str]]:
@@ -158,19 +162,56 @@ class PutOptions:
 
     @classmethod
     def from_options(cls, opts: Any) -> PutOptions:
-        """From config.Options; an argument boto3 does not take, or one kernel-factory sets itself, is refused."""
+        """From config.Options; an argument boto3 does not take, or one kernel-factory sets itself, is refused, and
+        so is a risky one (``risk``) that ``--allow-s3-put-arg`` does not name."""
         allowed = set(S3Transfer.ALLOWED_UPLOAD_ARGS) - OWN_ARGS
-        for key, _ in opts.s3_put_args:
+        for key, value in opts.s3_put_args:
             if key not in allowed:
                 hint = difflib.get_close_matches(key, sorted(allowed), n=1)
                 own = " (kernel-factory sets it; use cache-control-* for CacheControl)" if key in OWN_ARGS else ""
                 raise ConfigError(f"s3-put-args: {key!r} is not an argument S3 uploads take{own}"
                                   + (f"; did you mean {hint[0]!r}?" if hint else ""))
+            why = risk(key, value)
+            if why is not None and key not in opts.allow_s3_put_args:
+                raise ConfigError(f"s3-put-args: {key}={value!r} {why}; leave it out of s3-put-args, or pass "
+                                  f"--allow-s3-put-arg {key} to apply it anyway")
         return cls(opts.cache_control_immutable, opts.cache_control_pages, tuple(opts.s3_put_args),
                    opts.s3_directory_keys)
 
 
 DEFAULT_PUT = PutOptions()
+_EVERYONE = "acs.amazonaws.com/groups/global/"  # the AllUsers and AuthenticatedUsers grantee groups
+
+
+def risk(key: str, value: str) -> str | None:
+    """What a put arg does to every object, wheels included, when that is more than a header: public write,
+    a redirect away from the index, a lock against deletion; None for the others."""
+    if key == "ACL" and value.strip().lower() == "public-read-write":
+        return "lets anyone overwrite every object (public write)"
+    if key in ("GrantFullControl", "GrantWriteACP") and _EVERYONE in value:
+        return "lets anyone change every object's permissions (a public grant)"
+    if key == "WebsiteRedirectLocation":
+        return "redirects every object (wheels included) to another address"
+    if key == "ObjectLockLegalHoldStatus" and value.strip().upper() == "ON":
+        return "puts every object under a legal hold (it cannot be deleted or replaced until the hold is lifted)"
+    if key in ("ObjectLockMode", "ObjectLockRetainUntilDate"):
+        return "locks every object against deletion for a retention period"
+    return None
+
+
+def notices(url: str, opts: Any) -> list[str]:
+    """The lines that say which put args every object put to ``url`` carries, and which of them build and publish
+    refuse (for ``plan`` and dry runs; empty when there are none)."""
+    args: Sequence[tuple[str, str]] = opts.s3_put_args
+    if not args:
+        return []
+    lines = [f"note: every object put to {url} carries s3-put-args {', '.join(f'{k}={v}' for k, v in args)}"]
+    for key, value in args:
+        why = risk(key, value)
+        if why is not None and key not in opts.allow_s3_put_args:
+            lines.append(f"warning: s3-put-args: {key}={value!r} {why}; build and publish refuse it unless "
+                         f"--allow-s3-put-arg {key} names it")
+    return lines
 
 
 def is_immutable(rel: str) -> bool:

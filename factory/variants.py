@@ -151,16 +151,30 @@ _LABEL = re.compile(r"(?P<fw>torchabi|torch|tvmffi)(?P<major>[0-9])(?P<minor>[0-
 _FW_PREFIX = {"torch": "torch", "torchabi": "torch-stable-abi", "tvmffi": "tvm-ffi"}
 
 
+_MAC_ARCHES = {"arm64": ("aarch64",), "x86_64": ("x86_64",), "intel": ("x86_64",), "universal2": ("x86_64", "aarch64")}
+_WIN_ARCHES = {"win_amd64": "x86_64", "win_arm64": "aarch64"}
+
+
+def tag_platforms(tag: str) -> tuple[tuple[str, str], ...]:
+    """The (arch, os) pairs a wheel platform tag runs on (``manylinux_2_28_x86_64`` -> x86_64, linux;
+    ``macosx_11_0_universal2`` -> both Mac arches); empty for ``any`` and for platforms kernels do not build for.
+    The one mapping of platform tags: the wheel's audit, adoption and ``which`` all use it."""
+    if tag.startswith(("manylinux", "musllinux", "linux_")):
+        return tuple((arch, "linux") for arch in ARCHES if tag.endswith("_" + arch))
+    if tag.startswith("macosx_"):
+        return tuple((arch, "darwin") for arch in _MAC_ARCHES.get(tag.rsplit("_", 1)[-1], ()))
+    if tag in _WIN_ARCHES:
+        return ((_WIN_ARCHES[tag], "windows"),)
+    return ()
+
+
 def _platforms(tags: Iterable[str]) -> list[tuple[str, str]]:
-    """(arch, os) pairs named by wheel platform tags (``manylinux_2_28_x86_64`` -> x86_64, linux)."""
+    """(arch, os) pairs named by wheel platform tags, in tag order, each once."""
     found: list[tuple[str, str]] = []
     for tag in tags:
-        arch = ("x86_64" if tag.endswith(("x86_64", "amd64")) else
-                "aarch64" if tag.endswith(("aarch64", "arm64")) else None)
-        os_ = ("linux" if tag.startswith(("manylinux", "musllinux", "linux")) else
-               "darwin" if tag.startswith("macosx") else "windows" if tag.startswith("win") else None)
-        if arch and os_ and (arch, os_) not in found:
-            found.append((arch, os_))
+        for pair in tag_platforms(tag):
+            if pair not in found:
+                found.append(pair)
     return found
 
 
@@ -201,3 +215,32 @@ def for_label(label: str, platforms: Iterable[str]) -> Target | None:
     (``torch27cu128cxx11`` on ``manylinux_2_28_x86_64`` -> ``torch27-cxx11-cu128-x86_64-linux``).
     """
     return _for_label(label, tuple(sorted(set(platforms))))
+
+
+#: The characters of a local label (``torch27cu128cxx11``): what a record's label may hold at all.
+LABEL_CHARS = re.compile(r"[a-z0-9]{1,64}")
+
+
+@dataclass(frozen=True)
+class LabelParts:
+    """A torch label's parts: ``torch213cu130cxx11`` -> torch, 2.13, cu130, cuda, cxx11."""
+
+    framework: str  # the label's prefix: torch, torchabi, tvmffi
+    torch: str  # "2.13"
+    backend: str  # "cu130"
+    backend_name: str  # "cuda"
+    abi: str | None
+
+
+def parse_label(label: str | None) -> LabelParts | None:
+    """A local label the factory writes -> its parts; None for noarch and unknown labels."""
+    m = _LABEL.fullmatch(label or "")
+    if m is None:
+        return None
+    from kernels.backends import parse_backend
+
+    try:
+        name = parse_backend(m["backend"]).name
+    except ValueError:
+        return None
+    return LabelParts(m["fw"], f"{m['major']}.{m['minor']}", m["backend"], name, m["abi"])

@@ -7,6 +7,11 @@
                                         lay DIR out as a Hub kernel repository (git; tag v1.0.0, branch v1)
     gpu_e2e.py check [--json FILE]      run the installed kernel's ops on the GPU against torch,
                                         eagerly and under torch.compile; exit 1 on a mismatch
+    gpu_e2e.py kernelize [--repo-id ID] [--device cuda]
+                                        kernels' kernelize of a model's SiluAndMul with
+                                        LayerRepository(ID, version=1), the path transformers takes;
+                                        exit 1 unless the kernel's layer replaced the forward and matches
+                                        torch (--device cpu runs it on a CPU kernel, for the tests)
 
 Only ``check`` imports torch's CUDA side; ``variant`` imports torch to read its
 version. The digest here is written independently of factory/digest.py, so the
@@ -103,6 +108,7 @@ def make_repo(so: Path, variant: str, out: Path) -> dict[str, Any]:
     shutil.copyfile(SRC / "README.md", out / "README.md")
     ns = so.name.split(".")[0]
     shutil.copyfile(SRC / "torch-ext" / "__init__.py", vdir / "__init__.py")
+    shutil.copyfile(SRC / "torch-ext" / "layers.py", vdir / "layers.py")
     (vdir / "_ops.py").write_text((COMMON / "_ops.py.in").read_text().replace("@OPS_NAME@", ns))
     shutil.copyfile(COMMON / "compat_init.py", vdir / PKG / "__init__.py")
     shutil.copyfile(so, vdir / so.name)
@@ -244,6 +250,43 @@ def run_checks(device: str = "cuda") -> dict[str, Any]:
     return res
 
 
+def run_kernelize(repo_id: str, device: str = "cuda") -> dict[str, Any]:
+    """kernelize a model whose SiluAndMul forward returns zeros, with the kernel's layer from ``repo_id``."""
+    import torch
+    from kernels import LayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
+    from torch import nn
+
+    @use_kernel_forward_from_hub("SiluAndMul")
+    class SiluAndMul(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.zeros_like(x[..., : x.shape[-1] // 2])  # not the kernel: kernelize must replace it
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.act = SiluAndMul()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out: torch.Tensor = self.act(x)
+            return out
+
+    dev = torch.device(device)
+    repo = LayerRepository(repo_id, layer_name="SiluAndMul", version=MAJOR)
+    with use_kernel_mapping({"SiluAndMul": {dev.type: repo}}, inherit_mapping=False):
+        model = kernelize(MLP().to(dev), mode=Mode.INFERENCE, device=device)
+    gpu = dev.type == "cuda"
+    dtype, tol = (torch.bfloat16, 2.0**-7) if gpu else (torch.float32, 1e-5)
+    x = torch.randn(256, 2 * 1024, device=dev, dtype=dtype, generator=torch.Generator(device=dev).manual_seed(0))
+    d = x.shape[-1] // 2
+    want = (torch.nn.functional.silu(x.float()[..., :d]) * x.float()[..., d:]).to(dtype)
+    got = model(x)
+    err = (got.float() - want.float()).abs()
+    ok = got.shape == want.shape and bool((err <= tol * want.float().abs() + 1e-6).all())
+    name = f"kernelize LayerRepository({repo_id}, layer SiluAndMul, version={MAJOR}) on {device}"
+    return {"check": name, "max_abs_err": float(err.max()), "tol": f"{tol:g} rel", "ok": ok,
+            "layer": f"{type(model.act).forward.__module__}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -256,11 +299,19 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check")
     c.add_argument("--json", type=Path)
     c.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
+    kz = sub.add_parser("kernelize")
+    kz.add_argument("--repo-id", default=f"kernels-community/{NAME}")
+    kz.add_argument("--device", default="cuda")
     ns = p.parse_args(argv)
     if ns.cmd == "variant":
         print(variant_name())
     elif ns.cmd == "ops-id":
         print(ops_id())
+    elif ns.cmd == "kernelize":
+        chk = run_kernelize(ns.repo_id, ns.device)
+        print(f"  {'ok  ' if chk['ok'] else 'FAIL'} {chk['check']}: max abs err {chk['max_abs_err']:.3g} "
+              f"(tol {chk['tol']})")
+        return 0 if chk["ok"] else 1
     elif ns.cmd == "repo":
         meta = make_repo(ns.so, ns.variant, ns.out)
         print(json.dumps({"id": meta["id"], "backend": meta["backend"], "digest": meta["digest"]["files"]}))

@@ -12,7 +12,11 @@
 #      `build` + `index` from a factory.toml;
 #   3. `serve` the index on 127.0.0.1, pip install the pinned wheel into a fresh
 #      venv that sees this machine's torch, run the ops on the GPU against torch,
-#      eagerly and under torch.compile (scripts/gpu_e2e.py check).
+#      eagerly and under torch.compile (scripts/gpu_e2e.py check);
+#   4. `local-kernels --shell --cache DIR` puts the installed wheel in a Hub cache
+#      (KERNELS_CACHE=DIR), then, offline and without LOCAL_KERNELS, kernels'
+#      kernelize swaps a model's SiluAndMul for the kernel's layer through
+#      LayerRepository(version=1) and it runs on the GPU (scripts/gpu_e2e.py kernelize).
 #
 # Run from the repository root:  bash scripts/gpu_e2e.sh      (here first: bash scripts/gpu_e2e.sh prepare)
 # Environment: PYTHON (python3), E2E_WORK (/tmp/gpu-e2e), E2E_VENV (/tmp/e2e-venv),
@@ -284,6 +288,24 @@ note "pip: ${PIP[*]:5}"
 note "  -> $(grep -m1 '^Successfully installed' "$WORK/pip.log")"
 stage_done "venv + pip install"
 
+# The installed wheel into a Hub cache of its own (KERNELS_CACHE), as a user's air-gapped job would: kernelize
+# reads refs/v1 and snapshots/<sha>/ there. kernels and kernel-factory come from PYTHONPATH (/tmp/kf, /tmp/site).
+say "local-kernels --shell --cache (the installed wheel in a Hub cache)"
+KCACHE=$WORK/kernels-cache
+KERNELIZE=0
+if command -v git >/dev/null; then
+  LK=$(HF_HUB_OFFLINE=1 "$VENV/bin/python" -m kernel_factory local-kernels --shell --cache "$KCACHE" \
+    2>"$WORK/local-kernels.log") || { cat "$WORK/local-kernels.log"; fail "local-kernels --shell --cache $KCACHE"; }
+  echo "$LK"
+  while IFS= read -r line; do note "local-kernels: $line"; done <"$WORK/local-kernels.log"
+  eval "$LK"
+  find "$KCACHE" -maxdepth 5 | sort
+  KERNELIZE=1
+else
+  note "kernelize: skipped (no git here: the wheel names no Hub commit, so it has no place in a Hub cache)"
+fi
+stage_done "local-kernels --cache"
+
 if [ "$LOCAL" = 1 ]; then
   env -u PYTHONPATH "$VENV/bin/python" -m pip show -f img2grey-cuda | head -30
   note "GPU checks: skipped (E2E_LOCAL=1)"
@@ -306,4 +328,15 @@ print("median kernel times (ms): " + ", ".join(f"{k} {v}" for k, v in r["bench_m
 EOF
 while IFS= read -r line; do note "$line"; done <"$WORK/check.txt"
 [ "$RC" -eq 0 ] || fail "a GPU result did not match torch"
+
+if [ "$KERNELIZE" = 1 ]; then
+  say "kernelize a layer on the GPU (LayerRepository version=1, HF_HUB_OFFLINE=1, no LOCAL_KERNELS)"
+  (cd /tmp && env -u LOCAL_KERNELS HF_HUB_OFFLINE=1 HF_ENDPOINT=http://127.0.0.1:9 "$VENV/bin/python" \
+    "$ROOT/scripts/gpu_e2e.py" kernelize --repo-id kernels-community/img2grey-cuda) 2>"$WORK/kernelize.err" |
+    tee "$WORK/kernelize.log"
+  RC=${PIPESTATUS[0]}
+  while IFS= read -r line; do note "$line"; done <"$WORK/kernelize.log"
+  [ "$RC" -eq 0 ] || { tail -5 "$WORK/kernelize.err"; fail "kernelize of SiluAndMul on the GPU (exit $RC)"; }
+  stage_done "kernelize (GPU)"
+fi
 finish 0

@@ -22,4 +22,16 @@ PYTHONPATH="$kf" python -m kernel_factory local-kernels --shell > "$KERNELS_ENV_
 # Fail the build, not the first request, when an installed kernel would not load here.
 PYTHONPATH="$kf" python -m kernel_factory local-kernels --check
 rm -rf "$kf"
+
+# 4. The locked path (load_kernel(..., lockfile=...), get_locked_kernel): with a kernels.lock next to this
+#    script (add it to the Dockerfile's COPY line), `kernel-factory download` fills the Hub cache at
+#    $KERNELS_CACHE from the kernel index, as `kernels download .` would from the Hub. It needs
+#    kernel-factory's dependencies, so it runs from a throwaway venv and probes the image's python.
+if [ -f "$here/kernels.lock" ]; then
+    kfenv=$(mktemp -d)
+    python -m venv "$kfenv"
+    "$kfenv/bin/python" -m pip install "kernel-factory==${KERNEL_FACTORY_VERSION}"
+    "$kfenv/bin/kernel-factory" download "$here" --index-url "$KERNEL_INDEX_URL" --python "$(command -v python)"
+    rm -rf "$kfenv"
+fi
 cat "$KERNELS_ENV_FILE"

@@ -15,6 +15,7 @@ generation) renders every project again, streaming them from the catalog.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -24,11 +25,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import TMP_PREFIX, discard, named, write_all, write_bytes
+from .. import atomic
+from ..atomic import TMP_PREFIX, Tree
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..record import FILES
-from ..store.catalog import Catalog, local_catalog, refresh, settled
+from ..record import FILES, Record
+from ..store.catalog import Catalog, CatalogDamaged, Gaps, local_catalog, refresh, settled
 from .pages import (
     DEFAULT_BASE_URL,
     environment,
@@ -39,12 +41,12 @@ from .pages import (
     root_pages,
     root_paths,
 )
+from .state import LANDING, State, changed_pages, page_stat, read_state, write_state
+from .state import STATE_FILE as STATE_FILE
 
 if TYPE_CHECKING:
     import jinja2
 
-STATE_FILE = ".index-state.json"  # in the index root: what the pages show (see the module docstring)
-STATE_SCHEMA = 3
 PAGE_DIRS = ("simple", "variants", "projects")
 PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
 
@@ -53,13 +55,10 @@ PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in
 class IndexArgs:
     """``index``: the options' flags and the index's own."""
 
-    flags: Flags
-    out: str | None = None
+    flags: Flags  # --store, --out, --templates, --base-url, --allow-kernel-names among them (config.OPTIONS)
     wheels: tuple[str, ...] = ()
-    templates: str | None = None
     repair: bool = False
     rescan: bool = False  # list and check every record even when files/ looks unchanged
-    base_url: str | None = None
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
 
 
@@ -91,19 +90,19 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
     opts = config.resolve(args.flags)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
-    if args.out and opts.store == Location.parse(config.DEFAULT_STORE):  # no store named: --out alone is the site
-        store = Location.parse(str(Path(args.out).resolve()))
-    out = args.out or opts.index_out or store.local
+    if args.flags.get("index_out") and opts.store == Location.parse(config.DEFAULT_STORE) and opts.index_out:
+        store = Location.parse(opts.index_out)  # no store named: --out alone is the site
+    out = opts.index_out or store.local
     if out is None:
         raise UsageError(f"the store {store} is not a local folder; give the index root with --out DIR")
-    templates = args.templates or opts.templates
+    templates = opts.templates
     if templates is not None and not Path(templates).is_dir():
         raise UsageError(f"--templates {templates}: no such folder; give a folder of templates to override")
     wheels = tuple(Path(w) for w in args.wheels)
     for w in wheels:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
-    base_url = (args.base_url or opts.base_url or DEFAULT_BASE_URL).rstrip("/")
+    base_url = (opts.base_url or DEFAULT_BASE_URL).rstrip("/")
     repair = args.repair
     if repair and not store.is_local:
         raise UsageError(
@@ -118,45 +117,24 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
 
 def write_page(path: Path, data: bytes) -> bool:
-    """Write one page atomically unless it already holds ``data``; True if written.
-
-    Pages are renamed into place (readers never see half a page) but not fsynced one
-    by one: thousands of fsyncs dominate a full build. The state file, written last,
-    records each page's size, so a page torn by a crash is rendered again.
-    """
-    name = os.fspath(path)
-    folder, base = os.path.split(name)
-    try:
-        if os.stat(name).st_size == len(data):
-            with open(name, "rb") as f:
-                if f.read() == data:
-                    return False
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f"{TMP_PREFIX}{os.getpid()}-{base}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            write_all(fd, data)
-            os.fchmod(fd, 0o644)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name)
-    except BaseException as exc:
-        discard(tmp)
-        named(exc, path, tmp)  # the page, not its temporary name
-        raise
-    return True
+    """Write one page atomically unless it already holds ``data``; True if written (factory/atomic.py
+    ``write_page``: a random temporary name, renamed into place, not fsynced one by one; the state file, written
+    last, records each page's size and mtime, so a page torn by a crash is rendered again). The index itself writes
+    through a ``Tree`` of its root, which refuses folders that are links."""
+    os.makedirs(path.parent, exist_ok=True)
+    return atomic.write_page(os.fspath(path), data)
 
 
-def remove_stale(out: Path, keep: Iterable[str]) -> int:
-    """Remove pages under simple/ and variants/ that are not in ``keep``, and folders left empty."""
+def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:
+    """Remove pages under simple/ and variants/ that are not in ``keep``, and folders left empty; never through a
+    link (a top folder that is one is refused; links below are not walked into)."""
     keep_set = set(keep)
     removed = 0
+    tree = Tree(out) if tree is None else tree
     for top in PAGE_DIRS:
-        root = out / top
-        if not root.is_dir():
+        if tree.checked(top) is None:
             continue
+        root = out / top
         for dirpath, _dirs, files in os.walk(root, topdown=False):
             for name in files:
                 rel = Path(dirpath, name).relative_to(out).as_posix()
@@ -168,41 +146,23 @@ def remove_stale(out: Path, keep: Iterable[str]) -> int:
     return removed
 
 
-def _remove(path: Path) -> int:
-    """Remove one page and its folder if that is left empty; 1 if the page was there."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return 0
-    try:
-        path.parent.rmdir()
-    except OSError:
-        pass
-    return 1
-
-
-def _read_state(out: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((out / STATE_FILE).read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA or not isinstance(data.get("projects"), dict):
-        return None
-    return data
-
-
 class _Writer:
-    """Writes pages whose bytes differ, counting them."""
+    """Writes pages whose bytes differ, counting them, and keeps each page's size and mtime as written."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
+        self.tree = Tree(out)  # never writes or removes through a folder that is a link
         self.written = 0
         self.removed = 0
+        self.stats: dict[str, tuple[int, int]] = {}
 
     def write(self, pages: dict[str, bytes]) -> None:
         """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
         for path in sorted(pages, key=lambda p: (p.startswith("projects/"), p)):
-            self.written += write_page(self.out / path, pages[path])
+            self.written += self.tree.write(path, pages[path])
+            stat = page_stat(os.path.join(self.out, path))
+            if stat is not None:
+                self.stats[path] = stat
 
 
 def _members(projects: dict[str, Any], labels: dict[str, str | None]) -> dict[str | None, list[str]]:
@@ -238,102 +198,129 @@ def _roots(
 
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
-    touched: Iterable[str] = (),
+    touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
+    hidden: frozenset[str] = frozenset(),
 ) -> IndexResult:  # fmt: skip
     """Bring the pages in ``out`` up to date with ``catalog``.
 
     ``before`` and ``touched``: the catalog's generation before its last change and the projects that change
-    touched; with a state of that generation, only those projects are rendered again.
+    touched; with a state of that generation, only those projects are rendered again, and those of any page
+    whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
+    with the disk. A state file that fails its check adds a line to ``warnings`` and is not used. ``hidden``:
+    wheels left out of every page (look-alikes, see ``refuse_lookalikes``).
     """
     fp = fingerprint(templates, base_url)
+    if hidden:  # another set of wheels left out: every page again
+        fp += ":hidden:" + hashlib.sha256("\n".join(sorted(hidden)).encode()).hexdigest()
     generation = catalog.generation()
-    state = _read_state(out)
-    if state is not None and state.get("fingerprint") == fp and state.get("generation") == generation:
-        known = int(state.get("pages", 0))
+    state, warning = read_state(out)
+    if warning is not None and warnings is not None:
+        warnings.append(warning)
+    if rescan or (state is not None and state.fingerprint != fp):
+        state = None
+    changed = changed_pages(out, state) if state is not None else set()
+    if state is not None and state.generation == generation and not changed:
+        known = len(state.pages)
         return IndexResult(known, 0, known, 0)
     env = environment(templates)  # compiled once; the render workers fork with it
     labels = catalog.label_backends()
-    incremental = (
-        state is not None and state.get("fingerprint") == fp and state.get("labels") == labels
-        and before is not None and state.get("generation") == before
-    )  # fmt: skip
-    shown: dict[str, Any] | None = state["projects"] if incremental and state is not None else None
+    incremental = state is not None and state.labels == labels and before is not None and state.generation == before
+    shown: dict[str, Any] | None = state.projects if incremental and state is not None else None
     projects: dict[str, Any] = dict(shown) if shown is not None else {}
+    stats: dict[str, tuple[int, int]] = dict(state.pages) if incremental and state is not None else {}
+    owners = state.owners() if state is not None else {}
     had_pages = any((out / top).exists() for top in PAGE_DIRS)
     writer = _Writer(out)
     seen: set[str] = set()
-    wanted = set(touched) if incremental else None
+    wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
     workers = min(os.cpu_count() or 1, 16)
     if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
-        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects)
+        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
+                                           hidden)  # fmt: skip
         seen = set(projects)
     for name, records in catalog.projects(wanted) if not seen else ():
+        if hidden:
+            records = [r for r in records if r.filename not in hidden]
         pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
         writer.write(pages)
         old = projects.get(name)
         if old is not None:
             for path in set(project_paths(name, old["labels"])) - set(pages):
-                writer.removed += _remove(out / path)
+                writer.removed += writer.tree.remove(path)
+                stats.pop(path, None)
         projects[name] = {"labels": in_labels, "summary": summary}
         seen.add(name)
     for name in (wanted or set()) - seen:  # projects whose last record is gone
         old = projects.pop(name, None)
         if old is not None:
             for path in project_paths(name, old["labels"]):
-                writer.removed += _remove(out / path)
-    roots, root_paths, landing = _roots(env, projects, labels, base_url, shown)
+                writer.removed += writer.tree.remove(path)
+                stats.pop(path, None)
+    roots_changed = any(owners.get(path, "") is None for path in changed)  # a root or the landing page
+    roots, root_paths, landing = _roots(env, projects, labels, base_url, None if roots_changed else shown)
     writer.write(roots)
-    writer.written += write_page(out / "index.html", landing)
-    keep = {"index.html", *root_paths}
+    writer.write({LANDING: landing})
+    keep = {LANDING, *root_paths}
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
     if not incremental and had_pages:  # an index root that held no pages has none to remove
-        writer.removed += remove_stale(out, keep)
+        writer.removed += remove_stale(out, keep, writer.tree)
+    stats.update(writer.stats)
+    for path in keep - stats.keys():  # a page unchanged and not written (a full build over an index root)
+        stat = page_stat(out / path)
+        if stat is not None:
+            stats[path] = stat
     count = len(keep)
-    new_state = {"schema": STATE_SCHEMA, "fingerprint": fp, "generation": generation, "labels": labels,
-                 "pages": count, "projects": projects}  # fmt: skip
-    write_bytes(out / STATE_FILE, json.dumps(new_state, sort_keys=True, separators=(",", ":")).encode())
+    write_state(out, State(fp, generation, labels, projects, {p: stats[p] for p in sorted(keep) if p in stats}))
     return IndexResult(count, writer.written, count - writer.written, writer.removed)
 
 
+_CHUNKS: list[list[tuple[str, list[Record]]]] = []  # a full build's projects, read before its workers fork
+
+
 def _render_chunk(
-    out: Path, catalog_path: str, names: list[str], templates: Path | None, base_url: str,
-    labels: dict[str, str | None],
-) -> tuple[int, dict[str, Any]]:  # fmt: skip
-    """Render the pages of ``names`` (a worker of a full build); (pages written, their state entries)."""
-    catalog = Catalog(catalog_path)
-    try:
-        env = environment(templates)
-        writer = _Writer(out)
-        entries: dict[str, Any] = {}
-        for name, records in catalog.projects(names):
-            pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
-            writer.write(pages)
-            entries[name] = {"labels": in_labels, "summary": summary}
-        return writer.written, entries
-    finally:
-        catalog.close()
+    index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None]
+) -> tuple[int, dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
+    """Render the pages of the projects of ``_CHUNKS[index]`` (a worker of a full build, forked after they were
+    read and checked); (pages written, their state entries, each page's size and mtime)."""
+    env = environment(templates)
+    writer = _Writer(out)
+    entries: dict[str, Any] = {}
+    for name, records in _CHUNKS[index]:
+        pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
+        writer.write(pages)
+        entries[name] = {"labels": in_labels, "summary": summary}
+    return writer.written, entries, writer.stats
 
 
 def _render_parallel(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    workers: int, projects: dict[str, Any],
+    workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]], hidden: frozenset[str] = frozenset(),
 ) -> int:  # fmt: skip
-    """Render every project's pages in ``workers`` processes reading the catalog file; pages written."""
+    """Render every project's pages in ``workers`` forked processes; pages written.
+
+    The projects are read from the catalog (and checked) here, then shared with the workers as the fork gives
+    them (a module global: nothing is pickled but the results)."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     env = environment(templates)
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
         env.get_template(name)
-    names = catalog.project_names()
-    chunks = [names[i :: workers * 4] for i in range(workers * 4) if names[i :: workers * 4]]
+    parts = workers * 4
+    everything = [(name, [r for r in records if r.filename not in hidden]) for name, records in catalog.projects()]
+    _CHUNKS[:] = [everything[i::parts] for i in range(parts) if everything[i::parts]]
     written = 0
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_render_chunk, out, catalog.path, c, templates, base_url, labels) for c in chunks]
-        for future in futures:
-            count, entries = future.result()
-            written += count
-            projects.update(entries)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels) for i in range(len(_CHUNKS))]
+            for future in futures:
+                count, entries, written_stats = future.result()
+                written += count
+                projects.update(entries)
+                stats.update(written_stats)
+    finally:
+        _CHUNKS.clear()
     return written
 
 
@@ -348,40 +335,45 @@ def index_store(
     return count, result
 
 
+def _catalog_note(catalog: Catalog, warnings: list[str] | None) -> None:
+    if catalog.note is not None and warnings is not None:
+        warnings.append(f"warning: {catalog.note}")
+
+
+def _damaged(exc: CatalogDamaged, warnings: list[str] | None) -> None:
+    if warnings is not None:
+        warnings.append(f"warning: {exc}; the catalog is not used, rebuilt from the records")
+
+
 def index_with_adoption(
     store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
     kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
-    rescan: bool = False,
+    rescan: bool = False, warnings: list[str] | None = None,
 ) -> tuple[int, IndexResult, list[tuple[Path, Any]]]:  # fmt: skip
     """Adopt the wheels of ``wheels`` folders (local stores only), sync the catalog, build the index.
 
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
-    left out add one line each to ``damaged``. ``rescan``: list and check every record even when ``files/``
-    looks unchanged (store/catalog.py ``refresh``).
+    left out add one line each to ``damaged``. ``rescan``: read and check every record, and render and compare
+    every page, even when ``files/`` and the pages look unchanged (store/catalog.py ``refresh``). A catalog that
+    holds a row that fails the record checks is rebuilt from the records (one line in ``warnings``).
     """
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
     if loc.local is None:
-        from ..store.s3 import S3Store
-
-        s3 = S3Store(loc.url)
-        remote, generation, changed = s3.catalog()
-        if damaged is not None:
-            damaged.extend(s3.damaged)
-        try:
-            return remote.count(), build_index(out, remote, templates, base_url, generation, changed), adopted
-        finally:
-            remote.close()
+        count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, warnings, allow_kernel_names)
+        return count, result, adopted
     root = loc.local
     files = root / FILES
     if wheels:
         files.mkdir(parents=True, exist_ok=True)
     catalog = local_catalog(root)
+    _catalog_note(catalog, warnings)
     try:
         before = catalog.generation()
         # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
-        listing, touched = refresh(catalog, files, damaged, rescan)
+        gaps = Gaps(os.fspath(files))
+        listing, touched = refresh(catalog, files, damaged, rescan, gaps)
         known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
         count = len(known)
         runs = []
@@ -394,9 +386,19 @@ def index_with_adoption(
             touched |= catalog.apply_rows(run.result.rows, ())
             if listing is not None:
                 listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
+        if damaged is not None:  # a wheel adopted again has its record back: not a gap any more
+            damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        index = build_index(out, catalog, templates, base_url, before, touched)
+        try:
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
+            index = build_index(out, catalog, templates, base_url, before, touched, rescan, warnings, hidden)
+        except CatalogDamaged as exc:
+            _damaged(exc, warnings)
+            catalog.reset()
+            refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, None)
+            index = build_index(out, catalog, templates, base_url, None, (), True, None, hidden)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
             for run in runs:
@@ -404,6 +406,47 @@ def index_with_adoption(
         return catalog.count(), index, adopted
     finally:
         catalog.close()
+
+
+def _index_s3(
+    url: str, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None, rescan: bool,
+    warnings: list[str] | None, allow_kernel_names: bool,
+) -> tuple[int, IndexResult]:  # fmt: skip
+    """``index_with_adoption`` for an ``s3://`` store: its catalog object brought up to date, then the pages."""
+    from ..store.s3 import S3Store
+
+    s3 = S3Store(url)
+    remote, generation, changed = s3.catalog(rescan)
+    _catalog_note(remote, warnings)
+    try:
+        try:
+            hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
+            return remote.count(), build_index(out, remote, templates, base_url, generation, changed, rescan,
+                                               warnings, hidden)  # fmt: skip
+        except CatalogDamaged as exc:
+            _damaged(exc, warnings)
+        remote.close()
+        remote, generation, changed = s3.catalog(True, fresh=True)
+        hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
+        return remote.count(), build_index(out, remote, templates, base_url, None, (), True, None, hidden)
+    finally:
+        if damaged is not None:
+            damaged.extend(s3.damaged)
+        remote.close()
+
+
+def refuse_lookalikes(catalog: Catalog, allow: bool, damaged: list[str] | None) -> frozenset[str]:
+    """The adopted wheels of projects the store holds built kernels of, left out of the index at every run
+    (whichever came first), each named in ``damaged``; none with ``allow`` (``--allow-kernel-names``)."""
+    if allow:
+        return frozenset()
+    found = catalog.lookalikes()
+    if damaged is not None:
+        damaged.extend(f"{wheel}: an adopted wheel of {project!r}, a project this store builds from a kernel, left "
+                       "out of the index (it would sit beside the kernel in every install); remove it from the store, "
+                       "or pass --allow-kernel-names (allow-kernel-names = true) if you mean to list it"
+                       for wheel, project in found)
+    return frozenset(wheel for wheel, _ in found)
 
 
 def run_index(args: IndexArgs) -> int:
@@ -437,10 +480,13 @@ def _run_index(opts: IndexOptions) -> int:
     if opts.wheels and opts.store.local is None:
         raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
     damaged: list[str] = []
+    warnings: list[str] = []
     count, index, results = index_with_adoption(
         opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names, damaged,
-        opts.allow_kernel_names, opts.rescan,
+        opts.allow_kernel_names, opts.rescan, warnings,
     )  # fmt: skip
+    for line in warnings:
+        print(line, file=sys.stderr)
     for folder, result in results:
         refused += len(result.refused)
         adopted += result.adopted

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
+from ..errors import ConfigError
 from ..record import Record, version_key
 from . import landing as index_landing
 from . import selector as index_selector
@@ -78,25 +80,52 @@ def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> d
 @lru_cache(maxsize=8)
 def environment(templates: Path | None) -> jinja2.Environment:
     """The shipped templates, in a plain environment; with a user's ``templates`` folder, that folder first (any
-    name may be overridden) then the shipped ones, in jinja2's sandbox (index/sandbox.py). Autoescape on.
+    name may be overridden) then the shipped ones, in jinja2's sandbox (``_user_templates``). Autoescape on.
 
     One environment per templates folder and process, so each template is compiled once (the render workers
     fork with the ones compiled before)."""
     import jinja2  # only when pages are rendered: a run with nothing to render does not load it
 
+    loaders: list[jinja2.BaseLoader] = []
+    if templates is not None:
+        loaders.append(jinja2.FileSystemLoader(str(templates)))
+    loaders.append(jinja2.FileSystemLoader(str(TEMPLATES)))
+    # A templates folder is someone's input, not code: its templates render in jinja2's sandbox (no attributes
+    # starting with '_', no unsafe calls), and a template it refuses is one line naming the template (exit 2).
     options: dict[str, Any] = {
-        "autoescape": True, "keep_trailing_newline": True, "trim_blocks": True, "lstrip_blocks": True,
-        "undefined": jinja2.StrictUndefined,
+        "loader": jinja2.ChoiceLoader(loaders), "undefined": jinja2.StrictUndefined, "autoescape": True,
+        "keep_trailing_newline": True, "trim_blocks": True, "lstrip_blocks": True,
     }  # fmt: skip
-    shipped = jinja2.FileSystemLoader(str(TEMPLATES))
     if templates is None:
-        return jinja2.Environment(loader=shipped, **options)
-    from .sandbox import UserEnvironment
-
-    env = UserEnvironment(templates, shipped, **options)
-    for name in TEMPLATE_NAMES:  # a syntax error in the folder stops the run before it writes a page
-        env.get_template(name)
+        return jinja2.Environment(**options)
+    env = _user_templates(templates)(**options)
+    for path in sorted(templates.glob("*.html")):  # a syntax error is found before any page is written
+        env.get_template(path.name)
     return env
+
+
+def _user_templates(folder: Path) -> type[jinja2.Environment]:
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
+    class UserTemplates(SandboxedEnvironment):
+        def handle_exception(self, source: str | None = None) -> NoReturn:
+            exc = sys.exc_info()[1]
+            if isinstance(exc, jinja2.TemplateError):
+                name, line = getattr(exc, "name", None), getattr(exc, "lineno", None)
+                tb = exc.__traceback__
+                while tb is not None:  # at render time: the innermost template frame says where
+                    template = tb.tb_frame.f_globals.get("__jinja_template__")
+                    if template is not None:
+                        name, line = template.name, template.get_corresponding_lineno(tb.tb_lineno)
+                    tb = tb.tb_next
+                where = f"{folder}/{name}" if name else str(folder)
+                raise ConfigError(f"templates {where}{f' line {line}' if line else ''}: "
+                                  f"{str(exc.message or exc).rstrip('.')}; fix the template (templates render in "
+                                  "jinja2's sandbox)") from None
+            super().handle_exception(source)
+
+    return UserTemplates
 
 
 def fingerprint(templates: Path | None, base_url: str) -> str:

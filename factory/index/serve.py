@@ -7,6 +7,7 @@ Directory URLs answer with ``index.json`` when the client asks for
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from functools import partial
@@ -14,6 +15,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..atomic import private
 from ..config import DEFAULT_STORE
 from ..errors import UsageError
 from ..record import PEP691_JSON
@@ -58,14 +60,46 @@ class IndexHandler(SimpleHTTPRequestHandler):
 
     def send_head(self) -> Any:
         path = Path(self.translate_path(self.path))
+        if not self._servable(path):  # the tool's own files, hidden names and links: as if not there
+            self.send_error(404, "File not found")
+            return None
         if path.is_dir() and self.path.split("?", 1)[0].endswith("/"):
             json_page = path / "index.json"
-            if wants_json(self.headers.get("Accept")) and json_page.is_file():
+            if wants_json(self.headers.get("Accept")) and self._servable(json_page):
                 return self._send_file(json_page, PEP691_JSON)
             html_page = path / "index.html"
-            if html_page.is_file():
+            if self._servable(html_page):
                 return self._send_file(html_page, "text/html; charset=utf-8")
+            self.send_error(404, "File not found")  # never the base class's index.html (it follows links)
+            return None
         return super().send_head()
+
+    def _servable(self, path: Path) -> bool:
+        """Whether ``path`` is a regular file or folder inside the root reached through no link, and no part of it
+        below the root is private (atomic.py ``private``: the lock, catalog, index state, temporary files)."""
+        root = os.path.abspath(self.directory)
+        rel = os.path.relpath(os.path.abspath(path), root)
+        if rel == ".":
+            return True
+        if rel.startswith(".."):
+            return False
+        where = root
+        for part in rel.split(os.sep):
+            if private(part):
+                return False
+            where = os.path.join(where, part)
+            try:
+                st = os.lstat(where)
+            except OSError:
+                return False
+            if not (stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and where == os.path.join(root, rel))):
+                return False  # a link, a FIFO, or a file that is not the last part
+        return True
+
+    def list_directory(self, path: str | os.PathLike[str]) -> Any:
+        """No listings: an index root is served by its pages (and a listing would name private files)."""
+        self.send_error(404, "File not found")
+        return None
 
     def _send_file(self, path: Path, content_type: str) -> Any:
         f = open(path, "rb")  # noqa: SIM115 - the base class closes it after copyfile

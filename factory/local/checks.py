@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.metadata as im
 import platform
-from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -18,33 +17,14 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import UnknownVariant
 from ..variants import Target, parse
+from .environment import Environment, from_facts, label_or_none, machine
+from .facts import collect
 from .installed import InstalledKernel
+
+__all__ = ["Environment", "check_kernel", "detect_environment", "installed_version", "main_label"]
 
 # Requirements the variant check covers with a better message.
 FRAMEWORK_DISTS = ("torch", "apache-tvm-ffi")
-
-
-@dataclass(frozen=True)
-class Environment:
-    """What this interpreter offers a kernel."""
-
-    os: str  # linux, darwin, windows
-    arch: str  # x86_64, aarch64
-    torch: str | None = None  # installed torch version
-    cuda: str | None = None  # torch.version.cuda
-    hip: str | None = None  # torch.version.hip
-    xpu: bool = False
-    mps: bool = False
-    cxx11_abi: bool | None = None
-    torch_error: str | None = None  # torch is installed but does not import
-    tvm_ffi: str | None = None  # installed apache-tvm-ffi version
-
-
-def _machine() -> tuple[str, str]:
-    os_name = platform.system().lower()
-    arch = platform.machine().lower()
-    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
-    return os_name, arch
 
 
 def installed_version(name: str, path: list[str] | None) -> str | None:
@@ -57,48 +37,19 @@ def installed_version(name: str, path: list[str] | None) -> str | None:
 
 
 def detect_environment(path: list[str] | None = None, *, import_torch: bool = True) -> Environment:
-    """This machine and the torch on ``path``; imports torch only when ``import_torch``."""
-    os_name, arch = _machine()
+    """This machine and the torch on ``path`` (facts.py's facts, collected in this interpreter); imports torch
+    only when ``import_torch``."""
     torch_version = installed_version("torch", path)
     tvm = installed_version("apache-tvm-ffi", path)
     if torch_version is None or not import_torch:
+        arch, os_name = machine(platform.machine(), platform.system())
         return Environment(os=os_name, arch=arch, torch=torch_version, tvm_ffi=tvm)
-    try:
-        import torch
-    except Exception as exc:  # a broken install raises anything
-        first = (str(exc).splitlines() or [""])[0]
-        return Environment(os_name, arch, torch_version, torch_error=f"{type(exc).__name__}: {first}", tvm_ffi=tvm)
-    xpu = getattr(torch.version, "xpu", None)
-    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
-    abi = bool(torch.compiled_with_cxx11_abi()) if os_name == "linux" else None
-    return Environment(
-        os_name, arch, torch_version, torch.version.cuda, torch.version.hip, xpu is not None, mps, abi, tvm_ffi=tvm
-    )
+    return from_facts(collect(), torch_version=torch_version, tvm_ffi=tvm)
 
 
 def main_label(env: Environment) -> str | None:
     """The local label of the variant index that fits this torch (``torch213cpucxx11``), if known."""
-    if env.torch is None:
-        return None
-    try:
-        v = Version(env.torch)
-    except InvalidVersion:
-        return None
-    if env.cuda:
-        cv = Version(env.cuda)
-        backend = f"cu{cv.major}{cv.minor}"
-    elif env.hip:
-        hv = Version(env.hip.split("-")[0])
-        backend = f"rocm{hv.major}{hv.minor}"
-    elif env.xpu:
-        return None
-    else:
-        backend = "metal" if env.mps else "cpu"
-    abi = "" if env.os != "linux" else ("-cxx11" if env.cxx11_abi in (True, None) else "-cxx98")
-    try:
-        return parse(f"torch{v.major}{v.minor}{abi}-{backend}-{env.arch}-{env.os}").label
-    except Exception:  # kernels missing, or a combination kernels does not define
-        return None
+    return label_or_none(env)
 
 
 def _target(variant: str | None) -> tuple[Target | None, str | None]:

@@ -21,6 +21,8 @@ class InstalledKernel:
     metadata: dict[str, Any] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()  # why LOCAL_KERNELS cannot point at it at all
+    revision: str | None = None  # the commit it was built from (provenance), a sha for a Hub build
+    ref: str | None = None  # the branch or tag that named that commit (provenance)
 
     @property
     def title(self) -> str:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import importlib.metadata as im
 import json
+import os
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,9 @@ from packaging.utils import canonicalize_name
 from ..errors import EXIT_OK, EXIT_REFUSED
 from ..record import PROVENANCE, read_provenance
 from ..verify import metadata as kernelmeta
+from . import loaders
 from .checks import Environment, check_kernel, detect_environment, installed_version
+from .hubcache import cache_root
 from .installed import InstalledKernel
 
 # metadata.json fields that kernels 0.17 refuses to load without.
@@ -110,8 +114,11 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
             "rebuild the wheel with a repo-id without them"
         )
     variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
+    revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
+    ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
     return InstalledKernel(
-        dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems)
+        dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
+        revision, ref,
     )
 
 
@@ -172,8 +179,12 @@ def report(
     env: Environment | None = None,
     has_kernels_lib: bool = True,
     path: list[str] | None = None,
+    loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
+    every_path: bool = False,
 ) -> tuple[list[str], list[str], int]:
-    """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``."""
+    """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``. ``loading_paths``
+    (kernel, LOCAL_KERNELS value in effect) -> what each kernels loading path does for a loadable kernel;
+    with ``every_path`` a path that would not load makes the exit code 3 too."""
     keep, left = usable(kernels)
     value = local_kernels_value(keep)
     out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
@@ -191,6 +202,7 @@ def report(
     provided = {k.key for k in keep}
     shadowed = {id(k): why for k, why in left if not k.problems}
     loading = 0
+    paths_fail = False
     for k in kernels:
         reasons = [shadowed[id(k)]] if id(k) in shadowed else []
         reasons += check_kernel(k, env, provided, path) if env else []
@@ -199,29 +211,50 @@ def report(
         else:
             loading += 1
             lines.append(f"{k.title}: would load from {k.folder}")
+            for lp in loading_paths(k, value) if loading_paths else []:
+                lines.append(lp.line())
+                paths_fail |= every_path and not lp.ok
     if kernels:
         lines.append(f"{loading if has_kernels_lib else 0} of {len(kernels)} installed kernels would load")
     (err if shell else out).extend(lines)
-    ok = has_kernels_lib and loading == len(kernels)
+    ok = has_kernels_lib and loading == len(kernels) and not paths_fail
     return out, err, EXIT_OK if ok else EXIT_REFUSED
 
 
 @dataclass(frozen=True)
 class LocalKernelsArgs:
-    """``local-kernels``: ``shell``: an export line; ``check``: what would load, and why not."""
+    """``local-kernels``: ``shell``: an export line; ``check``: what would load, and why not; ``cache``: also
+    write the installed kernels into the Hub cache ("": the one kernels reads now; a folder: that one, which
+    ``--shell`` then exports as KERNELS_CACHE)."""
 
     shell: bool = False
     check: bool = False
+    cache: str | None = None
 
 
 def run_local_kernels(args: LocalKernelsArgs) -> int:
-    """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not."""
+    """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not;
+    with ``--cache``, first place the installed kernels in the Hub cache."""
     kernels = find_kernels()
     env = detect_environment() if args.check and kernels else None  # imports torch: only when needed
     has_lib = installed_version("kernels", None) is not None
-    out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib)
+    root = Path(args.cache).absolute() if args.cache else cache_root(os.environ)
+    placed: list[str] = []
+    notes: list[str] = []
+    if args.cache is not None:
+        placed, notes = loaders.install(root, usable(kernels)[0])
+    environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
+
+    def loading_paths(k: InstalledKernel, value: str) -> list[loaders.LoadPath]:
+        return loaders.paths(k, root, dict(environ, LOCAL_KERNELS=value) if args.shell else environ)
+
+    out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib,
+                            loading_paths=loading_paths if args.check else None, every_path=args.cache is not None)
+    if args.shell and args.cache:
+        out.append(f"export KERNELS_CACHE={shlex.quote(str(root))}")
     for line in out:
         print(line)
-    for line in err:
+    for line in [*(f"in the Hub cache: {line}" for line in placed), *notes, *err]:
         print(line, file=sys.stderr)
-    return code
+    refused = any(n.startswith("not in the Hub cache: ") for n in notes)
+    return EXIT_REFUSED if refused and code == EXIT_OK else code

@@ -12,70 +12,21 @@ first.
 from __future__ import annotations
 
 import json
-import re
 import shlex
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit
 
-from packaging.tags import Tag
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..errors import EXIT_OK, EXIT_REFUSED, Unreachable, UsageError
-from ..record import PEP691_JSON
+from .. import simple
+from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ..safe_text import printable
+from ..simple import Wheel
+from ..variants import LabelParts, parse_label, tag_platforms
 from .probe import Environment, probe, resolve_python
 
-ACCEPT = f"{PEP691_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-_BACKENDS = r"(cu\d+|rocm\d+|xpu\d+|cann\d+|cpu|metal|neuron|tpu)"
-_LABEL = re.compile(r"(torch|torchabi|tvmffi)(\d)(\d+)" + _BACKENDS + r"(cxx11|cxx98)?")
-_MAC_ARCH = {"aarch64": ("_arm64", "_universal2"), "x86_64": ("_x86_64", "_universal2", "_intel")}
-_WIN = {"x86_64": "win_amd64", "aarch64": "win_arm64"}
-
-
-@dataclass(frozen=True)
-class Wheel:
-    filename: str
-    url: str
-    version: Version
-    tags: frozenset[Tag]
-    yanked: bool
-
-    @property
-    def label(self) -> str | None:
-        return self.version.local
-
-    @property
-    def platform(self) -> str:
-        plats = sorted({t.platform for t in self.tags})
-        return "any" if plats == ["any"] else " ".join(plats)
-
-
-@dataclass(frozen=True)
-class LabelParts:
-    framework: str
-    torch: str  # "2.13"
-    backend: str  # "cu130"
-    backend_name: str  # "cuda"
-    abi: str | None
-
-
-def parse_label(label: str | None) -> LabelParts | None:
-    """A local label the factory writes (torch213cu130cxx11) -> its parts; None for noarch and unknown labels."""
-    m = _LABEL.fullmatch(label or "")
-    if m is None:
-        return None
-    from kernels.backends import parse_backend
-
-    try:
-        name = parse_backend(m.group(4)).name
-    except ValueError:
-        return None
-    return LabelParts(m.group(1), f"{m.group(2)}.{m.group(3)}", m.group(4), name, m.group(5))
+__all__ = ["LabelParts", "Wheel", "choose", "candidates", "commands", "fits_platform", "nearest", "parse_label"]
 
 
 def backend_tag(env: Environment) -> str:
@@ -84,85 +35,21 @@ def backend_tag(env: Environment) -> str:
 
 
 def fits_platform(wheel: Wheel, env: Environment) -> bool:
-    for tag in wheel.tags:
-        p = tag.platform
-        if p == "any":
-            return True
-        if env.os == "linux" and p.startswith(("manylinux", "musllinux", "linux_")) and p.endswith("_" + env.arch):
-            return True
-        if env.os == "darwin" and p.startswith("macosx_") and p.endswith(_MAC_ARCH.get(env.arch, ())):
-            return True
-        if env.os == "windows" and p == _WIN.get(env.arch):
-            return True
-    return False
+    return any(t.platform == "any" or (env.arch, env.os) in tag_platforms(t.platform) for t in wheel.tags)
 
 
-# -- reading an index ------------------------------------------------------------------------------------------
-
-
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[tuple[str, bool]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        if tag == "a" and a.get("href"):
-            self.links.append((str(a["href"]), "data-yanked" in a))
-
-
-def _fetch(url: str) -> tuple[bytes, str] | None:
-    """(body, content type) of ``url``; None for 404; Unreachable when the index cannot be read."""
-    if url.startswith("file://") or "://" not in url:
-        folder = Path(unquote(urlsplit(url).path) if url.startswith("file://") else url)
-        page = folder / "index.json"
-        return (page.read_bytes(), PEP691_JSON) if page.is_file() else None
-    req = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": "kernel-factory-which"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.read(), str(resp.headers.get("Content-Type", ""))
-    except urllib.error.HTTPError as exc:
-        if exc.code in (404, 410):
-            return None
-        raise Unreachable(f"--index-url: {url} answered HTTP {exc.code}; check the URL and credentials") from None
-    except (OSError, ValueError) as exc:
-        raise Unreachable(f"--index-url: cannot read {url} ({exc}); check the URL and that the index is served"
-                          ) from None
-
-
-def read_project(url: str) -> list[Wheel] | None:
-    """The wheels on one project page (PEP 691 JSON or PEP 503 HTML); None if the page does not exist."""
-    got = _fetch(url)
-    if got is None:
-        return None
-    body, ctype = got
-    links: list[tuple[str, str, bool]] = []  # (filename, absolute url, yanked)
-    if "json" in ctype:
-        try:
-            data = json.loads(body)
-            for f in data.get("files", []):
-                links.append((str(f["filename"]), urljoin(url, str(f["url"])), bool(f.get("yanked"))))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise Unreachable(f"--index-url: {url} is not a PEP 691 project page") from None
-    else:
-        parser = _Links()
-        parser.feed(body.decode("utf-8", errors="replace"))
-        for href, yanked in parser.links:
-            absolute = urljoin(url, href)
-            links.append((unquote(urlsplit(absolute).path.rsplit("/", 1)[-1]), absolute, yanked))
-    wheels = []
-    for filename, link, yanked in links:
-        if not filename.endswith(".whl"):
-            continue
-        try:
-            _, version, _, tags = parse_wheel_filename(filename)
-        except InvalidWheelFilename:
-            continue
-        wheels.append(Wheel(filename, link.split("#", 1)[0], version, tags, yanked))
-    return wheels
+def read_project(url: str, session: Any = None) -> list[Wheel] | None:
+    """The wheels on one project page (PEP 691 JSON or PEP 503 HTML); None if the page does not exist.
+    Refused (exit 3) when the page lists a name that is not a valid wheel file name."""
+    links = simple.project_page(url, url.rstrip("/").rsplit("/", 1)[-1], session or simple.session())
+    return None if links is None else simple.wheels(links, url)
 
 
 # -- choosing -------------------------------------------------------------------------------------------------
+
+
+class NoProject(UsageError):
+    """The index has no page for the project."""
 
 
 @dataclass(frozen=True)
@@ -171,20 +58,31 @@ class Choice:
     root: str  # the index root URL the commands use
 
 
-def choose(url: str, project: str, env: Environment) -> tuple[Choice | None, list[Wheel]]:
-    """The newest fitting wheel (variant root first, then universal/noarch in the combined root), and every wheel."""
+def candidates(url: str, project: str, env: Environment, session: Any = None, *, yanked: bool = False
+               ) -> tuple[list[Choice], list[Wheel]]:
+    """Every fitting wheel, best first (the variant root's, newest first, then universal/noarch ones of the
+    combined root; yanked ones only with ``yanked``, as pip takes them for an exact pin), and every wheel of the
+    project; UsageError when the index has no such project."""
+    session = session or simple.session()
     variant_root = f"{url}/variants/{env.label}/simple"
-    own = read_project(f"{variant_root}/{project}/") or []
-    fitting = [w for w in own if not w.yanked and fits_platform(w, env)]
-    if fitting:
-        return Choice(max(fitting, key=lambda w: (w.version, w.filename)), variant_root), own
-    combined = read_project(f"{url}/simple/{project}/")
+    own = read_project(f"{variant_root}/{project}/", session) or []
+    newest = sorted((w for w in own if (yanked or not w.yanked) and fits_platform(w, env)),
+                    key=lambda w: (w.version, w.filename), reverse=True)
+    combined = read_project(f"{url}/simple/{project}/", session)
     if combined is None:
-        raise UsageError(f"--kernel {project}: no such project at {url}/simple/; check the name and --index-url")
-    generic = [w for w in combined if not w.yanked and w.label in (None, env.backend) and fits_platform(w, env)]
-    if generic:
-        return Choice(max(generic, key=lambda w: (w.version, w.filename)), f"{url}/simple"), combined
-    return None, combined
+        raise NoProject(f"--kernel {project}: no such project at {url}/simple/; check the name and --index-url")
+    generic = sorted((w for w in combined if (yanked or not w.yanked) and w.label in (None, env.backend) and
+                      fits_platform(w, env)), key=lambda w: (w.version, w.filename), reverse=True)
+    seen = {w.filename for w in newest}
+    found = [Choice(w, variant_root) for w in newest]
+    found += [Choice(w, f"{url}/simple") for w in generic if w.filename not in seen]
+    return found, combined
+
+
+def choose(url: str, project: str, env: Environment, session: Any = None) -> tuple[Choice | None, list[Wheel]]:
+    """The newest fitting wheel (variant root first, then universal/noarch in the combined root), and every wheel."""
+    found, every = candidates(url, project, env, session)
+    return (found[0] if found else None), every
 
 
 def nearest(wheels: list[Wheel], env: Environment) -> list[dict[str, Any]]:
@@ -217,6 +115,12 @@ def nearest(wheels: list[Wheel], env: Environment) -> list[dict[str, Any]]:
         out.append({"label": label or None, "platform": plat, "what": why, "versions": versions,
                     "root": f"variants/{label}/simple/" if parts else "simple/"})
     return out
+
+
+def build_lines(builds: list[dict[str, Any]]) -> list[str]:
+    """``nearest``'s builds as indented lines (remote text escaped)."""
+    return [printable(f"  {b['label'] or '(universal)'}  {b['platform']}  {', '.join(b['versions'])}  "
+                         f"({b['what']})") for b in builds] or ["  (none)"]
 
 
 def commands(project: str, choice: Choice, python: str | None) -> tuple[str, str]:
@@ -265,15 +169,14 @@ def run_which(args: WhichArgs) -> int:
             pip, uv = commands(project, choice, python)
             doc.update({"fits": True, "version": str(choice.wheel.version), "wheel": choice.wheel.filename,
                         "index": choice.root, "pip": pip, "uv": uv})
-            lines += [f"wheel    {choice.wheel.filename}", f"pip      {pip}", f"uv       {uv}"]
+            lines += [f"wheel    {printable(choice.wheel.filename)}", f"pip      {pip}", f"uv       {uv}"]
         else:
             builds = nearest(wheels, env)
             doc.update({"fits": False, "builds": builds})
             code = EXIT_REFUSED
             lines.append(f"no build of {project} at {url} fits {env.label} on {env.arch}-{env.os}; "
                          f"builds there are, nearest first:")
-            lines += [f"  {b['label'] or '(universal)'}  {b['platform']}  {', '.join(b['versions'])}  ({b['what']})"
-                      for b in builds] or ["  (none)"]
+            lines += build_lines(builds)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:

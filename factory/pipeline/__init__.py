@@ -331,12 +331,22 @@ def _warn_damaged(lines: list[str]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
+def _put_notices(opts: Options) -> None:
+    """With an s3:// store: the put args every object of the build carries (and, for plan, those refused)."""
+    if opts.store.scheme == "s3":
+        from ..s3util import notices
+
+        for line in notices(opts.store.display, opts):
+            print(line, file=sys.stderr)
+
+
 def run_plan(args: PlanArgs) -> int:
     opts = load_options(args)
     store = open_store(opts.store)
     records = store.records()
     _warn_damaged(store.damaged)
     plan = make_plan(opts, records, _shard(args.shard))
+    _put_notices(opts)
     if args.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
@@ -357,6 +367,7 @@ def run_build(args: BuildArgs) -> int:
         use_sources(plan)
         if not args.quiet:
             print_plan(plan, sys.stderr)
+            _put_notices(opts)
         held = {r.filename: r for r in records}
 
         def deliver(job: Job, wheel: Path, meta: bytes, rec: Record) -> None:
@@ -397,7 +408,7 @@ def run_to_wheel(args: ToWheelArgs) -> int:
         versions=(args.version,),
         repo_id=args.repo_id,
         variants=args.variants,
-        allow_no_digest=args.flags.allow_no_digest or None,
+        allow_no_digest=args.flags.get("allow_no_digest"),
     )
     if args.revision:
         spec = replace(spec, revision=args.revision, version_override=request.text if request.kind == "tag" else None)

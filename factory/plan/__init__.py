@@ -77,8 +77,8 @@ class Plan:
         }
 
 
-def check_allowed(location: str, repo_id: str | None, opts: Options) -> None:
-    if looks_local(location):
+def check_allowed(location: str, repo_id: str | None, opts: Options, *, hub: bool = False) -> None:
+    if not hub and looks_local(location):
         return  # local paths are the user's own
     org = (repo_id or location).split("/")[0]
     if org not in opts.allow_orgs:
@@ -159,11 +159,12 @@ def _readme(src: Source, sha: str) -> str | None:
 
 
 def plan_kernel(
-    spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str]
+    spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str], *, listed: bool = False
 ) -> tuple[Source, list[Job], list[FactoryError]]:
-    """Every wanted job of one kernel; README and commit time are filled later, only for jobs to build."""
-    check_allowed(spec.repo, spec.repo_id, opts)
-    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type)
+    """Every wanted job of one kernel; README and commit time are filled later, only for jobs to build.
+    A ``listed`` repository (from an organisation listing) is a Hub id, never a local path."""
+    check_allowed(spec.repo, spec.repo_id, opts, hub=listed)
+    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed)
     jobs: list[Job] = []
     refused: list[FactoryError] = []
     for sel in _selections(src, spec, known):
@@ -215,15 +216,17 @@ def _complete(src: Source, jobs: list[Job]) -> list[Job]:
     return out
 
 
-def expand_specs(specs: Iterable[KernelSpec]) -> list[tuple[KernelSpec, bool]]:
+def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError]) -> list[tuple[KernelSpec, bool]]:
     """Each spec, with ``repo = "org/*"`` globs replaced by the organisation's matching repositories (listed
-    on the Hub at every plan, so new repositories are picked up); (spec, came from a glob)."""
+    on the Hub at every plan, so new repositories are picked up); (spec, came from a glob). Listed ids that are
+    not plain ``org/name`` ids go to ``refused``."""
     out: list[tuple[KernelSpec, bool]] = []
     for spec in specs:
         if not is_glob(spec.repo):
             out.append((spec, False))
             continue
-        repos = expand(spec.repo, spec.exclude, spec.repo_type)
+        repos, problems = expand(spec.repo, spec.exclude, spec.repo_type)
+        refused += [Refused(line) for line in problems]
         if not repos:
             raise UsageError(f"repo {spec.repo!r}: no {spec.repo_type or 'kernel'} repository on the Hub matches "
                              "(after exclude); check the organisation, the glob and HF_ENDPOINT")
@@ -243,9 +246,9 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     check_options(opts)
     from .shard import in_shard
 
-    for spec, listed in expand_specs(opts.kernels):
+    for spec, listed in expand_specs(opts.kernels, plan.refused):
         try:
-            src, jobs, refused = plan_kernel(spec, opts, known)
+            src, jobs, refused = plan_kernel(spec, opts, known, listed=listed)
         except UsageError as exc:  # a listed repository without the requested versions: skip it, say so
             if not listed:
                 raise

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import link_or_copy, remove_stale_tmp
+from ..atomic import Tree, link_or_copy, remove_stale_tmp
 from ..errors import Unreachable
 from .base import LocalFile, State
 
@@ -44,6 +44,7 @@ class DirectoryDestination:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.display = str(self.root)
+        self.tree = Tree(self.root)  # its folders are lstat'ed: never a file written through a link
 
     def wants(self, file: LocalFile) -> bool:
         return True
@@ -63,13 +64,16 @@ class DirectoryDestination:
 
     def state(self, file: LocalFile) -> State:
         target = self.root / file.rel
+        if target.is_symlink():  # replaced by the rename of put, never followed
+            return "changed"
         if not target.is_file():
             return "new"
         return "same" if same_bytes(file.path, target) else "changed"
 
     def put(self, file: LocalFile) -> None:
+        folder, _, name = file.rel.rpartition("/")
         try:
-            link_or_copy(file.path, self.root / file.rel)
+            link_or_copy(file.path, Path(self.tree.folder(folder), name))
         except OSError as exc:
             raise Unreachable(f"cannot write {self.root / file.rel}: {exc.strerror}; fix --to or free space") from None
 

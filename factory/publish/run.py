@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from ..atomic import LinkRefused, open_nofollow, private
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from .base import Destination, LocalFile
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from ..config import Options
 
 T = TypeVar("T")
+RECORD_CAP = 256 * 1024  # bytes of a record read to learn a wheel's sha256 (store/check.py's MAX_RECORD_BYTES)
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,6 @@ class PublishArgs:
     flags: Flags
     to: str | None = None
     repository: str | None = None
-    simple_url: str | None = None
     dry_run: bool = False
     quiet: bool = False
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
@@ -76,20 +78,68 @@ def open_destination(
     return DirectoryDestination(loc.local)
 
 
-def list_root(root: Path) -> list[LocalFile]:
-    """Every file under ``root``, sorted; hidden names (``.tmp-*``, ``.index-state.json``, caches) left out."""
+def list_root(root: Path, refused: list[tuple[str, str]] | None = None) -> list[LocalFile]:
+    """Every regular file under ``root``, sorted; the tool's private and hidden names (atomic.py ``private``) left
+    out. A symbolic link (to a file or a folder) or anything else that is not a regular file or folder is never
+    followed nor published: it adds (its path, why) to ``refused``."""
     found: list[LocalFile] = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        kept = []
+        for name in sorted(dirs):
+            if private(name):
+                continue
+            problem = _not_plain(os.path.join(folder, name), stat.S_ISDIR)
+            if problem is None:
+                kept.append(name)
+            elif refused is not None:
+                refused.append((Path(folder, name).relative_to(root).as_posix(), problem))
+        dirs[:] = kept
         for name in sorted(names):
-            if name.startswith("."):  # temporary files (TMP_PREFIX) and the index's own state
+            if private(name):  # temporary files (TMP_PREFIX) and the tool's own state
                 continue
             path = Path(folder) / name
-            if not path.is_file():
-                continue
             rel = path.relative_to(root).as_posix()
-            found.append(LocalFile(rel, path, path.stat().st_size))
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            problem = _not_plain(path, stat.S_ISREG, st)
+            if problem is not None:
+                if refused is not None:
+                    refused.append((rel, problem))
+                continue
+            found.append(LocalFile(rel, path, st.st_size))
     return found
+
+
+def _not_plain(path: str | Path, kind: Callable[[int], bool], st: os.stat_result | None = None) -> str | None:
+    """Why ``path`` is not published (a link, a FIFO...), or None for a regular file or folder (``kind``)."""
+    st = os.lstat(path) if st is None else st
+    if stat.S_ISLNK(st.st_mode):
+        return (f"a symbolic link (-> {os.readlink(path)}); publish never follows links out of the store: "
+                "replace it with the file itself, or remove it")
+    if not kind(st.st_mode):
+        return "not a regular file or folder; remove it"
+    return None
+
+
+def _recorded_sha256(f: LocalFile) -> str | None:
+    """The sha256 that the record beside a wheel (or its ``.metadata``) in ``files/`` gives it, if there is one."""
+    if not f.rel.startswith("files/"):
+        return None
+    if f.name.endswith(".whl"):
+        record, key = f.path.with_name(f"{f.name}.json"), "sha256"
+    elif f.name.endswith(".whl.metadata"):
+        record, key = f.path.with_name(f"{f.name.removesuffix('.metadata')}.json"), "metadata_sha256"
+    else:
+        return None
+    try:
+        with os.fdopen(open_nofollow(record, "record"), "rb") as fh:
+            data = json.loads(fh.read(RECORD_CAP + 1))
+    except (OSError, ValueError, RecursionError, LinkRefused):
+        return None  # no record (or a damaged one, which `index` names): nothing to compare with
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
@@ -171,7 +221,12 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callab
     """Publish the files under ``root`` to ``dest`` in phases; return what was done."""
     files: list[LocalFile] = []
     summary = Summary()
-    for f in list_root(root):
+    refused: list[tuple[str, str]] = []
+    listed = list_root(root, refused)
+    for rel, why in refused:
+        summary.refused.append(rel)
+        out(f"refused {rel}: {why}")
+    for f in listed:
         if dest.wants(f):
             files.append(f)
         else:
@@ -182,6 +237,10 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callab
     def one(f: LocalFile) -> None:
         try:
             state = dest.state(f)
+            expected = _recorded_sha256(f) if state != "same" else None
+            if expected is not None and f.sha256() != expected:  # never publish bytes other than the record's
+                raise Refused(f"its sha256 {f.sha256()} is not its record's {expected}; rebuild it, or run "
+                              "`kernel-factory index --repair`")
             if state != "same" and not dry_run:
                 dest.put(f)
         except Refused as exc:
@@ -213,7 +272,7 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
     from .. import config
 
     opts = config.resolve(flags) if opts is None else opts  # defaults -> factory.toml -> environment -> flags
-    store = Location.parse(flags.store or opts.index_out or opts.store.display)  # --store as given
+    store = Location.parse(flags.get("store") or opts.index_out or opts.store.display)  # --store as given
     root = store.local
     if root is None:
         raise UsageError(
@@ -230,7 +289,7 @@ def run_publish(args: PublishArgs) -> int:
 
     opts = config.resolve(args.flags)
     root = store_root(args.flags, opts)
-    simple_url = args.simple_url or opts.simple_url
+    simple_url = opts.simple_url
     dest = open_destination(args.to, opts, simple_url=simple_url, repository=args.repository)
     if dest.same_root(root):
         raise UsageError(f"--to {args.to} is the store folder itself; publish to another folder")
@@ -240,6 +299,11 @@ def run_publish(args: PublishArgs) -> int:
     human = sys.stderr if as_json else sys.stdout  # --json: stdout holds the document only
     if not quiet:
         print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}", file=human)
+    if Location.parse(dest.display).scheme == "s3":  # the put args every object gets, shown before any upload
+        from ..s3util import notices
+
+        for line in notices(dest.display, opts):
+            print(line, file=sys.stderr)
     try:
         summary = publish(root, dest, dry_run=dry_run,
                           out=(lambda line: None) if quiet else (lambda line: print(line, file=human, flush=True)))

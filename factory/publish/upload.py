@@ -14,43 +14,27 @@ import io
 import logging
 import sys
 from collections.abc import Sequence
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urljoin
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from .. import simple
 from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
+from ..safe_text import printable, quiet_credentials, redact_url
 from .base import LocalFile, State
 from .endpoint import Endpoint, simple_index
 
 _CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
 
 
-class _Links(HTMLParser):
-    """File name -> sha256 (or "") of every ``<a href>`` on a simple page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.files: dict[str, str] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href") if tag == "a" else None
-        if not href:
-            return
-        url, _, fragment = href.partition("#")
-        name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-        algo, _, digest = fragment.partition("=")
-        self.files[name] = digest.lower() if algo == "sha256" else ""
-
-
-def parse_simple_page(html: str) -> dict[str, str]:
-    """The files a PEP 503 page links, with their sha256 where the link gives it."""
-    parser = _Links()
-    parser.feed(html)
-    return parser.files
+def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "text/html",
+                      project: str = "") -> dict[str, str]:
+    """The files a project page (PEP 503 HTML or PEP 691 JSON) lists, with their sha256 where it gives it."""
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    return {link.filename: link.sha256 or "" for link in simple.parse(raw, content_type, url, project)}
 
 
 def _retry_gets(session: Any) -> None:
@@ -75,7 +59,8 @@ class UploadDestination:
         except ImportError:
             raise UsageError("publishing to an upload endpoint needs twine; pip install twine") from None
         self.url = endpoint.url
-        self.display = self.url
+        self.display = redact_url(self.url)  # what messages print: no user or password
+        quiet_credentials()  # nor requests' and urllib3's log lines
         self.repo = Repository(self.url, endpoint.user, endpoint.password, disable_progress_bar=True)
         self.repo.set_certificate_authority(endpoint.ca_cert)
         self.repo.set_client_certificate(endpoint.client_cert)
@@ -96,8 +81,8 @@ class UploadDestination:
             self._check_auth(resp)
             if resp.status_code != 200:
                 hint = "check --simple-url" if self.explicit_simple else "pass --simple-url (devpi: <index>/+simple/)"
-                print(f"warning: {self.simple_base} answers HTTP {resp.status_code}, so every file counts as new and "
-                      f"is uploaded again; {hint}", file=sys.stderr, flush=True)
+                print(f"warning: {redact_url(self.simple_base)} answers HTTP {resp.status_code}, so every file counts "
+                      f"as new and is uploaded again; {hint}", file=sys.stderr, flush=True)
 
     def _project(self, file: LocalFile) -> str:
         try:
@@ -129,8 +114,16 @@ class UploadDestination:
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise Unreachable(f"{self.display} answered HTTP {resp.status_code} for {project}'s simple page "
                                   "after retries; retry later")
-            self.pages[project] = parse_simple_page(resp.text) if resp.status_code == 200 else None
+            self.pages[project] = self._parse(resp, project) if resp.status_code == 200 else None
         return self.pages[project]
+
+    def _parse(self, resp: Any, project: str) -> dict[str, str]:
+        try:
+            return parse_simple_page(resp.content, resp.url, str(resp.headers.get("Content-Type", "text/html")),
+                                     project)
+        except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a malformed page
+            raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
+                              f"({type(exc).__name__}); check --simple-url") from None
 
     def state(self, file: LocalFile) -> State:
         listed = self._listed(file, refresh=False)
@@ -166,7 +159,7 @@ class UploadDestination:
         if conflict and self.state_after_conflict(file):
             return
         lines = resp.text.strip().splitlines()
-        reason = (resp.reason or "").strip() or (lines[0] if lines else "")
+        reason = printable((resp.reason or "").strip() or (lines[0] if lines else ""), 200)  # the endpoint's text
         if resp.status_code >= 500 or resp.status_code == 429:
             raise Unreachable(f"{self.display} failed on {file.name} (HTTP {resp.status_code} {reason}, "
                               f"{backoff.tries} tries in {backoff.elapsed:.0f} s); retry later")

@@ -13,11 +13,12 @@ from .base import Refs, Source
 __all__ = ["Refs", "Source", "open_source"]
 
 
-def open_source(location: str, *, repo_id: str | None = None, repo_type: str | None = None) -> Source:
-    """A local path (folder or git repository) or a Hub repository id."""
+def open_source(location: str, *, repo_id: str | None = None, repo_type: str | None = None,
+                hub: bool = False) -> Source:
+    """A local path (folder or git repository) or a Hub repository id (always, with ``hub``)."""
     from .local import LocalSource, looks_local
 
-    if looks_local(location):
+    if not hub and looks_local(location):
         return LocalSource(Path(location), repo_id=repo_id)
     from .hub import HubSource
 

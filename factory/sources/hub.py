@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urljoin
+from urllib.parse import quote, urljoin
 
 from huggingface_hub import HfApi, constants, get_cached_repo_tree, get_session, hf_raise_for_status, snapshot_download
 from huggingface_hub.errors import (
@@ -28,13 +28,15 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.file_download import repo_folder_name
-from huggingface_hub.hf_api import GitRefInfo, GitRefs, RepoFolder
+from huggingface_hub.hf_api import GitRefInfo, GitRefs
 from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
 from packaging.version import InvalidVersion, Version
 
+from ..atomic import atomic_open
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
+from ..safe_text import printable, quiet_credentials
 from .base import Refs
 from .hub_checks import origin, redact_url, ref_problem
 
@@ -86,6 +88,8 @@ class HubSource:
         self.display = repo_id
         self.endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
         self.shown = redact_url(self.endpoint)  # what messages print: no credentials
+        quiet_credentials()  # nor huggingface_hub's own warnings (retries print the URL)
+        _keep_token_home(self.endpoint)
         self.token = os.environ.get("HF_TOKEN") or None
         self.offline = _env_true("HF_HUB_OFFLINE")
         home = os.environ.get("HF_HOME")
@@ -232,10 +236,8 @@ class HubSource:
             try:
                 if path.is_file() and path.read_text() == sha:
                     continue
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".tmp-{path.name}")
-                tmp.write_text(sha)
-                os.replace(tmp, path)
+                with atomic_open(path, fsync=False) as f:  # a random temporary name, then a rename
+                    f.write(sha.encode())
             except OSError:
                 return  # a read-only cache only loses offline refs
 
@@ -312,18 +314,11 @@ class HubSource:
                 f"{self._id}: the commit history of {sha[:12]} is not available with HF_HUB_OFFLINE set; "
                 "run once online (the store then keeps the version)"
             )
-        url: str | None = f"{self.endpoint}/api/{self.repo_type}s/{self._id}/commits/{sha}"
-        headers = build_hf_headers(token=self.token)
+        url = f"{self.endpoint}/api/{self.repo_type}s/{self._id}/commits/{sha}"
         count = 0
         first_date: str | None = None
         total: int | None = None
-        def get(url: str) -> Any:
-            response = get_session().get(url, headers=headers)
-            hf_raise_for_status(response)
-            return response
-
-        while url is not None:
-            response = self._call(f"commit history of {sha[:12]}", functools.partial(get, url))
+        for response in self.pages(f"commit history of {sha[:12]}", "the commits endpoint", url):
             page = response.json()
             if not isinstance(page, list):
                 raise Unreachable(f"{self._id}: commits endpoint of {self.shown} did not answer a list")
@@ -334,7 +329,6 @@ class HubSource:
             count += len(page)
             if total is not None:
                 break
-            url = self._next_page(url, response.links.get("next", {}).get("url"))
         if not first_date:
             raise Unreachable(f"{self._id}: commits endpoint of {self.shown} gave no date for {sha[:12]}")
         try:
@@ -344,18 +338,52 @@ class HubSource:
         self._commits[sha] = (total if total is not None else count, when)
         return self._commits[sha]
 
-    def _next_page(self, current: str, link: str | None) -> str | None:
-        """The next page of a paginated answer; only on the endpoint's own scheme, host and port (the token goes
-        with every request)."""
+    def pages(self, what: str, listing: str, url: str, params: dict[str, str] | None = None) -> Iterator[Any]:
+        """Each page (the response) of a paginated Hub answer, the token sent with every request. Every listing
+        goes through here: ``rel="next"`` is followed only on HF_ENDPOINT's own scheme, host and port (never
+        huggingface_hub's own paginator, which follows it to any host). One-line errors and retries by ``_call``."""
+        headers = build_hf_headers(token=self.token)
+
+        def get(url: str, params: dict[str, str] | None) -> Any:
+            response = get_session().get(url, headers=headers, params=params)
+            hf_raise_for_status(response)
+            try:
+                response.json()
+            except ValueError:  # not JSON: not a Hub (or one without this listing)
+                raise Unreachable(f"{self._id}: {listing} of {self.shown} did not answer JSON; HF_ENDPOINT must be "
+                                  "a Hub (or a Hub mirror) that answers the Hub's API") from None
+            return response
+
+        next_url: str | None = url
+        while next_url is not None:
+            response = self._call(what, functools.partial(get, next_url, params))
+            yield response
+            params = None  # a next link carries its own query
+            next_url = self._next_page(listing, next_url, response.links.get("next", {}).get("url"))
+
+    def _next_page(self, listing: str, current: str, link: str | None) -> str | None:
         if not link:
             return None
         url = urljoin(current, link)
         if origin(url) != origin(self.endpoint):
             raise Unreachable(
-                f"{self._id}: the commits endpoint of {self.shown} points its next page at another host "
-                f"({redact_url(url)[:200]}); not following it, so HF_TOKEN is not sent there: check HF_ENDPOINT"
+                f"{self._id}: {listing} of {self.shown} points its next page at another host "
+                f"({printable(redact_url(url), 200)}); not following it, so HF_TOKEN is not sent there: "
+                "check HF_ENDPOINT"
             )
         return url
+
+    def tree(self, sha: str, path: str, *, recursive: bool) -> list[dict[str, Any]]:
+        """The entries (``type``, ``path``, ``size``, ``lfs``) under ``path`` at ``sha``, every page."""
+        url = f"{self.endpoint}/api/{self.repo_type}s/{self._id}/tree/{quote(sha, safe='')}/{quote(path, safe='')}"
+        params = {"recursive": "true" if recursive else "false", "expand": "false"}
+        entries: list[dict[str, Any]] = []
+        for response in self.pages(f"listing {path}/ at {sha[:12]}", "the file listing", url, params):
+            page = response.json()
+            if not isinstance(page, list):
+                raise Unreachable(f"{self._id}: the file listing of {self.shown} did not answer a list")
+            entries += [e for e in page if isinstance(e, dict) and isinstance(e.get("path"), str)]
+        return entries
 
     def commit_count(self, sha: str) -> int:
         return self._history(sha)[0]
@@ -370,11 +398,10 @@ class HubSource:
                 self._id, repo_type=self.repo_type, revision=sha, cache_dir=self.cache_dir))
             return sorted({f.path.split("/")[1] for f in tree if f.path.startswith("build/") and f.path.count("/") > 1})
         try:
-            entries = self._call(f"build/ at {sha[:12]}", lambda: list(self.api.list_repo_tree(
-                self._id, path_in_repo="build", repo_type=self.repo_type, revision=sha)))
+            entries = self.tree(sha, "build", recursive=False)
         except VersionNotFound:
             return []  # no build/ folder
-        return sorted(e.path.rsplit("/", 1)[-1] for e in entries if isinstance(e, RepoFolder))
+        return sorted(e["path"].rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
 
     def _type_for(self, sha: str) -> str:
         """The repository type, from the cache when it already holds this commit (no request)."""
@@ -419,12 +446,10 @@ class HubSource:
             return None
         if sha not in self._sizes:
             try:
-                entries = self._call(f"file listing of build/ at {sha[:12]}", lambda: list(self.api.list_repo_tree(
-                    self._id, path_in_repo="build", recursive=True, repo_type=self.repo_type, revision=sha)))
+                entries = self.tree(sha, "build", recursive=True)
             except VersionNotFound:
                 return None
-            self._sizes[sha] = {e.path: int(getattr(e, "size", 0) or 0) for e in entries
-                                if not isinstance(e, RepoFolder)}
+            self._sizes[sha] = {e["path"]: _size(e) for e in entries if e.get("type") == "file"}
         prefix = f"build/{variant}/"
         total = sum(size for path, size in self._sizes[sha].items() if path.startswith(prefix))
         return total, total  # the download into the cache, hard-linked (or copied) into scratch
@@ -437,9 +462,46 @@ class HubSource:
     def lfs_paths(self, sha: str, variant: str) -> set[str]:
         """Paths (relative to build/<variant>/) that the Hub stores with LFS, for lock-hash checks."""
         prefix = f"build/{variant}/"
-        entries = self._call(f"file listing of build/{variant}", lambda: list(self.api.list_repo_tree(
-            self._id, path_in_repo=f"build/{variant}", recursive=True, repo_type=self.repo_type, revision=sha)))
-        return {e.path.removeprefix(prefix) for e in entries if getattr(e, "lfs", None) is not None}
+        entries = self.tree(sha, f"build/{variant}", recursive=True)
+        return {e["path"].removeprefix(prefix) for e in entries if e.get("type") == "file" and e.get("lfs")}
+
+
+_GUARDED: list[str] = []  # the endpoint huggingface_hub's client is guarded for (one per process)
+
+
+def _keep_token_home(endpoint: str) -> None:
+    """huggingface_hub's shared client refuses a request that carries an Authorization header (HF_TOKEN, or the
+    user and password of HF_ENDPOINT) to any origin but HF_ENDPOINT's. ``HubSource.pages`` follows only the
+    endpoint's next pages itself; this also covers the listings inside huggingface_hub (snapshot_download's file
+    tree), whose paginator follows a Link header anywhere. Redirects are not affected: httpx drops the header when
+    a redirect leaves the origin, before this check."""
+    if endpoint in _GUARDED:
+        return
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils._http import default_client_factory
+
+    own = origin(endpoint)
+    shown = redact_url(endpoint)
+
+    def check(request: Any) -> None:
+        url = str(request.url)
+        if "authorization" in request.headers and origin(url) != own:
+            raise Unreachable(f"a Hub answer on {shown} sent a request with HF_TOKEN to another host "
+                              f"({printable(redact_url(url), 200)}); stopped it, so HF_TOKEN is not sent there: "
+                              "check HF_ENDPOINT")
+
+    def factory() -> Any:
+        client = default_client_factory()
+        client.event_hooks = {**client.event_hooks, "request": [*client.event_hooks["request"], check]}
+        return client
+
+    set_client_factory(factory)
+    _GUARDED[:] = [endpoint]
+
+
+def _size(entry: dict[str, Any]) -> int:
+    size = entry.get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else 0
 
 
 def _link_or_copy(src: str, dst: str) -> None:

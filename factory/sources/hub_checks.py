@@ -5,13 +5,10 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-_USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
+from ..safe_text import redact_url
+
+__all__ = ["origin", "redact_url", "ref_problem"]
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def redact_url(text: str) -> str:
-    """``text`` with the user and password of every URL in it left out (``http://user:pw@host`` -> ``http://host``)."""
-    return _USERINFO.sub("", text)
 
 
 def ref_problem(name: str, sha: str) -> str | None:

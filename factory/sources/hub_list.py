@@ -1,9 +1,11 @@
 """An organisation's kernel repositories on the Hub, for ``[[kernel]] repo = "org/*"`` globs.
 
-The Hub lists a repository type at ``/api/<type>s?author=<org>`` (``/api/models``
-for ``list_models``); huggingface_hub has no call for the kernel type, so the
-kernel listing goes through its own paginator (Link headers), headers and
-error handling. Model-type kernels (``repo-type = "model"``) use ``list_models``.
+The Hub lists a repository type at ``/api/<type>s?author=<org>`` (``/api/kernels``,
+``/api/models`` for ``repo-type = "model"``). Both go through ``HubSource.pages``,
+which follows next pages only on HF_ENDPOINT itself (huggingface_hub's paginator
+would send the token to any host a Link header names). A listed id is used only
+when it is ``org/name`` of this organisation with a plain name (the Hub's rules),
+and it is always a Hub id, never a local path.
 """
 
 from __future__ import annotations
@@ -19,39 +21,61 @@ def is_glob(repo: str) -> bool:
     return any(c in repo for c in GLOB_CHARS)
 
 
-def list_org(org: str, repo_type: str | None) -> list[str]:
-    """Every repository id of ``org`` of the given type (kernel when None), sorted."""
+def list_org(org: str, repo_type: str | None) -> tuple[list[str], list[str]]:
+    """Every repository id of ``org`` of the given type (kernel when None), sorted; and a line for each listed
+    id that is not ``org/name`` with a plain name (the Hub's own rules), which is left out."""
     # imported here: planning local repositories (to-wheel, make demo) should not pay for huggingface_hub
-    from huggingface_hub.utils._headers import build_hf_headers
-    from huggingface_hub.utils._pagination import paginate
-
-    from .hub import HubSource  # the Hub's environment (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE), its one-line errors
+    from .hub import HubSource  # the Hub's environment, its pagination (next pages on HF_ENDPOINT only), its errors
 
     hub = HubSource(f"{org}/*", repo_type=repo_type)
-    endpoint = hub.endpoint
     if hub.offline:
         raise Unreachable(f"{org}/*: listing an organisation needs the Hub, and HF_HUB_OFFLINE is set; "
                           "list the repositories one by one, or run online")
-    with hub.errors(f"listing the {repo_type or 'kernel'} repositories of {org}"):
-        if repo_type == "model":
-            ids = [m.id for m in hub.api.list_models(author=org)]
-        else:
-            headers = build_hf_headers(token=hub.token)
-            items = paginate(f"{endpoint}/api/kernels", params={"author": org}, headers=headers)
-            try:
-                ids = [str(item["id"]) for item in items if isinstance(item, dict) and "id" in item]
-            except ValueError:  # not JSON: not a Hub (or one without the listing)
-                raise Unreachable(f"{endpoint}/api/kernels?author={org} did not answer a JSON list; HF_ENDPOINT "
-                                  "must be a Hub that lists an organisation's repositories") from None
-    return sorted(i for i in ids if i.split("/", 1)[0] == org)
+    what = f"listing the {repo_type or 'kernel'} repositories of {org}"
+    url = f"{hub.endpoint}/api/{'models' if repo_type == 'model' else 'kernels'}"
+    ids: set[str] = set()
+    problems: list[str] = []
+    for response in hub.pages(what, "the repository listing", url, {"author": org}):
+        page = response.json()
+        if not isinstance(page, list):
+            raise Unreachable(f"{hub.shown}{url.removeprefix(hub.endpoint)}?author={org} did not answer a JSON list; "
+                              "HF_ENDPOINT must be a Hub that lists an organisation's repositories")
+        for item in page:
+            repo = item.get("id") if isinstance(item, dict) else None
+            if not isinstance(repo, str) or repo.partition("/")[0] != org:
+                continue  # another organisation's: not asked for
+            problem = listed_id_problem(repo)
+            if problem is None:
+                ids.add(repo)
+            else:
+                problems.append(f"{org}/*: the Hub listed {repo[:100]!r}, {problem} (org/name; letters, "
+                                "digits, '-', '_', '.'); left out: check HF_ENDPOINT points at a Hub you trust")
+    return sorted(ids), problems
 
 
-def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None) -> list[str]:
-    """``org/glob`` -> the matching repository ids of ``org`` that no ``exclude`` glob matches."""
+def listed_id_problem(repo: str) -> str | None:
+    """Why a listed id is not ``org/name`` with a plain name by the Hub's rules (huggingface_hub's own validator,
+    ASCII only), or None."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils._validators import validate_repo_id
+
+    try:
+        validate_repo_id(repo)
+    except HFValidationError:
+        return "which is not a Hub repository id"
+    if not repo.isascii() or repo.count("/") != 1:
+        return "which is not a Hub repository id"
+    return None
+
+
+def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None) -> tuple[list[str], list[str]]:
+    """``org/glob`` -> the matching repository ids of ``org`` that no ``exclude`` glob matches, and a line for
+    each listed id that was left out as unusable."""
     org, _, name = pattern.partition("/")
     if not org or is_glob(org) or not name or "/" in name:
         raise UsageError(f"repo {pattern!r}: a glob names one organisation and globs the names, e.g. 'org/*'")
+    ids, problems = list_org(org, repo_type)
     return [
-        repo for repo in list_org(org, repo_type)
+        repo for repo in ids
         if fnmatch.fnmatchcase(repo, pattern) and not any(fnmatch.fnmatchcase(repo, g) for g in exclude)
-    ]  # fmt: skip
+    ], problems  # fmt: skip

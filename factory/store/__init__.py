@@ -74,9 +74,17 @@ def load_records(
     if loc.local is None:
         records = sorted(opened.records(), key=lambda r: r.filename)  # read one by one: the bucket is not written
     else:
+        from ..record import FILES
+        from .catalog import CatalogDamaged, refresh
+
         catalog = opened.catalog(rescan)[0]
         try:
-            records = catalog.records()
+            try:
+                records = catalog.records()
+            except CatalogDamaged:  # a row that fails the record checks: the catalog is rebuilt from the records
+                catalog.reset()
+                refresh(catalog, loc.local / FILES, [], True)
+                records = catalog.records()
         finally:
             catalog.close()
     if damaged is not None:

@@ -37,12 +37,23 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from ..atomic import Batch, copy_file, file_digest, fsync_path, link_or_copy, write_bytes
+from ..atomic import (
+    TMP_PREFIX,
+    Batch,
+    DigestMismatch,
+    LinkRefused,
+    copy_file,
+    discard,
+    file_digest,
+    fsync_path,
+    unique,
+    write_bytes,
+)
 from ..errors import Refused
 from ..record import FILES, Record, read_provenance
 from . import check as record_check
 from .catalog import Row, catalog_row
-from .wheelinfo import make_record, map_labels, parse_name, read_wheel, read_wheel_info, record_of
+from .wheelinfo import WheelData, make_record, map_labels, parse_name, read_wheel, read_wheel_info, record_of
 
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
 SMALL = 4  # a batch of at most this many wheels fsyncs its files and folder instead of the file system
@@ -89,22 +100,59 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
     dest = os.path.join(files, filename)
     try:
         os.link(path, dest)  # a whole file under its name at once, or nothing
+        _linked_what_was_read(dest, wheel.ident, filename)
     except FileExistsError:
-        try:
-            same = os.path.samefile(dest, path) or file_digest(Path(dest)) == record.sha256
-        except FileNotFoundError:  # a dangling symbolic link of that name, or gone since: the wheel goes there
-            link_or_copy(Path(path), Path(dest))
-        else:
-            if not same:
-                raise Refused(f"{filename}: a different file of that name is already in {files}; "
-                              "remove one of them") from None
+        try:  # a link of that name in files/ is never taken for the wheel
+            same = not os.path.islink(dest) and (
+                os.path.samefile(dest, path) or file_digest(Path(dest), follow=False) == record.sha256)
+        except FileNotFoundError:  # a dangling link of that name, or gone since
+            same = False
+        if not same and (os.path.islink(dest) or not os.path.exists(dest)):  # the wheel goes there (a rename
+            _relink(batch, path, dest, wheel, filename)  # replaces a link, never what it points to)
+        elif not same:
+            raise Refused(f"{filename}: a different file of that name is already in {files}; "
+                          "remove one of them") from None
     except OSError:  # another file system, or links not allowed: a copy (synced with the batch)
-        if wheel.data is not None:
-            batch.put(filename, wheel.data)
-        else:
-            copy_file(Path(path), Path(dest))
+        _copy_read(batch, path, dest, wheel, filename)
     batch.put(f"{filename}.metadata", wheel.metadata)
     return record
+
+
+def _linked_what_was_read(dest: str, ident: tuple[int, int], filename: str) -> None:
+    """The hard link just made at ``dest`` must be the very file that was read and hashed (not one put in its
+    place meanwhile); else it is removed and the wheel refused."""
+    st = os.lstat(dest)
+    if (st.st_dev, st.st_ino) != ident:
+        discard(dest)
+        raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still")
+
+
+def _relink(batch: Batch, path: str, dest: str, wheel: WheelData, filename: str) -> None:
+    """A hard link of the file read at ``dest``, made under a temporary name and renamed over what is there;
+    else (another file system, links not allowed) the bytes read, copied."""
+    tmp = os.path.join(os.path.dirname(dest), f"{TMP_PREFIX}{unique()}")
+    try:
+        os.link(path, tmp)
+    except OSError:
+        _copy_read(batch, path, dest, wheel, filename)
+        return
+    try:
+        _linked_what_was_read(tmp, wheel.ident, filename)
+        os.replace(tmp, dest)
+    except BaseException:
+        discard(tmp)
+        raise
+
+
+def _copy_read(batch: Batch, path: str, dest: str, wheel: WheelData, filename: str) -> None:
+    """Put the bytes that were hashed at ``dest``: those read (small wheels), else a copy that must hash the same."""
+    if wheel.data is not None:
+        batch.put(filename, wheel.data)
+        return
+    try:
+        copy_file(Path(path), Path(dest), wheel.sha256)
+    except (DigestMismatch, LinkRefused):
+        raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still") from None
 
 
 def _adopt_paths(
@@ -125,7 +173,11 @@ def _adopt_paths(
     if not ready:
         return [], refused, known
     _durable(batch, [record.filename for record in ready])  # wheels and .metadata on disk before any record
-    done = [(record_key(batch.write(f"{record.filename}.json", record.to_json())), record) for record in ready]
+    done = []
+    for record in ready:
+        name = f"{record.filename}.json"
+        batch.write(name, record.to_json())
+        done.append((record_key(os.stat(os.path.join(files, name))), record))  # its ctime as renamed into place
     _durable(batch)
     return done, refused, known
 
@@ -264,22 +316,22 @@ def _as_built(record: Record, prov: dict[str, Any], wheel: Path) -> Record:
 
 
 def repair_store(store_root: Path) -> tuple[list[str], list[str]]:
-    """Rebuild every damaged or invalid record whose wheel is in the store; (repaired, refused) wheel names."""
+    """Rebuild every damaged, invalid or missing record of a wheel in the store; (repaired, refused) wheel names."""
     files = store_root / FILES
     repaired: list[str] = []
     refused: list[str] = []
     if not files.is_dir():
         return repaired, refused
-    for path in sorted(files.glob("*.whl.json")):
-        wheel = path.name.removesuffix(".json")
-        if path.name.startswith(".") or not (files / wheel).is_file():
-            continue
-        try:
-            with open(path, "rb") as f:
-                record_check.parse(f.read(record_check.MAX_RECORD_BYTES + 1), wheel, str(path))
-            continue
-        except record_check.BadRecord:
-            pass
+    names = {p.name for p in files.iterdir() if not p.name.startswith(".")}
+    for wheel in sorted(n for n in names if n.endswith(".whl") and (files / n).is_file()):
+        path = files / f"{wheel}.json"
+        if path.name in names:  # a record that passes its check stays; one without its wheel is not ours to fix
+            try:
+                with open(path, "rb") as f:
+                    record_check.parse(f.read(record_check.MAX_RECORD_BYTES + 1), wheel, str(path))
+                continue
+            except record_check.BadRecord:
+                pass
         try:
             repair(store_root, wheel)
         except Refused as exc:

@@ -19,22 +19,25 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..atomic import unique
+from ..atomic import LinkRefused, real_folder, refuse_link, unique
 from ..record import FIELDS, FILES, Record
 from . import check
 
 CATALOG_FILE = ".catalog.sqlite"
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
+READ_BATCH = 1000  # records read, then decoded by one json.loads
 FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
-_PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")  # a normalised project name: safe as a folder name
+NOARCH = "torch-noarch"  # the framework of noarch wheels (listed in the variant roots of their backend)
 SCHEMA = "2:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
 _row_json = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(row, separators=...), one encoder
 
@@ -52,6 +55,35 @@ CREATE INDEX records_label ON records (label, noarch, backend);
 Row = tuple[str, str, str, "str | None", "str | None", int, str]  # a row of the records table
 
 
+class CatalogDamaged(Exception):
+    """A row that fails the record checks: the catalog is not to be trusted, and is rebuilt from the records."""
+
+
+def _master(db: sqlite3.Connection) -> set[tuple[str, str, str | None]]:
+    """Every object of a database: (type, name, its SQL)."""
+    return {(kind, name, sql) for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master")}
+
+
+def _create(db: sqlite3.Connection) -> None:
+    db.execute("BEGIN")
+    for statement in _TABLES.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    db.execute("INSERT INTO meta VALUES ('schema', ?), ('generation', ?)", (SCHEMA, unique()))
+    db.execute("COMMIT")
+
+
+@lru_cache(maxsize=1)
+def _expected_master() -> set[tuple[str, str, str | None]]:
+    """The objects of a catalog as ``_create`` makes it."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        _create(db)
+        return _master(db)
+    finally:
+        db.close()
+
+
 def catalog_row(key: str, record: Record, names: dict[str, str] | None = None) -> Row:
     """The records table's row of ``record`` (key: see the module docstring); ``names`` caches projects."""
     project = names.get(record.name) if names is not None else None
@@ -59,7 +91,7 @@ def catalog_row(key: str, record: Record, names: dict[str, str] | None = None) -
         project = canonicalize_name(record.name)
         if names is not None:
             names[record.name] = project
-    return (record.filename, project, key, record.label, record.backend, int(record.framework == "torch-noarch"),
+    return (record.filename, project, key, record.label, record.backend, int(record.framework == NOARCH),
             _row_json(record.to_row()))  # fmt: skip
 
 
@@ -71,29 +103,52 @@ class Catalog:
         self.path = str(path)
         self.scratch = scratch
         self._keys: dict[str, str] | None = None
+        self.note: str | None = None  # why the file was not used (it held what no catalog holds), for a warning
+        self._checked: dict[str, Record] = {}  # a row's JSON text -> its record, for rows of checked records
         try:
             self.db = self._open()
         except sqlite3.DatabaseError:  # not a database, or damaged: it is a cache, start again
-            if self.path != ":memory:":
-                Path(self.path).unlink(missing_ok=True)
+            self._discard()
             self.db = self._open()
 
-    def _open(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None)
         db.execute("PRAGMA synchronous=OFF")  # a cache: a torn file is detected and rebuilt
         db.execute("PRAGMA journal_mode=MEMORY")
-        have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        schema = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone() if "meta" in have else None
-        if schema is None or schema[0] != SCHEMA:
-            db.execute("BEGIN")
-            for table in have:
-                db.execute(f'DROP TABLE IF EXISTS "{table}"')
-            for statement in _TABLES.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            db.execute("INSERT INTO meta VALUES ('schema', ?), ('generation', ?)", (SCHEMA, unique()))
-            db.execute("COMMIT")
         return db
+
+    def _discard(self) -> None:
+        if self.path != ":memory:":
+            Path(self.path).unlink(missing_ok=True)
+
+    def _open(self) -> sqlite3.Connection:
+        """The database, made again unless it holds exactly the catalog's tables and indexes (no trigger, no view:
+        SQL that would run on our own writes) and this schema's rows."""
+        db = self._connect()
+        master = _master(db)
+        if master == _expected_master():
+            schema = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            if schema is not None and schema[0] == SCHEMA:
+                return db
+        elif master:
+            found = sorted({kind for kind, _name, _sql in master} - {"table", "index"})
+            if found or {name for _k, name, _sql in master} - {name for _k, name, _sql in _expected_master()}:
+                what = " and ".join(f"{kind}s" for kind in found) if found else "tables"
+                self.note = f"{self.path}: holds {what} that no catalog holds; not used, rebuilt from the records"
+        if master:
+            db.close()
+            self._discard()
+            db = self._connect()
+        _create(db)
+        return db
+
+    def reset(self) -> None:
+        """Start again from an empty catalog (a row failed its check: CatalogDamaged)."""
+        self.db.close()
+        self._discard()
+        self._keys = None
+        self._checked = {}
+        self.db = self._open()
 
     def close(self) -> None:
         self.db.close()
@@ -134,13 +189,28 @@ class Catalog:
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
-    def apply(self, upserts: Iterable[tuple[str, Record]], removed: Iterable[str]) -> set[str]:
+    def apply(
+        self, upserts: Iterable[tuple[str, Record]], removed: Iterable[str], only_changed: bool = False,
+        checked: bool = False,
+    ) -> set[str]:  # fmt: skip
         """Write new or changed records (key, record) and drop removed wheels in one transaction.
 
         Returns the projects touched (before and after), and gives the catalog a new generation if any.
+        ``only_changed``: leave out the rows that are already there as they are (``--rescan`` reads them all).
+        ``checked``: the records passed store/check.py's checks; a row read back as it was written here gives
+        that record again, not checked twice (``projects``).
         """
         names: dict[str, str] = {}  # display name -> project, computed once per name
-        return self.apply_rows([catalog_row(key, record, names) for key, record in upserts], removed)
+        rows = []
+        for key, record in upserts:
+            row = catalog_row(key, record, names)
+            rows.append(row)
+            if checked:
+                self._checked[row[6]] = record
+        if only_changed:
+            have = set(self.db.execute("SELECT * FROM records"))
+            rows = [row for row in rows if row not in have]
+        return self.apply_rows(rows, removed)
 
     def apply_rows(self, rows: list[Row], removed: Iterable[str]) -> set[str]:
         """``apply`` for rows made by ``catalog_row`` (adoption's workers make them, in parallel)."""
@@ -170,21 +240,32 @@ class Catalog:
         return touched
 
     def label_backends(self) -> dict[str, str | None]:
-        """Every variant label -> its backend (that of its arch wheels, else of its noarch wheels)."""
+        """Every variant label -> its backend (that of its arch wheels, else of its noarch wheels).
+
+        Each label becomes a folder name: one that is not a label's shape, or a backend that is not plain text,
+        raises CatalogDamaged (every row's label and backend are checked against its record when its project is
+        read: ``projects``)."""
         found: dict[str, str | None] = {}
         rows = self.db.execute(
             "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch "
             "ORDER BY label, noarch DESC"
         )
         for label, _noarch, backend in rows:  # noarch first, so the arch wheels' backend wins
+            if not check.plain_label(label) or not (backend is None or check.plain_text(backend)):
+                raise CatalogDamaged(f"{self.path}: a row's label {str(label)[:80]!r} or backend is not one a "
+                                     "record may hold")  # fmt: skip
             found[label] = backend
         return found
 
     def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
-        """(project, its records sorted by file name), project by project in name order: all, or ``names``."""
+        """(project, its records sorted by file name), project by project in name order: all, or ``names``.
+
+        Every row is checked as a record file is (store/check.py ``check_row``), and its project, label, backend
+        and noarch columns against its record: a row that fails raises CatalogDamaged."""
+        columns = "project, filename, label, backend, noarch, row"
         if names is None:
-            rows: Iterable[tuple[str, str]] = self.db.execute(
-                "SELECT project, row FROM records ORDER BY project, filename"
+            rows: Iterable[tuple[str, str, str | None, str | None, int, str]] = self.db.execute(
+                f"SELECT {columns} FROM records ORDER BY project, filename"
             )
         else:
             wanted = sorted(set(names))
@@ -192,25 +273,50 @@ class Catalog:
                 row
                 for i in range(0, len(wanted), 500)
                 for row in self.db.execute(
-                    f"SELECT project, row FROM records WHERE project IN ({','.join('?' * len(wanted[i : i + 500]))}) "
+                    f"SELECT {columns} FROM records WHERE project IN ({','.join('?' * len(wanted[i : i + 500]))}) "
                     "ORDER BY project, filename",
                     wanted[i : i + 500],
                 )
             )
         project = ""
-        texts: list[str] = []  # the project's rows, decoded together (one json.loads a project, not a row)
-        valid = False
-        for name, row in rows:
-            if name != project:
-                if texts:
-                    yield project, _decoded(texts)
-                project, texts = name, []
-                # only store/check.py's records get here; never a path of an invalid name
-                valid = _PROJECT.fullmatch(name) is not None
-            if valid:
-                texts.append(row)
-        if texts:
-            yield project, _decoded(texts)
+        group: list[tuple[str, str, str | None, str | None, int, str]] = []
+        for row in rows:
+            if row[0] != project:
+                if group:
+                    yield project, self._decoded(group)
+                project, group = row[0], []
+            group.append(row)
+        if group:
+            yield project, self._decoded(group)
+
+    def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
+        """The records of one project's rows, each checked (a row as this catalog wrote it from a checked record
+        gives that record); the JSON texts of the others decoded by one json.loads."""
+        known = self._checked
+        texts = [row[5] for row in group if row[5] not in known]
+        try:
+            decoded = json.loads(f"[{','.join(texts)}]") if texts else []
+        except (TypeError, ValueError, RecursionError):
+            decoded = None
+        if type(decoded) is not list or len(decoded) != len(texts):
+            raise CatalogDamaged(f"{self.path}: the rows of project {group[0][0][:80]!r} are not records' JSON")
+        values = iter(decoded)
+        records = []
+        for project, filename, label, backend, noarch, text in group:
+            record = known.get(text)
+            try:
+                if record is None:
+                    record = check.check_row(next(values), filename, project)
+                elif record.filename != filename or check.project_of(record.name) != project:
+                    raise ValueError("its file name or project is not its record's")
+            except ValueError as exc:
+                raise CatalogDamaged(f"{self.path}: the row of {str(filename)[:200]!r} is not a valid record ({exc})"
+                                     ) from None  # fmt: skip
+            if (label, backend, noarch) != (record.label, record.backend, int(record.framework == NOARCH)):
+                raise CatalogDamaged(f"{self.path}: the row of {filename!r} names another label or backend than "
+                                     "its record")  # fmt: skip
+            records.append(record)
+        return records
 
     def kernel_projects(self, names: Iterable[str]) -> set[str]:
         """Those of ``names`` of which the store holds a built kernel, not only adopted wheels (one indexed query
@@ -219,20 +325,68 @@ class Catalog:
         query = f"SELECT 1 FROM records WHERE project = ? AND {kind} LIMIT 1"
         return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}
 
+    def lookalikes(self) -> list[tuple[str, str]]:
+        """(wheel, project) of every adopted record of a project of which the store holds a built kernel, whichever
+        came first, sorted. Asked once per catalog generation (the answer is kept in the meta table)."""
+        generation = self.generation()
+        kept = self.meta("lookalikes")
+        if kept is not None and kept.startswith(f"{generation}\n"):
+            try:
+                pairs = [(w, p) for w, p in json.loads(kept.partition("\n")[2])]
+            except (TypeError, ValueError, RecursionError):
+                pairs = None
+            if pairs is not None and all(check.plain_wheel(w) and check.project_of(p) == p for w, p in pairs):
+                return pairs
+        kind = f"json_extract(row, '$[{FIELDS.index('kind')}]')"
+        query = (f"SELECT filename, project FROM records WHERE {kind} IS NOT 'kernel' AND project IN "
+                 f"(SELECT project FROM records WHERE {kind} = 'kernel') ORDER BY filename")
+        found = [(str(w), str(p)) for w, p in self.db.execute(query)]
+        if not all(check.plain_wheel(w) and check.project_of(p) == p for w, p in found):
+            raise CatalogDamaged(f"{self.path}: a row's file name or project is not one a record may have")
+        self.put_meta("lookalikes", f"{generation}\n{json.dumps(found)}")
+        return found
+
     def project_names(self) -> list[str]:
         return [name for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
 
     def records(self) -> list[Record]:
         """Every record, sorted by file name."""
-        rows = self.db.execute("SELECT row FROM records ORDER BY filename")
-        return [Record.from_row(json.loads(row)) for (row,) in rows]
+        records = [r for _project, group in self.projects() for r in group]
+        return sorted(records, key=lambda r: r.filename)
 
 
-def list_local(files: Path, damaged: list[str] | None = None) -> dict[str, str]:
+def no_record(path: str, wheel: str, remote: bool = False) -> str:
+    """The line for a wheel in the store that has no record (the index cannot show it)."""
+    fix = ("rerun build to make it again, or delete the wheel" if remote else
+           "run `kernel-factory index --repair` to make its record from the wheel, or delete the wheel")  # fmt: skip
+    return f"{path}: the wheel {wheel} has no record, so the index leaves it out; {fix}"
+
+
+@dataclass
+class Gaps:
+    """What a listing of ``files/`` found unpaired: records whose wheel is gone, wheels without a record."""
+
+    folder: str
+    no_wheel: list[str] = field(default_factory=list)  # wheel names
+    no_record: list[str] = field(default_factory=list)
+
+    def lines(self, healed: Iterable[str] = ()) -> list[str]:
+        """One line for each, but those of wheels in ``healed`` (adopted again since)."""
+        done = set(healed)
+        return [check.missing_wheel(os.path.join(self.folder, f"{w}.json"), w) for w in self.no_wheel
+                if w not in done] + [no_record(os.path.join(self.folder, w), w) for w in self.no_record
+                                     if w not in done]  # fmt: skip
+
+    def __bool__(self) -> bool:
+        return bool(self.no_wheel or self.no_record)
+
+
+def list_local(files: Path, damaged: list[str] | None = None, gaps: Gaps | None = None) -> dict[str, str]:
     """Wheel file name -> key of its record file, for every record under ``files`` whose wheel is there.
 
     One ``os.scandir`` and one stat per record file; hidden names (``.tmp-*``, the catalog) are skipped.
-    A record without its wheel is not listed; it adds one line to ``damaged``.
+    A record without its wheel is not listed, nor a wheel without its record: each adds one line to
+    ``damaged``, or its name to ``gaps`` when given.
     """
     wheels: set[str] = set()
     records: list[os.DirEntry[str]] = []
@@ -248,35 +402,42 @@ def list_local(files: Path, damaged: list[str] | None = None) -> dict[str, str]:
                     records.append(entry)
     except FileNotFoundError:
         return {}
+    found = Gaps(os.fspath(files)) if gaps is None else gaps
     listing: dict[str, str] = {}
     for entry in records:
         wheel = entry.name[:-5]
         if wheel not in wheels:
-            if damaged is not None:
-                damaged.append(check.missing_wheel(entry.path, wheel))
+            found.no_wheel.append(wheel)
             continue
         try:
             st = entry.stat()
         except FileNotFoundError:
             continue
         listing[wheel] = record_key(st)
+    found.no_record.extend(sorted(wheels - listing.keys() - set(found.no_wheel)))
+    found.no_wheel.sort()
+    if gaps is None and damaged is not None:
+        damaged.extend(found.lines())
     return listing
 
 
 def record_key(st: os.stat_result) -> str:
-    """The key of a local record file: records are renamed into place, so a new record is a new inode."""
-    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+    """The key of a local record file: records are renamed into place, so a new record is a new inode; a record
+    written over in place changes its ctime (which no one can set back)."""
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
 def sync(
-    catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[tuple[str, Record | None]]]
-) -> set[str]:
+    catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[tuple[str, Record | None]]],
+    rescan: bool = False,
+) -> set[str]:  # fmt: skip
     """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records with ``read``; projects touched.
 
     ``read`` yields (wheel, record or None when it vanished or cannot be read) for the wheel names it is given.
+    ``rescan``: read every listed record, whatever its key, and write the rows of those that differ.
     """
     have = catalog.keys()
-    changed = sorted(w for w, key in listing.items() if have.get(w) != key)
+    changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]
     if not changed and not removed:
         return set()
@@ -286,7 +447,7 @@ def sync(
             removed.append(wheel)
         else:
             upserts.append((listing[wheel], record))
-    return catalog.apply(upserts, removed)
+    return catalog.apply(upserts, removed, only_changed=rescan, checked=True)
 
 
 def read_local(
@@ -296,20 +457,21 @@ def read_local(
     fails is not read into the catalog and adds one line to ``damaged`` (it is read again next time)."""
 
     def read(wheels: list[str]) -> Iterator[tuple[str, Record | None]]:
-        for wheel in wheels:
-            path = files / f"{wheel}.json"
-            try:
-                with open(path, "rb") as f:
-                    data = f.read(check.MAX_RECORD_BYTES + 1)
-            except FileNotFoundError:
-                yield wheel, None
-                continue
-            try:
-                yield wheel, check.parse(data, wheel, str(path))
-            except check.BadRecord as exc:
-                if damaged is not None:
-                    damaged.append(str(exc))
-                yield wheel, None
+        folder = os.fspath(files)
+        for i in range(0, len(wheels), READ_BATCH):
+            batch = wheels[i : i + READ_BATCH]
+            datas: list[bytes | None] = []
+            for wheel in batch:
+                try:
+                    with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
+                        datas.append(f.read(check.MAX_RECORD_BYTES + 1))
+                except FileNotFoundError:
+                    datas.append(None)
+            for wheel, record, why in check.parse_many(batch, datas, [os.path.join(folder, f"{w}.json")
+                                                                      for w in batch]):  # fmt: skip
+                if why is not None and damaged is not None:
+                    damaged.append(why)
+                yield wheel, record
 
     return read
 
@@ -317,14 +479,20 @@ def read_local(
 def local_catalog(root: Path) -> Catalog:
     """The catalog file of a local store folder; in memory where the store cannot be written (read-only)."""
     files = root / FILES
+    real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
     if files.is_dir() and os.access(files, os.W_OK):
-        return Catalog(files / CATALOG_FILE)
+        path = files / CATALOG_FILE
+        try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
+            st = os.lstat(path)
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISLNK(st.st_mode):
+                raise refuse_link(path, "catalog")
+            if not stat.S_ISREG(st.st_mode):
+                raise LinkRefused(f"{path}: not a regular file, where kernel-factory keeps its catalog; remove it")
+        return Catalog(path)
     return Catalog(":memory:")
-
-
-def _decoded(rows: list[str]) -> list[Record]:
-    """The records of a project's rows (JSON texts), decoded by one json.loads, not one per row."""
-    return [Record.from_row(r) for r in json.loads(f"[{','.join(rows)}]")]
 
 
 def folder_state(folder: Path) -> str | None:
@@ -345,25 +513,31 @@ def folder_state(folder: Path) -> str | None:
 
 
 def refresh(
-    catalog: Catalog, files: Path, damaged: list[str] | None = None, rescan: bool = False
-) -> tuple[dict[str, str] | None, set[str]]:
+    catalog: Catalog, files: Path, damaged: list[str] | None = None, rescan: bool = False,
+    gaps: Gaps | None = None,
+) -> tuple[dict[str, str] | None, set[str]]:  # fmt: skip
     """Bring ``catalog`` up to date with ``files/``; (wheel -> key of every record there, or None when nothing
     was listed because the catalog matches the folder; the projects touched).
 
     Every writer renames records into place (and holds the store lock), so a folder whose own stat is the one
     the catalog last matched holds the same records: nothing is listed. Otherwise the folder is listed and
-    synced; its stat is kept only when no record was left out, so a damaged record is named again on every
-    run until it is fixed. ``rescan`` lists and syncs regardless (after a record was edited in place).
+    synced; its stat is kept only when no record was left out and every wheel and record is paired, so a
+    damaged record or an unpaired file is named again on every run until it is fixed. ``rescan`` lists and
+    reads every record regardless (after a record was edited in place). Unpaired files go to ``gaps`` when
+    given, else one line each to ``damaged``.
     """
     state = folder_state(files)
     if not rescan and state and catalog.meta(FILES_STATE) == state:
         return None, set()
     left_out: list[str] = []
-    listing = list_local(files, left_out)
-    touched = sync(catalog, listing, read_local(files, left_out))
+    found = Gaps(os.fspath(files)) if gaps is None else gaps
+    listing = list_local(files, left_out, found)
+    touched = sync(catalog, listing, read_local(files, left_out), rescan)
+    if gaps is None:
+        left_out.extend(found.lines())
     if damaged is not None:
         damaged.extend(left_out)
-    catalog.set_meta(FILES_STATE, state if state and not left_out else "")
+    catalog.set_meta(FILES_STATE, state if state and not left_out and not found else "")
     return listing, touched
 
 

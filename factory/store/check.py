@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from packaging.utils import InvalidName, InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .. import variants
 from ..errors import Refused, UnknownVariant
-from ..record import Record
+from ..record import FIELDS, Record
 
 MAX_RECORD_BYTES = 256 * 1024  # a real record is 1-3 KB
 MAX_DEPTH = 8  # nesting of lists and objects (``extra``)
@@ -30,7 +31,6 @@ MAX_SUMMARY = 16384
 MAX_ITEMS = 1024  # entries of requires_dist, archs
 KINDS = ("kernel", "adopted")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_LABEL = re.compile(r"[a-z0-9]{1,64}")
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -71,87 +71,142 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def _text(raw: dict[str, Any], key: str, limit: int = MAX_TEXT, *, optional: bool = False) -> str | None:
-    value = raw.get(key)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"'{key}' must be a string, not {type(value).__name__}")
-    if len(value) > limit:
-        raise ValueError(f"'{key}' is longer than {limit} characters")
-    if _CONTROL.search(value):
-        raise ValueError(f"'{key}' holds a control character")
-    return value
+def plain_label(label: Any) -> bool:
+    """Whether ``label`` is a string a record's label may be (safe as a folder name)."""
+    return type(label) is str and variants.LABEL_CHARS.fullmatch(label) is not None
 
 
-def _texts(raw: dict[str, Any], key: str) -> tuple[str, ...]:
-    value = raw.get(key, [])
-    if not isinstance(value, list) or len(value) > MAX_ITEMS:
-        raise ValueError(f"'{key}' must be a list of at most {MAX_ITEMS} strings")
-    for item in value:
-        if not isinstance(item, str) or len(item) > MAX_TEXT or _CONTROL.search(item):
-            raise ValueError(f"'{key}' holds {item!r}, not a plain string")
-    return tuple(value)
+def plain_text(text: Any) -> bool:
+    """Whether ``text`` is a string a record's field may hold (no control character, at most MAX_TEXT long)."""
+    return type(text) is str and len(text) <= MAX_TEXT and not _CONTROL.search(text)
+
+
+def _control(values: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """ValueError naming the first of ``keys`` whose string (or list of strings) holds a control character."""
+    for key in keys:
+        value = values.get(key)
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, str) and _CONTROL.search(item):
+                raise ValueError(f"'{key}' holds a control character")
 
 
 def _fields(raw: dict[str, Any]) -> dict[str, Any]:
-    """The record's fields, each checked for its type and size."""
+    """The record's fields, each checked for its type and size; every string is searched for control characters
+    at once (one search over them all, then one per field only to name the field)."""
     values: dict[str, Any] = {}
+    texts: list[str] = []
     for key in _REQUIRED_STR:
-        values[key] = _text(raw, key)
+        value = raw.get(key)
+        if type(value) is not str:
+            raise ValueError(f"'{key}' must be a string, not {type(value).__name__}")
+        values[key] = value
+        texts.append(value)
     for key in _OPTIONAL_STR:
-        if key in raw:
-            values[key] = _text(raw, key, optional=True)
+        value = raw.get(key)
+        if value is None:
+            if key in raw:
+                values[key] = None
+            continue
+        if type(value) is not str:
+            raise ValueError(f"'{key}' must be a string, not {type(value).__name__}")
+        values[key] = value
+        texts.append(value)
+    if max(map(len, texts)) > MAX_TEXT:
+        key = next(k for k in (*_REQUIRED_STR, *_OPTIONAL_STR) if len(values.get(k) or "") > MAX_TEXT)
+        raise ValueError(f"'{key}' is longer than {MAX_TEXT} characters")
     for key in _STR_LISTS:
-        values[key] = _texts(raw, key)
+        value = raw.get(key, ())
+        if not isinstance(value, (list, tuple)) or len(value) > MAX_ITEMS:
+            raise ValueError(f"'{key}' must be a list of at most {MAX_ITEMS} strings")
+        for item in value:
+            if type(item) is not str or len(item) > MAX_TEXT:
+                raise ValueError(f"'{key}' holds {item!r}, not a plain string"[:200])
+        values[key] = tuple(value)
+        texts.extend(value)
     summary = raw.get("summary", "")
-    values["summary"] = _text({"summary": summary}, "summary", MAX_SUMMARY)
+    if type(summary) is not str:
+        raise ValueError(f"'summary' must be a string, not {type(summary).__name__}")
+    if len(summary) > MAX_SUMMARY:
+        raise ValueError(f"'summary' is longer than {MAX_SUMMARY} characters")
+    values["summary"] = summary
+    texts.append(summary)
+    if _CONTROL.search("\t".join(texts)):  # a tab is allowed: joining by it finds only the strings' own
+        _control(values, (*_REQUIRED_STR, *_OPTIONAL_STR, *_STR_LISTS, "summary"))
     meta = raw.get("metadata_sha256", "")
-    if not isinstance(meta, str) or (meta and not _HEX64.fullmatch(meta)):
+    if type(meta) is not str or (meta and not _HEX64.fullmatch(meta)):
         raise ValueError("'metadata_sha256' must be a sha256 hex digest")
     values["metadata_sha256"] = meta
     size = raw.get("size")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    if type(size) is not int or size < 0:
         raise ValueError(f"'size' must be a whole number of bytes, not {size!r}"[:200])
     values["size"] = size
     yanked = raw.get("yanked", False)
-    if not isinstance(yanked, (bool, str)) or (isinstance(yanked, str) and len(yanked) > MAX_TEXT):
+    if not (yanked is False or yanked is True or (type(yanked) is str and len(yanked) <= MAX_TEXT)):
         raise ValueError("'yanked' must be true, false or a reason")
+    if type(yanked) is str and _CONTROL.search(yanked):
+        raise ValueError("'yanked' holds a control character")
     values["yanked"] = yanked
     kind = raw.get("kind", "kernel")
     if kind not in KINDS:
         raise ValueError(f"'kind' must be one of {', '.join(KINDS)}")
     values["kind"] = kind
     schema = raw.get("schema", 1)
-    if not isinstance(schema, int) or isinstance(schema, bool):
+    if type(schema) is not int:
         raise ValueError("'schema' must be a whole number")
     values["schema"] = schema
     extra = raw.get("extra", {})
-    if not isinstance(extra, dict):
+    if type(extra) is not dict:
         raise ValueError("'extra' must be an object")
+    if extra and _depth(extra) > MAX_DEPTH - 1:
+        raise ValueError(f"it nests deeper than {MAX_DEPTH} levels")
     values["extra"] = extra
     return values
 
 
+# A wheel file name (PEP 427): name-version[-build]-python-abi-platform.whl, no part holding a '-'.
+_WHEEL = re.compile(r"([A-Za-z0-9._]+)-([A-Za-z0-9._+!]+)(?:-([0-9][A-Za-z0-9._]*))?-([A-Za-z0-9._]+)-([A-Za-z0-9._]+)"
+                    r"-([A-Za-z0-9._]+)\.whl")
+
+
+@lru_cache(maxsize=1 << 14)
+def _project(name: str, *, validate: bool) -> str | None:
+    """The normalised project name of a name (PEP 503), or None where it is not valid (PEP 508 with
+    ``validate``; a wheel file name's rules without)."""
+    if not validate and "__" in name:
+        return None
+    try:
+        return canonicalize_name(name, validate=validate)
+    except InvalidName:
+        return None
+
+
+@lru_cache(maxsize=1 << 16)
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
 def _check_meaning(values: dict[str, Any], expected: str) -> None:
-    """Name, version, label, hashes and file name agree with each other and with the record's key."""
+    """Name, version, label, hashes and file name agree with each other and with the record's key. Each check
+    of a value that many records share (name, version, label, variant) runs once per distinct value."""
     filename = values["filename"]
     if filename != expected:
         raise ValueError(f"its file name {filename!r} is not the one its key names ({expected!r})")
-    try:
-        wheel_name, wheel_version, _build, _tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        raise ValueError(f"{filename!r} is not a valid wheel file name") from None
-    try:
-        name = canonicalize_name(values["name"], validate=True)
-    except InvalidName:
-        raise ValueError(f"name {values['name']!r} is not a valid project name (PEP 508)") from None
+    parts = _WHEEL.fullmatch(filename)
+    wheel_name = _project(parts[1], validate=False) if parts else None
+    wheel_version = _version(parts[2]) if parts else None
+    if wheel_name is None or wheel_version is None:
+        raise ValueError(f"{filename!r} is not a valid wheel file name")
+    name = _project(values["name"], validate=True)
+    if name is None:
+        raise ValueError(f"name {values['name']!r} is not a valid project name (PEP 508)")
     if name != wheel_name:
         raise ValueError(f"name {values['name']!r} does not match the file name")
-    try:
-        version = Version(values["version"])
-    except InvalidVersion:
-        raise ValueError(f"version {values['version']!r} is not a valid version (PEP 440)") from None
+    version = _version(values["version"])
+    if version is None:
+        raise ValueError(f"version {values['version']!r} is not a valid version (PEP 440)")
     if version != wheel_version:
         raise ValueError(f"version {values['version']!r} does not match the file name")
     if not _HEX64.fullmatch(values["sha256"]):
@@ -159,24 +214,35 @@ def _check_meaning(values: dict[str, Any], expected: str) -> None:
     if not _TIME.fullmatch(values["upload_time"]):
         raise ValueError(f"upload_time {values['upload_time']!r} is not like 2026-01-02T03:04:05Z")
     label, variant = values.get("label"), values.get("variant")
-    if label is not None:
-        if not _LABEL.fullmatch(label) or label != version.local:
-            raise ValueError(f"label {label!r} is not the local label of version {values['version']!r}")
-        if variant is None and not variants.is_label(label):
-            raise ValueError(f"label {label!r} is not shaped like a build variant's label")
-    if variant is not None:
-        try:
-            target = variants.parse(variant)
-        except UnknownVariant:
-            raise ValueError(f"variant {variant!r} is not a build variant the kernels project defines") from None
-        if target.label != label:
-            raise ValueError(f"label {label!r} is not the label of variant {variant!r}")
+    if label is not None or variant is not None:
+        why = _label_problem(label, variant, values["version"])
+        if why:
+            raise ValueError(why)
     repo_id = values.get("repo_id")
     if repo_id is not None and not _REPO_ID.fullmatch(repo_id):
         raise ValueError(f"repo_id {repo_id!r} is not a Hub repository id (org/name)")
     requires_python = values.get("requires_python")
     if requires_python is not None and not _specifier_ok(requires_python):
         raise ValueError(f"requires_python {requires_python!r} is not a version specifier")
+
+
+@lru_cache(maxsize=1 << 14)
+def _label_problem(label: str | None, variant: str | None, version: str) -> str:
+    """What is wrong with a record's label and variant, given its (valid) version ("" if nothing)."""
+    if label is not None:
+        parsed = _version(version)
+        if not variants.LABEL_CHARS.fullmatch(label) or parsed is None or label != parsed.local:
+            return f"label {label!r} is not the local label of version {version!r}"
+        if variant is None and not variants.is_label(label):
+            return f"label {label!r} is not shaped like a build variant's label"
+    if variant is not None:
+        try:
+            target = variants.parse(variant)
+        except UnknownVariant:
+            return f"variant {variant!r} is not a build variant the kernels project defines"
+        if target.label != label:
+            return f"label {label!r} is not the label of variant {variant!r}"
+    return ""
 
 
 @lru_cache(maxsize=256)
@@ -192,13 +258,32 @@ def _specifier_ok(text: str) -> bool:
 
 def check(raw: Any, expected: str) -> Record:
     """A Record from a parsed record object whose key names the wheel ``expected``; ValueError says why not."""
-    if not isinstance(raw, dict):
+    if type(raw) is not dict:
         raise ValueError(f"it holds a JSON {type(raw).__name__}, not an object")
     values = _fields(raw)  # every field but ``extra`` is flat, or a list of strings
-    if _depth(values["extra"]) > MAX_DEPTH - 1:
-        raise ValueError(f"it nests deeper than {MAX_DEPTH} levels")
     _check_meaning(values, expected)
     return Record(**values)
+
+
+def plain_wheel(filename: Any) -> bool:
+    """Whether ``filename`` is shaped like a wheel file name (PEP 427; no '/', no control character)."""
+    return type(filename) is str and _WHEEL.fullmatch(filename) is not None and plain_text(filename)
+
+
+def project_of(name: str) -> str | None:
+    """The normalised project of a record's (valid) name; None if the name is not valid (PEP 508)."""
+    return _project(name, validate=True)
+
+
+def check_row(row: Any, filename: str, project: str) -> Record:
+    """A Record from a catalog row (``Record.to_row``'s list) of the wheel ``filename`` in ``project``: the
+    same checks as a record file's, and the project its name gives; ValueError says why not."""
+    if type(row) is not list or len(row) != len(FIELDS):
+        raise ValueError(f"it holds a JSON {type(row).__name__} of another shape, not a record's fields")
+    record = check(dict(zip(FIELDS, row, strict=True)), filename)
+    if _project(record.name, validate=True) != project:
+        raise ValueError(f"its project {project!r} is not the one its name gives ({record.name!r})")
+    return record
 
 
 REMOTE_HINT = "delete it and rerun build"
@@ -218,6 +303,37 @@ def parse(data: bytes, expected: str, where: str, hint: str | None = None) -> Re
         return check(raw, expected)
     except ValueError as exc:
         raise BadRecord(f"{where}: not a valid record ({exc}); {hint}") from None
+
+
+def parse_many(
+    expected: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None
+) -> Iterator[tuple[str, Record | None, str | None]]:
+    """``parse`` of many records at once: (wheel, its record or None, the line saying why not, or None when it
+    is gone). The texts are decoded by one json.loads where each is one JSON object (else one by one)."""
+    present = [d for d in datas if d is not None]
+    decoded: list[Any] | None = None
+    if all(len(d) <= MAX_RECORD_BYTES and d.lstrip()[:1] == b"{" and d.rstrip()[-1:] == b"}" for d in present):
+        try:
+            decoded = json.loads(b"[" + b",".join(present) + b"]")
+        except (ValueError, RecursionError):
+            decoded = None
+        if decoded is not None and len(decoded) != len(present):  # a text of two objects, and one of none
+            decoded = None
+    values = iter(decoded) if decoded is not None else None
+    for name, data, path in zip(expected, datas, where, strict=True):
+        if data is None:
+            yield name, None, None
+            continue
+        try:
+            if values is None:
+                yield name, parse(data, name, path, hint), None
+                continue
+            try:
+                yield name, check(next(values), name), None
+            except ValueError as exc:
+                raise BadRecord(f"{path}: not a valid record ({exc}); {hint or repair_hint(True)}") from None
+        except BadRecord as exc:
+            yield name, None, str(exc)
 
 
 def missing_wheel(where: str, wheel: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from ..atomic import copy_file, write_bytes
+from ..atomic import copy_file, real_folder, write_bytes
 from ..errors import unusable
 from ..record import FILES, Record
 from . import check
@@ -73,6 +73,7 @@ class LocalStore:
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         """Move (or copy) ``wheel`` in, then its .metadata, then the record; each atomic."""
+        real_folder(self.files)  # never into a link's folder
         self.files.mkdir(parents=True, exist_ok=True)
         dest = self.files / record.filename
         if wheel.resolve() != dest.resolve():

@@ -12,8 +12,10 @@ leftovers, so a run with nothing to do costs no walk of a large store.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -41,8 +43,9 @@ def pid_alive(pid: int) -> bool:
 def read_holder(path: Path) -> int | None:
     """The PID written in the lock file by its holder, if any."""
     try:
-        text = path.read_text(encoding="ascii", errors="replace").strip()
-    except OSError:
+        with os.fdopen(atomic.open_nofollow(path, "lock file"), "rb") as f:
+            text = f.read(64).decode("ascii", errors="replace").strip()
+    except (OSError, atomic.LinkRefused):
         return None
     return int(text) if text.isdigit() and int(text) > 0 else None
 
@@ -88,8 +91,16 @@ def folder_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_NAME
     # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    # O_NOFOLLOW: a lock file that is a link (to a file someone wants emptied) is refused, never opened
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | atomic.NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise atomic.refuse_link(path, "lock file") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device: never written
+            raise atomic.LinkRefused(f"{path}: not a regular file, where kernel-factory keeps its lock; remove it")
         deadline = time.monotonic() + wait_s
         told = False
         while True:

@@ -34,7 +34,7 @@ from ..s3util import (
     remote_sha256,
     upload_file,
 )
-from .catalog import CATALOG_FILE, Catalog, sync
+from .catalog import CATALOG_FILE, Catalog, no_record, sync
 
 
 class S3Store:
@@ -112,18 +112,19 @@ class S3Store:
     def _url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
-    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
+    def catalog(self, rescan: bool = False, fresh: bool = False) -> tuple[Catalog, str, set[str]]:
         """The store's catalog (``files/.catalog.sqlite`` in the bucket) brought up to date with one listing;
-        (catalog, its generation before, the projects touched). ``rescan`` adds nothing: the bucket is listed on
-        every call.
+        (catalog, its generation before, the projects touched).
 
         A record is read only when its ETag differs from the catalog's key for it, so an unchanged store
         costs the listing and one GET; a changed catalog is put back (one PUT; a refused PUT is ignored).
+        ``rescan``: read every record; ``fresh``: start from an empty catalog (the bucket's failed a check).
+        Wheels without a record add one line each to ``damaged``.
         """
         listing = self._listing()
         key = self._key(CATALOG_FILE)
         data: bytes | None = None
-        if key in listing:
+        if key in listing and not fresh:
             try:
                 data = self._get(key)
             except Unreachable:
@@ -150,6 +151,10 @@ class S3Store:
                                     f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}")  # fmt: skip
             else:
                 records[name.removesuffix(".json")] = etag
+        for k in sorted(listing):
+            name = k[cut:]
+            if name.endswith(".whl") and "/" not in name and not name.startswith(".") and f"{k}.json" not in listing:
+                self.damaged.append(no_record(self._url(k), name, remote=True))
 
         def read(wheels: list[str]) -> list[tuple[str, Record | None]]:
             keys = [self._key(f"{w}.json") for w in wheels]
@@ -163,8 +168,8 @@ class S3Store:
                         found.append((wheel, None))
             return found
 
-        touched = sync(catalog, records, read)
-        if touched or data is None:
+        touched = sync(catalog, records, read, rescan)
+        if touched or data is None or catalog.note is not None:
             blob = path.read_bytes()
             try:
                 put_bytes(self.client, blob, self.bucket, key, hashlib.sha256(blob).hexdigest(), self.put_options)

@@ -28,7 +28,7 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_n
 from packaging.version import InvalidVersion, Version
 
 from .. import variants
-from ..atomic import stream_digest
+from ..atomic import LinkRefused, link_problem, open_nofollow, stream_digest
 from ..errors import Refused, UnknownVariant
 from ..record import PROVENANCE, Record, read_provenance
 
@@ -47,6 +47,7 @@ class WheelData:
     metadata: bytes
     provenance: bytes | None
     data: bytes | None  # the whole file, when it was read into memory
+    ident: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file read: what adoption may hard-link
 
 
 def parse_name(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag]]:
@@ -104,15 +105,20 @@ def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
 def read_wheel(path: str, filename: str) -> WheelData:
     """Digest, size, mtime, METADATA and provenance of the wheel at ``path``, from one read where it is small."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:  # never through a link: the bytes read and hashed are the file's own, and the file is what is stored
+            fd = open_nofollow(path, "wheel")
+        except LinkRefused:
+            raise Refused(f"{filename}: {link_problem(path) or 'not a regular file'}; adoption takes regular files "
+                          "only (a link could point anywhere once in the store): copy the wheel itself there") from None
         try:
             st = os.fstat(fd)
+            ident = (st.st_dev, st.st_ino)
             if st.st_size > WHOLE:
                 with open(fd, "rb", closefd=False) as f:
                     digest = stream_digest(f)
                     f.seek(0)
                     metadata, provenance = _members(f, filename)
-                return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None)
+                return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None, ident)
             data = os.read(fd, st.st_size + 1)
             if len(data) != st.st_size:  # a short read, or the file changed: read on to its end
                 parts = [data]
@@ -124,7 +130,7 @@ def read_wheel(path: str, filename: str) -> WheelData:
         metadata, provenance = _members(io.BytesIO(data), filename)
     except _ZIP_ERRORS as exc:
         raise _unreadable(filename, exc) from None
-    return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data)
+    return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data, ident)
 
 
 def _provenance_variant(provenance: bytes | None) -> str | None:
@@ -284,7 +290,7 @@ def record_of(
         "license": raw.get("license_expression") or raw.get("license") or None,
     }
     values.update(_variant_fields(filename, version, tags, wheel.provenance, known))
-    return Record.of(values)
+    return Record(**values)
 
 
 def make_record(

@@ -46,6 +46,7 @@ class LockedKernel:
     sha: str
     variants: tuple[str, ...] = ()
     hashes: dict[str, str] = field(default_factory=dict)  # variant -> "sha256-<hex>"
+    ref: str | None = None  # what the lock resolved: "v1" for version 1, a branch or tag for revision=
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,10 @@ def _new_entry(entry: Mapping[str, Any], where: str, out: list[LockedKernel]) ->
     if not isinstance(dep, Mapping) or not isinstance(lock, Mapping):
         raise ConfigError(f"{where}: 'dependency' and 'lock' must be objects; re-lock with `kernels lock`")
     repo_id = _check_repo_id(dep.get("repo-id"), where)
-    out.append(LockedKernel(repo_id, _check_sha(lock.get("commit"), f"{where} ({repo_id})")))
+    version, revision = dep.get("version"), dep.get("revision")
+    ref = (f"v{version}" if isinstance(version, int) and not isinstance(version, bool) and version >= 0 else
+           revision if isinstance(revision, str) and revision else None)
+    out.append(LockedKernel(repo_id, _check_sha(lock.get("commit"), f"{where} ({repo_id})"), ref=ref))
 
 
 def parse_lock(text: str, where: str = "kernels.lock") -> list[LockedKernel]:
@@ -135,7 +139,8 @@ def parse_lock(text: str, where: str = "kernels.lock") -> list[LockedKernel]:
             prev = merged[key]
             hashes = {**prev.hashes, **lk.hashes}
             all_variants = not prev.variants or not lk.variants
-            lk = LockedKernel(lk.repo_id, lk.sha, () if all_variants else tuple(sorted(hashes)), hashes)
+            lk = LockedKernel(lk.repo_id, lk.sha, () if all_variants else tuple(sorted(hashes)), hashes,
+                              lk.ref or prev.ref)
         merged[key] = lk
     return list(merged.values())
 

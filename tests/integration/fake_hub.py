@@ -1,10 +1,13 @@
 """A hostile Hub on 127.0.0.1: it answers the refs and commits endpoints with whatever a test sets.
 
 ``FakeHub`` serves ``/api/kernels/<org>/<name>/refs`` (``refs``), ``.../commits/<sha>``
-(``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``) and an empty
-``.../tree/...``; anything else is 404. ``Recorder`` answers 200 to anything and keeps every
-request's path and ``Authorization`` header, to show what a client sent to a host it should not
-have talked to. Both run in a thread of the test process and record every request.
+(``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``), ``.../tree/<sha>/<path>``
+(``trees``, the same way; empty when unset), ``.../tree/<sha>`` (``root_tree``, else ``trees``),
+``.../revision/<sha>`` (the sha) and the organisation listing ``/api/kernels?author=``
+(``listing``, by page); paths with a ``busy`` part answer 503; anything else is 404.
+``Recorder`` answers 200 to anything and keeps every request's path and ``Authorization`` header,
+to show what a client sent to a host it should not have talked to. Both run in a thread of the test
+process and record every request.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ class _Server(ThreadingHTTPServer):
         self.seen: list[tuple[str, str | None]] = []  # (path, Authorization header)
         self.refs: dict[str, Any] = {"branches": [], "tags": [], "converts": []}
         self.pages: list[tuple[Any, dict[str, str]]] = []
+        self.trees: list[tuple[Any, dict[str, str]]] = []
+        self.listing: list[tuple[Any, dict[str, str]]] = []
+        self.busy: tuple[str, ...] = ()  # paths containing one of these answer 503 (Retry-After: 0)
+        self.root_tree: list[tuple[Any, dict[str, str]]] = []  # .../tree/<sha> (no path): snapshot_download's
         self.record_only = False
 
     @property
@@ -62,14 +69,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(200, [])
             return
         parts = urlsplit(self.path)
-        if parts.path.endswith("/refs"):
+        page = int(parse_qs(parts.query).get("page", ["0"])[0])
+        if any(part in parts.path for part in self.server.busy):
+            self._answer(503, {"error": "busy"}, {"Retry-After": "0"})
+        elif parts.path.endswith("/refs"):
             self._answer(200, self.server.refs)
         elif "/commits/" in parts.path and self.server.pages:
-            page = int(parse_qs(parts.query).get("page", ["0"])[0])
-            body, headers = self.server.pages[min(page, len(self.server.pages) - 1)]
-            self._answer(200, body, headers)
+            self._answer(200, *self.server.pages[min(page, len(self.server.pages) - 1)])
         elif "/tree/" in parts.path:
-            self._answer(200, [])
+            at_root = parts.path.rsplit("/", 2)[-2] == "tree" and self.server.root_tree
+            trees = (self.server.root_tree if at_root else self.server.trees) or [([], {})]
+            self._answer(200, *trees[min(page, len(trees) - 1)])
+        elif "/revision/" in parts.path:
+            sha = parts.path.rsplit("/", 1)[-1]
+            self._answer(200, {"id": "/".join(parts.path.split("/")[3:5]), "sha": sha, "siblings": []})
+        elif parts.path == "/api/kernels" and self.server.listing:
+            self._answer(200, *self.server.listing[min(page, len(self.server.listing) - 1)])
         else:
             self._answer(404, {"error": "not found"}, {"X-Error-Code": "EntryNotFound"})
 
@@ -84,6 +99,10 @@ def fake_hub(*, record_only: bool = False) -> Iterator[_Server]:
 
 def branch(name: str, sha: str) -> dict[str, str]:
     return {"name": name, "ref": f"refs/heads/{name}", "targetCommit": sha}
+
+
+def folder(path: str) -> dict[str, Any]:
+    return {"type": "directory", "oid": "0" * 40, "path": path}
 
 
 def commit(sha: str) -> dict[str, Any]:

@@ -250,14 +250,17 @@ def big(root: Path, name: str, variants: tuple[str, ...], size: int, seed: int =
     return repo
 
 
+FOLDER = -1  # the size snapshot gives a folder (a file emptied to 0 bytes is a change, a folder's new time is not)
+
+
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """Path -> (size, mtime_ns) of everything under ``root`` (symlinks not followed)."""
+    """Path -> (size, mtime_ns) of everything under ``root`` (symlinks not followed; a folder's size: FOLDER)."""
     found: dict[str, tuple[int, int]] = {}
     for dirpath, dirs, files in os.walk(root):
         for name in dirs + files:
             p = os.path.join(dirpath, name)
             st = os.lstat(p)
-            found[os.path.relpath(p, root)] = (st.st_size if not os.path.isdir(p) else 0, st.st_mtime_ns)
+            found[os.path.relpath(p, root)] = (st.st_size if not os.path.isdir(p) else FOLDER, st.st_mtime_ns)
     return found
 
 

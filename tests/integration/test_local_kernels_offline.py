@@ -1,9 +1,12 @@
 """local-kernels end to end: kernel wheels pip-installed into a clean venv load offline with get_kernel.
 
 Each test makes a fresh venv (no system site-packages) that reaches torch 2.13 CPU and the kernels
-library through .pth files pointing at cached venvs (tests/.cache/venvs), and kernel-factory itself
-through a .pth naming the repository root (what ``pip install -e`` amounts to). The Hub endpoint is a
-dead port on 127.0.0.1 and HF_HUB_OFFLINE=1, so any attempt to reach it fails.
+library through .pth files pointing at cached venvs (tests/.cache/venvs), with kernel-factory's own
+wheel (dist/, what ``make install`` built) and the kernel wheels pip-installed into it from files, no
+index. The Hub endpoint is a dead port on 127.0.0.1 and HF_HUB_OFFLINE=1, so any attempt to reach it
+fails. ``--check`` prints, under each kernel that would load, one indented line per kernels loading
+path; the assertions here on kernel lines skip those (tests/integration/test_kernels_loaders.py checks
+them).
 """
 
 from __future__ import annotations
@@ -193,7 +196,7 @@ def test_check_names_a_torch_mismatch(tmp_path: Path, kernels_site: str, kernel_
     python = kernel_venv(tmp_path / "venv", kernels_site, kernel_wheels["img2grey"], old)
     check = local_kernels(python, "--check", home=tmp_path / "hf-home")
     assert check.returncode == 3, check.stdout + check.stderr
-    lines = check.stdout.splitlines()
+    lines = [line for line in check.stdout.splitlines() if not line.startswith("  ")]
     assert lines[0].startswith("img2grey (example/img2grey) 1.1.2+torch213cpucxx11: would load from ")
     assert lines[1] == (
         "oldgrey (example/oldgrey) 1.0.0+torch27cu128cxx11: built for torch 2.7 but torch 2.13.0+cpu is installed: "
@@ -248,7 +251,7 @@ def test_check_agrees_with_get_kernel_on_kernel_names(tmp_path: Path, kernels_si
     home = tmp_path / "hf-home"
     check = local_kernels(python, "--check", home=home)
     assert check.returncode == 3, check.stdout + check.stderr
-    lines = check.stdout.splitlines()
+    lines = [line for line in check.stdout.splitlines() if not line.startswith("  ")]
     site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
     assert lines[0] == f"scale-add (example/scale-add) 1.0.0: would load from {site}/scale_add"
     assert lines[1].startswith(

@@ -33,7 +33,8 @@ def errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
 
 def changed(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], *inside: str) -> list[str]:
     """Paths that appeared, went or changed outside the folders ``inside`` (folder mtimes aside)."""
-    paths = set(before) ^ set(after) | {p for p in before if p in after and before[p] != after[p] and after[p][0]}
+    paths = set(before) ^ set(after) | {p for p in before if p in after and before[p] != after[p]
+                                        and after[p][0] != h.FOLDER}  # a file emptied to 0 bytes is a change
     return sorted(p for p in paths if not p.startswith(inside))
 
 

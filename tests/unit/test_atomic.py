@@ -57,3 +57,81 @@ def test_folder_destination_clears_a_killed_publishs_leftovers(tmp_path: Path) -
     os.utime(leftover, (then, then))
     DirectoryDestination(dest).prepare([])
     assert not leftover.exists() and live.exists()
+
+
+# -- never through a link (issue 26 item 4) --------------------------------------------------------------------
+def test_a_page_whose_name_is_a_link_is_replaced_and_its_target_kept(tmp_path: Path) -> None:
+    from kernel_factory.atomic import Tree
+
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"secret")
+    out = tmp_path / "out"
+    (out / "simple").mkdir(parents=True)
+    (out / "simple" / "index.html").symlink_to(victim)
+    assert Tree(out).write("simple/index.html", b"page") is True
+    assert victim.read_bytes() == b"secret"
+    assert not (out / "simple" / "index.html").is_symlink() and (out / "simple" / "index.html").read_bytes() == b"page"
+    assert [p.name for p in (out / "simple").iterdir()] == ["index.html"]  # no temporary left
+
+
+def test_a_folder_that_is_a_link_is_refused_for_writes_and_removals(tmp_path: Path) -> None:
+    from kernel_factory.atomic import LinkRefused, Tree
+
+    victims = tmp_path / "victimdir"
+    (victims / "x").mkdir(parents=True)
+    (victims / "x" / "index.html").write_bytes(b"theirs")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "projects").symlink_to(victims)
+    tree = Tree(out)
+    with pytest.raises(LinkRefused) as exc:
+        tree.write("projects/y/index.html", b"page")
+    assert str(exc.value) == (f"{out}/projects -> {victims}: a symbolic link where kernel-factory writes a folder, "
+                              "and it never writes through a link; remove the link")
+    with pytest.raises(LinkRefused):
+        tree.remove("projects/x/index.html")
+    assert sorted(p.relative_to(victims).as_posix() for p in victims.rglob("*")) == ["x", "x/index.html"]
+
+
+def test_the_stale_sweep_leaves_links_alone(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    (victim / "inner").mkdir(parents=True)
+    (victim / "inner" / "f").write_bytes(b"theirs")
+    root = tmp_path / "store"
+    root.mkdir()
+    (root / ".tmp-dir").symlink_to(victim)
+    (root / ".tmp-file").symlink_to(victim / "inner" / "f")
+    old = time.time() - 7200
+    for p in (root / ".tmp-dir", root / ".tmp-file"):
+        os.utime(p, (old, old), follow_symlinks=False)
+    assert remove_stale_tmp(root, time.time()) == 0
+    assert (victim / "inner" / "f").read_bytes() == b"theirs"
+    assert (root / ".tmp-dir").is_symlink() and (root / ".tmp-file").is_symlink()
+
+
+def test_copy_file_puts_nothing_when_the_bytes_are_not_the_expected_ones(tmp_path: Path) -> None:
+    import hashlib
+
+    from kernel_factory.atomic import DigestMismatch, LinkRefused, copy_file
+
+    src = tmp_path / "a.whl"
+    src.write_bytes(b"wheel")
+    with pytest.raises(DigestMismatch):
+        copy_file(src, tmp_path / "out" / "a.whl", hashlib.sha256(b"other").hexdigest())
+    assert list((tmp_path / "out").iterdir()) == []
+    (tmp_path / "link.whl").symlink_to(src)
+    with pytest.raises(LinkRefused):
+        copy_file(tmp_path / "link.whl", tmp_path / "out" / "b.whl")
+    copy_file(src, tmp_path / "out" / "a.whl", hashlib.sha256(b"wheel").hexdigest())
+    assert (tmp_path / "out" / "a.whl").read_bytes() == b"wheel"
+
+
+def test_every_private_name_is_private() -> None:
+    from kernel_factory.atomic import PRIVATE_NAMES, TMP_PREFIX, private
+    from kernel_factory.index.build import STATE_FILE
+    from kernel_factory.store.catalog import CATALOG_FILE
+    from kernel_factory.store.lock import LOCK_NAME
+
+    assert set(PRIVATE_NAMES) == {STATE_FILE, CATALOG_FILE, LOCK_NAME}
+    assert all(private(n) for n in (*PRIVATE_NAMES, f"{TMP_PREFIX}x"))
+    assert not any(private(n) for n in ("index.html", "files", "a.whl"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kernel_factory import cli
 
-SUBCOMMANDS = ["to-wheel", "plan", "build", "index", "publish", "serve", "local-kernels", "which"]
+SUBCOMMANDS = ["to-wheel", "plan", "build", "index", "publish", "serve", "local-kernels", "which", "download"]
 
 
 def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -1,7 +1,9 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
-from kernel_factory import config
+from kernel_factory import cli, config
+from kernel_factory.cli import options as cli_options
 from kernel_factory.errors import EXIT_USAGE, ConfigError
 
 
@@ -38,7 +40,8 @@ variants = ["torch2*-cu12*-x86_64-linux"]
     opts = config.resolve(config.Flags(config=str(p)), env=env)
     assert (opts.jobs, opts.manylinux) == (5, "2_17")
     opts = config.resolve(
-        config.Flags(config=str(p), jobs=1, manylinux="2_28", allow_orgs=("other",)), env={"KERNEL_FACTORY_JOBS": "5"}
+        config.Flags(config=str(p), given={"jobs": "1", "manylinux": "2_28", "allow_orgs": ["other"]}),
+        env={"KERNEL_FACTORY_JOBS": "5"},
     )
     assert (opts.jobs, opts.manylinux, opts.allow_orgs) == (1, "2_28", ("acme", "other"))
 
@@ -95,8 +98,8 @@ s3-put-args = { ServerSideEncryption = "aws:kms", StorageClass = "STANDARD_IA" }
 cache-control-pages = "public, max-age=60"
 s3-directory-keys = true
 """)
-    opts = config.resolve(config.Flags(config=str(p), s3_put_args=("StorageClass=GLACIER_IR", "ACL=private"),
-                          cache_control_immutable="max-age=99"), env={})
+    opts = config.resolve(config.Flags(config=str(p), given={"s3_put_args": ["StorageClass=GLACIER_IR", "ACL=private"],
+                                                     "cache_control_immutable": "max-age=99"}), env={})
     assert opts.s3_put_args == (("ACL", "private"), ("ServerSideEncryption", "aws:kms"), ("StorageClass", "GLACIER_IR"))
     assert (opts.cache_control_pages, opts.cache_control_immutable) == ("public, max-age=60", "max-age=99")
     assert opts.s3_directory_keys is True
@@ -105,7 +108,7 @@ s3-directory-keys = true
         with pytest.raises(ConfigError):
             config.resolve(config.Flags(config=str(write(tmp_path, f"[factory]\n{bad}\n"))), env={})
     with pytest.raises(ConfigError, match="KEY=VALUE"):
-        config.resolve(config.Flags(s3_put_args=("ACL",)), env={})
+        config.resolve(config.Flags(given={"s3_put_args": ["ACL"]}), env={})
 
 
 def test_org_glob_with_exclude(tmp_path: Path) -> None:
@@ -140,5 +143,38 @@ def test_flags_override_file_and_environment(tmp_path: Path, monkeypatch: pytest
     opts = config.resolve(config.Flags(config=str(p)), env={"KERNEL_FACTORY_STORE": "file:///srv/store"})
     assert (opts.store.local, opts.store.display, opts.scratch) == (Path("/srv/store"), "file:///srv/store",
                                                                      str(tmp_path / "tmp"))
-    opts = config.resolve(config.Flags(config=str(p), store="rel", scratch="s"), env={})
+    opts = config.resolve(config.Flags(config=str(p), given={"store": "rel", "scratch": "s"}), env={})
     assert (opts.store.local, opts.scratch) == (tmp_path / "rel", str(tmp_path / "s"))
+
+
+def test_every_option_is_declared_once_in_the_table() -> None:
+    fields = {f.name for f in dataclasses.fields(config.Options)} - {"kernels"}
+    names = [o.name for o in config.OPTIONS]
+    assert sorted(names) == sorted(fields)  # each Options field has one entry, and no entry is twice
+    flags = [o.flag for o in config.OPTIONS if o.flag]
+    assert len(flags) == len(set(flags))
+
+
+def test_a_no_flag_switches_off_what_the_config_switched_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    p = write(tmp_path, "[factory]\naccept-higher-policy = true\nallow-no-digest = true\n")
+    ns = cli.parser().parse_args(["build", "--config", str(p), "--no-accept-higher-policy"])
+    opts = config.resolve(cli_options.flags_of(ns, "build"), env={})
+    assert (opts.accept_higher_policy, opts.allow_no_digest) == (False, True)
+    ns = cli.parser().parse_args(["build", "--config", str(p)])
+    assert config.resolve(cli_options.flags_of(ns, "build"), env={}).accept_higher_policy is True
+
+
+def test_flags_come_from_the_table_for_each_command() -> None:
+    ns = cli.parser().parse_args(["index", "--out", "o", "--templates", "t", "--base-url", "https://h/",
+                                  "--allow-kernel-names"])
+    flags = cli_options.flags_of(ns, "index")
+    assert flags.given == {"index_out": "o", "templates": "t", "base_url": "https://h/", "allow_kernel_names": True}
+    ns = cli.parser().parse_args(["publish", "--to", "d", "--s3-put-arg", "A=1", "--s3-put-arg", "B=2"])
+    assert cli_options.flags_of(ns, "publish").given == {"s3_put_args": ["A=1", "B=2"]}
+    assert cli.main(["index", "--jobs", "2"]) == 2  # index takes no --jobs
+
+
+def test_a_bad_flag_value_is_one_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--jobs: expected a whole number"):
+        config.resolve(config.Flags(default_config=False, given={"jobs": "many"}), env={})

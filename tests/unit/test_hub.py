@@ -175,10 +175,10 @@ def test_next_page_only_on_the_endpoint(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("HF_ENDPOINT", "http://u:p@127.0.0.1:9")
     src = HubSource("kernels-community/relu")
     here = "http://127.0.0.1:9/api/kernels/kernels-community/relu/commits/x"
-    assert src._next_page(here, "?page=2") == here + "?page=2"
-    assert src._next_page(here, "http://127.0.0.1:9/p?page=3") == "http://127.0.0.1:9/p?page=3"
-    assert src._next_page(here, None) is None
+    assert src._next_page("the commits endpoint", here, "?page=2") == here + "?page=2"
+    assert src._next_page("the commits endpoint", here, "http://127.0.0.1:9/p?page=3") == "http://127.0.0.1:9/p?page=3"
+    assert src._next_page("the commits endpoint", here, None) is None
     for other in ("http://127.0.0.1:10/p", "https://127.0.0.1:9/p", "http://localhost:9/p", "//evil.invalid/p"):
         with pytest.raises(Unreachable) as info:
-            src._next_page(here, other)
+            src._next_page("the commits endpoint", here, other)
         assert "u:p" not in str(info.value) and "points its next page at another host" in str(info.value)

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from index_synth import index_pages
 from kernel_factory.index.build import build_index
 from kernel_factory.index.landing import quoted
-from kernel_factory.index.pages import DEFAULT_BASE_URL, in_variant, simple_json
+from kernel_factory.index.pages import DEFAULT_BASE_URL, environment, in_variant, project_pages, simple_json
 from kernel_factory.record import Record, version_key
-from kernel_factory.store.catalog import Catalog
+from kernel_factory.store.catalog import Catalog, CatalogDamaged
 from kernel_factory.variants import parse
 
 SHA = "a" * 64
@@ -186,14 +186,17 @@ def test_variant_filtering(records: list[Record]) -> None:
 
 def test_escaping_everywhere() -> None:
     evil = '<script>alert("x")</script>'
-    r = rec("evil", "1.0", CU, summary=evil, license=evil, upstream="javascript:alert(1)", requires_python='>=3.9"x')
+    r = rec("evil", "1.0", CU, summary=evil, license=evil, upstream="javascript:alert(1)")
     pages = render([r], None)
     for path, data in pages.items():
         assert b"<script>alert" not in data, path
     for human in (pages["index.html"].decode(), pages["projects/evil/index.html"].decode()):
         assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in human
         assert 'href="javascript:' not in human
-    assert 'data-requires-python="&gt;=3.9&#34;x"' in pages["simple/evil/index.html"].decode()
+    # a requires_python the record check refuses (so no catalog gives it) is escaped all the same
+    unchecked = replace(r, requires_python='>=3.9"x')
+    page = project_pages(environment(None), "evil", [unchecked], {}, DEFAULT_BASE_URL)[0]["simple/evil/index.html"]
+    assert 'data-requires-python="&gt;=3.9&#34;x"' in page.decode()
 
 
 def test_landing_page(records: list[Record]) -> None:
@@ -296,7 +299,10 @@ def test_catalog_gives_each_project_its_records() -> None:
     records = [rec("b-lib", "1.0", None), rec("a-lib", "2.0", None), rec("b-lib", "1.1", None), rec("c", "1", CU)]
     catalog = Catalog()
     catalog.apply([(r.filename, r) for r in records], ())
-    catalog.db.execute("UPDATE records SET project='../x' WHERE project='c'")  # a name no project has: skipped
     got = [(name, [r.filename for r in recs]) for name, recs in catalog.projects()]
-    assert got == [("a-lib", [records[1].filename]), ("b-lib", [records[0].filename, records[2].filename])]
+    assert got == [("a-lib", [records[1].filename]), ("b-lib", [records[0].filename, records[2].filename]),
+                   ("c", [records[3].filename])]  # fmt: skip
     assert [r for _, recs in catalog.projects(["b-lib"]) for r in recs] == [records[0], records[2]]
+    catalog.db.execute("UPDATE records SET project='../x' WHERE project='c'")  # a row that names another project
+    with pytest.raises(CatalogDamaged, match=r"the row of 'c-1\+torch27cu128cxx11-.*its project '../x' is not "):
+        list(catalog.projects())

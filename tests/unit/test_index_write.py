@@ -41,8 +41,10 @@ def store(tmp_path: Path) -> Path:
 
 
 def ns(**kw: Any) -> IndexArgs:
-    store = kw.pop("store", None)
-    return IndexArgs(flags=Flags(store=store), **kw)
+    """IndexArgs with the options' flags (store, out, base_url, templates) given by their names."""
+    renamed = {"out": "index_out"}
+    given = {renamed.get(k, k): kw.pop(k) for k in ("store", "out", "base_url", "templates") if kw.get(k)}
+    return IndexArgs(flags=Flags(given=given), **kw)
 
 
 def test_write_page(tmp_path: Path) -> None:

@@ -49,8 +49,9 @@ def test_new_format_written_by_kernels_017() -> None:
         KernelDependency("kernels-community/gelu", KernelVersion.Revision("main")): KernelLock("1" * 40),
     }).to_json()
     got = {lk.repo_id: lk for lk in parse_lock(text)}
-    assert got["kernels-community/relu"] == LockedKernel("kernels-community/relu", SHA)
+    assert got["kernels-community/relu"] == LockedKernel("kernels-community/relu", SHA, ref="v1")
     assert got["kernels-community/gelu"].sha == "1" * 40
+    assert got["kernels-community/gelu"].ref == "main"  # what download points refs/<ref> at
     assert got["kernels-community/gelu"].variants == ()
 
 

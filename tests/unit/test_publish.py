@@ -119,7 +119,7 @@ def test_store_root_defaults_to_public(tmp_path: Path, monkeypatch: pytest.Monke
     (tmp_path / "public").mkdir()
     assert store_root(Flags()) == Path("public")
     with pytest.raises(UsageError, match="publish reads a local folder"):
-        store_root(Flags(store="s3://bucket/store"))
+        store_root(Flags(given={"store": "s3://bucket/store"}))
 
 
 def test_open_destination_kinds(tmp_path: Path) -> None:

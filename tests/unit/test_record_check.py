@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from index_synth import index_pages, kernel_record, make_wheel
+from index_synth import kernel_record, make_wheel
 from kernel_factory import variants
 from kernel_factory.errors import UnknownVariant
 from kernel_factory.index.build import build_index
 from kernel_factory.index.landing import project_context
+from kernel_factory.index.pages import environment, landing_page, project_pages
 from kernel_factory.record import Record
 from kernel_factory.store import check as record_check
 from kernel_factory.store.catalog import Catalog
@@ -165,9 +166,18 @@ def catalog_of(recs: list[Record]) -> Catalog:
 
 
 def render(recs: list[Record]) -> dict[str, bytes]:
-    with tempfile.TemporaryDirectory() as tmp:
-        build_index(Path(tmp), catalog_of(recs), None, BASE)
-        return index_pages(Path(tmp))
+    """The pages of ``recs`` as pages.py renders them, unchecked (the catalog refuses unchecked records)."""
+    env = environment(None)
+    labels = {r.label: r.backend for r in recs if isinstance(r.label, str)}
+    pages: dict[str, bytes] = {}
+    summaries: dict[str, dict[str, object]] = {}
+    for project in sorted({canonicalize_name(r.name) for r in recs}):
+        made, _labels, summaries[project] = project_pages(
+            env, project, [r for r in recs if canonicalize_name(r.name) == project], labels, BASE
+        )
+        pages.update(made)
+    pages["index.html"] = landing_page(env, summaries, labels, BASE)
+    return pages
 
 
 def _safe_command(cmd: str) -> bool:

@@ -2,9 +2,10 @@
 
 import torch
 
+from . import layers
 from ._ops import add_op_namespace_prefix, ops
 
-__all__ = ["add_op_namespace_prefix", "img2grey", "ops", "silu_and_mul"]
+__all__ = ["add_op_namespace_prefix", "img2grey", "layers", "ops", "silu_and_mul"]
 
 
 @torch.library.register_fake(add_op_namespace_prefix("img2grey"))

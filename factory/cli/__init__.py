@@ -1,0 +1,131 @@
+"""Command line: ``kernel-factory <subcommand>``; ``main(argv) -> int``.
+
+One module per subcommand (as auditwheel does): each has ``NAME``, ``HELP``, ``DESCRIPTION``, ``EXAMPLE``,
+``configure_parser(p)`` and ``execute(ns) -> int``, which turns the Namespace into the frozen arguments
+(``config.Flags`` for the options' overrides, ``BuildArgs``, ``IndexArgs``, ... beside the code that takes
+them) of the stage it calls; no Namespace goes further. The options' flags come from ``config.OPTIONS``
+(cli/options.py). Errors print one line (``--debug`` adds the traceback) and return the exit code their class
+carries (factory/errors.py). The texts users read (``--help``) are DESCRIPTION and each subcommand's
+description and example, not this docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from .. import __version__
+from ..errors import EXIT_BUG, FactoryError, unusable
+from ..safe_text import redact_url
+from . import build, download, index, local_kernels, plan, publish, serve, to_wheel, which
+
+SUBCOMMANDS: tuple[ModuleType, ...] = (to_wheel, plan, build, index, publish, serve, local_kernels, which, download)
+
+DESCRIPTION = """\
+Turn Hugging Face Kernel Hub kernels into audited, pip-installable wheels (one per
+build variant) and publish them as a static package index that pip and uv install
+from: a plain folder, an S3 bucket, or a PyPI-style upload endpoint.
+
+Start with `kernel-factory to-wheel` for one kernel, or write a factory.toml and
+run `build`, `index` and `publish`. Exit codes: 0 ok, 1 a bug, 2 usage or
+configuration error, 3 some items refused, 4 a source or destination unreachable.
+"""
+
+EPILOG = """\
+example:
+  kernel-factory build --config factory.toml && kernel-factory index
+  kernel-factory serve --out public --port 8000
+  pip install img2grey==1.1.2+torch213cpucxx11 --index-url http://127.0.0.1:8000/simple
+
+Run `kernel-factory COMMAND --help` for each command's flags.
+"""
+
+
+def _global_flags() -> argparse.ArgumentParser:
+    """--debug, -q and -v, accepted before or after the subcommand (``kernel-factory index --debug``).
+
+    SUPPRESS keeps a subcommand's parser from resetting what was given before the subcommand.
+    """
+    g = argparse.ArgumentParser(add_help=False)
+    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="print only errors and results, no plan or progress lines")
+    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="also print what the libraries underneath log (-vv: debug detail)")
+    return g
+
+
+def parser() -> argparse.ArgumentParser:
+    common = _global_flags()
+    p = argparse.ArgumentParser(prog="kernel-factory", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
+    p.add_argument("--version", action="version", version=f"kernel-factory {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        command = sub.add_parser(module.NAME, help=module.HELP, description=module.DESCRIPTION,
+                                 epilog=f"example:\n  {module.EXAMPLE}",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
+        module.configure_parser(command)
+        command.set_defaults(handler=module.execute)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    try:
+        ns = p.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    ns.debug = getattr(ns, "debug", False)
+    ns.quiet = getattr(ns, "quiet", False)
+    ns.verbose = getattr(ns, "verbose", 0)
+    if ns.verbose:
+        import logging
+
+        level = "debug" if ns.verbose > 1 else "info"
+        logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(name)s: %(message)s")
+        os.environ.setdefault("HF_HUB_VERBOSITY", level)  # huggingface_hub sets its own level from this
+    try:
+        return int(ns.handler(ns))
+    except FactoryError as exc:
+        if ns.debug:
+            _traceback()
+        message = redact_url(str(exc))  # no URL's user and password, whichever message carries one
+        print(f"error: {message}", file=sys.stderr)
+        if getattr(ns, "json", False):  # scripts parse stdout: the one document says what went wrong
+            print(json.dumps({"error": message, "exit_code": exc.exit_code}))
+        return exc.exit_code
+    except OSError as exc:  # a full, read-only or forbidden store, scratch or destination: exit 4, one line
+        err = unusable(exc)
+        if err is None:
+            return _bug()
+        if ns.debug:
+            _traceback()
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        return _bug()
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """The console script (and ``python -m kernel_factory``)."""
+    return main(argv)
+
+
+def _traceback() -> None:
+    import traceback
+
+    traceback.print_exc()
+
+
+def _bug() -> int:
+    _traceback()
+    print("error: this is a bug in kernel-factory; please report it with the traceback above", file=sys.stderr)
+    return EXIT_BUG

@@ -1,0 +1,35 @@
+"""``kernel-factory download``: kernels.lock -> the Hub cache, from your index."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "download"
+HELP = "kernels.lock -> the Hub cache, from your index (kernels download, offline after)"
+DESCRIPTION = (
+    "Read PROJECT_DIR/kernels.lock (both formats), take each locked kernel's wheel that fits this\n"
+    "interpreter's torch from --index-url, check its sha256 and unpack it into the Hub cache\n"
+    "(KERNELS_CACHE, else HF_HUB_CACHE) as kernels download does, with the kernels they depend on, so that\n"
+    "load_kernel and get_locked_kernel work offline. Nothing is written unless every kernel is found;\n"
+    "a second run downloads nothing. Exit 3: a kernel the index lacks, no build for this torch, a hash\n"
+    "mismatch; exit 4: the index unreachable or the cache full or read-only."
+)
+EXAMPLE = (
+    "kernel-factory download . --index-url https://kernels.example.com\n"
+    "  KERNELS_CACHE=/opt/kernels kernel-factory download /src/app --index-url http://127.0.0.1:8000"
+)
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("project_dir", metavar="PROJECT_DIR", nargs="?", default=".",
+                   help="the project folder holding kernels.lock (default: .)")
+    p.add_argument("--index-url", metavar="URL", required=True,
+                   help="an index kernel-factory made (its root, not simple/)")
+    p.add_argument("--python", metavar="PY", help="interpreter (or venv) whose torch to fit (default: this one)")
+
+
+def execute(ns: argparse.Namespace) -> int:
+    from ..local.download import DownloadArgs, run_download
+
+    return run_download(DownloadArgs(project_dir=ns.project_dir, index_url=ns.index_url, python=ns.python,
+                                     quiet=ns.quiet))

@@ -1,0 +1,31 @@
+"""``kernel-factory local-kernels``: LOCAL_KERNELS for the kernel wheels installed here."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "local-kernels"
+HELP = "print LOCAL_KERNELS for the kernel wheels installed here"
+DESCRIPTION = (
+    "Find the kernel wheels installed in this Python environment and print the LOCAL_KERNELS value\n"
+    "that makes the kernels package load them instead of downloading from the Hub. --cache also writes\n"
+    "them into the Hub cache kernels reads (adding only), for kernelize, the locked paths and load_kernel.\n"
+    "--check says which kernels would load with the torch installed here, through which path, and why not."
+)
+EXAMPLE = (
+    'eval "$(kernel-factory local-kernels --shell --cache)"\n'
+    "  kernel-factory local-kernels --check"
+)
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shell", action="store_true", help="print `export LOCAL_KERNELS=...` for eval")
+    p.add_argument("--check", action="store_true", help="say which installed kernels would load, and why not")
+    p.add_argument("--cache", nargs="?", const="", metavar="DIR",
+                   help="also put them in the Hub cache kernels reads (DIR: that folder, exported as KERNELS_CACHE)")
+
+
+def execute(ns: argparse.Namespace) -> int:
+    from ..local.kernels import LocalKernelsArgs, run_local_kernels
+
+    return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check, cache=ns.cache))

@@ -1,0 +1,162 @@
+"""One interpreter's torch build, as kernels sees it: the single Environment of local/.
+
+Built from the facts ``facts.py`` collects (run in another interpreter by ``probe.py`` for ``which``, or
+in this one by ``checks.py`` for ``local-kernels --check``), or by hand in tests. The machine name is
+normalised once (``machine``) and the build variant and its label are derived once (``variant``,
+``label``), with kernels' own classes, so the name is spelled the way kernel-builder spells it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import FactoryError, Refused, UsageError
+
+_ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def machine(machine_name: str, system: str) -> tuple[str, str]:
+    """(arch, os) as kernel-builder names them: ``AMD64`` -> ``x86_64``, ``arm64`` -> ``aarch64``; os lower-case."""
+    arch = machine_name.lower()
+    return _ARCH.get(arch, arch), system.lower()
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What one interpreter's torch build offers a kernel; ``variant`` and ``label`` are derived from it."""
+
+    os: str  # linux, darwin, windows
+    arch: str  # x86_64, aarch64
+    torch: str | None = None  # torch version; None: not installed
+    cuda: str | None = None  # torch.version.cuda
+    hip: str | None = None  # torch.version.hip
+    xpu: str | None = None  # torch.version.xpu
+    mps: bool = False
+    cxx11_abi: bool | None = None
+    torch_error: str | None = None  # torch is installed but does not import
+    tvm_ffi: str | None = None  # installed apache-tvm-ffi version
+    tpu: bool = False
+    neuron: bool = False
+    cann: str | None = None  # CANN version of an Ascend NPU build (privateuse1 "npu")
+    python: str = ""
+    python_version: str = ""
+
+    @property
+    def backend(self) -> str:
+        """kernels' backend name, checked in the order of ``kernels.backends._backend``."""
+        for name, present in (("tpu", self.tpu), ("neuron", self.neuron), ("cuda", self.cuda), ("rocm", self.hip),
+                              ("metal", self.mps), ("xpu", self.xpu), ("cann", self.cann)):
+            if present:
+                return name
+        return "cpu"
+
+    @functools.cached_property
+    def _target(self) -> Any:
+        """(variant name, factory.variants.Target); raises Refused/UnknownVariant/UsageError."""
+        from kernels.variants import Arch, ArchVariant, Torch
+
+        from ..variants import parse
+
+        if self.torch is None:
+            raise UsageError(f"{self.python or 'python'} has no torch ({self.torch_error or 'not installed'})")
+        tv = _version(self.torch, "torch")
+        abi = self.cxx11_abi if self.os == "linux" else None
+        framework = Torch(version=Version(f"{tv.major}.{tv.minor}"), cxx11_abi=abi)
+        name = ArchVariant(framework=framework, arch=Arch(backend=_kernels_backend(self), platform=self.arch,
+                                                          os=self.os)).variant_str
+        return name, parse(name)  # UnknownVariant (exit 3) for a platform kernels does not build for
+
+    @property
+    def variant(self) -> str:
+        """The build variant kernel-builder makes for this torch (``torch213-cxx11-cu130-x86_64-linux``)."""
+        return str(self._target[0])
+
+    @property
+    def label(self) -> str:
+        """Its local version label (``torch213cu130cxx11``): the variant index this torch installs from."""
+        return str(self._target[1].label)
+
+    @property
+    def backend_version(self) -> str | None:
+        version = self._target[1].backend_version
+        return None if version is None else str(version)
+
+    @property
+    def torch_minor(self) -> str:
+        v = _version(self.torch or "", "torch")
+        return f"{v.major}.{v.minor}"
+
+    @property
+    def root(self) -> str:
+        return f"variants/{self.label}/simple/"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "python": self.python, "python_version": self.python_version, "torch": self.torch,
+            "backend": self.backend, "backend_version": self.backend_version, "cxx11_abi": self.cxx11_abi,
+            "arch": self.arch, "os": self.os, "variant": self.variant, "label": self.label, "root": self.root,
+        }  # fmt: skip
+
+
+def label_or_none(env: Environment) -> str | None:
+    """``env.label``, or None where it cannot be derived (no torch, a platform kernels does not build for)."""
+    try:
+        return env.label
+    except (FactoryError, ImportError):
+        return None
+
+
+def _version(text: str, what: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise Refused(f"{what} reports an unreadable version {text!r}") from None
+
+
+def _kernels_backend(env: Environment) -> Any:
+    from kernels import backends as kb
+
+    backend = env.backend
+    if backend == "tpu":
+        return kb.TPU()
+    if backend == "neuron":
+        return kb.Neuron()
+    if backend == "cuda":
+        return kb.CUDA(version=_version(str(env.cuda), "torch's CUDA"))
+    if backend == "rocm":
+        return kb.ROCm(version=_version(str(env.hip).split("-")[0], "torch's ROCm"))
+    if backend == "metal":
+        return kb.Metal()
+    if backend == "xpu":
+        xpu = str(env.xpu)
+        return kb.XPU(version=_version(f"{xpu[0:4]}.{xpu[5:6]}", "torch's XPU"))
+    if backend == "cann":
+        return kb.CANN(version=_version(str(env.cann), "torch's CANN"))
+    return kb.CPU()
+
+
+def from_facts(facts: dict[str, Any], *, torch_version: str | None = None, tvm_ffi: str | None = None) -> Environment:
+    """The facts ``facts.collect()`` returns -> an Environment (``torch_version``: the installed distribution's
+    version, where the caller read it)."""
+    arch, os_name = machine(str(facts.get("machine", "")), str(facts.get("system", "")))
+    python, python_version = str(facts.get("python") or ""), str(facts.get("python_version") or "")
+    t = facts.get("torch")
+    if not isinstance(t, dict):
+        error = facts.get("torch_error")
+        return Environment(os_name, arch, torch_version, torch_error=None if error is None else str(error),
+                           tvm_ffi=tvm_ffi, python=python, python_version=python_version)
+
+    def text(key: str) -> str | None:
+        value = t.get(key)
+        return str(value) if value else None
+
+    return Environment(
+        os_name, arch, torch_version or str(t.get("version", "")), cuda=text("cuda"), hip=text("hip"),
+        xpu=text("xpu"), mps=bool(t.get("mps")), cxx11_abi=None if t.get("cxx11_abi") is None else bool(t["cxx11_abi"]),
+        tvm_ffi=tvm_ffi, tpu=bool(t.get("tpu")), neuron=bool(t.get("neuron")),
+        cann=text("cann") if t.get("privateuse1") == "npu" else None, python=python, python_version=python_version,
+    )

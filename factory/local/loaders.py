@@ -1,0 +1,148 @@
+"""``local-kernels --cache``: installed kernel wheels in the Hub cache, and which kernels loading paths serve them.
+
+kernels 0.17 has two offline sources (docs/local-kernels.md, "Every loading path"):
+
+- ``LOCAL_KERNELS`` (org/name=PATH), which only ``get_kernel`` and ``has_kernel`` read, whatever
+  ``version=`` or ``revision=`` they are given;
+- the Hub cache (``hubcache.cache_root``): ``refs/v<N>`` turns ``version=N`` into a commit, also for
+  ``LayerRepository`` and ``FuncRepository``, and ``snapshots/<sha>/build/<variant>`` is what
+  ``revision=<sha>``, the locked repositories, ``get_locked_kernel`` and ``load_kernel`` load.
+
+``install`` writes each installed kernel wheel into the cache (``hubcache.place``, a symlink to the installed
+package folder, at the commit its provenance names); ``paths`` says, for one kernel, what each path will load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import hubcache
+from .installed import InstalledKernel
+
+
+def refs_of(k: InstalledKernel) -> list[str]:
+    """The refs that name this wheel's commit: ``v<N>`` (metadata.json's version) and the ref it was built from."""
+    refs = []
+    version = k.metadata.get("version")
+    if isinstance(version, int) and not isinstance(version, bool):
+        refs.append(f"v{version}")
+    if k.ref and hubcache.valid_ref(k.ref) and k.ref not in refs:
+        refs.append(k.ref)
+    return refs
+
+
+def why_not_cacheable(k: InstalledKernel) -> str | None:
+    """Why this wheel cannot go in the Hub cache (only LOCAL_KERNELS can serve it), or None."""
+    if k.repo_id is None:
+        return "its provenance names no Hub repository (built without --repo-id)"
+    if k.revision is None or not hubcache.SHA.fullmatch(k.revision):
+        return f"it was built from {k.revision or 'an unknown revision'}, not a Hub commit"
+    if k.variant is None:
+        return "its provenance names no build variant"
+    return None
+
+
+def install(root: Path, kernels: list[InstalledKernel]) -> tuple[list[str], list[str]]:
+    """Place every cacheable kernel in ``root``; (one line per kernel placed, notes and refusals)."""
+    done: list[str] = []
+    notes: list[str] = []
+    for k in kernels:
+        why = why_not_cacheable(k)
+        if why:
+            notes.append(f"not in the Hub cache: {k.title}: {why}; only LOCAL_KERNELS serves it")
+            continue
+        assert k.repo_id and k.revision and k.variant
+        try:
+            where = hubcache.place(root, k.repo_id, k.revision, k.variant, k.folder, refs=refs_of(k), link=True,
+                                   notes=notes)
+        except hubcache.CacheConflict as exc:
+            notes.append(f"not in the Hub cache: {exc}")
+            continue
+        except OSError as exc:
+            notes.append(f"not in the Hub cache: {k.title}: cannot write {exc.filename or root} ({exc.strerror}); "
+                         "give a writable folder: --cache DIR")
+            continue
+        done.append(f"{k.key}: {where} -> {k.folder}")
+    return done, notes
+
+
+@dataclass(frozen=True)
+class LoadPath:
+    """One loading path and what it does here: ``ok`` and the reason."""
+
+    name: str
+    ok: bool
+    why: str
+
+    def line(self) -> str:
+        return f"  {self.name}: {'yes' if self.ok else 'no'}, {self.why}"
+
+
+def _fitting(build: Path) -> tuple[str | None, list[str]]:
+    """(the variant kernels would choose in ``build`` here, every variant folder there)."""
+    names = sorted(p.name for p in build.iterdir() if p.is_dir()) if build.is_dir() else []
+    try:
+        from kernels.variants import get_variants_local, resolve_variant
+    except ImportError:  # --check says once that kernels is missing
+        return (names[0] if names else None), names
+    variant, _ = resolve_variant(get_variants_local(build), None)
+    return (None if variant is None else variant.variant_str), names
+
+
+def _snapshot_loads(root: Path, repo_id: str, sha: str) -> tuple[bool, str]:
+    """Does ``snapshots/<sha>`` in the cache hold a variant kernels would load here (and whose is it)?"""
+    snap = hubcache.repo_folder(root, repo_id) / "snapshots" / sha
+    if not snap.is_dir():
+        return False, f"{snap} does not exist: run `kernel-factory local-kernels --cache`"
+    chosen, names = _fitting(snap / "build")
+    if chosen is None:
+        if names:
+            return False, f"{snap}: none of its build variants ({', '.join(names)}) fits this system"
+        return False, (f"{snap} holds no build variant folder (a link to an uninstalled wheel?): "
+                       "run `kernel-factory local-kernels --cache` again")
+    who = "this wheel" if hubcache.is_ours(snap) else "a download from the Hub"
+    return True, f"{snap / 'build' / chosen} ({who})"
+
+
+def version_ref(root: Path, repo_id: str, ref: str) -> str | None:
+    """The commit ``version=N`` resolves to offline, as kernels reads it (the legacy models-- folder wins)."""
+    legacy = hubcache.read_ref(hubcache.repo_folder(root, repo_id, "model"), ref)
+    return legacy or hubcache.read_ref(hubcache.repo_folder(root, repo_id), ref)
+
+
+def paths(k: InstalledKernel, root: Path, env: Mapping[str, str]) -> list[LoadPath]:
+    """What each kernels loading path does for this (loadable) kernel with this environment and cache."""
+    mapped = any(entry == f"{k.key}={k.folder}" for entry in env.get("LOCAL_KERNELS", "").split(":"))
+    version = k.metadata.get("version")
+    ref = f"v{version}" if isinstance(version, int) else None
+    out: list[LoadPath] = []
+    if k.repo_id is None or k.revision is None or not hubcache.SHA.fullmatch(k.revision):
+        why = why_not_cacheable(k) or ""
+        out.append(LoadPath("get_kernel, has_kernel", mapped,
+                         "through LOCAL_KERNELS" if mapped else "LOCAL_KERNELS does not name it: eval --shell"))
+        out.append(LoadPath("LayerRepository, FuncRepository, locked paths, load_kernel", False,
+                         f"{why}, so it cannot be in the Hub cache they read"))
+        return out
+    sha = k.revision
+    snap_ok, snap_why = _snapshot_loads(root, k.repo_id, sha)
+    if mapped:
+        out.append(LoadPath("get_kernel, has_kernel (any version= or revision=)", True, "through LOCAL_KERNELS"))
+    if ref is not None:
+        have = version_ref(root, k.repo_id, ref)
+        if have is None:
+            vwhy, vok = f"no refs/{ref} for {k.repo_id} in {root}: run `kernel-factory local-kernels --cache`", False
+        elif mapped:
+            vok, vwhy = True, f"refs/{ref} names {have}, and LOCAL_KERNELS loads this wheel for it"
+        else:
+            vok, vwhy = _snapshot_loads(root, k.repo_id, have)
+            vwhy = f"refs/{ref} names {have}: {vwhy}"
+        names = "LayerRepository, FuncRepository"
+        names = names if mapped else f"get_kernel, has_kernel, {names}"
+        out.append(LoadPath(f"{names} (version={version})", vok, vwhy))
+    if not mapped:
+        out.append(LoadPath("get_kernel, has_kernel (revision=<sha>)", snap_ok, snap_why))
+    out.append(LoadPath(f"LockedLayerRepository, LockedFuncRepository, get_locked_kernel, load_kernel (lock on {sha})",
+                     snap_ok, snap_why))
+    return out

@@ -1,0 +1,86 @@
+"""Text from elsewhere made safe to print: remote names without control characters, URLs without credentials.
+
+``printable`` is for anything a server, an index or a shared store wrote (file names, platforms, ref
+names): a terminal must show it as text, never obey it (ESC sequences, a newline that forges a line).
+``redact_url`` is for every URL a message prints: the user and password of a URL never reach the output.
+``quiet_credentials`` does the same for the log records of the libraries that print URLs themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    import logging
+
+# A scheme, "//", then everything up to the end of the authority (the first /, ?, # or space): userinfo may hold
+# '@' and ':' (``user:p@ss@host``), and only the last '@' of the authority ends it (RFC 3986, as urlsplit reads it).
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s\"'<>]*")
+_QUIET = False  # quiet_credentials has run
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` with every character a terminal would not print as itself (control characters such as ESC,
+    newlines, tabs, DEL, C1 codes, bidi and other format characters) written as a visible escape (``\\x1b``);
+    cut to ``limit`` characters (then ending in ``...``) when given."""
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "..."
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _strip_userinfo(match: re.Match[str]) -> str:
+    url = match.group(0)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unreadable authority (a bad IPv6 literal): keep only what follows its last '@'
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://{rest.rpartition('@')[2]}"
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the user and password of every URL in it left out (``http://user:p@ss@host/x`` ->
+    ``http://host/x``), as ``urllib.parse.urlsplit`` reads a URL's authority."""
+    return _URL.sub(_strip_userinfo, text) if "://" in text else text
+
+
+def _redact_record(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # arguments that do not format: the library's own problem, left as it is
+        return
+    if "://" in message:
+        record.msg, record.args = redact_url(message), None
+
+
+def quiet_credentials() -> None:
+    """Take credentials out of URLs in every log record from now on (huggingface_hub's retry warnings, urllib3's
+    and botocore's connection messages print the URL they were given). Called where those libraries are set up;
+    logging is imported only then, so a run that does not need them does not load it."""
+    global _QUIET
+    import logging
+
+    if _QUIET:
+        return
+    make = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        _redact_record(record)
+        return record
+
+    logging.setLogRecordFactory(factory)
+    _QUIET = True
