@@ -320,7 +320,7 @@ def _render_parallel(
     workers: int, projects: dict[str, Any],
 ) -> int:  # fmt: skip
     """Render every project's pages in ``workers`` processes reading the catalog file; pages written."""
-    from concurrent.futures import ProcessPoolExecutor
+    from ..store.pool import worker_pool
 
     env = environment(templates)
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
@@ -328,7 +328,7 @@ def _render_parallel(
     names = catalog.project_names()
     chunks = [names[i :: workers * 4] for i in range(workers * 4) if names[i :: workers * 4]]
     written = 0
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with worker_pool(workers) as pool:  # workers drop the store lock and die with this process
         futures = [pool.submit(_render_chunk, out, catalog.path, c, templates, base_url, labels) for c in chunks]
         for future in futures:
             count, entries = future.result()

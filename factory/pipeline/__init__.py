@@ -25,7 +25,7 @@ from ..variants import parse as parse_variant
 from ..variants import preload as preload_kernels
 from ..variants import settle as settle_preload
 from ..wheel import stages
-from .workers import worker_pool
+from ..store.pool import worker_pool
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ import sys
 import zipfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ..atomic import Batch, copy_file, file_digest, fsync_path, link_or_copy, write_bytes
 from ..errors import Refused
+from ..libc import sync_fs
 from ..record import FILES, Record
 from . import check as record_check
 from .catalog import Row, catalog_row
@@ -54,26 +54,6 @@ class AdoptResult:
     present: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)  # the adopted wheels' catalog rows (Catalog.apply_rows)
-
-
-@lru_cache(maxsize=1)
-def _syncfs() -> Any:
-    import ctypes
-
-    # the process's own symbols (libc among them): ctypes.util.find_library would run `ldconfig -p`
-    libc = ctypes.CDLL(None, use_errno=True)
-    return getattr(libc, "syncfs", None)
-
-
-def sync_fs(folder: Path | str) -> None:
-    """Flush the file system that holds ``folder`` (syncfs(2); sync(2) where there is none)."""
-    syncfs = _syncfs()
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        if syncfs is None or syncfs(fd) != 0:
-            os.sync()
-    finally:
-        os.close(fd)
 
 
 def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], known: dict[str, dict[str, Any]]) -> Record:
@@ -201,9 +181,9 @@ def _adopt(
     if workers <= 1:
         outcomes = [_adopt_rows(folder, batch, kernels, known) for batch in batches]
     else:
-        from concurrent.futures import ProcessPoolExecutor
+        from .pool import worker_pool
 
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with worker_pool(workers) as pool:  # workers drop the store lock and die with this process
             outcomes = list(pool.map(_adopt_rows, [folder] * len(batches), batches, [kernels] * len(batches),
                                      [known] * len(batches)))  # fmt: skip
     for rows, refused, found in outcomes:
