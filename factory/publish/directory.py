@@ -1,7 +1,8 @@
 """A local folder (or ``file://`` URL) as a publish destination.
 
-Each file lands atomically: a hard link (or a copy) under a temporary name
-beside the target, then a rename. Files with equal bytes are left alone.
+Each file lands atomically: a copy under a temporary name beside the target, then a rename. Never a hard
+link: a write to the published file (``echo >> DEST/simple/index.html``) would change the store's. Files
+with equal bytes are left alone.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import link_or_copy, remove_stale_tmp
+from ..atomic import copy_file, remove_stale_tmp
 from ..errors import Unreachable
 from .base import LocalFile, State
 
@@ -69,7 +70,7 @@ class DirectoryDestination:
 
     def put(self, file: LocalFile) -> None:
         try:
-            link_or_copy(file.path, self.root / file.rel)
+            copy_file(file.path, self.root / file.rel)  # a copy: see the module docstring
         except OSError as exc:
             raise Unreachable(f"cannot write {self.root / file.rel}: {exc.strerror}; fix --to or free space") from None
 

@@ -1,6 +1,7 @@
 """``index --wheels DIR``: adopt existing wheels into the store with their ``.metadata`` and records.
 
-Each wheel is hard-linked (else copied) into ``files/``, then its METADATA is
+Each wheel is copied into ``files/`` (never hard-linked: a write to the adopted folder's file would change
+the store's), then its METADATA is
 written beside it, then its record; each step atomic, so a record only exists
 once its wheel and metadata are whole. Adopting a wheel again does nothing.
 
@@ -12,7 +13,7 @@ combined root only. A wheel whose project is a kernel the store already holds
 is refused unless the user allows it (``--allow-kernel-names``). What is read
 from each wheel, and the caps on it, are in store/wheelinfo.py.
 
-Wheels are read and hashed in parallel processes, in batches: a batch links
+Wheels are read and hashed in parallel processes, in batches: a batch copies
 its wheels and writes their ``.metadata`` files (each to a temporary name,
 renamed into place), syncs the file system once, then renames the records into
 place and syncs once more (two syncs per batch, not an fsync per file). A batch of a few wheels (the usual
@@ -36,7 +37,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from ..atomic import Batch, copy_file, file_digest, fsync_path, link_or_copy, write_bytes
+from ..atomic import Batch, copy_file, file_digest, fsync_path, write_bytes
 from ..errors import Refused
 from ..libc import sync_fs
 from ..record import FILES, Record
@@ -67,22 +68,22 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
     wheel = read_wheel(path, filename)
     record = record_of(filename, parsed, wheel, known)
     dest = os.path.join(files, filename)
-    try:
-        os.link(path, dest)  # a whole file under its name at once, or nothing
-    except FileExistsError:
+    if os.path.lexists(dest):
         try:
-            same = os.path.samefile(dest, path) or file_digest(Path(dest)) == record.sha256
-        except FileNotFoundError:  # a dangling symbolic link of that name, or gone since: the wheel goes there
-            link_or_copy(Path(path), Path(dest))
-        else:
-            if not same:
-                raise Refused(f"{filename}: a different file of that name is already in {files}; "
-                              "remove one of them") from None
-    except OSError:  # another file system, or links not allowed: a copy (synced with the batch)
-        if wheel.data is not None:
-            batch.put(filename, wheel.data)
-        else:
-            copy_file(Path(path), Path(dest))
+            same = file_digest(Path(dest)) == record.sha256
+        except OSError:  # a dangling symbolic link of that name, or gone since: the wheel goes there
+            same = False
+        if not same and os.path.isfile(dest) and not os.path.islink(dest):
+            raise Refused(f"{filename}: a different file of that name is already in {files}; remove one of them")
+        if same:
+            batch.put(f"{filename}.metadata", wheel.metadata)
+            return record
+    # a copy, never a hard link: a write to the --wheels folder's file must not change the store's
+    if wheel.data is not None:
+        batch.put(filename, wheel.data)  # the bytes that were hashed
+    else:
+        copy_file(Path(path), Path(dest))
+    os.utime(dest, (wheel.mtime, wheel.mtime))  # the record's upload time, as --repair reads it back
     batch.put(f"{filename}.metadata", wheel.metadata)
     return record
 
@@ -111,7 +112,7 @@ def _adopt_paths(
 
 
 def _durable(batch: Batch, wheels: Sequence[str] = ()) -> None:
-    """Make what ``batch`` wrote (and ``wheels``, linked or copied beside it) durable: the file system synced
+    """Make what ``batch`` wrote (and ``wheels``, copied beside it) durable: the file system synced
     once, or for a small batch (whose files were fsynced as written) each wheel and then the folder."""
     if not batch.fsync:
         sync_fs(batch.folder)
