@@ -351,15 +351,19 @@ def index_store(
 def index_with_adoption(
     store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
     kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
-    rescan: bool = False,
+    rescan: bool = False, repair: bool = False, notes: list[str] | None = None,
 ) -> tuple[int, IndexResult, list[tuple[Path, Any]]]:  # fmt: skip
     """Adopt the wheels of ``wheels`` folders (local stores only), sync the catalog, build the index.
 
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
     left out add one line each to ``damaged``. ``rescan``: list and check every record even when ``files/``
-    looks unchanged (store/catalog.py ``refresh``).
+    looks unchanged (store/catalog.py ``refresh``). Every record's wheel and ``.metadata`` are compared with it
+    (store/filecheck.py): what cannot be put right adds a line to ``damaged``, what was (a ``.metadata`` written
+    again, with ``repair`` a record of a changed wheel) a line to ``notes``.
     """
+    from ..store import filecheck
+
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
     if loc.local is None:
@@ -370,6 +374,9 @@ def index_with_adoption(
         if damaged is not None:
             damaged.extend(s3.damaged)
         try:
+            found = filecheck.check_s3(s3, remote)
+            _found(found, damaged, notes)
+            changed |= found.touched
             return remote.count(), build_index(out, remote, templates, base_url, generation, changed), adopted
         finally:
             remote.close()
@@ -396,6 +403,9 @@ def index_with_adoption(
                 listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
+        found = filecheck.check_local(root, catalog, repair)
+        _found(found, damaged, notes)
+        touched |= found.touched
         index = build_index(out, catalog, templates, base_url, before, touched)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
@@ -404,6 +414,13 @@ def index_with_adoption(
         return catalog.count(), index, adopted
     finally:
         catalog.close()
+
+
+def _found(found: Any, damaged: list[str] | None, notes: list[str] | None) -> None:
+    if damaged is not None:
+        damaged.extend(found.errors)
+    if notes is not None:
+        notes.extend(found.notes)
 
 
 def run_index(args: IndexArgs) -> int:
@@ -437,10 +454,13 @@ def _run_index(opts: IndexOptions) -> int:
     if opts.wheels and opts.store.local is None:
         raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
     damaged: list[str] = []
+    notes: list[str] = []
     count, index, results = index_with_adoption(
         opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names, damaged,
-        opts.allow_kernel_names, opts.rescan,
+        opts.allow_kernel_names, opts.rescan, opts.repair, notes,
     )  # fmt: skip
+    for line in notes:
+        print(line, file=sys.stderr)
     for folder, result in results:
         refused += len(result.refused)
         adopted += result.adopted

@@ -21,11 +21,11 @@ from ..record import Record
 from ..sources import open_source
 from ..sources.base import Source
 from ..store import open_store
+from ..store.pool import worker_pool
 from ..variants import parse as parse_variant
 from ..variants import preload as preload_kernels
 from ..variants import settle as settle_preload
 from ..wheel import stages
-from ..store.pool import worker_pool
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class S3Store:
         self.client = client if client is not None else make_client()
         self.endpoint = str(self.client.meta.endpoint_url)
         self.damaged: list[str] = []
+        self.listing: dict[str, tuple[int, str]] = {}  # key -> (size, ETag), as catalog() last listed it
 
     def _fail(self, exc: BaseException) -> Unreachable:
         err = explain(exc, self.bucket, self.endpoint, flag="--store")
@@ -119,7 +120,7 @@ class S3Store:
         A record is read only when its ETag differs from the catalog's key for it, so an unchanged store
         costs the listing and one GET; a changed catalog is put back (one PUT; a refused PUT is ignored).
         """
-        listing = self._listing()
+        listing = self.listing = self._listing()
         key = self._key(CATALOG_FILE)
         data: bytes | None = None
         if key in listing:
