@@ -371,6 +371,9 @@ def index_with_adoption(
 
         s3 = S3Store(loc.url)
         remote, generation, changed = s3.catalog()
+        from ..publish.linked import STORE_FILE
+
+        write_bytes(out / STORE_FILE, json.dumps({"store": loc.url}).encode())  # where publish finds the wheels
         if damaged is not None:
             damaged.extend(s3.damaged)
         try:

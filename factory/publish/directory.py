@@ -68,6 +68,9 @@ class DirectoryDestination:
             return "new"
         return "same" if same_bytes(file.path, target) else "changed"
 
+    def has(self, rel: str) -> bool:
+        return (self.root / rel).is_file()
+
     def put(self, file: LocalFile) -> None:
         try:
             copy_file(file.path, self.root / file.rel)  # a copy: see the module docstring
