@@ -447,6 +447,7 @@ def _run_index(opts: IndexOptions) -> int:
     adopted: list[str] = []
     present: list[str] = []
     skipped: list[str] = []
+    not_indexed: list[str] = []
     if opts.repair:
         from ..store.adopt import repair_store
 
@@ -473,6 +474,11 @@ def _run_index(opts: IndexOptions) -> int:
             f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
             + (f", {len(result.refused)} refused" if result.refused else "")
         )
+        if result.not_wheels:
+            not_indexed += result.not_wheels
+            print(f"warning: {folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
+                  f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and put those "
+                  "in the folder", file=sys.stderr)  # fmt: skip
     for line in damaged:
         print(f"error: {line}", file=sys.stderr)
     say(
@@ -492,6 +498,7 @@ def _run_index(opts: IndexOptions) -> int:
             "adopted": adopted,
             "already_in_store": sorted(present),
             "skipped": skipped,
+            "not_indexed": not_indexed,
             "damaged": damaged,
         }
         print(json.dumps(doc, indent=2))

@@ -55,6 +55,15 @@ class AdoptResult:
     present: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)  # the adopted wheels' catalog rows (Catalog.apply_rows)
+    not_wheels: list[str] = field(default_factory=list)  # sdists and eggs in the folder: not indexed, said so
+
+
+SDIST_ENDINGS = (".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tgz", ".tar", ".egg")  # PEP 625 sdists, old forms
+
+
+def not_wheels(names: Collection[str]) -> list[str]:
+    """The distributions among a folder's ``names`` that are not wheels (they are named, never dropped silently)."""
+    return sorted(n for n in names if n.endswith(SDIST_ENDINGS) and not n.startswith("."))
 
 
 def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], known: dict[str, dict[str, Any]]) -> Record:
