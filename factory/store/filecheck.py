@@ -67,8 +67,10 @@ REBUILD_FIX = "delete the wheel and its record and run `kernel-factory build` ag
 
 
 def _changed(where: str, name: str, what: str, fix: str = REPAIR_FIX) -> str:
-    return (f"{where}: {what}, not the wheel its record {name}.json describes (changed outside kernel-factory); "
-            f"it is left out of the pages: put back the wheel the record describes, or {fix}")
+    return (
+        f"{where}: {what}, not the wheel its record {name}.json describes (changed outside kernel-factory); "
+        f"it is left out of the pages: put back the wheel the record describes, or {fix}"
+    )
 
 
 def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck:
