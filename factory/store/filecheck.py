@@ -119,9 +119,8 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
         found.touched |= catalog.apply(redo, drop)
         if drop:
             catalog.set_meta(FILES_STATE, "")  # list files/ again next run: the wheel may be back by then
-    text = json.dumps(seen, sort_keys=True, separators=(",", ":"))
-    if text != saved:
-        catalog.put_meta(STATS, text)
+    if seen != stats:
+        catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
     return found
 
 
