@@ -43,6 +43,8 @@ from .pages import (
 if TYPE_CHECKING:
     import jinja2
 
+    from ..store.filecheck import FileCheck
+
 STATE_FILE = ".index-state.json"  # in the index root: what the pages show (see the module docstring)
 STATE_SCHEMA = 3
 PAGE_DIRS = ("simple", "variants", "projects")
@@ -419,7 +421,7 @@ def index_with_adoption(
         catalog.close()
 
 
-def _found(found: Any, damaged: list[str] | None, notes: list[str] | None) -> None:
+def _found(found: FileCheck, damaged: list[str] | None, notes: list[str] | None) -> None:
     if damaged is not None:
         damaged.extend(found.errors)
     if notes is not None:
