@@ -77,9 +77,15 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
     """Compare every record in ``catalog`` with its wheel and ``.metadata`` under ``root/files``."""
     files = root / FILES
     found = FileCheck()
+    wheels: dict[str, os.DirEntry[str]] = {}
+    metadata: set[str] = set()  # the .metadata files there (one listing: no stat each)
     try:
         with os.scandir(files) as it:
-            entries = {e.name: e for e in it if not e.name.startswith(".")}
+            for e in it:
+                if e.name.endswith(".whl"):
+                    wheels[e.name] = e
+                elif e.name.endswith(".metadata"):
+                    metadata.add(e.name)
     except FileNotFoundError:
         return found
     saved = catalog.meta(STATS)
@@ -87,12 +93,10 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
     seen: dict[str, str] = {}
     drop: list[str] = []
     redo: list[tuple[str, Any]] = []
-    writable = os.access(files, os.W_OK)
     for name, size, sha256, metadata_sha256 in _rows(catalog):
-        entry = entries.get(name)
+        entry = wheels.get(name)
         if entry is None:
             continue  # a record without its wheel: the listing names it (store/catalog.py)
-        path = files / name
         try:
             st = entry.stat()
         except FileNotFoundError:
@@ -101,9 +105,10 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
         bad = None
         if st.st_size != size:
             bad = f"{st.st_size} bytes where its record says {size}"
-        elif name in stats and stats[name] != key and file_digest(path) != sha256:
+        elif name in stats and stats[name] != key and file_digest(Path(entry.path)) != sha256:
             bad = "its sha256 differs from its record's"
         if bad is not None:
+            path = Path(entry.path)
             if repair and _repair(root, name, found, redo):
                 seen[name] = record_key(path.stat())
                 continue
@@ -113,8 +118,8 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
             seen[name] = f"!{key}"  # never its key: checked (hashed) again next run, not taken at first sight
             continue
         seen[name] = key
-        if metadata_sha256 and f"{name}.metadata" not in entries:
-            _put_metadata(path, name, metadata_sha256, writable, found)
+        if metadata_sha256 and f"{name}.metadata" not in metadata:
+            _put_metadata(Path(entry.path), name, metadata_sha256, os.access(files, os.W_OK), found)
     if drop or redo:
         found.touched |= catalog.apply(redo, drop)
         if drop:
