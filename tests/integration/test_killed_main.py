@@ -171,9 +171,10 @@ def kill_when_seen(folder: Path, pattern: str, n: int, *args: str | Path) -> tup
         workers.update(children(main.pid))
         if folder.is_dir() and sum(1 for _ in folder.glob(pattern)) >= n:
             workers.update(children(main.pid))
+            running = sorted(w for w in workers if alive(w))  # before the kill: with it, they go at once
             os.kill(main.pid, signal.SIGKILL)  # the main process only, as the OOM killer does
             main.wait()
-            return sorted(w for w in workers if alive(w)), True
+            return running, True
         time.sleep(0.005)
     main.wait()
     return [], False
