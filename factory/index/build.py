@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import atomic
-from ..atomic import TMP_PREFIX, Tree
+from ..atomic import TMP_PREFIX, Tree, write_bytes
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES, Record
@@ -46,6 +46,8 @@ from .state import STATE_FILE as STATE_FILE
 
 if TYPE_CHECKING:
     import jinja2
+
+    from ..store.filecheck import FileCheck
 
 PAGE_DIRS = ("simple", "variants", "projects")
 PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
@@ -300,9 +302,9 @@ def _render_parallel(
     """Render every project's pages in ``workers`` forked processes; pages written.
 
     The projects are read from the catalog (and checked) here, then shared with the workers as the fork gives
-    them (a module global: nothing is pickled but the results)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    them (a module global: nothing is pickled but the results). The workers drop the store lock and die with
+    this process (store/pool.py)."""
+    from ..store.pool import worker_pool
 
     env = environment(templates)
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
@@ -312,7 +314,7 @@ def _render_parallel(
     _CHUNKS[:] = [everything[i::parts] for i in range(parts) if everything[i::parts]]
     written = 0
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        with worker_pool(workers) as pool:
             futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels) for i in range(len(_CHUNKS))]
             for future in futures:
                 count, entries, written_stats = future.result()
@@ -348,7 +350,7 @@ def _damaged(exc: CatalogDamaged, warnings: list[str] | None) -> None:
 def index_with_adoption(
     store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
     kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
-    rescan: bool = False, warnings: list[str] | None = None,
+    rescan: bool = False, repair: bool = False, notes: list[str] | None = None,
 ) -> tuple[int, IndexResult, list[tuple[Path, Any]]]:  # fmt: skip
     """Adopt the wheels of ``wheels`` folders (local stores only), sync the catalog, build the index.
 
@@ -356,19 +358,24 @@ def index_with_adoption(
     ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
     left out add one line each to ``damaged``. ``rescan``: read and check every record, and render and compare
     every page, even when ``files/`` and the pages look unchanged (store/catalog.py ``refresh``). A catalog that
-    holds a row that fails the record checks is rebuilt from the records (one line in ``warnings``).
+    holds a row that fails the record checks is rebuilt from the records (one line in ``notes``). Every record's
+    wheel and ``.metadata`` are compared with it (store/filecheck.py): what cannot be put right adds a line to
+    ``damaged``, what was (a ``.metadata`` written again, with ``repair`` a record of a changed wheel) a line to
+    ``notes``.
     """
+    from ..store import filecheck
+
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
     if loc.local is None:
-        count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, warnings, allow_kernel_names)
+        count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, notes, allow_kernel_names)
         return count, result, adopted
     root = loc.local
     files = root / FILES
     if wheels:
         files.mkdir(parents=True, exist_ok=True)
     catalog = local_catalog(root)
-    _catalog_note(catalog, warnings)
+    _catalog_note(catalog, notes)
     try:
         before = catalog.generation()
         # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
@@ -390,11 +397,14 @@ def index_with_adoption(
             damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
+        found = filecheck.check_local(root, catalog, repair)
+        _found(found, damaged, notes)
+        touched |= found.touched
         try:
             hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
-            index = build_index(out, catalog, templates, base_url, before, touched, rescan, warnings, hidden)
+            index = build_index(out, catalog, templates, base_url, before, touched, rescan, notes, hidden)
         except CatalogDamaged as exc:
-            _damaged(exc, warnings)
+            _damaged(exc, notes)
             catalog.reset()
             refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
             hidden = refuse_lookalikes(catalog, allow_kernel_names, None)
@@ -413,12 +423,18 @@ def _index_s3(
     warnings: list[str] | None, allow_kernel_names: bool,
 ) -> tuple[int, IndexResult]:  # fmt: skip
     """``index_with_adoption`` for an ``s3://`` store: its catalog object brought up to date, then the pages."""
+    from ..publish.linked import STORE_FILE
+    from ..store import filecheck
     from ..store.s3 import S3Store
 
     s3 = S3Store(url)
     remote, generation, changed = s3.catalog(rescan)
     _catalog_note(remote, warnings)
+    write_bytes(out / STORE_FILE, json.dumps({"store": url}).encode())  # where publish finds the wheels
     try:
+        found = filecheck.check_s3(s3, remote)
+        _found(found, damaged, warnings)
+        changed |= found.touched
         try:
             hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
             return remote.count(), build_index(out, remote, templates, base_url, generation, changed, rescan,
@@ -449,6 +465,13 @@ def refuse_lookalikes(catalog: Catalog, allow: bool, damaged: list[str] | None) 
     return frozenset(wheel for wheel, _ in found)
 
 
+def _found(found: FileCheck, damaged: list[str] | None, notes: list[str] | None) -> None:
+    if damaged is not None:
+        damaged.extend(found.errors)
+    if notes is not None:
+        notes.extend(found.notes)
+
+
 def run_index(args: IndexArgs) -> int:
     """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock)."""
     opts = resolve_paths(args)
@@ -470,6 +493,7 @@ def _run_index(opts: IndexOptions) -> int:
     adopted: list[str] = []
     present: list[str] = []
     skipped: list[str] = []
+    not_indexed: list[str] = []
     if opts.repair:
         from ..store.adopt import repair_store
 
@@ -480,12 +504,12 @@ def _run_index(opts: IndexOptions) -> int:
     if opts.wheels and opts.store.local is None:
         raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
     damaged: list[str] = []
-    warnings: list[str] = []
+    notes: list[str] = []
     count, index, results = index_with_adoption(
         opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names, damaged,
-        opts.allow_kernel_names, opts.rescan, warnings,
+        opts.allow_kernel_names, opts.rescan, opts.repair, notes,
     )  # fmt: skip
-    for line in warnings:
+    for line in notes:
         print(line, file=sys.stderr)
     for folder, result in results:
         refused += len(result.refused)
@@ -496,6 +520,11 @@ def _run_index(opts: IndexOptions) -> int:
             f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
             + (f", {len(result.refused)} refused" if result.refused else "")
         )
+        if result.not_wheels:
+            not_indexed += result.not_wheels
+            print(f"warning: {folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
+                  f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and put those "
+                  "in the folder", file=sys.stderr)  # fmt: skip
     for line in damaged:
         print(f"error: {line}", file=sys.stderr)
     say(
@@ -515,6 +544,7 @@ def _run_index(opts: IndexOptions) -> int:
             "adopted": adopted,
             "already_in_store": sorted(present),
             "skipped": skipped,
+            "not_indexed": not_indexed,
             "damaged": damaged,
         }
         print(json.dumps(doc, indent=2))

@@ -11,8 +11,9 @@ writer renames into ``files/`` under the store lock), so:
   up in the catalog, one query each.
 
 Otherwise (first run, ``files/`` changed, a wheel refused last time) the store's whole listing decides, as it
-did before the catalog kept anything. A folder whose wheels were refused keeps no snapshot, so the refusals are
-printed again on every run until the wheels are fixed or removed.
+did before the catalog kept anything. A folder whose wheels were refused, or that holds sdists (which are not
+indexed), keeps no snapshot, so the refusals and the sdists' names are printed again on every run until the
+files are fixed or removed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..store.adopt import AdoptResult, adopt_wheels
+from ..store.adopt import AdoptResult, adopt_wheels, not_wheels
 from ..store.catalog import FILES_STATE, Catalog, folder_state
 
 LOOKUPS = 2000  # more new names than this: read every name of the catalog once instead of one query each
@@ -72,10 +73,12 @@ def adopt_folder(
     snap = _snapshot(catalog, key) if listing is None else None
     if snap is not None and state is not None and snap[0] == state:
         return FolderRun(AdoptResult(present=snap[1]), key, state, unchanged=True)
+    others: list[str] = []  # the sdists and eggs, named in the output (store/adopt.py not_wheels)
     if snap is not None:  # a few names are new: only they are looked at
         entries = os.listdir(folder)
         before = set(snap[1])
         new = [n for n in entries if n not in before]
+        others = not_wheels(new)
         fresh = [n for n in new if n.endswith(".whl") and not n.startswith(".")]
         held = _holds(catalog, listing, len(fresh))
         kept = snap[1] if len(entries) - len(new) == len(before) else [n for n in entries if n in before]
@@ -83,7 +86,9 @@ def adopt_folder(
         fresh = [n for n in fresh if os.path.isfile(os.path.join(folder, n))]
     else:  # the entries' types come with the listing: no stat per wheel
         with os.scandir(folder) as it:
-            fresh = [e.name for e in it if e.name.endswith(".whl") and not e.name.startswith(".") and e.is_file()]
+            names = [e.name for e in it if not e.name.startswith(".") and e.is_file()]
+        fresh = [n for n in names if n.endswith(".whl")]
+        others = not_wheels(names)
         held = _holds(catalog, listing, len(fresh))
         present = [n for n in fresh if held(n)]
     have = set(present)
@@ -97,6 +102,7 @@ def adopt_folder(
     where = os.fspath(folder)
     result = adopt_wheels(root, [os.path.join(where, n) for n in todo], refuse, known) if todo else AdoptResult()
     result.present = present
+    result.not_wheels = others
     return FolderRun(result, key, state)
 
 
@@ -113,7 +119,7 @@ def remember(catalog: Catalog, run: FolderRun) -> None:
     """Keep the folder's snapshot after the run (see the module docstring); call after ``settled``."""
     files_state = catalog.meta(FILES_STATE)
     key = run.key
-    if run.result.refused or not files_state or not run.state:
+    if run.result.refused or run.result.not_wheels or not files_state or not run.state:  # said again next run
         catalog.set_meta(key, "")
         return
     catalog.set_meta(key, f"{run.state}|{files_state}")

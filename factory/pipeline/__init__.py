@@ -20,9 +20,9 @@ from ..record import Record
 from ..sources import open_source
 from ..sources.base import Source
 from ..store import open_store
+from ..store.pool import worker_pool
 from ..variants import parse as parse_variant
 from ..wheel import stages
-from .workers import worker_pool
 
 
 @dataclass(frozen=True)

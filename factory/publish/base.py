@@ -53,6 +53,10 @@ class Destination(Protocol):
         """``new``, ``changed`` or ``same`` (already there with equal bytes)."""
         ...
 
+    def has(self, rel: str) -> bool:
+        """Whether a file is at ``rel`` (relative to the published root) there now (after ``prepare``)."""
+        ...
+
     def put(self, file: LocalFile) -> None:
         """Publish ``file`` (each file whole or not at all); Refused for this file only."""
         ...

@@ -1,7 +1,8 @@
 """A local folder (or ``file://`` URL) as a publish destination.
 
-Each file lands atomically: a hard link (or a copy) under a temporary name
-beside the target, then a rename. Files with equal bytes are left alone.
+Each file lands atomically: a copy under a temporary name beside the target, then a rename. Never a hard
+link: a write to the published file (``echo >> DEST/simple/index.html``) would change the store's. Files
+with equal bytes are left alone.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import Tree, link_or_copy, remove_stale_tmp
+from ..atomic import Tree, copy_file, remove_stale_tmp
 from ..errors import Unreachable
 from .base import LocalFile, State
 
@@ -70,10 +71,13 @@ class DirectoryDestination:
             return "new"
         return "same" if same_bytes(file.path, target) else "changed"
 
+    def has(self, rel: str) -> bool:
+        return (self.root / rel).is_file()
+
     def put(self, file: LocalFile) -> None:
         folder, _, name = file.rel.rpartition("/")
         try:
-            link_or_copy(file.path, Path(self.tree.folder(folder), name))
+            copy_file(file.path, Path(self.tree.folder(folder), name))  # a copy: see the module docstring
         except OSError as exc:
             raise Unreachable(f"cannot write {self.root / file.rel}: {exc.strerror}; fix --to or free space") from None
 

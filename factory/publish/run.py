@@ -5,6 +5,8 @@ a folder or ``file://`` URL, ``s3://bucket/prefix``, or an ``http(s)://``
 upload endpoint. Files go in phases so that a reader never sees a link to a
 file that is not there yet: wheels, then their ``.metadata``, then the other
 ``files/`` (records), then the pages, deepest first, the landing page last.
+A file a page links that is neither under the root nor at the destination is
+copied from the store first (linked.py), or nothing is published.
 A file that is already there with the same bytes is skipped, so a second
 publish uploads nothing and an interrupted one completes when run again.
 Nothing at the destination is ever deleted.
@@ -232,6 +234,22 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callab
         else:
             summary.not_taken.append(f.rel)
     dest.prepare(files, dry_run=dry_run)
+    from . import linked
+
+    absent = linked.missing(root, files, dest) if files else []  # linked by a page, neither here nor there
+    if absent and dry_run:
+        store = linked.store_of(root)
+        if store is None:
+            linked.fetch(root, absent, root)  # raises: there is no store to copy them from
+        for rel in absent:
+            out(f"would copy {rel} from {store}")
+    elif absent:
+        import tempfile
+
+        scratch = tempfile.TemporaryDirectory(prefix="kernel-factory-publish-")
+        files.extend(linked.fetch(root, absent, Path(scratch.name)))
+        for rel in absent:
+            out(f"copying {rel} from {linked.store_of(root)}")
     lock = threading.Lock()
 
     def one(f: LocalFile) -> None:

@@ -80,6 +80,9 @@ class S3Destination:
             raise self._fail(exc) from None
         return "same" if remote == file.sha256() else "changed"
 
+    def has(self, rel: str) -> bool:
+        return join_key(self.prefix, rel) in self.existing
+
     def put(self, file: LocalFile) -> None:
         key = join_key(self.prefix, file.rel)
         try:

@@ -173,6 +173,9 @@ class UploadDestination:
             raise Refused(f"{self.display} already holds {file.name} with other bytes; bump the version or delete it")
         return True
 
+    def has(self, rel: str) -> bool:
+        return True  # no page is published here (the endpoint builds its own index): no link to check
+
     def same_root(self, root: Path) -> bool:
         return False
 

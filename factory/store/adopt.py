@@ -1,6 +1,7 @@
 """``index --wheels DIR``: adopt existing wheels into the store with their ``.metadata`` and records.
 
-Each wheel is hard-linked (else copied) into ``files/``, then its METADATA is
+Each wheel is copied into ``files/`` (never hard-linked: a write to the adopted folder's file would change
+the store's), then its METADATA is
 written beside it, then its record; each step atomic, so a record only exists
 once its wheel and metadata are whole. Adopting a wheel again does nothing.
 
@@ -12,7 +13,7 @@ combined root only. A wheel whose project is a kernel the store already holds
 is refused unless the user allows it (``--allow-kernel-names``). What is read
 from each wheel, and the caps on it, are in store/wheelinfo.py.
 
-Wheels are read and hashed in parallel processes, in batches: a batch links
+Wheels are read and hashed in parallel processes, in batches: a batch copies
 its wheels and writes their ``.metadata`` files (each to a temporary name,
 renamed into place), syncs the file system once, then renames the records into
 place and syncs once more (two syncs per batch, not an fsync per file). A batch of a few wheels (the usual
@@ -31,25 +32,14 @@ import sys
 import zipfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from ..atomic import (
-    TMP_PREFIX,
-    Batch,
-    DigestMismatch,
-    LinkRefused,
-    copy_file,
-    discard,
-    file_digest,
-    fsync_path,
-    unique,
-    write_bytes,
-)
+from ..atomic import Batch, DigestMismatch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
 from ..errors import Refused
+from ..libc import sync_fs
 from ..record import FILES, Record, read_provenance
 from . import check as record_check
 from .catalog import Row, catalog_row
@@ -65,26 +55,15 @@ class AdoptResult:
     present: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)  # the adopted wheels' catalog rows (Catalog.apply_rows)
+    not_wheels: list[str] = field(default_factory=list)  # sdists and eggs in the folder: not indexed, said so
 
 
-@lru_cache(maxsize=1)
-def _syncfs() -> Any:
-    import ctypes
-
-    # the process's own symbols (libc among them): ctypes.util.find_library would run `ldconfig -p`
-    libc = ctypes.CDLL(None, use_errno=True)
-    return getattr(libc, "syncfs", None)
+SDIST_ENDINGS = (".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tgz", ".tar", ".egg")  # PEP 625 sdists, old forms
 
 
-def sync_fs(folder: Path | str) -> None:
-    """Flush the file system that holds ``folder`` (syncfs(2); sync(2) where there is none)."""
-    syncfs = _syncfs()
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        if syncfs is None or syncfs(fd) != 0:
-            os.sync()
-    finally:
-        os.close(fd)
+def not_wheels(names: Collection[str]) -> list[str]:
+    """The distributions among a folder's ``names`` that are not wheels (they are named, never dropped silently)."""
+    return sorted(n for n in names if n.endswith(SDIST_ENDINGS) and not n.startswith("."))
 
 
 def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], known: dict[str, dict[str, Any]]) -> Record:
@@ -98,50 +77,21 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
     wheel = read_wheel(path, filename)
     record = record_of(filename, parsed, wheel, known)
     dest = os.path.join(files, filename)
-    try:
-        os.link(path, dest)  # a whole file under its name at once, or nothing
-        _linked_what_was_read(dest, wheel.ident, filename)
-    except FileExistsError:
-        try:  # a link of that name in files/ is never taken for the wheel
-            same = not os.path.islink(dest) and (
-                os.path.samefile(dest, path) or file_digest(Path(dest), follow=False) == record.sha256)
-        except FileNotFoundError:  # a dangling link of that name, or gone since
-            same = False
-        if not same and (os.path.islink(dest) or not os.path.exists(dest)):  # the wheel goes there (a rename
-            _relink(batch, path, dest, wheel, filename)  # replaces a link, never what it points to)
-        elif not same:
-            raise Refused(f"{filename}: a different file of that name is already in {files}; "
-                          "remove one of them") from None
-    except OSError:  # another file system, or links not allowed: a copy (synced with the batch)
-        _copy_read(batch, path, dest, wheel, filename)
+    if os.path.lexists(dest):
+        try:
+            same = file_digest(Path(dest), follow=False) == record.sha256
+        except (OSError, LinkRefused):  # a symbolic link of that name (never read through), or gone since
+            same = False  # the wheel goes there: the rename replaces the link, never what it points to
+        if not same and os.path.isfile(dest) and not os.path.islink(dest):
+            raise Refused(f"{filename}: a different file of that name is already in {files}; remove one of them")
+        if same:
+            batch.put(f"{filename}.metadata", wheel.metadata)
+            return record
+    # a copy, never a hard link: a write to the --wheels folder's file must not change the store's
+    _copy_read(batch, path, dest, wheel, filename)  # the bytes hashed, never through a link
+    os.utime(dest, (wheel.mtime, wheel.mtime))  # the record's upload time, as --repair reads it back
     batch.put(f"{filename}.metadata", wheel.metadata)
     return record
-
-
-def _linked_what_was_read(dest: str, ident: tuple[int, int], filename: str) -> None:
-    """The hard link just made at ``dest`` must be the very file that was read and hashed (not one put in its
-    place meanwhile); else it is removed and the wheel refused."""
-    st = os.lstat(dest)
-    if (st.st_dev, st.st_ino) != ident:
-        discard(dest)
-        raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still")
-
-
-def _relink(batch: Batch, path: str, dest: str, wheel: WheelData, filename: str) -> None:
-    """A hard link of the file read at ``dest``, made under a temporary name and renamed over what is there;
-    else (another file system, links not allowed) the bytes read, copied."""
-    tmp = os.path.join(os.path.dirname(dest), f"{TMP_PREFIX}{unique()}")
-    try:
-        os.link(path, tmp)
-    except OSError:
-        _copy_read(batch, path, dest, wheel, filename)
-        return
-    try:
-        _linked_what_was_read(tmp, wheel.ident, filename)
-        os.replace(tmp, dest)
-    except BaseException:
-        discard(tmp)
-        raise
 
 
 def _copy_read(batch: Batch, path: str, dest: str, wheel: WheelData, filename: str) -> None:
@@ -183,7 +133,7 @@ def _adopt_paths(
 
 
 def _durable(batch: Batch, wheels: Sequence[str] = ()) -> None:
-    """Make what ``batch`` wrote (and ``wheels``, linked or copied beside it) durable: the file system synced
+    """Make what ``batch`` wrote (and ``wheels``, copied beside it) durable: the file system synced
     once, or for a small batch (whose files were fsynced as written) each wheel and then the folder."""
     if not batch.fsync:
         sync_fs(batch.folder)
@@ -253,9 +203,9 @@ def _adopt(
     if workers <= 1:
         outcomes = [_adopt_rows(folder, batch, kernels, known) for batch in batches]
     else:
-        from concurrent.futures import ProcessPoolExecutor
+        from .pool import worker_pool
 
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with worker_pool(workers) as pool:  # workers drop the store lock and die with this process
             outcomes = list(pool.map(_adopt_rows, [folder] * len(batches), batches, [kernels] * len(batches),
                                      [known] * len(batches)))  # fmt: skip
     for rows, refused, found in outcomes:

@@ -48,6 +48,7 @@ class S3Store:
         self.client = client if client is not None else make_client()
         self.endpoint = str(self.client.meta.endpoint_url)
         self.damaged: list[str] = []
+        self.listing: dict[str, tuple[int, str]] = {}  # key -> (size, ETag), as catalog() last listed it
 
     def _fail(self, exc: BaseException) -> Unreachable:
         err = explain(exc, self.bucket, self.endpoint, flag="--store")
@@ -121,7 +122,7 @@ class S3Store:
         ``rescan``: read every record; ``fresh``: start from an empty catalog (the bucket's failed a check).
         Wheels without a record add one line each to ``damaged``.
         """
-        listing = self._listing()
+        listing = self.listing = self._listing()
         key = self._key(CATALOG_FILE)
         data: bytes | None = None
         if key in listing and not fresh:

@@ -49,6 +49,7 @@ def record(project: int, version: int, variant: str) -> Record:
 
 def put(s3: Any, r: Record) -> None:
     s3.put_object(Bucket="kernels", Key=f"public/files/{r.filename}", Body=b"")
+    s3.put_object(Bucket="kernels", Key=f"public/files/{r.filename}.metadata", Body=b"")  # the pages link it
     data = r.to_json()
     s3.put_object(Bucket="kernels", Key=f"public/files/{r.filename}.json", Body=data,
                   Metadata={"sha256": hashlib.sha256(data).hexdigest()})  # fmt: skip

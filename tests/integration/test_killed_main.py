@@ -10,6 +10,7 @@ store identical to an uninterrupted build.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -151,3 +152,100 @@ def test_lock_held_by_a_dead_run_says_so(kernel: tuple[Path, dict[str, bytes]], 
         "them), then run again"
     ], err
     assert not (store / "files").exists()
+
+
+# -- index: adoption's and the full render's pools (issue 27 item 2) -----------------------------------------
+KILLS = 20
+ADOPT_WHEELS = 1100  # three batches of store/adopt.py's 512: a pool of two workers on two cores
+RENDER_WHEELS = 5000  # index/build.py's PARALLEL_RECORDS: a full build this big renders in a pool
+HANG_GUARD_S = 120  # only so that a hang fails instead of blocking the suite; the workers go at once
+
+
+def kill_when_seen(folder: Path, pattern: str, n: int, *args: str | Path) -> tuple[list[int], bool]:
+    """Start the CLI; once ``n`` files match ``folder/pattern``, SIGKILL its main process alone. (the workers it
+    had then, whether it was still running)."""
+    main = start(*args, pipes=False)
+    workers: set[int] = set()
+    deadline = time.monotonic() + 300
+    while main.poll() is None and time.monotonic() < deadline:
+        workers.update(children(main.pid))
+        if folder.is_dir() and sum(1 for _ in folder.glob(pattern)) >= n:
+            workers.update(children(main.pid))
+            running = sorted(w for w in workers if alive(w))  # before the kill: with it, they go at once
+            os.kill(main.pid, signal.SIGKILL)  # the main process only, as the OOM killer does
+            main.wait()
+            return running, True
+        time.sleep(0.005)
+    main.wait()
+    return [], False
+
+
+def wait_gone(workers: list[int]) -> list[int]:
+    """The workers still running after the hang guard (and then killed, so that none is left behind)."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [w for w in workers if alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    return left
+
+
+def rerun_at_once(*args: str | Path) -> None:
+    """A rerun that may not wait for the lock: a lock still held fails it (exit 2) at once."""
+    rerun = start(*args, wait_s="0")
+    _, err = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err
+    assert "waiting for another" not in err
+
+
+@pytest.fixture(scope="module")
+def wheel_folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("killed-index")
+    return h.small_wheels(root / "adopt", ADOPT_WHEELS), h.small_wheels(root / "render", RENDER_WHEELS)
+
+
+def test_index_adoption_main_killed_alone_workers_end_and_rerun_matches(
+    wheel_folders: tuple[Path, Path], tmp_path: Path
+) -> None:
+    wheels, _ = wheel_folders
+    fresh = tmp_path / "fresh"
+    rerun_at_once("index", "--store", fresh, "--wheels", wheels)
+    expected = h.tree(fresh)
+    with_workers = 0
+    for i in range(KILLS):
+        store = tmp_path / f"store{i}"
+        at = 1 + i * 400 // KILLS  # .metadata files written when the main process is killed: both workers busy
+        workers, killed = kill_when_seen(store / "files", "*.whl.metadata", at, "index", "--store", store,
+                                         "--wheels", wheels)  # fmt: skip
+        assert killed, f"adoption ended before {at} .metadata files were written"
+        with_workers += bool(workers)
+        assert wait_gone(workers) == [], f"kill {i} at {at} .metadata files: workers outlived the main process"
+        rerun_at_once("index", "--store", store, "--wheels", wheels)
+        assert h.tree(store) == expected, f"kill {i} at {at} .metadata files"
+        assert [p.name for p in store.rglob(".tmp-*")] == []
+        shutil.rmtree(store)
+    assert with_workers >= KILLS - 2, f"workers were running at only {with_workers} of {KILLS} kills"
+
+
+def test_index_render_main_killed_alone_workers_end_and_rerun_matches(
+    wheel_folders: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, wheels = wheel_folders
+    store = tmp_path / "store"
+    rerun_at_once("index", "--store", store, "--wheels", wheels)
+    rerun_at_once("index", "--store", store, "--out", tmp_path / "fresh")  # a fresh render of the same records
+    expected = h.tree(tmp_path / "fresh")
+    with_workers = 0
+    for i in range(KILLS):
+        out = tmp_path / "out"
+        at = 1 + i * 3000 // KILLS  # project pages written when the main process is killed: the workers busy
+        workers, killed = kill_when_seen(out / "simple", "*/index.html", at, "index", "--store", store, "--out", out)
+        assert killed, f"the render ended before {at} project pages were written"
+        with_workers += bool(workers)
+        assert wait_gone(workers) == [], f"kill {i} at {at} pages: workers outlived the main process"
+        rerun_at_once("index", "--store", store, "--out", out)
+        assert h.tree(out) == expected, f"kill {i} at {at} pages"
+        assert [p.name for p in out.rglob(".tmp-*")] == []
+        shutil.rmtree(out)
+    assert with_workers >= KILLS - 2, f"workers were running at only {with_workers} of {KILLS} kills"

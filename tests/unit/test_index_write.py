@@ -205,7 +205,9 @@ def test_adopt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert r.requires_python == ">=3.10" and r.requires_dist == ("numpy",)
     assert r.upload_time.endswith("Z") and r.size == (wheels / r.filename).stat().st_size
     files = store / "files"
-    assert os.path.samefile(files / r.filename, wheels / r.filename)  # hard link
+    copy = files / r.filename  # a copy, never a hard link: a write to wheels/ must not change the store
+    assert copy.read_bytes() == (wheels / r.filename).read_bytes() and not os.path.samefile(copy, wheels / r.filename)
+    assert copy.stat().st_mtime == (wheels / r.filename).stat().st_mtime  # the record's upload time, kept
     with zipfile.ZipFile(wheels / r.filename) as zf:
         assert (files / f"{r.filename}.metadata").read_bytes() == zf.read("helper_lib-2.0.1.dist-info/METADATA")
     assert (store / "simple/helper-lib/index.html").is_file()

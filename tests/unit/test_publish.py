@@ -55,7 +55,7 @@ def test_phases_put_wheels_then_metadata_then_records_then_pages_deepest_first(t
     assert order[-1] == ["index.html"]
 
 
-def test_folder_publish_links_is_idempotent_and_deletes_nothing(
+def test_folder_publish_copies_is_idempotent_and_deletes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = make_root(tmp_path)
@@ -66,7 +66,7 @@ def test_folder_publish_links_is_idempotent_and_deletes_nothing(
     assert (summary.uploaded, summary.skipped) == (len(ROOT_FILES), 0)
     for rel, data in ROOT_FILES.items():
         assert (dest / rel).read_bytes() == data
-    assert (dest / f"files/{WHEEL}").stat().st_ino == (root / f"files/{WHEEL}").stat().st_ino  # hard link
+    assert (dest / f"files/{WHEEL}").stat().st_ino != (root / f"files/{WHEEL}").stat().st_ino  # a copy, not a link
     assert not any(p.name.startswith(".tmp-") for p in dest.rglob("*"))
     assert (dest / "keep.txt").read_bytes() == b"the user's"
 

@@ -1,0 +1,99 @@
+"""Before the pages go up: every file a page links is published with them, is at the destination, or is
+copied from the store (issue 27 item 9).
+
+An S3 store's index root (``index --store s3://... --out OUT``) holds pages only: its wheels stay in the
+bucket, beside the pages' ``../../files/`` links when the root is published to the store's own prefix.
+Published anywhere else, each link would be broken. ``index`` leaves the store's URL in the root
+(``.index-store``, hidden, so never published); publish reads the links of every project page
+(``simple/<project>/index.json``: the variant roots list a subset of the same files), and a linked file that
+is neither under the root nor at the destination is downloaded from that store into a scratch folder and
+published with the wheels, before any page. Where there is no store to copy from, nothing is published.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import urllib.parse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import Refused, Unreachable
+from .base import Destination, LocalFile
+
+STORE_FILE = ".index-store"  # in an index root whose store is elsewhere: {"store": "s3://bucket/prefix"}
+
+
+def linked(root: Path, files: Sequence[LocalFile]) -> set[str]:
+    """The paths (relative to ``root``) of the files the project pages link, wheels and ``.metadata``."""
+    found: set[str] = set()
+    for f in files:
+        parts = f.rel.split("/")
+        if len(parts) != 3 or parts[0] != "simple" or parts[2] != "index.json":
+            continue
+        try:
+            data = json.loads(f.path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        for entry in data.get("files", []) if isinstance(data, dict) else []:
+            url = entry.get("url") if isinstance(entry, dict) else None
+            if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme:
+                continue
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(f.rel), urllib.parse.unquote(url.split("#")[0])))
+            if rel.startswith("../") or rel == "..":
+                continue
+            found.add(rel)
+            if entry.get("core-metadata"):
+                found.add(f"{rel}.metadata")
+    return found
+
+
+def missing(root: Path, files: Sequence[LocalFile], dest: Destination) -> list[str]:
+    """The linked files that are neither published from ``root`` nor at ``dest`` (after ``dest.prepare``)."""
+    local = {f.rel for f in files}
+    return sorted(rel for rel in linked(root, files) - local if not dest.has(rel))
+
+
+def store_of(root: Path) -> str | None:
+    try:
+        data = json.loads((root / STORE_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    store = data.get("store") if isinstance(data, dict) else None
+    return store if isinstance(store, str) and store.startswith("s3://") else None
+
+
+def fetch(root: Path, rels: list[str], scratch: Path) -> list[LocalFile]:
+    """Download ``rels`` from the store named in ``root`` into ``scratch``; Refused where there is none."""
+    store = store_of(root)
+    if store is None:
+        raise Refused(f"the pages under {root} link {len(rels)} file(s) that are neither there nor at the "
+                      f"destination (first: {rels[0]}); publish the store's own folder (or index into this one "
+                      "again so that it names its store); no page was published")  # fmt: skip
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from ..s3util import explain, join_key, make_client, parse_s3_url
+
+    bucket, prefix = parse_s3_url(store, flag="--store")
+    client: Any = make_client()
+    got: list[LocalFile] = []
+    try:
+        for rel in rels:
+            path = scratch / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                client.download_file(bucket, join_key(prefix, rel), str(path))
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+                    raise Refused(f"{store}/{rel}: a page links it, and it is not in the store either; run "
+                                  "`kernel-factory index` on the store, then publish again") from None  # fmt: skip
+                err = explain(exc, bucket, str(client.meta.endpoint_url), flag="--store")
+                raise err if isinstance(err, Unreachable) else Unreachable(str(err)) from None
+            except BotoCoreError as exc:
+                err = explain(exc, bucket, str(client.meta.endpoint_url), flag="--store")
+                raise err if isinstance(err, Unreachable) else Unreachable(str(err)) from None
+            got.append(LocalFile(rel, path, path.stat().st_size))
+    finally:
+        client.close()
+    return got

@@ -1,0 +1,210 @@
+"""Every run: the files each record names are still the ones it describes (issue 27 items 3 and 5).
+
+The catalog says which records the pages show; this compares them with the files beside them, cheaply:
+
+- a record's wheel must have the size the record gives (local: one stat per wheel; S3: the listing's size);
+- a local wheel whose stat (inode, mtime, size) changed since the last run that checked it is hashed again
+  and compared with the record's sha256 (the stats are kept in the catalog's meta ``wheel_stats``; a wheel
+  seen for the first time is taken at its size, as adoption or the build has just hashed it);
+- a record's ``.metadata`` must exist (local: the folder's listing; S3: the bucket's listing); a missing one
+  is written again from the wheel's METADATA when that hashes to the record's ``metadata_sha256``.
+
+A wheel that differs from its record is left out of the pages (so pip never gets a link whose hash fails)
+and named with what to do; ``--repair`` records the wheel as it is now (store/adopt.py ``repair``). Either way
+the run exits 3 until the store is whole again. Nothing here trusts the catalog over the files: the catalog
+only says which files to look at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..atomic import file_digest, write_bytes
+from ..errors import Refused
+from ..record import FIELDS, FILES
+from .catalog import FILES_STATE, Catalog, record_key
+
+STATS = "wheel_stats"  # meta: wheel -> "inode:mtime_ns:size" when it last matched its record ("!..." if not)
+_QUERY = "SELECT filename, " + ", ".join(
+    f"json_extract(row, '$[{FIELDS.index(name)}]')" for name in ("size", "sha256", "metadata_sha256")
+) + " FROM records"  # fmt: skip
+
+
+@dataclass
+class FileCheck:
+    """What one run found: lines for the user, and the projects whose pages must be rendered again."""
+
+    errors: list[str] = field(default_factory=list)  # each makes the run exit 3
+    notes: list[str] = field(default_factory=list)  # what was put right (printed as they are)
+    touched: set[str] = field(default_factory=set)
+
+
+def _rows(catalog: Catalog) -> list[tuple[str, int, str, str | None]]:
+    return list(catalog.db.execute(_QUERY))
+
+
+def _metadata_of(wheel: Path | bytes, name: str) -> bytes:
+    """A wheel's METADATA (read with wheelinfo's caps), from its file or its bytes."""
+    from .wheelinfo import read_wheel_info
+
+    if isinstance(wheel, Path):
+        return read_wheel_info(wheel)[0]
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=".tmp-wheel-") as tmp:
+        path = Path(tmp, name)
+        path.write_bytes(wheel)
+        return read_wheel_info(path)[0]
+
+
+REPAIR_FIX = "run `kernel-factory index --repair` to record this wheel as it is"
+REBUILD_FIX = "delete the wheel and its record and run `kernel-factory build` again"
+
+
+def _changed(where: str, name: str, what: str, fix: str = REPAIR_FIX) -> str:
+    return (
+        f"{where}: {what}, not the wheel its record {name}.json describes (changed outside kernel-factory); "
+        f"it is left out of the pages: put back the wheel the record describes, or {fix}"
+    )
+
+
+def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck:
+    """Compare every record in ``catalog`` with its wheel and ``.metadata`` under ``root/files``."""
+    files = root / FILES
+    found = FileCheck()
+    wheels: dict[str, os.DirEntry[str]] = {}
+    metadata: set[str] = set()  # the .metadata files there (one listing: no stat each)
+    try:
+        with os.scandir(files) as it:
+            for e in it:
+                if e.name.endswith(".whl"):
+                    wheels[e.name] = e
+                elif e.name.endswith(".metadata"):
+                    metadata.add(e.name)
+    except FileNotFoundError:
+        return found
+    saved = catalog.meta(STATS)
+    stats: dict[str, str] = json.loads(saved) if saved else {}
+    seen: dict[str, str] = {}
+    drop: list[str] = []
+    redo: list[tuple[str, Any]] = []
+    for name, size, sha256, metadata_sha256 in _rows(catalog):
+        entry = wheels.get(name)
+        if entry is None:
+            continue  # a record without its wheel: the listing names it (store/catalog.py)
+        try:
+            st = entry.stat()
+        except FileNotFoundError:
+            continue
+        key = record_key(st)
+        bad = None
+        if st.st_size != size:
+            bad = f"{st.st_size} bytes where its record says {size}"
+        elif name in stats and stats[name] != key and file_digest(Path(entry.path)) != sha256:
+            bad = "its sha256 differs from its record's"
+        if bad is not None:
+            path = Path(entry.path)
+            if repair and _repair(root, name, found, redo):
+                seen[name] = record_key(path.stat())
+                continue
+            if not repair:  # (a failed repair said why)
+                found.errors.append(_changed(str(path), name, bad))
+            drop.append(name)
+            seen[name] = f"!{key}"  # never its key: checked (hashed) again next run, not taken at first sight
+            continue
+        seen[name] = key
+        if metadata_sha256 and f"{name}.metadata" not in metadata:
+            _put_metadata(Path(entry.path), name, metadata_sha256, os.access(files, os.W_OK), found)
+    if drop or redo:
+        found.touched |= catalog.apply(redo, drop)
+        if drop:
+            catalog.set_meta(FILES_STATE, "")  # list files/ again next run: the wheel may be back by then
+    if seen != stats:
+        catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
+    return found
+
+
+def _put_metadata(wheel: Path, name: str, metadata_sha256: str, writable: bool, found: FileCheck) -> None:
+    where = wheel.with_name(f"{name}.metadata")
+    try:
+        metadata = _metadata_of(wheel, name)
+    except Refused as exc:
+        found.errors.append(f"{where} is missing and cannot be made again: {exc}")
+        return
+    if hashlib.sha256(metadata).hexdigest() != metadata_sha256:
+        found.errors.append(f"{where} is missing, and the wheel's METADATA is not the one its record names; "
+                            "run `kernel-factory index --repair`")  # fmt: skip
+        return
+    if not writable:
+        found.errors.append(f"{where} is missing (pip gets a 404 for it); the store is read-only here: "
+                            "run `kernel-factory index` where the store can be written")  # fmt: skip
+        return
+    write_bytes(where, metadata)
+    found.notes.append(f"{where} was missing: written again from its wheel")
+
+
+def _repair(root: Path, name: str, found: FileCheck, redo: list[tuple[str, Any]]) -> bool:
+    """Record the wheel as it is now (``index --repair``); False (and an error) if it is not a valid wheel."""
+    from .adopt import repair
+
+    try:
+        record = repair(root, name)
+    except Refused as exc:
+        found.errors.append(f"{root / FILES / name}: differs from its record and cannot be recorded again: {exc}")
+        return False
+    redo.append((record_key((root / FILES / f"{name}.json").stat()), record))
+    found.notes.append(f"repaired {root / FILES / name}.json: the wheel changed outside kernel-factory, "
+                       "its record now describes it")  # fmt: skip
+    return True
+
+
+def check_s3(store: Any, catalog: Catalog) -> FileCheck:
+    """The S3 store's records (``catalog``) against the listing ``store.catalog()`` took (``store.listing``):
+    each wheel object's size, and each ``.metadata`` object's existence (one missing is put back from the
+    wheel when the credentials allow it)."""
+    found = FileCheck()
+    listing: dict[str, tuple[int, str]] = store.listing
+    drop: list[str] = []
+    for name, size, _sha256, metadata_sha256 in _rows(catalog):
+        key = store._key(name)
+        if key not in listing:
+            continue
+        if listing[key][0] != size:
+            what = f"{listing[key][0]} bytes where its record says {size}"
+            found.errors.append(_changed(store._url(key), name, what, REBUILD_FIX))
+            drop.append(name)
+        elif metadata_sha256 and store._key(f"{name}.metadata") not in listing:
+            _put_s3_metadata(store, name, metadata_sha256, found)
+    if drop:
+        found.touched |= catalog.apply([], drop)
+    return found
+
+
+def _put_s3_metadata(store: Any, name: str, metadata_sha256: str, found: FileCheck) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from ..errors import Unreachable
+    from ..s3util import put_bytes
+
+    where = store._url(store._key(f"{name}.metadata"))
+    try:
+        metadata = _metadata_of(store._get(store._key(name)), name)
+    except (Refused, Unreachable) as exc:
+        found.errors.append(f"{where} is missing and cannot be made again: {exc}")
+        return
+    if hashlib.sha256(metadata).hexdigest() != metadata_sha256:
+        found.errors.append(f"{where} is missing, and the wheel's METADATA is not the one its record names; "
+                            "build the wheel again")  # fmt: skip
+        return
+    try:
+        put_bytes(store.client, metadata, store.bucket, store._key(f"{name}.metadata"), metadata_sha256,
+                  store.put_options)  # fmt: skip
+    except (BotoCoreError, ClientError) as exc:
+        found.errors.append(f"{where} is missing (pip gets a 404 for it) and cannot be written: {exc}")
+        return
+    found.notes.append(f"{where} was missing: written again from its wheel")

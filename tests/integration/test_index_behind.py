@@ -1,0 +1,253 @@
+"""Changes made behind the tool's back (issue 27 items 3, 5, 8 and 9), each checked with real pip against a
+served copy of the result and the exit code the docs give.
+
+- a deleted ``.whl.metadata`` is written again from its wheel (local and S3 stores);
+- a write to the ``--wheels`` folder's file, or to a published page, leaves the store as it was (copies, not
+  hard links); a store wheel changed in place (local) or overwritten with another size (S3) is named, left
+  out of the pages (exit 3), and ``--repair`` records it as it is;
+- sdists in a ``--wheels`` folder are named and counted;
+- an S3 store's index root published to another prefix carries the wheels its pages link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from index_synth import make_wheel
+from servers import moto_server, s3_env
+from support import clean_env, http_server, kf
+
+pytestmark = pytest.mark.integration
+
+PIP_ENV = clean_env(PIP_NO_CACHE_DIR="1", PIP_CONFIG_FILE="/dev/null")
+
+
+def pip_download(url: str, requirement: str, dest: Path) -> subprocess.CompletedProcess[str]:
+    """Real pip: resolve ``requirement`` from the index at ``url`` (.metadata first) and download it, hash-checked."""
+    return subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d",
+                           str(dest), "--index-url", f"{url}/simple/", requirement],
+                          capture_output=True, text=True, env=PIP_ENV, timeout=300)  # fmt: skip
+
+
+def errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+
+
+def wheels(folder: Path) -> dict[str, Path]:
+    """Three installable wheels of two projects in ``folder``."""
+    made = [make_wheel(folder, "alpha", v, summary="alpha")[0] for v in ("1.0", "1.1")]
+    made.append(make_wheel(folder, "beta", "2.0", summary="beta")[0])
+    return {p.name: p for p in made}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    folder = tmp_path / "w"
+    made = wheels(folder)
+    root = tmp_path / "store"
+    proc = kf("index", "--store", root, "--wheels", folder)
+    assert proc.returncode == 0, proc.stderr
+    return root, made
+
+
+def test_deleted_metadata_is_written_again_from_the_wheel(store: tuple[Path, dict[str, Path]], tmp_path: Path) -> None:
+    root, made = store
+    name = "alpha-1.1-py3-none-any.whl"
+    meta = root / "files" / f"{name}.metadata"
+    before = meta.read_bytes()
+    for flags in ((), ("--rescan", "--repair")):
+        meta.unlink()
+        proc = kf("index", "--store", root, *flags)
+        assert proc.returncode == 0, proc.stderr
+        assert f"{meta} was missing: written again from its wheel" in proc.stderr.splitlines()
+        assert meta.read_bytes() == before
+    with http_server(root) as url:
+        got = pip_download(url, "alpha==1.1", tmp_path / "dl")
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "dl" / name).read_bytes() == made[name].read_bytes()
+
+
+def test_write_to_the_adopted_folder_leaves_the_store_alone(store: tuple[Path, dict[str, Path]], tmp_path: Path
+                                                            ) -> None:  # fmt: skip
+    root, made = store
+    name = "alpha-1.0-py3-none-any.whl"
+    kept = (root / "files" / name).read_bytes()
+    other = make_wheel(tmp_path / "other", "alpha", "1.0", summary="another alpha 1.0, with a longer summary")[0]
+    with open(made[name], "r+b") as f:  # `cp other.whl W/<adopted name>`: the same inode, new bytes
+        f.write(other.read_bytes())
+        f.truncate()
+    assert (root / "files" / name).read_bytes() == kept
+    proc = kf("index", "--store", root, "--wheels", made[name].parent, "--rescan")
+    assert proc.returncode == 0 and errors(proc) == [], proc.stderr
+    with http_server(root) as url:
+        got = pip_download(url, "alpha==1.0", tmp_path / "dl")
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "dl" / name).read_bytes() == kept
+
+
+def test_store_wheel_changed_in_place_is_named_and_left_out_then_repaired(
+    store: tuple[Path, dict[str, Path]], tmp_path: Path
+) -> None:
+    root, _ = store
+    name = "alpha-1.0-py3-none-any.whl"
+    wheel = root / "files" / name
+    other = make_wheel(tmp_path / "other", "alpha", "1.0", summary="another alpha 1.0, with a longer summary")[0]
+    with open(wheel, "r+b") as f:  # in place: files/ itself does not change
+        f.write(other.read_bytes())
+        f.truncate()
+    size = other.stat().st_size
+    record_size = store[1][name].stat().st_size
+    for _ in range(2):  # said on every run until the store is whole again
+        proc = kf("index", "--store", root)
+        assert proc.returncode == 3, proc.stderr
+        assert errors(proc) == [
+            f"error: {wheel}: {size} bytes where its record says {record_size}, not the wheel its record {name}.json "
+            "describes (changed outside kernel-factory); it is left out of the pages: put back the wheel the record "
+            "describes, or run `kernel-factory index --repair` to record this wheel as it is"
+        ]
+        assert name not in (root / "simple" / "alpha" / "index.html").read_text()
+    with http_server(root) as url:
+        got = pip_download(url, "alpha==1.0", tmp_path / "dl")
+        assert got.returncode == 1 and "No matching distribution found for alpha==1.0" in got.stderr, got.stderr
+        assert pip_download(url, "alpha==1.1", tmp_path / "dl").returncode == 0
+    proc = kf("index", "--store", root, "--repair")
+    assert proc.returncode == 0 and errors(proc) == [], proc.stderr
+    assert f"repaired {wheel}.json: the wheel changed outside kernel-factory, its record now describes it" in (
+        proc.stderr.splitlines())
+    with http_server(root) as url:
+        got = pip_download(url, "alpha==1.0", tmp_path / "dl2")
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "dl2" / name).read_bytes() == other.read_bytes()
+
+
+def test_write_to_a_published_page_leaves_the_store_alone(store: tuple[Path, dict[str, Path]], tmp_path: Path
+                                                          ) -> None:  # fmt: skip
+    root, _ = store
+    dest = tmp_path / "site"
+    assert kf("publish", "--store", root, "--to", dest).returncode == 0
+    page = root / "simple" / "index.html"
+    kept = page.read_bytes()
+    with open(dest / "simple" / "index.html", "ab") as f:  # `echo >> DEST/simple/index.html`
+        f.write(b"\n<a href='evil'>x</a>\n")
+    with open(dest / "files" / "beta-2.0-py3-none-any.whl", "r+b") as f:
+        f.write(b"XXXX")
+    assert page.read_bytes() == kept
+    assert hashlib.sha256((root / "files" / "beta-2.0-py3-none-any.whl").read_bytes()).hexdigest() == \
+        hashlib.sha256(wheels(tmp_path / "again")["beta-2.0-py3-none-any.whl"].read_bytes()).hexdigest()
+    proc = kf("index", "--store", root)
+    assert proc.returncode == 0 and errors(proc) == [], proc.stderr
+    assert kf("publish", "--store", root, "--to", dest).returncode == 0  # puts the destination right
+    assert (dest / "simple" / "index.html").read_bytes() == kept
+    with http_server(dest) as url:
+        assert pip_download(url, "beta==2.0", tmp_path / "dl").returncode == 0
+
+
+def test_sdists_in_the_wheels_folder_are_named_and_counted(tmp_path: Path) -> None:
+    folder = tmp_path / "w"
+    wheels(folder)
+    for sdist in ("six-1.16.0.tar.gz", "alpha-1.2.zip"):
+        (folder / sdist).write_bytes(b"not really an sdist")
+    for _ in range(2):  # said on every run while they are there
+        proc = kf("index", "--store", tmp_path / "store", "--wheels", folder)
+        assert proc.returncode == 0, proc.stderr
+        assert [line for line in proc.stderr.splitlines() if line.startswith("warning: ")] == [
+            f"warning: {folder}: 2 file(s) not indexed (only wheels are): alpha-1.2.zip, six-1.16.0.tar.gz; build "
+            "wheels of them (`pip wheel --no-deps FILE`) and put those in the folder"
+        ]
+
+
+# -- S3 stores -----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with moto_server(tmp_path_factory.mktemp("moto")) as url:
+        yield url
+
+
+def s3_store(endpoint: str, tmp_path: Path, bucket: str) -> tuple[dict[str, str], Any, dict[str, Path]]:
+    """A bucket whose ``store`` prefix holds three adopted wheels (published there from a local store)."""
+    env = clean_env(**s3_env(endpoint))
+    client = boto3.client("s3", **{"endpoint_url": endpoint, "aws_access_key_id": "testing",
+                                   "aws_secret_access_key": "testing", "region_name": "us-east-1"})  # fmt: skip
+    client.create_bucket(Bucket=bucket)
+    made = wheels(tmp_path / "w")
+    assert kf("index", "--store", tmp_path / "local", "--wheels", tmp_path / "w").returncode == 0
+    proc = kf("publish", "--store", tmp_path / "local", "--to", f"s3://{bucket}/store", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return env, client, made
+
+
+def download(client: Any, bucket: str, prefix: str, folder: Path) -> Path:
+    """Every object under ``prefix`` into ``folder`` (to serve a copy of the bucket to pip)."""
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+        for obj in page.get("Contents", []):
+            path = folder / obj["Key"][len(prefix) + 1 :]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, obj["Key"], str(path))
+    return folder
+
+
+def test_s3_store_out_folder_published_elsewhere_carries_its_wheels(endpoint: str, tmp_path: Path) -> None:
+    env, client, made = s3_store(endpoint, tmp_path, "one")
+    out = tmp_path / "out"
+    proc = kf("index", "--store", "s3://one/store", "--out", out, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "files").exists()
+    client.create_bucket(Bucket="other")
+    proc = kf("publish", "--store", out, "--to", "s3://other/prefix", env=env)
+    assert proc.returncode == 0, proc.stderr
+    site = download(client, "other", "prefix", tmp_path / "site")
+    for name, wheel in made.items():
+        assert (site / "files" / name).read_bytes() == wheel.read_bytes()
+    with http_server(site) as url:
+        got = pip_download(url, "alpha==1.1", tmp_path / "dl")
+    assert got.returncode == 0, got.stderr
+
+
+def test_s3_out_folder_without_its_store_publishes_nothing(endpoint: str, tmp_path: Path) -> None:
+    env, client, _ = s3_store(endpoint, tmp_path, "two")
+    out = tmp_path / "out"
+    assert kf("index", "--store", "s3://two/store", "--out", out, env=env).returncode == 0
+    (out / ".index-store").unlink()  # an out folder copied without its hidden files
+    dest = tmp_path / "dest"
+    proc = kf("publish", "--store", out, "--to", dest, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert errors(proc) == [
+        f"error: the pages under {out} link 6 file(s) that are neither there nor at the destination (first: "
+        "files/alpha-1.0-py3-none-any.whl); publish the store's own folder (or index into this one again so that it "
+        "names its store); no page was published"
+    ]
+    assert not (dest / "simple").exists()
+
+
+def test_s3_store_deleted_metadata_and_overwritten_wheel(endpoint: str, tmp_path: Path) -> None:
+    env, client, made = s3_store(endpoint, tmp_path, "three")
+    out = tmp_path / "out"
+    assert kf("index", "--store", "s3://three/store", "--out", out, env=env).returncode == 0
+    meta = "store/files/alpha-1.1-py3-none-any.whl.metadata"
+    kept = client.get_object(Bucket="three", Key=meta)["Body"].read()
+    client.delete_object(Bucket="three", Key=meta)
+    bad = "alpha-1.0-py3-none-any.whl"
+    client.put_object(Bucket="three", Key=f"store/files/{bad}", Body=b"another size")
+    proc = kf("index", "--store", "s3://three/store", "--out", out, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert f"s3://three/{meta} was missing: written again from its wheel" in proc.stderr.splitlines()
+    assert client.get_object(Bucket="three", Key=meta)["Body"].read() == kept
+    assert errors(proc) == [
+        f"error: s3://three/store/files/{bad}: 12 bytes where its record says {made[bad].stat().st_size}, not the "
+        f"wheel its record {bad}.json describes (changed outside kernel-factory); it is left out of the pages: put "
+        "back the wheel the record describes, or delete the wheel and its record and run `kernel-factory build` again"
+    ]
+    assert bad not in (out / "simple" / "alpha" / "index.html").read_text()
+    site = tmp_path / "site"
+    assert kf("publish", "--store", out, "--to", site, env=env).returncode == 0
+    with http_server(site) as url:
+        assert pip_download(url, "alpha==1.1", tmp_path / "dl").returncode == 0
+        got = pip_download(url, "alpha==1.0", tmp_path / "dl")
+        assert got.returncode == 1 and "No matching distribution found for alpha==1.0" in got.stderr, got.stderr
