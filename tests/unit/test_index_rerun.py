@@ -47,7 +47,12 @@ def test_folder_state_waits_out_a_fresh_change(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "a").write_text("a")
     mtime = tmp_path.stat().st_mtime_ns
     now, slept = [mtime + 5_000_000], []  # a clock of the test's own: 5 ms after the change
-    clock = SimpleNamespace(time_ns=lambda: now[0], sleep=lambda s: (slept.append(s), now.append(now.pop() + TICK_NS)))
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += TICK_NS
+
+    clock = SimpleNamespace(time_ns=lambda: now[0], sleep=sleep)
     monkeypatch.setattr(catalog, "time", clock)
     state = folder_state(tmp_path)  # changed within a clock tick: a same-tick change would not show, so it waits
     assert slept == [(TICK_NS - 5_000_000) / 1e9]  # out the rest of the tick, then stat'ed again
