@@ -1,7 +1,8 @@
 """A hostile Hub on 127.0.0.1: it answers the refs and commits endpoints with whatever a test sets.
 
 ``FakeHub`` serves ``/api/kernels/<org>/<name>/refs`` (``refs``), ``.../commits/<sha>``
-(``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``) and an empty
+(``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``; ``refs_error``: a status and
+headers to answer the refs endpoint with instead, as the Hub does for a gated or unknown repository) and an empty
 ``.../tree/...``; anything else is 404. ``Recorder`` answers 200 to anything and keeps every
 request's path and ``Authorization`` header, to show what a client sent to a host it should not
 have talked to. Both run in a thread of the test process and record every request.
@@ -29,6 +30,7 @@ class _Server(ThreadingHTTPServer):
         self.seen: list[tuple[str, str | None]] = []  # (path, Authorization header)
         self.refs: dict[str, Any] = {"branches": [], "tags": [], "converts": []}
         self.pages: list[tuple[Any, dict[str, str]]] = []
+        self.refs_error: tuple[int, dict[str, str]] | None = None
         self.record_only = False
 
     @property
@@ -62,7 +64,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(200, [])
             return
         parts = urlsplit(self.path)
-        if parts.path.endswith("/refs"):
+        if parts.path.endswith("/refs") and self.server.refs_error is not None:
+            status, headers = self.server.refs_error
+            self._answer(status, {"error": "refused"}, headers)
+        elif parts.path.endswith("/refs"):
             self._answer(200, self.server.refs)
         elif "/commits/" in parts.path and self.server.pages:
             page = int(parse_qs(parts.query).get("page", ["0"])[0])
