@@ -270,3 +270,27 @@ def test_no_checked_record_writes_outside_the_index_root(raws: list[dict[str, An
             for name in dirs + files:
                 path = Path(dirpath, name)
                 assert path == out.parent or out in path.parents or path == out, path
+
+
+# Closing survivors of `make mutants` (docs/testing.md): each test fails on a mutation the others let through.
+def test_limits_are_exact(good: Record) -> None:
+    """Items and reasons up to the limit pass, one character more is refused; extra nests to 7 levels (the
+    record itself is the 8th), not one more."""
+    longest = "x" * record_check.MAX_TEXT
+    accepted = record_check.check(raw(good, archs=["sm_90", longest], yanked="broken build"), good.filename)
+    assert accepted.archs == ("sm_90", longest) and accepted.yanked == "broken build"
+    assert record_check.check(raw(good, yanked=longest), good.filename).yanked == longest
+    with pytest.raises(ValueError, match="'archs' holds"):
+        record_check.check(raw(good, archs=[longest + "x"]), good.filename)
+    with pytest.raises(ValueError, match="'yanked' must be true, false or a reason"):
+        record_check.check(raw(good, yanked=longest + "x"), good.filename)
+    seven = {"a": [[[[[[1]]]]]]}
+    assert record_check.check(raw(good, extra=seven), good.filename).extra == seven
+    with pytest.raises(ValueError, match="it nests deeper than 8 levels"):
+        record_check.check(raw(good, extra={"a": [[[[[[[1]]]]]]]}), good.filename)
+
+
+def test_an_adopted_wheel_labelled_for_a_variant_passes(good: Record) -> None:
+    """A wheel adopted with --wheels whose local label names a build variant: no variant field, the label kept."""
+    data = raw(good, kind="adopted", variant=None, repo_id=None)
+    assert record_check.check(data, good.filename).label == "torch213cpucxx11"
