@@ -397,18 +397,23 @@ def index_with_adoption(
             damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        found = filecheck.check_local(root, catalog, repair)
-        _found(found, damaged, notes)
-        touched |= found.touched
+        lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
         try:
-            hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
-            index = build_index(out, catalog, templates, base_url, before, touched, rescan, notes, hidden)
-        except CatalogDamaged as exc:
+            found = filecheck.check_local(root, catalog, repair)
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
+            index = build_index(out, catalog, templates, base_url, before, touched | found.touched, rescan, notes,
+                                hidden)  # fmt: skip
+        except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
             _damaged(exc, notes)
             catalog.reset()
             refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
-            hidden = refuse_lookalikes(catalog, allow_kernel_names, None)
+            lines = []
+            found = filecheck.check_local(root, catalog, repair)
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
             index = build_index(out, catalog, templates, base_url, None, (), True, None, hidden)
+        if damaged is not None:
+            damaged.extend(lines)
+        _found(found, damaged, notes)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
             for run in runs:
@@ -431,20 +436,24 @@ def _index_s3(
     remote, generation, changed = s3.catalog(rescan)
     _catalog_note(remote, warnings)
     write_bytes(out / STORE_FILE, json.dumps({"store": url}).encode())  # where publish finds the wheels
+    lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
     try:
-        found = filecheck.check_s3(s3, remote)
-        _found(found, damaged, warnings)
-        changed |= found.touched
         try:
-            hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
-            return remote.count(), build_index(out, remote, templates, base_url, generation, changed, rescan,
-                                               warnings, hidden)  # fmt: skip
-        except CatalogDamaged as exc:
+            found = filecheck.check_s3(s3, remote)
+            hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
+            result = build_index(out, remote, templates, base_url, generation, changed | found.touched, rescan,
+                                 warnings, hidden)  # fmt: skip
+        except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
             _damaged(exc, warnings)
-        remote.close()
-        remote, generation, changed = s3.catalog(True, fresh=True)
-        hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
-        return remote.count(), build_index(out, remote, templates, base_url, None, (), True, None, hidden)
+            remote.close()
+            remote, generation, changed = s3.catalog(True, fresh=True)
+            lines = []
+            found = filecheck.check_s3(s3, remote)
+            hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
+            result = build_index(out, remote, templates, base_url, None, (), True, None, hidden)
+        s3.damaged.extend(lines)
+        _found(found, damaged, warnings)
+        return remote.count(), result
     finally:
         if damaged is not None:
             damaged.extend(s3.damaged)

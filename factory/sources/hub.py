@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urljoin
 
-from huggingface_hub import HfApi, constants, get_cached_repo_tree, get_session, hf_raise_for_status, snapshot_download
+from huggingface_hub import HfApi, constants, get_cached_repo_tree, hf_raise_for_status, snapshot_download
 from huggingface_hub.errors import (
     CachedRepoTreeNotFoundError,
     GatedRepoError,
@@ -31,6 +31,7 @@ from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.hf_api import GitRefInfo, GitRefs
 from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
+from huggingface_hub.utils._http import http_backoff
 from packaging.version import InvalidVersion, Version
 
 from ..atomic import atomic_open
@@ -345,7 +346,8 @@ class HubSource:
         headers = build_hf_headers(token=self.token)
 
         def get(url: str, params: dict[str, str] | None) -> Any:
-            response = get_session().get(url, headers=headers, params=params)
+            # a dropped connection is tried again (as huggingface_hub's own paginator did); 429/5xx by ``_call``
+            response = http_backoff("GET", url, headers=headers, params=params, retry_on_status_codes=(), max_retries=3)
             hf_raise_for_status(response)
             try:
                 response.json()

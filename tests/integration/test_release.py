@@ -79,7 +79,7 @@ def test_one_import_package_with_templates_and_license(artifacts: dict[str, Path
     assert license_text == (ROOT / "LICENSE").read_bytes() and b"Apache License" in license_text
     with tarfile.open(artifacts["sdist"]) as tf:
         members = {m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name}
-    assert {"LICENSE", "README.md", "pyproject.toml", "factory/cli.py", "index_templates/copy.js"} <= members
+    assert {"LICENSE", "README.md", "pyproject.toml", "factory/cli/__init__.py", "index_templates/copy.js"} <= members
 
 
 def test_check_wheel_contents_and_twine_pass(artifacts: dict[str, Path]) -> None:
