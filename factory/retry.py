@@ -12,11 +12,12 @@ reports the service unreachable (exit 4).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Mapping
 
 from urllib3.util import Retry
+
+from . import report
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 DEFAULT_BUDGET_S = 60.0
@@ -59,7 +60,7 @@ class Backoff:
         if time.monotonic() - self.start + pause > self.budget:
             return False
         code = f"HTTP {status}" if status is not None else "an error"
-        print(f"{self.what}: {code}; retrying in {pause:.1f} s", file=sys.stderr, flush=True)
+        report.raw_error(f"{self.what}: {code}; retrying in {pause:.1f} s")
         time.sleep(pause)
         self.wait = min(self.wait * 2, MAX_WAIT_S)
         self.tries += 1

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TextIO
 
 from .. import variants as variants_mod
 from .. import versions
@@ -264,11 +262,10 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     return plan
 
 
-def print_plan(plan: Plan, stream: TextIO | None = None) -> None:
-    out = stream or sys.stdout
-    for job in plan.todo:
-        print(f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}", file=out)
-    for err in plan.refused:
-        print(f"  refuse {err}", file=out)
-    print(f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, {len(plan.refused)} refused",
-          file=out)
+def plan_lines(plan: Plan) -> list[str]:
+    """What ``plan`` prints (and ``build`` on stderr before it starts): one line per job and refusal, a total."""
+    lines = [f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}" for job in plan.todo]
+    lines += [f"  refuse {err}" for err in plan.refused]
+    lines.append(f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, "
+                 f"{len(plan.refused)} refused")
+    return lines

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from urllib.parse import urljoin
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from .. import simple
+from .. import report, simple
 from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
 from ..safe_text import printable, quiet_credentials, redact_url
@@ -81,8 +80,8 @@ class UploadDestination:
             self._check_auth(resp)
             if resp.status_code != 200:
                 hint = "check --simple-url" if self.explicit_simple else "pass --simple-url (devpi: <index>/+simple/)"
-                print(f"warning: {redact_url(self.simple_base)} answers HTTP {resp.status_code}, so every file counts "
-                      f"as new and is uploaded again; {hint}", file=sys.stderr, flush=True)
+                report.warn(f"{redact_url(self.simple_base)} answers HTTP {resp.status_code}, so every file counts "
+                            f"as new and is uploaded again; {hint}")
 
     def _project(self, file: LocalFile) -> str:
         try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
 from packaging.version import InvalidVersion, Version
 
+from .. import report
 from ..atomic import atomic_open
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
@@ -221,8 +221,8 @@ class HubSource:
             if problem is None:
                 usable[name] = sha
             else:
-                print(f"warning: {self._id} on {self.shown}: ignored the ref {name[:100]!r}: {problem}; "
-                      "check HF_ENDPOINT points at a Hub you trust", file=sys.stderr)
+                report.warn(f"{self._id} on {self.shown}: ignored the ref {name[:100]!r}: {problem}; "
+                            "check HF_ENDPOINT points at a Hub you trust")
         return usable
 
     def _remember_refs(self, refs: Refs) -> None:

@@ -16,13 +16,12 @@ import errno
 import fcntl
 import os
 import stat
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import atomic
+from .. import atomic, report
 from ..errors import UsageError
 
 LOCK_NAME = ".kernel-factory.lock"
@@ -111,10 +110,7 @@ def folder_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     raise UsageError(held_message(root)) from None
                 if not told:
-                    print(
-                        f"waiting for another kernel-factory run on {root} ({describe_holder(path)}) ...",
-                        file=sys.stderr,
-                    )
+                    report.progress(f"waiting for another kernel-factory run on {root} ({describe_holder(path)}) ...")
                     told = True
                 time.sleep(0.2)
         HELD_FDS.add(fd)
