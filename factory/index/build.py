@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import atomic, report
 from ..atomic import TMP_PREFIX, Tree, write_bytes
-from ..config import Flags, Location
+from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES, Record
 from ..store.catalog import Catalog, CatalogDamaged, Gaps, local_catalog, refresh, settled
@@ -74,6 +74,7 @@ class IndexOptions:
     allow_kernel_names: bool = False
     kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
     as_json: bool = False
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
     as_json = args.json
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
-                        args.rescan, opts.allow_kernel_names, names, as_json)
+                        args.rescan, opts.allow_kernel_names, names, as_json, opts.environment.lock_wait_s)
 
 
 def write_page(path: Path, data: bytes) -> bool:
@@ -481,7 +482,7 @@ def run_index(args: IndexArgs) -> int:
         return _run_index(opts)  # S3, or a read-only folder: no writer to wait for
     from ..store import open_store
 
-    with open_store(opts.store).lock():
+    with open_store(opts.store, lock_wait_s=opts.lock_wait_s).lock():
         return _run_index(opts)
 
 

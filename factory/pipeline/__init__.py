@@ -73,10 +73,10 @@ def use_sources(plan: Plan) -> None:
     _SOURCES.update(plan.sources)
 
 
-def _source(job: Job) -> Source:
+def _source(job: Job, opts: Options) -> Source:
     key = (job.location, job.repo_id, job.repo_type)
     if key not in _SOURCES:
-        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type)
+        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type, env=opts.environment)
     return _SOURCES[key]
 
 
@@ -103,7 +103,7 @@ def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Pa
     from ..wheel.convert import WheelInput, convert
 
     stages.reset()
-    src = _source(job)
+    src = _source(job, opts)
     with stages.timed("fetch"):
         root = src.fetch(job.sha, job.variant, into=scratch)
     variant_dir = root / "build" / job.variant
@@ -133,7 +133,7 @@ def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Pa
         allow_no_digest=job.allow_no_digest,
     )
     result = convert(inp, out_dir)
-    stages.dump(variant=job.variant)
+    stages.dump(opts.environment.stages_file, variant=job.variant)
     return result
 
 
@@ -251,7 +251,7 @@ def check_space(jobs: list[Job], opts: Options, target: Path) -> None:
     the scratch folder (exit 4)."""
     sizes = []
     for job in jobs:
-        found = _source(job).sizes(job.sha, job.variant)
+        found = _source(job, opts).sizes(job.sha, job.variant)
         if found is not None:
             sizes.append(found)
     scratch = Path(opts.scratch) if opts.scratch else Path(gettempdir())
@@ -352,7 +352,6 @@ def run_build(args: BuildArgs) -> int:
     opts = load_options(args)
     shard = _shard(args.shard)
     check_options(opts)  # before the store is touched
-    quiet_downloads()
     store = open_store(opts.store, opts)
     with store.lock():
         records = store.records()
@@ -388,14 +387,7 @@ def run_build(args: BuildArgs) -> int:
     return exit_code(outcomes, plan)
 
 
-def quiet_downloads() -> None:
-    """huggingface_hub's per-download bars suit a terminal, not a CI log."""
-    if not sys.stderr.isatty():
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-
 def run_to_wheel(args: ToWheelArgs) -> int:
-    quiet_downloads()
     opts = config.resolve(args.flags)
     request = versions.parse_request(args.version)
     spec = KernelSpec(

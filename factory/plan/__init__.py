@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import variants as variants_mod
 from .. import versions
-from ..config import KernelSpec, Options
+from ..config import Environment, KernelSpec, Options
 from ..errors import FactoryError, NotAllowed, Refused, UsageError
 from ..record import Record
 from ..sources import open_source
@@ -162,7 +162,7 @@ def plan_kernel(
     """Every wanted job of one kernel; README and commit time are filled later, only for jobs to build.
     A ``listed`` repository (from an organisation listing) is a Hub id, never a local path."""
     check_allowed(spec.repo, spec.repo_id, opts, hub=listed)
-    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed)
+    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed, env=opts.environment)
     jobs: list[Job] = []
     refused: list[FactoryError] = []
     for sel in _selections(src, spec, known):
@@ -214,7 +214,8 @@ def _complete(src: Source, jobs: list[Job]) -> list[Job]:
     return out
 
 
-def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError]) -> list[tuple[KernelSpec, bool]]:
+def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError],
+                 env: Environment | None = None) -> list[tuple[KernelSpec, bool]]:
     """Each spec, with ``repo = "org/*"`` globs replaced by the organisation's matching repositories (listed
     on the Hub at every plan, so new repositories are picked up); (spec, came from a glob). Listed ids that are
     not plain ``org/name`` ids go to ``refused``."""
@@ -223,7 +224,7 @@ def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError]) -> li
         if not is_glob(spec.repo):
             out.append((spec, False))
             continue
-        repos, problems = expand(spec.repo, spec.exclude, spec.repo_type)
+        repos, problems = expand(spec.repo, spec.exclude, spec.repo_type, env)
         refused += [Refused(line) for line in problems]
         if not repos:
             raise UsageError(f"repo {spec.repo!r}: no {spec.repo_type or 'kernel'} repository on the Hub matches "
@@ -244,7 +245,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     check_options(opts)
     from .shard import in_shard
 
-    for spec, listed in expand_specs(opts.kernels, plan.refused):
+    for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment):
         try:
             src, jobs, refused = plan_kernel(spec, opts, known, listed=listed)
         except UsageError as exc:  # a listed repository without the requested versions: skip it, say so

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .. import report
 from ..atomic import LinkRefused, open_nofollow, private
-from ..config import Flags, Location
+from ..config import DEFAULT_RETRY_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from .base import Destination, LocalFile
 
@@ -63,7 +63,8 @@ def open_destination(
 
         if to is not None and repository:
             raise UsageError("pass either --to or --repository, not both")
-        return UploadDestination(resolve(to, repository, simple_url))
+        retry_s = DEFAULT_RETRY_S if options is None else options.environment.retry_s
+        return UploadDestination(resolve(to, repository, simple_url), retry_s)
     if simple_url:
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
                          f"not --to {to}; drop it")

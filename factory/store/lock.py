@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import atomic, report
+from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import UsageError
 
 LOCK_NAME = ".kernel-factory.lock"
@@ -82,11 +83,9 @@ def _clear_pid(fd: int, before: os.stat_result) -> None:
 
 
 @contextmanager
-def folder_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
+def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[None]:
     """Hold the lock of the store folder ``root`` (LocalStore.lock); wait up to ``wait_s`` seconds
-    (env KERNEL_FACTORY_LOCK_WAIT, default 600)."""
-    if wait_s is None:
-        wait_s = float(os.environ.get("KERNEL_FACTORY_LOCK_WAIT", "600"))
+    (KERNEL_FACTORY_LOCK_WAIT through config.Environment, default 600)."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_NAME
     # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.
