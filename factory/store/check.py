@@ -188,9 +188,12 @@ def _version(text: str) -> Version | None:
         return None
 
 
-def _check_meaning(values: dict[str, Any], expected: str) -> None:
+def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool = True) -> None:
     """Name, version, label, hashes and file name agree with each other and with the record's key. Each check
-    of a value that many records share (name, version, label, variant) runs once per distinct value."""
+    of a value that many records share (name, version, label, variant) runs once per distinct value.
+    ``known_variants``: the variant must be one the kernels project defines, and the label its label (kernels'
+    parser: an import of ~0.3 s of CPU); else (a catalog row, whose record passed that check when it was read)
+    the variant must be shaped like a variant's name and the label like a label."""
     filename = values["filename"]
     if filename != expected:
         raise ValueError(f"its file name {filename!r} is not the one its key names ({expected!r})")
@@ -215,7 +218,7 @@ def _check_meaning(values: dict[str, Any], expected: str) -> None:
         raise ValueError(f"upload_time {values['upload_time']!r} is not like 2026-01-02T03:04:05Z")
     label, variant = values.get("label"), values.get("variant")
     if label is not None or variant is not None:
-        why = _label_problem(label, variant, values["version"])
+        why = (_label_problem if known_variants else _label_shape_problem)(label, variant, values["version"])
         if why:
             raise ValueError(why)
     repo_id = values.get("repo_id")
@@ -245,6 +248,24 @@ def _label_problem(label: str | None, variant: str | None, version: str) -> str:
     return ""
 
 
+_VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
+
+
+@lru_cache(maxsize=1 << 14)
+def _label_shape_problem(label: str | None, variant: str | None, version: str) -> str:
+    """``_label_problem`` without kernels' parser: the label is the version's local label and shaped like a
+    label, the variant shaped like a variant's name (plain text, no path)."""
+    if label is not None:
+        parsed = _version(version)
+        if not variants.LABEL_CHARS.fullmatch(label) or parsed is None or label != parsed.local:
+            return f"label {label!r} is not the local label of version {version!r}"
+        if variant is None and not variants.is_label(label):
+            return f"label {label!r} is not shaped like a build variant's label"
+    if variant is not None and (label is None or not _VARIANT_NAME.fullmatch(variant)):
+        return f"variant {variant!r} is not shaped like a build variant's name"
+    return ""
+
+
 @lru_cache(maxsize=256)
 def _specifier_ok(text: str) -> bool:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only when a record names one
@@ -256,12 +277,12 @@ def _specifier_ok(text: str) -> bool:
     return True
 
 
-def check(raw: Any, expected: str) -> Record:
+def check(raw: Any, expected: str, known_variants: bool = True) -> Record:
     """A Record from a parsed record object whose key names the wheel ``expected``; ValueError says why not."""
     if type(raw) is not dict:
         raise ValueError(f"it holds a JSON {type(raw).__name__}, not an object")
     values = _fields(raw)  # every field but ``extra`` is flat, or a list of strings
-    _check_meaning(values, expected)
+    _check_meaning(values, expected, known_variants)
     return Record(**values)
 
 
@@ -277,10 +298,11 @@ def project_of(name: str) -> str | None:
 
 def check_row(row: Any, filename: str, project: str) -> Record:
     """A Record from a catalog row (``Record.to_row``'s list) of the wheel ``filename`` in ``project``: the
-    same checks as a record file's, and the project its name gives; ValueError says why not."""
+    same checks as a record file's (the variant by its shape: its record's was checked against kernels' parser
+    when it was read), and the project its name gives; ValueError says why not."""
     if type(row) is not list or len(row) != len(FIELDS):
         raise ValueError(f"it holds a JSON {type(row).__name__} of another shape, not a record's fields")
-    record = check(dict(zip(FIELDS, row, strict=True)), filename)
+    record = check(dict(zip(FIELDS, row, strict=True)), filename, known_variants=False)
     if _project(record.name, validate=True) != project:
         raise ValueError(f"its project {project!r} is not the one its name gives ({record.name!r})")
     return record
