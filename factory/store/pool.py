@@ -1,7 +1,7 @@
 """Worker processes that never outlive the run that started them, and never hold its store lock.
 
 Every process pool of a run is made here: the build's (pipeline), adoption's (store/adopt.py) and the index's
-full render (index/build.py). ``ProcessPoolExecutor`` forks its workers: each inherits every open file
+full render (index/command.py). ``ProcessPoolExecutor`` forks its workers: each inherits every open file
 descriptor, the store lock's included, and when the main process is killed
 alone (``kill -9``, the OOM killer) the workers stay blocked on the call queue
 forever, holding the lock. ``init_worker`` runs first in every worker: it closes
@@ -60,4 +60,4 @@ def worker_pool(max_workers: int) -> ProcessPoolExecutor:
     gc.freeze()
     return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("fork"),
                                initializer=init_worker, initargs=(os.getpid(),))  # fork: the index's full
-    # render hands its workers what it read before the fork (index/build.py); forkserver is 3.14's default
+    # render hands its workers what it read before the fork (index/command.py); forkserver is 3.14's default
