@@ -273,8 +273,9 @@ def _project_html(project: str, links: list[FileLink]) -> str:
     a full build's PEP 503 pages, where the template engine took more time than the page's content."""
     from markupsafe import escape
 
-    def e(text: str) -> str:
-        return str(escape(text))
+    def e(text: str) -> str:  # most texts (file names, links, hashes) hold nothing to escape: kept as they are
+        special = "&" in text or "<" in text or ">" in text or '"' in text or "'" in text
+        return str(escape(text)) if special else text
 
     name = e(project)
     lines = [f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<meta name="pypi:repository-version" '

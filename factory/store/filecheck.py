@@ -50,7 +50,7 @@ def _rows(catalog: Catalog, names: list[str] | None = None) -> list[tuple[str, i
     """(file name, size, sha256, metadata_sha256) of the records of ``names`` (default: every record)."""
     if names is None:
         return list(catalog.db.execute(_QUERY.partition(" WHERE")[0] + " ORDER BY filename"))
-    rows = []
+    rows: list[tuple[str, int, str, str | None]] = []
     for i in range(0, len(names), 500):
         part = names[i : i + 500]
         rows += catalog.db.execute(_QUERY.format(",".join("?" * len(part))), part)
@@ -116,7 +116,10 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
             seen[name] = key  # the wheel and the record the last check compared (and its .metadata is there)
         else:
             looked[name] = (entry, st, key)
-    for name, size, sha256, metadata_sha256 in _rows(catalog, sorted(looked)):
+    few = len(looked) * 2 < len(seen) + len(looked)  # else (a first check) one query of every row is quicker
+    for name, size, sha256, metadata_sha256 in _rows(catalog, sorted(looked)) if few else _rows(catalog):
+        if name not in looked:
+            continue
         entry, st, key = looked[name]
         bad = None
         if st.st_size != size:

@@ -21,6 +21,7 @@ from kernel_factory.index.pages import (
 from kernel_factory.record import Record
 from kernel_factory.variants import parse
 
+YANKS: tuple[bool | str, ...] = ("", True, False, 'broken <"build">')
 LABELS = ("torch27-cxx11-cu128-x86_64-linux", "torch210-cxx11-rocm70-x86_64-linux", "torch210-metal-aarch64-darwin")
 
 
@@ -46,7 +47,7 @@ def synthetic(projects: int = 30, versions: int = 4) -> dict[str, list[Record]]:
                     sha256=f"{p:02x}{v:02x}{i:02x}".ljust(64, "0"), size=1000 + i, upload_time="2026-01-02T03:04:05Z",
                     metadata_sha256="" if (p + i) % 5 == 0 else "b" * 64,
                     requires_python=">=3.9,<4" if (p + v) % 3 == 0 else None,
-                    yanked=["", True, False, 'broken <"build">'][(p + v + i) % 4] if (p + v) % 2 else False,
+                    yanked=YANKS[(p + v + i) % 4] if (p + v) % 2 else False,
                     label=t.label if t else None, variant=variant, backend=t.backend if t else None,
                 ))  # fmt: skip
         found[name] = sorted(records, key=lambda r: r.filename)
@@ -69,7 +70,7 @@ def test_every_page_of_the_synthetic_corpus_is_the_templates_bytes() -> None:
     assert pages == 30 * 4  # every project in the combined root and in each of the three variant roots
 
 
-text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20)
 
 
 @settings(max_examples=300, deadline=None)
