@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= factory.toml
 PORT   ?= 8000
 
-.PHONY: demo index build serve test test-min unit integration lint bench fixtures system-deps clean gpu-e2e install
+.PHONY: demo index build serve test test-min unit integration lint bench mutants fixtures system-deps clean gpu-e2e install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,8 +60,9 @@ $(TORCH): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	touch $@
 
+# With a coverage report of the installed package and its floor (pyproject.toml [tool.coverage]; docs/testing.md).
 test: $(WHEEL) $(TORCH) system-deps lint
-	$(BIN)/python -m pytest -n 2 -q tests
+	$(BIN)/python -m pytest -n 2 -q --cov --cov-report=term tests
 
 # The minimum-versions job alone: the built wheel with every Requires-Dist at its lower bound, end to end.
 # (`make test` runs it too.)
@@ -85,6 +86,12 @@ bench: $(WHEEL)
 	$(BIN)/python scripts/bench_convert.py
 	$(BIN)/python scripts/bench_rerun.py
 	$(BIN)/python scripts/bench_index.py
+
+# A mutation run (cosmic-ray) over store/check.py, index/pages.py, verify/digest.py, store/adopt.py against
+# their unit tests; hours of CPU, not in CI (docs/testing.md). MUTANTS='--module verify/digest.py' for one.
+mutants: $(WHEEL)
+	$(BIN)/python -m pip install -q '.[mutants]'
+	$(BIN)/python scripts/mutants.py $(MUTANTS)
 
 clean:
 	rm -rf public examples/repos tests/.cache

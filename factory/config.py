@@ -19,6 +19,8 @@ from .errors import ConfigError
 DEFAULT_CONFIG = "factory.toml"
 DEFAULT_STORE = "public"
 DEFAULT_ORGS = ("kernels-community",)
+DEFAULT_LOCK_WAIT_S = 600.0  # KERNEL_FACTORY_LOCK_WAIT
+DEFAULT_RETRY_S = 60.0  # KERNEL_FACTORY_RETRY_S: retry.Backoff's budget
 KERNEL_KEYS = {  # a [[kernel]] table's keys (the [factory] keys are the options': see OPTIONS)
     "repo",
     "versions",
@@ -114,6 +116,48 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class Environment:
+    """What the code underneath takes from the environment, read in one place: ``environment(env)``, which
+    ``resolve`` calls to fill ``Options.environment`` (no option of the table: no flag, no config key). Code
+    called without Options (a source opened by hand) falls back to ``environment()``; nothing else reads these.
+    (local/ hands its command's whole environment to hubcache: the user's cache, as kernels finds it.)"""
+
+    hf_endpoint: str | None = None  # HF_ENDPOINT (None: huggingface_hub's default)
+    hf_token: str | None = None  # HF_TOKEN
+    hf_offline: bool = False  # HF_HUB_OFFLINE = 1/ON/YES/TRUE
+    hf_cache: str | None = None  # HF_HUB_CACHE, else $HF_HOME/hub (None: huggingface_hub's default)
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S  # KERNEL_FACTORY_LOCK_WAIT: how long a run waits for a store's lock
+    retry_s: float = DEFAULT_RETRY_S  # KERNEL_FACTORY_RETRY_S: the retry budget against a busy service
+    stages_file: str | None = None  # KERNEL_FACTORY_STAGES: append each conversion's seconds per stage there
+    source_date_epoch: str | None = None  # SOURCE_DATE_EPOCH: a local source's commit time (as given)
+
+
+def environment(env: Mapping[str, str] | None = None) -> Environment:
+    """The ``Environment`` of ``env`` (default: os.environ, the one place that reads it)."""
+    env = os.environ if env is None else env
+    home = env.get("HF_HOME")
+    try:
+        retry_s = max(0.0, float(env.get("KERNEL_FACTORY_RETRY_S") or DEFAULT_RETRY_S))
+    except ValueError:
+        retry_s = DEFAULT_RETRY_S
+    wait = env.get("KERNEL_FACTORY_LOCK_WAIT") or str(DEFAULT_LOCK_WAIT_S)
+    try:
+        lock_wait_s = float(wait)
+    except ValueError:
+        raise ConfigError(f"KERNEL_FACTORY_LOCK_WAIT={wait!r}: expected a number of seconds") from None
+    return Environment(
+        hf_endpoint=env.get("HF_ENDPOINT") or None,
+        hf_token=env.get("HF_TOKEN") or None,
+        hf_offline=env.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"},
+        hf_cache=env.get("HF_HUB_CACHE") or (os.path.join(home, "hub") if home else None),
+        lock_wait_s=lock_wait_s,
+        retry_s=retry_s,
+        stages_file=env.get("KERNEL_FACTORY_STAGES") or None,
+        source_date_epoch=env.get("SOURCE_DATE_EPOCH") or None,
+    )
+
+
+@dataclass(frozen=True)
 class Options:
     store: Location = Location.parse(DEFAULT_STORE)
     allow_orgs: tuple[str, ...] = DEFAULT_ORGS
@@ -134,6 +178,7 @@ class Options:
     cache_control_immutable: str = "public, max-age=31536000, immutable"  # wheels and .metadata on S3
     cache_control_pages: str = "public, max-age=300"  # pages, JSON and records on S3
     s3_directory_keys: bool = False  # S3: every .../index.html also at the key .../
+    environment: Environment = Environment()  # filled by resolve from env; not an option of the table
 
 
 def _unknown(key: str, known: set[str], where: str) -> ConfigError:
@@ -415,7 +460,7 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
         opts = replace(opts, kernels=specs)
     env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
     opts = apply_table(opts, env_table, Path.cwd(), "environment")
-    return apply_flags(opts, flags)
+    return replace(apply_flags(opts, flags), environment=environment(env))
 
 
 def apply_flags(opts: Options, flags: Flags) -> Options:

@@ -11,24 +11,16 @@ reports the service unreachable (exit 4).
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from collections.abc import Mapping
 
 from urllib3.util import Retry
 
+from . import report
+
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-DEFAULT_BUDGET_S = 60.0
 FIRST_WAIT_S = 0.5
 MAX_WAIT_S = 30.0
-
-
-def budget_s() -> float:
-    try:
-        return max(0.0, float(os.environ.get("KERNEL_FACTORY_RETRY_S", DEFAULT_BUDGET_S)))
-    except ValueError:
-        return DEFAULT_BUDGET_S
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -45,9 +37,9 @@ def retry_after(headers: Mapping[str, str] | None) -> float | None:
 class Backoff:
     """Waits 0.5, 1, 2, ... s (or what Retry-After asks) until ``budget`` seconds have passed."""
 
-    def __init__(self, what: str, budget: float | None = None) -> None:
+    def __init__(self, what: str, budget: float) -> None:
         self.what = what
-        self.budget = budget_s() if budget is None else budget
+        self.budget = budget  # seconds: config.Environment.retry_s (KERNEL_FACTORY_RETRY_S)
         self.start = time.monotonic()
         self.wait = FIRST_WAIT_S
         self.tries = 1
@@ -59,7 +51,7 @@ class Backoff:
         if time.monotonic() - self.start + pause > self.budget:
             return False
         code = f"HTTP {status}" if status is not None else "an error"
-        print(f"{self.what}: {code}; retrying in {pause:.1f} s", file=sys.stderr, flush=True)
+        report.raw_error(f"{self.what}: {code}; retrying in {pause:.1f} s")
         time.sleep(pause)
         self.wait = min(self.wait * 2, MAX_WAIT_S)
         self.tries += 1

@@ -12,13 +12,11 @@ description and example, not this docstring.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from .. import __version__
+from .. import __version__, report
 from ..errors import EXIT_BUG, FactoryError, unusable
 from ..safe_text import redact_url
 from . import build, download, index, local_kernels, plan, publish, serve, to_wheel, which
@@ -83,21 +81,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns.debug = getattr(ns, "debug", False)
     ns.quiet = getattr(ns, "quiet", False)
     ns.verbose = getattr(ns, "verbose", 0)
+    report.configure(quiet=ns.quiet, json=getattr(ns, "json", False), verbose=ns.verbose)
     if ns.verbose:
-        import logging
+        _log_verbosely(debug=ns.verbose > 1)
+    try:
+        return _execute(ns)
+    finally:
+        report.configure()  # the defaults again: main() may run more than once in one process (tests)
 
-        level = "debug" if ns.verbose > 1 else "info"
-        logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(name)s: %(message)s")
-        os.environ.setdefault("HF_HUB_VERBOSITY", level)  # huggingface_hub sets its own level from this
+
+def _execute(ns: argparse.Namespace) -> int:
     try:
         return int(ns.handler(ns))
     except FactoryError as exc:
         if ns.debug:
             _traceback()
         message = redact_url(str(exc))  # no URL's user and password, whichever message carries one
-        print(f"error: {message}", file=sys.stderr)
+        report.error(message)
         if getattr(ns, "json", False):  # scripts parse stdout: the one document says what went wrong
-            print(json.dumps({"error": message, "exit_code": exc.exit_code}))
+            report.document({"error": message, "exit_code": exc.exit_code})
         return exc.exit_code
     except OSError as exc:  # a full, read-only or forbidden store, scratch or destination: exit 4, one line
         err = unusable(exc)
@@ -105,10 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bug()
         if ns.debug:
             _traceback()
-        print(f"error: {err}", file=sys.stderr)
+        report.error(str(err))
         return err.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        report.raw_error("interrupted")
         return 130
     except Exception:
         return _bug()
@@ -119,6 +121,17 @@ def run(argv: Sequence[str] | None = None) -> int:
     return main(argv)
 
 
+def _log_verbosely(debug: bool) -> None:
+    """-v: the libraries' log records on stderr (-vv: their debug records), huggingface_hub's through its own API."""
+    import logging
+
+    from huggingface_hub.utils import logging as hf_logging
+
+    level = logging.DEBUG if debug else logging.INFO
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(name)s: %(message)s")
+    hf_logging.set_verbosity(level)  # what HF_HUB_VERBOSITY did, without writing the environment
+
+
 def _traceback() -> None:
     import traceback
 
@@ -127,5 +140,5 @@ def _traceback() -> None:
 
 def _bug() -> int:
     _traceback()
-    print("error: this is a bug in kernel-factory; please report it with the traceback above", file=sys.stderr)
+    report.error("this is a bug in kernel-factory; please report it with the traceback above")
     return EXIT_BUG

@@ -29,4 +29,4 @@ def execute(ns: argparse.Namespace) -> int:
     from ..pipeline import BuildArgs, run_build
 
     return run_build(BuildArgs(flags=flags_of(ns, NAME), lock=ns.lock, shard=ns.shard, json=ns.json,
-                               quiet=ns.quiet, debug=ns.debug))
+                               debug=ns.debug))

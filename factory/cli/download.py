@@ -31,5 +31,4 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 def execute(ns: argparse.Namespace) -> int:
     from ..local.download import DownloadArgs, run_download
 
-    return run_download(DownloadArgs(project_dir=ns.project_dir, index_url=ns.index_url, python=ns.python,
-                                     quiet=ns.quiet))
+    return run_download(DownloadArgs(project_dir=ns.project_dir, index_url=ns.index_url, python=ns.python))

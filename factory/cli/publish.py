@@ -35,4 +35,4 @@ def execute(ns: argparse.Namespace) -> int:
     from ..publish.run import PublishArgs, run_publish
 
     return run_publish(PublishArgs(flags=flags_of(ns, NAME), to=ns.to, repository=ns.repository,
-                                   dry_run=ns.dry_run, quiet=ns.quiet, json=ns.json))
+                                   dry_run=ns.dry_run, json=ns.json))

@@ -37,5 +37,5 @@ def execute(ns: argparse.Namespace) -> int:
     return run_to_wheel(ToWheelArgs(
         repo=ns.repo, version=ns.version, flags=flags_of(ns, NAME, default_config=False), out=Path(ns.out),
         revision=ns.revision, variants=tuple(ns.variants or ()), repo_id=ns.repo_id, json=ns.json,
-        quiet=ns.quiet, debug=ns.debug,
+        debug=ns.debug,
     ))

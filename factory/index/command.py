@@ -18,16 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import atomic
+from .. import atomic, report
 from ..atomic import TMP_PREFIX, Tree, write_bytes
-from ..config import Flags, Location
+from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES, Record
 from ..store.catalog import Catalog, CatalogDamaged, Gaps, local_catalog, refresh, settled
@@ -76,6 +74,7 @@ class IndexOptions:
     allow_kernel_names: bool = False
     kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
     as_json: bool = False
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
     as_json = args.json
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
-                        args.rescan, opts.allow_kernel_names, names, as_json)
+                        args.rescan, opts.allow_kernel_names, names, as_json, opts.environment.lock_wait_s)
 
 
 def write_page(path: Path, data: bytes) -> bool:
@@ -397,18 +396,23 @@ def index_with_adoption(
             damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        found = filecheck.check_local(root, catalog, repair)
-        _found(found, damaged, notes)
-        touched |= found.touched
+        lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
         try:
-            hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
-            index = build_index(out, catalog, templates, base_url, before, touched, rescan, notes, hidden)
-        except CatalogDamaged as exc:
+            found = filecheck.check_local(root, catalog, repair)
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
+            index = build_index(out, catalog, templates, base_url, before, touched | found.touched, rescan, notes,
+                                hidden)  # fmt: skip
+        except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
             _damaged(exc, notes)
             catalog.reset()
             refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
-            hidden = refuse_lookalikes(catalog, allow_kernel_names, None)
+            lines = []
+            found = filecheck.check_local(root, catalog, repair)
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
             index = build_index(out, catalog, templates, base_url, None, (), True, None, hidden)
+        if damaged is not None:
+            damaged.extend(lines)
+        _found(found, damaged, notes)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
             for run in runs:
@@ -431,20 +435,24 @@ def _index_s3(
     remote, generation, changed = s3.catalog(rescan)
     _catalog_note(remote, warnings)
     write_bytes(out / STORE_FILE, json.dumps({"store": url}).encode())  # where publish finds the wheels
+    lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
     try:
-        found = filecheck.check_s3(s3, remote)
-        _found(found, damaged, warnings)
-        changed |= found.touched
         try:
-            hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
-            return remote.count(), build_index(out, remote, templates, base_url, generation, changed, rescan,
-                                               warnings, hidden)  # fmt: skip
-        except CatalogDamaged as exc:
+            found = filecheck.check_s3(s3, remote)
+            hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
+            result = build_index(out, remote, templates, base_url, generation, changed | found.touched, rescan,
+                                 warnings, hidden)  # fmt: skip
+        except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
             _damaged(exc, warnings)
-        remote.close()
-        remote, generation, changed = s3.catalog(True, fresh=True)
-        hidden = refuse_lookalikes(remote, allow_kernel_names, s3.damaged)
-        return remote.count(), build_index(out, remote, templates, base_url, None, (), True, None, hidden)
+            remote.close()
+            remote, generation, changed = s3.catalog(True, fresh=True)
+            lines = []
+            found = filecheck.check_s3(s3, remote)
+            hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
+            result = build_index(out, remote, templates, base_url, None, (), True, None, hidden)
+        s3.damaged.extend(lines)
+        _found(found, damaged, warnings)
+        return remote.count(), result
     finally:
         if damaged is not None:
             damaged.extend(s3.damaged)
@@ -483,12 +491,11 @@ def run_index(args: IndexArgs) -> int:
         return _run_index(opts)  # S3, or a read-only folder: no writer to wait for
     from ..store import open_store
 
-    with open_store(opts.store).lock():
+    with open_store(opts.store, lock_wait_s=opts.lock_wait_s).lock():
         return _run_index(opts)
 
 
 def _run_index(opts: IndexOptions) -> int:
-    say = partial(print, file=sys.stderr if opts.as_json else sys.stdout)  # --json: stdout holds the document only
     refused = 0
     adopted: list[str] = []
     present: list[str] = []
@@ -499,7 +506,8 @@ def _run_index(opts: IndexOptions) -> int:
 
         assert opts.store.local is not None  # resolve_paths refuses --repair for a remote store
         repaired, failed = repair_store(opts.store.local)
-        say(f"repaired {len(repaired)} record(s)" + (f", {len(failed)} could not be repaired" if failed else ""))
+        report.info(f"repaired {len(repaired)} record(s)"
+                    + (f", {len(failed)} could not be repaired" if failed else ""))
         refused += len(failed)
     if opts.wheels and opts.store.local is None:
         raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
@@ -510,24 +518,24 @@ def _run_index(opts: IndexOptions) -> int:
         opts.allow_kernel_names, opts.rescan, opts.repair, notes,
     )  # fmt: skip
     for line in notes:
-        print(line, file=sys.stderr)
+        report.info(line, stderr=True)
     for folder, result in results:
         refused += len(result.refused)
         adopted += result.adopted
         present += result.present
         skipped += result.refused
-        say(
+        report.info(
             f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
             + (f", {len(result.refused)} refused" if result.refused else "")
         )
         if result.not_wheels:
             not_indexed += result.not_wheels
-            print(f"warning: {folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
-                  f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and put those "
-                  "in the folder", file=sys.stderr)  # fmt: skip
+            report.warn(f"{folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
+                        f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and put "
+                        "those in the folder")  # fmt: skip
     for line in damaged:
-        print(f"error: {line}", file=sys.stderr)
-    say(
+        report.error(line)
+    report.result(  # the result line: kept under -q (on stderr under --json)
         f"index: {count} wheel(s), {index.pages} page(s): {index.written} written, "
         f"{index.unchanged} unchanged, {index.removed} removed -> {opts.out}"
         + (f"; {len(damaged)} record(s) left out" if damaged else "")
@@ -547,7 +555,7 @@ def _run_index(opts: IndexOptions) -> int:
             "not_indexed": not_indexed,
             "damaged": damaged,
         }
-        print(json.dumps(doc, indent=2))
+        report.document(doc)
     if refused:
-        print(f"error: {refused} wheel(s) refused (see the warnings above); fix or remove them", file=sys.stderr)
+        report.error(f"{refused} wheel(s) refused (see the warnings above); fix or remove them")
     return EXIT_REFUSED if refused or damaged else EXIT_OK

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from .. import report
 from ..atomic import private
 from ..config import DEFAULT_STORE
 from ..errors import UsageError
@@ -140,10 +140,9 @@ def run_serve(args: ServeArgs) -> int:
         msg = f"cannot listen on {HOST}:{args.port} ({exc.strerror}); choose another --port (0: any free port)"
         raise UsageError(msg) from None
     url = f"http://{HOST}:{server.server_address[1]}"
-    print(f"serving {root} at {url}/  (Ctrl-C stops)")
-    print(f"  pip install <name>==<version>+<label> --index-url {url}/simple")
-    print(f"  pip install <name> --index-url {url}/variants/<label>/simple")
-    sys.stdout.flush()
+    report.output(f"serving {root} at {url}/  (Ctrl-C stops)")
+    report.output(f"  pip install <name>==<version>+<label> --index-url {url}/simple")
+    report.output(f"  pip install <name> --index-url {url}/variants/<label>/simple")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

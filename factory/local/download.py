@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from .. import simple
+from .. import report, simple
 from ..atomic import TMP_PREFIX, file_digest, write_bytes
 from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, worst
 from ..record import PROVENANCE
@@ -54,7 +53,6 @@ class DownloadArgs:
     project_dir: str = "."
     index_url: str = ""
     python: str | None = None
-    quiet: bool = False
 
 
 @dataclass(frozen=True)
@@ -296,7 +294,7 @@ def run_download(args: DownloadArgs) -> int:
     try:
         root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}download-", dir=root) as tmp:
-            return _download(locked, url, env, root, session, Path(tmp), args.quiet)
+            return _download(locked, url, env, root, session, Path(tmp))
     except OSError as exc:
         err = unusable(exc, root)
         if err is None:
@@ -307,7 +305,7 @@ def run_download(args: DownloadArgs) -> int:
 
 
 def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root: Path, session: Any,
-              scratch: Path, quiet: bool) -> int:
+              scratch: Path) -> int:
     queue = [Want(lk.repo_id, lk.sha, (lk.ref,) if lk.ref else ()) for lk in locked.values()]
     done: dict[str, Got] = {}
     problems: list[tuple[int, list[str]]] = []
@@ -328,10 +326,10 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
         queue += _depends(got, locked)
     if problems:
         for _, lines in problems:
-            print(f"error: {lines[0]}", file=sys.stderr)
+            report.error(lines[0])
             for line in lines[1:]:
-                print(line, file=sys.stderr)
-        print(f"nothing was installed in {root}", file=sys.stderr)
+                report.raw_error(line)
+        report.raw_error(f"nothing was installed in {root}")
         return worst(code for code, _ in problems)
     notes: list[str] = []
     fetched, code = 0, EXIT_OK
@@ -343,26 +341,23 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
                                         refs=[r for r in got.want.refs if hubcache.valid_ref(r)], link=False,
                                         notes=notes)
             except hubcache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
-                print(f"error: {exc}", file=sys.stderr)
+                report.error(str(exc))
                 code = exc.exit_code
                 continue
             if not hubcache.is_ours(target.parent.parent):  # the Hub's own download of this commit and variant
-                if not quiet:
-                    print(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  (the Hub's copy, already there)")
+                report.info(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  (the Hub's copy, already there)")
                 continue
             if _file_hashes(target) != got.files:
-                print(f"error: {target} holds other files than {got.wheel} (an earlier wheel of this commit); "
-                      "left as it is: remove that folder and run again", file=sys.stderr)
+                report.error(f"{target} holds other files than {got.wheel} (an earlier wheel of this commit); "
+                             "left as it is: remove that folder and run again")
                 code = Refused.exit_code
                 continue
             _remember(root, got)
             fetched += 1
             state = "downloaded"
-        if not quiet:
-            print(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {got.wheel}  ({state})")
+        report.info(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {got.wheel}  ({state})")
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-    if not quiet:
-        print(f"{len(done)} kernel{'s' if len(done) != 1 else ''} in {root}: {fetched} downloaded, "
-              f"{len(done) - fetched} already there")
+        report.raw_error(f"note: {note}")
+    report.info(f"{len(done)} kernel{'s' if len(done) != 1 else ''} in {root}: {fetched} downloaded, "
+                f"{len(done) - fetched} already there")
     return code

@@ -17,7 +17,6 @@ import importlib.metadata as im
 import json
 import os
 import shlex
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from .. import report as reporter  # report() below is this module's own
 from ..errors import EXIT_OK, EXIT_REFUSED
 from ..record import PROVENANCE, read_provenance
 from ..verify import metadata as kernelmeta
@@ -253,8 +253,8 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     if args.shell and args.cache:
         out.append(f"export KERNELS_CACHE={shlex.quote(str(root))}")
     for line in out:
-        print(line)
+        reporter.output(line)
     for line in [*(f"in the Hub cache: {line}" for line in placed), *notes, *err]:
-        print(line, file=sys.stderr)
+        reporter.raw_error(line)
     refused = any(n.startswith("not in the Hub cache: ") for n in notes)
     return EXIT_REFUSED if refused and code == EXIT_OK else code

@@ -11,7 +11,6 @@ first.
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .. import simple
+from .. import report, simple
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..safe_text import printable
 from ..simple import Wheel
@@ -178,7 +177,7 @@ def run_which(args: WhichArgs) -> int:
                          f"builds there are, nearest first:")
             lines += build_lines(builds)
     if args.json:
-        print(json.dumps(doc, indent=2))
+        report.document(doc)
     else:
-        print("\n".join(lines))
+        report.output("\n".join(lines))
     return code

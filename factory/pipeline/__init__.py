@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -12,10 +11,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from tempfile import gettempdir, mkdtemp
 
-from .. import config, space, versions
+from .. import config, report, space, versions
 from ..config import KernelSpec, Options
 from ..errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
-from ..plan import Job, Plan, check_options, make_plan, print_plan
+from ..plan import Job, Plan, check_options, make_plan, plan_lines
 from ..record import Record
 from ..sources import open_source
 from ..sources.base import Source
@@ -39,7 +38,6 @@ class PlanArgs:
 class BuildArgs(PlanArgs):
     """``build``: as plan, and how much to print."""
 
-    quiet: bool = False
     debug: bool = False
 
 
@@ -55,7 +53,6 @@ class ToWheelArgs:
     variants: tuple[str, ...] = ()
     repo_id: str | None = None
     json: bool = False
-    quiet: bool = False
     debug: bool = False
 
 
@@ -76,10 +73,10 @@ def use_sources(plan: Plan) -> None:
     _SOURCES.update(plan.sources)
 
 
-def _source(job: Job) -> Source:
+def _source(job: Job, opts: Options) -> Source:
     key = (job.location, job.repo_id, job.repo_type)
     if key not in _SOURCES:
-        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type)
+        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type, env=opts.environment)
     return _SOURCES[key]
 
 
@@ -106,7 +103,7 @@ def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Pa
     from ..wheel.convert import WheelInput, convert
 
     stages.reset()
-    src = _source(job)
+    src = _source(job, opts)
     with stages.timed("fetch"):
         root = src.fetch(job.sha, job.variant, into=scratch)
     variant_dir = root / "build" / job.variant
@@ -136,7 +133,7 @@ def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Pa
         allow_no_digest=job.allow_no_digest,
     )
     result = convert(inp, out_dir)
-    stages.dump(variant=job.variant)
+    stages.dump(opts.environment.stages_file, variant=job.variant)
     return result
 
 
@@ -213,18 +210,18 @@ def execute(
     return outcomes
 
 
-def _progress(total: int, quiet: bool = False) -> Callable[[Outcome], None]:
+def _progress(total: int) -> Callable[[Outcome], None]:
     """A progress bar on a terminal (tqdm); one line per wheel in logs; nothing with -q."""
     count = [0]
     bar = None
-    if quiet:
+    if report.quiet():
         return lambda outcome: None
     if sys.stderr.isatty() and total > 1:
         from tqdm import tqdm
 
         bar = tqdm(total=total, unit="wheel", desc="building", file=sys.stderr)
 
-    def report(outcome: Outcome) -> None:
+    def tell(outcome: Outcome) -> None:
         count[0] += 1
         if outcome.record is not None:
             status = f"built  {outcome.record.filename}"
@@ -236,9 +233,9 @@ def _progress(total: int, quiet: bool = False) -> Callable[[Outcome], None]:
             if count[0] == total:
                 bar.close()
         else:
-            print(f"[{count[0]}/{total}] {status}", file=sys.stderr, flush=True)
+            report.progress(f"[{count[0]}/{total}] {status}")
 
-    return report
+    return tell
 
 
 def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
@@ -254,7 +251,7 @@ def check_space(jobs: list[Job], opts: Options, target: Path) -> None:
     the scratch folder (exit 4)."""
     sizes = []
     for job in jobs:
-        found = _source(job).sizes(job.sha, job.variant)
+        found = _source(job, opts).sizes(job.sha, job.variant)
         if found is not None:
             sizes.append(found)
     scratch = Path(opts.scratch) if opts.scratch else Path(gettempdir())
@@ -269,30 +266,26 @@ def _summarise(
     failed = [o for o in outcomes if o.record is None]
     for o in failed:
         if o.trace and debug:
-            print(o.trace, file=sys.stderr, end="")
-        print(f"error: {o.error}", file=sys.stderr)
+            report.raw_error(o.trace, end="")
+        report.error(str(o.error))
     if any(o.trace for o in failed):
-        print("error: this is a bug in kernel-factory; please report it with the traceback that --debug shows",
-              file=sys.stderr)
+        report.error("this is a bug in kernel-factory; please report it with the traceback that --debug shows")
     for err in plan.refused:
-        print(f"error: {err}", file=sys.stderr)
+        report.error(str(err))
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "built": [o.record.filename for o in built if o.record],
-                    "in_store": len(plan.done),
-                    "failed": [o.error for o in failed],
-                    "refused": [str(e) for e in plan.refused],
-                    **(extra or {}),
-                },
-                indent=2,
-            )
+        report.document(
+            {
+                "built": [o.record.filename for o in built if o.record],
+                "in_store": len(plan.done),
+                "failed": [o.error for o in failed],
+                "refused": [str(e) for e in plan.refused],
+                **(extra or {}),
+            }
         )
-    print(
+    report.result(
         f"built {len(built)} wheels, {len(plan.done)} already in the store, "
         f"{len(failed) + len(plan.refused)} refused or failed",
-        file=sys.stderr,
+        stderr=True,
     )
 
 
@@ -328,7 +321,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 def _warn_damaged(lines: list[str]) -> None:
     for line in lines:
-        print(f"warning: {line}", file=sys.stderr)
+        report.warn(line)
 
 
 def _put_notices(opts: Options) -> None:
@@ -337,7 +330,7 @@ def _put_notices(opts: Options) -> None:
         from ..s3util import notices
 
         for line in notices(opts.store.display, opts):
-            print(line, file=sys.stderr)
+            report.raw_error(line)
 
 
 def run_plan(args: PlanArgs) -> int:
@@ -348,9 +341,10 @@ def run_plan(args: PlanArgs) -> int:
     plan = make_plan(opts, records, _shard(args.shard))
     _put_notices(opts)
     if args.json:
-        print(json.dumps(plan.to_json(), indent=2))
+        report.document(plan.to_json())
     else:
-        print_plan(plan)
+        for line in plan_lines(plan):
+            report.result(line)
     return worst(e.exit_code for e in plan.refused)
 
 
@@ -358,15 +352,15 @@ def run_build(args: BuildArgs) -> int:
     opts = load_options(args)
     shard = _shard(args.shard)
     check_options(opts)  # before the store is touched
-    quiet_downloads()
     store = open_store(opts.store, opts)
     with store.lock():
         records = store.records()
         _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
         plan = make_plan(opts, records, shard)
         use_sources(plan)
-        if not args.quiet:
-            print_plan(plan, sys.stderr)
+        for line in plan_lines(plan):
+            report.info(line, stderr=True)
+        if not report.quiet():
             _put_notices(opts)
         held = {r.filename: r for r in records}
 
@@ -387,20 +381,13 @@ def run_build(args: BuildArgs) -> int:
             if plan.todo:
                 with space.scratch_dir(opts.scratch) as scratch:
                     check_space(plan.todo, opts, Path(work))
-                    progress = _progress(len(plan.todo), args.quiet)
+                    progress = _progress(len(plan.todo))
                     outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
     _summarise(outcomes, plan, args.json, args.debug)
     return exit_code(outcomes, plan)
 
 
-def quiet_downloads() -> None:
-    """huggingface_hub's per-download bars suit a terminal, not a CI log."""
-    if not sys.stderr.isatty():
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-
 def run_to_wheel(args: ToWheelArgs) -> int:
-    quiet_downloads()
     opts = config.resolve(args.flags)
     request = versions.parse_request(args.version)
     spec = KernelSpec(
@@ -417,8 +404,8 @@ def run_to_wheel(args: ToWheelArgs) -> int:
     opts = replace(opts, kernels=(spec,))
     plan = make_plan(opts, [])
     use_sources(plan)
-    if not args.quiet:
-        print_plan(plan, sys.stderr)
+    for line in plan_lines(plan):
+        report.info(line, stderr=True)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     names: dict[str, Job] = {}
@@ -433,11 +420,11 @@ def run_to_wheel(args: ToWheelArgs) -> int:
     if plan.todo:
         with space.scratch_dir(str(out), prefix=".tmp-work-") as work, space.scratch_dir(opts.scratch) as scratch:
             check_space(plan.todo, opts, out)
-            progress = _progress(len(plan.todo), args.quiet)
+            progress = _progress(len(plan.todo))
             outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
     wheels = [str(out / o.record.filename) for o in outcomes if o.record is not None]
     if not args.json:  # with --json the paths are in the document: stdout holds nothing else
         for path in wheels:
-            print(path)
+            report.output(path)
     _summarise(outcomes, plan, args.json, args.debug, {"wheels": wheels})
     return exit_code(outcomes, plan)

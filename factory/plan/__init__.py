@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import fnmatch
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TextIO
 
 from .. import variants as variants_mod
 from .. import versions
-from ..config import KernelSpec, Options
+from ..config import Environment, KernelSpec, Options
 from ..errors import FactoryError, NotAllowed, Refused, UsageError
 from ..record import Record
 from ..sources import open_source
@@ -164,7 +162,7 @@ def plan_kernel(
     """Every wanted job of one kernel; README and commit time are filled later, only for jobs to build.
     A ``listed`` repository (from an organisation listing) is a Hub id, never a local path."""
     check_allowed(spec.repo, spec.repo_id, opts, hub=listed)
-    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed)
+    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed, env=opts.environment)
     jobs: list[Job] = []
     refused: list[FactoryError] = []
     for sel in _selections(src, spec, known):
@@ -216,7 +214,8 @@ def _complete(src: Source, jobs: list[Job]) -> list[Job]:
     return out
 
 
-def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError]) -> list[tuple[KernelSpec, bool]]:
+def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError],
+                 env: Environment | None = None) -> list[tuple[KernelSpec, bool]]:
     """Each spec, with ``repo = "org/*"`` globs replaced by the organisation's matching repositories (listed
     on the Hub at every plan, so new repositories are picked up); (spec, came from a glob). Listed ids that are
     not plain ``org/name`` ids go to ``refused``."""
@@ -225,7 +224,7 @@ def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError]) -> li
         if not is_glob(spec.repo):
             out.append((spec, False))
             continue
-        repos, problems = expand(spec.repo, spec.exclude, spec.repo_type)
+        repos, problems = expand(spec.repo, spec.exclude, spec.repo_type, env)
         refused += [Refused(line) for line in problems]
         if not repos:
             raise UsageError(f"repo {spec.repo!r}: no {spec.repo_type or 'kernel'} repository on the Hub matches "
@@ -246,7 +245,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     check_options(opts)
     from .shard import in_shard
 
-    for spec, listed in expand_specs(opts.kernels, plan.refused):
+    for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment):
         try:
             src, jobs, refused = plan_kernel(spec, opts, known, listed=listed)
         except UsageError as exc:  # a listed repository without the requested versions: skip it, say so
@@ -264,11 +263,10 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     return plan
 
 
-def print_plan(plan: Plan, stream: TextIO | None = None) -> None:
-    out = stream or sys.stdout
-    for job in plan.todo:
-        print(f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}", file=out)
-    for err in plan.refused:
-        print(f"  refuse {err}", file=out)
-    print(f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, {len(plan.refused)} refused",
-          file=out)
+def plan_lines(plan: Plan) -> list[str]:
+    """What ``plan`` prints (and ``build`` on stderr before it starts): one line per job and refusal, a total."""
+    lines = [f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}" for job in plan.todo]
+    lines += [f"  refuse {err}" for err in plan.refused]
+    lines.append(f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, "
+                 f"{len(plan.refused)} refused")
+    return lines

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -25,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from .. import report
 from ..atomic import LinkRefused, open_nofollow, private
-from ..config import Flags, Location
+from ..config import DEFAULT_RETRY_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from .base import Destination, LocalFile
 
@@ -45,7 +45,6 @@ class PublishArgs:
     to: str | None = None
     repository: str | None = None
     dry_run: bool = False
-    quiet: bool = False
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
 
 
@@ -64,7 +63,8 @@ def open_destination(
 
         if to is not None and repository:
             raise UsageError("pass either --to or --repository, not both")
-        return UploadDestination(resolve(to, repository, simple_url))
+        retry_s = DEFAULT_RETRY_S if options is None else options.environment.retry_s
+        return UploadDestination(resolve(to, repository, simple_url), retry_s)
     if simple_url:
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
                          f"not --to {to}; drop it")
@@ -219,7 +219,8 @@ def _run_all(fn: Callable[[LocalFile], T], items: Sequence[LocalFile], workers: 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def publish(root: Path, dest: Destination, *, dry_run: bool = False, out: Callable[[str], None] = print) -> Summary:
+def publish(root: Path, dest: Destination, *, dry_run: bool = False,
+            out: Callable[[str], None] = report.info) -> Summary:
     """Publish the files under ``root`` to ``dest`` in phases; return what was done."""
     files: list[LocalFile] = []
     summary = Summary()
@@ -312,30 +313,26 @@ def run_publish(args: PublishArgs) -> int:
     if dest.same_root(root):
         raise UsageError(f"--to {args.to} is the store folder itself; publish to another folder")
     dry_run = args.dry_run
-    quiet = args.quiet  # -q: no per-file lines, only the summary and errors
-    as_json = args.json
-    human = sys.stderr if as_json else sys.stdout  # --json: stdout holds the document only
-    if not quiet:
-        print(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}", file=human)
+    # -q: no per-file lines, only the summary and errors; --json: stdout holds the document only (report.py)
+    report.info(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}")
     if Location.parse(dest.display).scheme == "s3":  # the put args every object gets, shown before any upload
         from ..s3util import notices
 
         for line in notices(dest.display, opts):
-            print(line, file=sys.stderr)
+            report.raw_error(line)
     try:
-        summary = publish(root, dest, dry_run=dry_run,
-                          out=(lambda line: None) if quiet else (lambda line: print(line, file=human, flush=True)))
+        summary = publish(root, dest, dry_run=dry_run)
     finally:
         dest.close()
     if dry_run:
-        print(f"would upload {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
-              f"{summary.skipped} already there", file=human)
+        report.result(f"would upload {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
+                      f"{summary.skipped} already there")
     else:
-        print(f"uploaded {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
-              f"skipped {summary.skipped} unchanged", file=human)
-    if as_json:
-        print(json.dumps(summary.to_json(dest.display, dry_run), indent=2))
+        report.result(f"uploaded {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
+                      f"skipped {summary.skipped} unchanged")
+    if args.json:
+        report.document(summary.to_json(dest.display, dry_run))
     if summary.refused:
-        print(f"error: {len(summary.refused)} files refused: {', '.join(summary.refused)}", file=sys.stderr)
+        report.error(f"{len(summary.refused)} files refused: {', '.join(summary.refused)}")
         return EXIT_REFUSED
     return EXIT_OK

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ from urllib.parse import urljoin
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from .. import simple
+from .. import report, simple
+from ..config import DEFAULT_RETRY_S
 from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
 from ..safe_text import printable, quiet_credentials, redact_url
@@ -53,7 +53,8 @@ class UploadDestination:
 
     workers = 1  # requests sessions are not thread-safe
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, retry_s: float = DEFAULT_RETRY_S) -> None:
+        self.retry_s = retry_s  # KERNEL_FACTORY_RETRY_S (config.Environment): the budget of retried uploads
         try:
             from twine.repository import Repository
         except ImportError:
@@ -81,8 +82,8 @@ class UploadDestination:
             self._check_auth(resp)
             if resp.status_code != 200:
                 hint = "check --simple-url" if self.explicit_simple else "pass --simple-url (devpi: <index>/+simple/)"
-                print(f"warning: {redact_url(self.simple_base)} answers HTTP {resp.status_code}, so every file counts "
-                      f"as new and is uploaded again; {hint}", file=sys.stderr, flush=True)
+                report.warn(f"{redact_url(self.simple_base)} answers HTTP {resp.status_code}, so every file counts "
+                            f"as new and is uploaded again; {hint}")
 
     def _project(self, file: LocalFile) -> str:
         try:
@@ -143,7 +144,7 @@ class UploadDestination:
             package = PackageFile.from_filename(str(file.path), None)
         except InvalidDistribution as exc:
             raise Refused(f"{file.name}: {exc}") from None
-        backoff = Backoff(f"{self.display}: uploading {file.name}")
+        backoff = Backoff(f"{self.display}: uploading {file.name}", self.retry_s)
         while True:
             try:
                 with contextlib.redirect_stdout(io.StringIO()):  # twine prints its own "Uploading ..." line

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Environment, environment
 from .base import Refs, Source
 
 __all__ = ["Refs", "Source", "open_source"]
 
 
 def open_source(location: str, *, repo_id: str | None = None, repo_type: str | None = None,
-                hub: bool = False) -> Source:
-    """A local path (folder or git repository) or a Hub repository id (always, with ``hub``)."""
+                hub: bool = False, env: Environment | None = None) -> Source:
+    """A local path (folder or git repository) or a Hub repository id (always, with ``hub``); ``env``: what
+    config.resolve read from the environment (Options.environment; None: config.environment())."""
+    env = environment() if env is None else env
     from .local import LocalSource, looks_local
 
     if not hub and looks_local(location):
-        return LocalSource(Path(location), repo_id=repo_id)
+        return LocalSource(Path(location), repo_id=repo_id, source_date_epoch=env.source_date_epoch)
     from .hub import HubSource
 
-    return HubSource(location, repo_type=repo_type)
+    return HubSource(location, repo_type=repo_type, env=env)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urljoin
 
-from huggingface_hub import HfApi, constants, get_cached_repo_tree, get_session, hf_raise_for_status, snapshot_download
+from huggingface_hub import HfApi, constants, get_cached_repo_tree, hf_raise_for_status, snapshot_download
 from huggingface_hub.errors import (
     CachedRepoTreeNotFoundError,
     GatedRepoError,
@@ -31,9 +31,13 @@ from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.hf_api import GitRefInfo, GitRefs
 from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
+from huggingface_hub.utils._http import http_backoff
+from huggingface_hub.utils.tqdm import disable_progress_bars
 from packaging.version import InvalidVersion, Version
 
+from .. import report
 from ..atomic import atomic_open
+from ..config import Environment, environment
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
 from ..safe_text import printable, quiet_credentials
@@ -59,8 +63,11 @@ class Busy(Unreachable):
         self.headers = headers
 
 
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+def _quiet_downloads() -> None:
+    """huggingface_hub's per-download bars suit a terminal, not a CI log (its own switch, which an explicit
+    HF_HUB_DISABLE_PROGRESS_BARS=0 still overrides)."""
+    if not sys.stderr.isatty():
+        disable_progress_bars()
 
 
 def _status(exc: BaseException) -> int | None:
@@ -76,7 +83,10 @@ def _is_sha(rev: str) -> bool:
 class HubSource:
     """One Hub repository of type kernel (or model, for older kernels)."""
 
-    def __init__(self, repo_id: str, *, repo_type: str | None = None) -> None:
+    def __init__(self, repo_id: str, *, repo_type: str | None = None, env: Environment | None = None) -> None:
+        """``env``: the Hub's endpoint, token, offline switch and cache, and the retry budget, as config.resolve
+        read them (Options.environment); None: config.environment() of this process."""
+        env = environment() if env is None else env
         org, _, name = repo_id.partition("/")
         if not org or not name or "/" in name:
             raise UsageError(f"{repo_id!r} is not a Hub repository id; write it as org/name")
@@ -86,15 +96,15 @@ class HubSource:
         self._id = repo_id
         self.name = name
         self.display = repo_id
-        self.endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+        self.endpoint = (env.hf_endpoint or constants.ENDPOINT).rstrip("/")
         self.shown = redact_url(self.endpoint)  # what messages print: no credentials
         quiet_credentials()  # nor huggingface_hub's own warnings (retries print the URL)
         _keep_token_home(self.endpoint)
-        self.token = os.environ.get("HF_TOKEN") or None
-        self.offline = _env_true("HF_HUB_OFFLINE")
-        home = os.environ.get("HF_HOME")
-        self.cache_dir = os.environ.get("HF_HUB_CACHE") or (
-            os.path.join(home, "hub") if home else constants.HF_HUB_CACHE)
+        self.token = env.hf_token
+        self.offline = env.hf_offline
+        self.cache_dir = env.hf_cache or constants.HF_HUB_CACHE
+        self.env = env
+        _quiet_downloads()
         self.api = HfApi(endpoint=self.endpoint, token=self.token)
         self._types = (repo_type,) if repo_type else REPO_TYPES
         self._type: str | None = None
@@ -157,7 +167,7 @@ class HubSource:
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """``fn`` with one-line errors; HTTP 429/502/503/504 retried (Retry-After honoured) within a bounded time."""
-        backoff = Backoff(f"{self._id}: {what}")
+        backoff = Backoff(f"{self._id}: {what}", self.env.retry_s)
         while True:
             try:
                 with self.errors(what):
@@ -221,8 +231,8 @@ class HubSource:
             if problem is None:
                 usable[name] = sha
             else:
-                print(f"warning: {self._id} on {self.shown}: ignored the ref {name[:100]!r}: {problem}; "
-                      "check HF_ENDPOINT points at a Hub you trust", file=sys.stderr)
+                report.warn(f"{self._id} on {self.shown}: ignored the ref {name[:100]!r}: {problem}; "
+                            "check HF_ENDPOINT points at a Hub you trust")
         return usable
 
     def _remember_refs(self, refs: Refs) -> None:
@@ -345,7 +355,8 @@ class HubSource:
         headers = build_hf_headers(token=self.token)
 
         def get(url: str, params: dict[str, str] | None) -> Any:
-            response = get_session().get(url, headers=headers, params=params)
+            # a dropped connection is tried again (as huggingface_hub's own paginator did); 429/5xx by ``_call``
+            response = http_backoff("GET", url, headers=headers, params=params, retry_on_status_codes=(), max_retries=3)
             hf_raise_for_status(response)
             try:
                 response.json()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 
+from ..config import Environment
 from ..errors import Unreachable, UsageError
 
 GLOB_CHARS = "*?["
@@ -21,13 +22,13 @@ def is_glob(repo: str) -> bool:
     return any(c in repo for c in GLOB_CHARS)
 
 
-def list_org(org: str, repo_type: str | None) -> tuple[list[str], list[str]]:
+def list_org(org: str, repo_type: str | None, env: Environment | None = None) -> tuple[list[str], list[str]]:
     """Every repository id of ``org`` of the given type (kernel when None), sorted; and a line for each listed
     id that is not ``org/name`` with a plain name (the Hub's own rules), which is left out."""
     # imported here: planning local repositories (to-wheel, make demo) should not pay for huggingface_hub
     from .hub import HubSource  # the Hub's environment, its pagination (next pages on HF_ENDPOINT only), its errors
 
-    hub = HubSource(f"{org}/*", repo_type=repo_type)
+    hub = HubSource(f"{org}/*", repo_type=repo_type, env=env)
     if hub.offline:
         raise Unreachable(f"{org}/*: listing an organisation needs the Hub, and HF_HUB_OFFLINE is set; "
                           "list the repositories one by one, or run online")
@@ -68,13 +69,14 @@ def listed_id_problem(repo: str) -> str | None:
     return None
 
 
-def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None) -> tuple[list[str], list[str]]:
+def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None,
+           env: Environment | None = None) -> tuple[list[str], list[str]]:
     """``org/glob`` -> the matching repository ids of ``org`` that no ``exclude`` glob matches, and a line for
     each listed id that was left out as unusable."""
     org, _, name = pattern.partition("/")
     if not org or is_glob(org) or not name or "/" in name:
         raise UsageError(f"repo {pattern!r}: a glob names one organisation and globs the names, e.g. 'org/*'")
-    ids, problems = list_org(org, repo_type)
+    ids, problems = list_org(org, repo_type, env)
     return [
         repo for repo in ids
         if fnmatch.fnmatchcase(repo, pattern) and not any(fnmatch.fnmatchcase(repo, g) for g in exclude)

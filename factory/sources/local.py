@@ -22,12 +22,13 @@ def looks_local(location: str) -> bool:
 
 
 class LocalSource:
-    def __init__(self, path: Path, *, repo_id: str | None = None) -> None:
+    def __init__(self, path: Path, *, repo_id: str | None = None, source_date_epoch: str | None = None) -> None:
         path = Path(str(path).removeprefix("file://")).expanduser().resolve()
         if not path.is_dir():
             raise UsageError(f"{path}: not a folder; give a kernel repository folder or a Hub id like org/name")
         self.path = path
         self.repo_id = repo_id
+        self.source_date_epoch = source_date_epoch  # config.Environment's SOURCE_DATE_EPOCH, for a plain folder
         self.name = path.name.removesuffix(".git")
         self.display = str(path)
         self.is_git = self._git_dir() is not None
@@ -111,7 +112,7 @@ class LocalSource:
 
     def commit_time(self, sha: str) -> int:
         if not self.is_git:  # SOURCE_DATE_EPOCH makes wheels from a plain folder reproducible
-            return int(os.environ.get("SOURCE_DATE_EPOCH") or (self.path / "build").stat().st_mtime)
+            return int(self.source_date_epoch or (self.path / "build").stat().st_mtime)
         return int(self._git("show", "-s", "--format=%ct", sha).strip())
 
     def variants(self, sha: str) -> list[str]:

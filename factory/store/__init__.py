@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..config import Location
+from ..config import DEFAULT_LOCK_WAIT_S, Location
 from ..errors import ConfigError
 from ..record import Record
 
@@ -49,13 +49,16 @@ class Store(Protocol):
         ...
 
 
-def open_store(location: Location | str | Path, options: Any = None) -> Store:
-    """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers)."""
+def open_store(location: Location | str | Path, options: Any = None, *, lock_wait_s: float | None = None) -> Store:
+    """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers and
+    the folder lock's wait, which ``lock_wait_s`` gives where there are no Options)."""
     loc = Location.of(location)
     if loc.local is not None:
         from .local import LocalStore
 
-        return LocalStore(loc.local)
+        if lock_wait_s is None:
+            lock_wait_s = DEFAULT_LOCK_WAIT_S if options is None else options.environment.lock_wait_s
+        return LocalStore(loc.local, lock_wait_s)
     if loc.scheme != "s3":
         raise ConfigError(f"store {loc}: unknown scheme {loc.scheme}://; use a folder, file:// or s3://bucket/prefix")
     from ..s3util import DEFAULT_PUT, PutOptions

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import zipfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from .. import report
 from ..atomic import Batch, DigestMismatch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
 from ..errors import Refused
 from ..libc import sync_fs
@@ -213,7 +213,7 @@ def _adopt(
         result.rows.extend(rows)
         result.adopted.extend(row[0] for row in rows)
         for name, why in refused:
-            print(f"warning: skipped {why}", file=sys.stderr)
+            report.warn(f"skipped {why}")
             result.refused.append(name)
     result.adopted.sort()
     result.refused.sort()
@@ -285,9 +285,9 @@ def repair_store(store_root: Path) -> tuple[list[str], list[str]]:
         try:
             repair(store_root, wheel)
         except Refused as exc:
-            print(f"error: cannot repair {path}: {exc}", file=sys.stderr)
+            report.error(f"cannot repair {path}: {exc}")
             refused.append(wheel)
             continue
-        print(f"repaired {path} from its wheel", file=sys.stderr)
+        report.info(f"repaired {path} from its wheel", stderr=True)
         repaired.append(wheel)
     return repaired, refused

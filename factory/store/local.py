@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from ..atomic import copy_file, real_folder, write_bytes
+from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import unusable
 from ..record import FILES, Record
 from . import check
@@ -23,8 +24,9 @@ from .catalog import Catalog, open_local
 class LocalStore:
     """``<root>/files/`` on a local file system."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         self.root = Path(root)
+        self.lock_wait_s = lock_wait_s  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
         self.files = self.root / FILES
         self.damaged: list[str] = []
 
@@ -61,7 +63,7 @@ class LocalStore:
     def lock(self) -> AbstractContextManager[None]:
         from .lock import folder_lock
 
-        return folder_lock(self.root)
+        return folder_lock(self.root, self.lock_wait_s)
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
         """In ``files/``: wheels move in by rename; ``.tmp-`` names are hidden from listings."""

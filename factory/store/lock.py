@@ -16,13 +16,13 @@ import errno
 import fcntl
 import os
 import stat
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import atomic
+from .. import atomic, report
+from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import UsageError
 
 LOCK_NAME = ".kernel-factory.lock"
@@ -83,11 +83,9 @@ def _clear_pid(fd: int, before: os.stat_result) -> None:
 
 
 @contextmanager
-def folder_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
+def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[None]:
     """Hold the lock of the store folder ``root`` (LocalStore.lock); wait up to ``wait_s`` seconds
-    (env KERNEL_FACTORY_LOCK_WAIT, default 600)."""
-    if wait_s is None:
-        wait_s = float(os.environ.get("KERNEL_FACTORY_LOCK_WAIT", "600"))
+    (KERNEL_FACTORY_LOCK_WAIT through config.Environment, default 600)."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_NAME
     # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.
@@ -111,10 +109,7 @@ def folder_lock(root: Path, wait_s: float | None = None) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     raise UsageError(held_message(root)) from None
                 if not told:
-                    print(
-                        f"waiting for another kernel-factory run on {root} ({describe_holder(path)}) ...",
-                        file=sys.stderr,
-                    )
+                    report.progress(f"waiting for another kernel-factory run on {root} ({describe_holder(path)}) ...")
                     told = True
                 time.sleep(0.2)
         HELD_FDS.add(fd)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import sys
 import time
 import zipfile
 from collections.abc import Iterable
@@ -27,7 +26,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from .. import variants
+from .. import report, variants
 from ..atomic import LinkRefused, link_problem, open_nofollow, stream_digest
 from ..errors import Refused, UnknownVariant
 from ..record import PROVENANCE, Record, read_provenance
@@ -237,8 +236,8 @@ def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> No
 
 
 def _unknown_label(wheel_name: str, label: str) -> None:
-    print(f"warning: {wheel_name}: local label {label!r} is not a build variant's; it is listed in the "
-          "combined index only, not in any variants/<label>/ root", file=sys.stderr)  # fmt: skip
+    report.warn(f"{wheel_name}: local label {label!r} is not a build variant's; it is listed in the "
+                "combined index only, not in any variants/<label>/ root")  # fmt: skip
 
 
 def parse_headers(metadata: bytes) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-ENV = "KERNEL_FACTORY_STAGES"
 _seconds: dict[str, float] = {}
 _lock = threading.Lock()
 
@@ -40,9 +39,9 @@ def timed(stage: str) -> Iterator[None]:
         add(stage, time.perf_counter() - start)
 
 
-def dump(**fields: object) -> None:
-    """Append one JSON line (the stages so far and ``fields``) to $KERNEL_FACTORY_STAGES, if it is set."""
-    path = os.environ.get(ENV)
+def dump(path: str | None, **fields: object) -> None:
+    """Append one JSON line (the stages so far and ``fields``) to ``path`` ($KERNEL_FACTORY_STAGES, read by
+    config.environment), if it is set."""
     if not path:
         return
     with _lock:

@@ -1,9 +1,10 @@
 """A hostile Hub on 127.0.0.1: it answers the refs and commits endpoints with whatever a test sets.
 
 ``FakeHub`` serves ``/api/kernels/<org>/<name>/refs`` (``refs``), ``.../commits/<sha>``
-(``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``), ``.../tree/<sha>/<path>``
-(``trees``, the same way; empty when unset), ``.../tree/<sha>`` (``root_tree``, else ``trees``),
-``.../revision/<sha>`` (the sha) and the organisation listing ``/api/kernels?author=``
+(``pages``: a list of (JSON body, headers) answered in turn, by ``?page=N``; ``refs_error``: a status and
+headers to answer the refs endpoint with instead, as the Hub does for a gated or unknown repository),
+``.../tree/<sha>/<path>`` (``trees``, the same way; empty when unset), ``.../tree/<sha>`` (``root_tree``, else
+``trees``), ``.../revision/<sha>`` (the sha) and the organisation listing ``/api/kernels?author=``
 (``listing``, by page); paths with a ``busy`` part answer 503; anything else is 404.
 ``Recorder`` answers 200 to anything and keeps every request's path and ``Authorization`` header,
 to show what a client sent to a host it should not have talked to. Both run in a thread of the test
@@ -36,6 +37,7 @@ class _Server(ThreadingHTTPServer):
         self.listing: list[tuple[Any, dict[str, str]]] = []
         self.busy: tuple[str, ...] = ()  # paths containing one of these answer 503 (Retry-After: 0)
         self.root_tree: list[tuple[Any, dict[str, str]]] = []  # .../tree/<sha> (no path): snapshot_download's
+        self.refs_error: tuple[int, dict[str, str]] | None = None
         self.record_only = False
 
     @property
@@ -70,7 +72,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         parts = urlsplit(self.path)
         page = int(parse_qs(parts.query).get("page", ["0"])[0])
-        if any(part in parts.path for part in self.server.busy):
+        if parts.path.endswith("/refs") and self.server.refs_error is not None:
+            status, headers = self.server.refs_error
+            self._answer(status, {"error": "refused"}, headers)
+        elif any(part in parts.path for part in self.server.busy):
             self._answer(503, {"error": "busy"}, {"Retry-After": "0"})
         elif parts.path.endswith("/refs"):
             self._answer(200, self.server.refs)

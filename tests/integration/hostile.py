@@ -186,8 +186,9 @@ def script_name(root: Path) -> Path:
 
 
 def bad_tags(root: Path) -> Path:
-    """Tags that are not PEP 440 beside one that is."""
-    repo = kernel(root, "badtags", "badtags", tags=("v0.1.0", "vnot-a-version", "v1.0.0<script>", "v1.0"))
+    """Tags that are not PEP 440 beside ones that are: v0.1.0, then v1.0 on a later commit (one version per commit)."""
+    repo = kernel(root, "badtags", "badtags", tags=("v0.1.0", "vnot-a-version"))
+    commit(repo, ("v1.0.0<script>", "v1.0"), "second release")
     return repo
 
 

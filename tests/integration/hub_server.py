@@ -63,14 +63,17 @@ def _backend_type(variant: str) -> str:
     return "cpu"
 
 
-def write_variant(build: Path, variant: str, module: str, *, version: int = 1, payload: bytes = b"") -> None:
-    """One build/<variant>/ folder in the flat layout with a correct sha256 digest."""
+def write_variant(build: Path, variant: str, module: str, *, version: int = 1, payload: bytes = b"",
+                  elf: bytes | None = None) -> None:
+    """One build/<variant>/ folder in the flat layout with a correct sha256 digest; a binary variant's .so is
+    ``elf`` (a real ELF file's bytes) followed by ``payload``, or else a stand-in that only starts like one."""
     vdir = build / variant
     vdir.mkdir(parents=True, exist_ok=True)
     (vdir / "__init__.py").write_text(f'"""{module} {variant}"""\nfrom ._ops import ops\n')
     (vdir / "_ops.py").write_text("ops = None\n")
     if not variant.startswith("torch-"):
-        (vdir / f"_{module}_abc123.abi3.so").write_bytes(b"\x7fELF fake " + variant.encode() + payload)
+        head = elf if elf is not None else b"\x7fELF fake " + variant.encode()
+        (vdir / f"_{module}_abc123.abi3.so").write_bytes(head + payload)
     meta = {
         "name": module, "id": f"_{module}_abc123", "version": version, "license": "Apache-2.0", "python-depends": [],
         "backend": {"type": _backend_type(variant)},
@@ -87,7 +90,7 @@ class KernelRepo:
 
 
 def make_kernel_repo(path: Path, *, module: str = "relu", variants: tuple[str, ...] = DEFAULT_VARIANTS,
-                     payload: bytes = b"", readme: str | None = None) -> KernelRepo:
+                     payload: bytes = b"", readme: str | None = None, elf: bytes | None = None) -> KernelRepo:
     """A git kernel repository: 3 commits on main; branch v1 at the 2nd, tag v1.0.0 at the 1st, branch v2 at HEAD."""
     path.mkdir(parents=True)
     repo = KernelRepo(path)
@@ -96,7 +99,7 @@ def make_kernel_repo(path: Path, *, module: str = "relu", variants: tuple[str, .
     for i in range(3):
         (path / "README.md").write_text(readme + f"\nrevision {i}\n")
         for variant in variants:
-            write_variant(path / "build", variant, module, version=1 + i // 2, payload=payload + bytes([i]))
+            write_variant(path / "build", variant, module, version=1 + i // 2, payload=payload + bytes([i]), elf=elf)
         git(path, "add", "-A")
         when = 1_700_000_000 + i * 86_400
         git(path, "commit", "-q", "-m", f"build {i}", when=when)

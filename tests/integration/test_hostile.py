@@ -145,7 +145,7 @@ def test_tags_that_are_not_pep440_are_ignored(world: World) -> None:
     out = world.root / "out-tags"
     proc = world.run("to-wheel", repo, ">=0", "-o", out, out=out)
     assert proc.returncode == 0, proc.stderr
-    assert wheels(out) in ([h.good_wheel("badtags")], [h.good_wheel("badtags"), h.good_wheel("badtags", "1.0")])
+    assert wheels(out) == [h.good_wheel("badtags"), h.good_wheel("badtags", "1.0")], proc.stderr
     proc = world.run("to-wheel", repo, "not-a-version", "-o", out, out=out)
     assert proc.returncode == 2 and len(errors(proc)) == 1, proc.stderr
     assert "not-a-version" in errors(proc)[0]
@@ -172,16 +172,15 @@ def test_kernel_code_is_never_imported(world: World) -> None:
 def test_many_tiny_files(world: World, tmp_path: Path) -> None:
     repo = h.many_files(tmp_path, 100_000)  # outside world.root: snapshots stay quick
     out = tmp_path / "out"
-    script = ("import resource, subprocess, sys, time\n"
-              "t = time.monotonic()\n"
+    script = ("import resource, subprocess, sys\n"
               "rc = subprocess.run([sys.executable, '-m', 'kernel_factory', *sys.argv[1:]]).returncode\n"
-              "print(rc, time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+              "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
     proc = subprocess.run([sys.executable, "-c", script, "to-wheel", str(repo), "0.1.0", "-o", str(out)],
-                          env=world.env, cwd=world.root / "cwd", capture_output=True, text=True, timeout=300)
-    rc, seconds, rss_kb = proc.stdout.splitlines()[-1].split()
-    print(f"100,000 files: {float(seconds):.1f} s, peak RSS {int(rss_kb) / 1024:.0f} MB")
+                          env=world.env, cwd=world.root / "cwd", capture_output=True, text=True,
+                          timeout=900)  # a hang guard, not a speed check (speed: scripts/bench_*.py)
+    rc, rss_kb = proc.stdout.splitlines()[-1].split()
     assert rc == "0", proc.stderr
-    assert float(seconds) < 90 and int(rss_kb) < 1_000_000
+    assert int(rss_kb) < 1_000_000  # memory stays bounded: the files are streamed, not held
     with zipfile.ZipFile(out / h.good_wheel("manyfiles")) as zf:
         assert len(zf.namelist()) == 100_000 + 2 + 4  # files, __init__.py, metadata.json, .dist-info (4)
 
@@ -320,6 +319,21 @@ def test_hostile_repositories_through_a_hub(world: World, tmp_path: Path) -> Non
     mirrors = tmp_path / "mirrors"  # olah and its logs live outside the snapshotted tree
     for name, repo in repos.items():
         serve_repo(repo, mirrors, f"kernels-community/{name}")
+    fix = "; fix metadata.json or rebuild the kernel with kernel-builder"
+    expected = {  # the Hub serves a link as a file holding its target: the digest no longer matches
+        "symlinks": ["torch-cpu: file 'passwd.txt' does not match its metadata.json digest (sha256)",
+                     "torch-cuda: file 'stolen.py' does not match its metadata.json digest (sha256)",
+                     "torch-rocm: file 'up/torch-cpu/__init__.py' listed in metadata.json digest is missing"],
+        "badmeta": [f"torch-cpu: metadata.json 'name' must be a string, not int{fix}",
+                    f"torch-cuda: metadata.json nests too deeply{fix}",
+                    "torch-metal: kernels.get_kernel would refuse this metadata.json: Cannot parse metadata: unknown "
+                    f"variant `md5`, expected `sha256` or `sha512` at line 12 column 20{fix}",
+                    "torch-rocm: metadata.json is not valid UTF-8 JSON ('utf-8' codec can't decode byte 0xff in "
+                    f"position 0: invalid start byte){fix}",
+                    "torch-xpu: file '../../../etc/passwd' listed in metadata.json digest is missing"],
+        "emptyso": [f"{h.CPU}/_emptyso.abi3.so is named like a shared library but is not an ELF file; "
+                    "rebuild the kernel"],
+    }
     with hub(mirrors, tmp_path / "olah") as (_, proxy):
         env = {**hf_env(proxy.url, world.root / "home" / "hf"), "HF_HUB_OFFLINE": "0"}
         for name in repos:
@@ -328,8 +342,7 @@ def test_hostile_repositories_through_a_hub(world: World, tmp_path: Path) -> Non
             assert proc.returncode == 3, proc.stderr
             assert wheels(out) == [h.good_wheel(name)], proc.stderr
             errs = errors(proc)
-            assert errs and all(e.startswith(f"error: kernels-community/{name}@v0.1.0: build/") for e in errs), errs
-            if name == "symlinks":  # the Hub serves a link as a file holding its target: the digest no longer matches
-                assert len(errs) == 3 and all(("does not match" in e or "is missing" in e) for e in errs), errs
+            # one line per bad variant; variants are checked in parallel, so the lines come in any order
+            assert sorted(errs) == [f"error: kernels-community/{name}@v0.1.0: build/{e}" for e in expected[name]], errs
             with zipfile.ZipFile(out / h.good_wheel(name)) as zf:
                 assert not any(b"root:x:0:0" in zf.read(n) for n in zf.namelist())

@@ -106,11 +106,14 @@ def test_variants_readme_and_fetch_one_variant(test_hub: Served, env: Path) -> N
     # Lock hash of the fetched files equals the one computed from git's own object ids.
     assert lock_hash(vdir) == lock_hash(test_hub.relu.path / "build" / "torch27-cxx11-cu128-x86_64-linux")
     assert src.lfs_paths(sha, "torch27-cxx11-cu128-x86_64-linux") == set()
+    src.release()  # the fetched folder (a TemporaryDirectory left to the garbage collector warns)
 
 
 def test_second_fetch_downloads_nothing(test_hub: Served, env: Path) -> None:
     sha = test_hub.relu.commits[1]
-    HubSource("kernels-community/relu").fetch(sha, "torch-universal")
+    first_run = HubSource("kernels-community/relu")
+    first_run.fetch(sha, "torch-universal")
+    first_run.release()
     first = test_hub.proxy.bytes_served
     test_hub.proxy.reset()
     again = HubSource("kernels-community/relu")  # a new run, same cache
@@ -118,6 +121,7 @@ def test_second_fetch_downloads_nothing(test_hub: Served, env: Path) -> None:
     assert (root / "build" / "torch-universal" / "__init__.py").is_file()
     assert first > 0
     assert test_hub.proxy.requests == [] and test_hub.proxy.bytes_served == 0
+    again.release()
 
 
 def test_offline_serves_from_cache(test_hub: Served, env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,6 +130,7 @@ def test_offline_serves_from_cache(test_hub: Served, env: Path, monkeypatch: pyt
     online.refs()
     online.fetch(sha, "torch-universal")
     online.read_text(sha, "README.md")
+    online.release()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     test_hub.proxy.reset()
     src = HubSource("kernels-community/relu")
@@ -133,6 +138,7 @@ def test_offline_serves_from_cache(test_hub: Served, env: Path, monkeypatch: pyt
     assert src.refs().tags["v1.0.0"] == test_hub.relu.commits[0]
     assert "torch-universal" in src.variants(sha)
     assert (src.fetch(sha, "torch-universal") / "build" / "torch-universal" / "metadata.json").is_file()
+    src.release()
     assert src.read_text(sha, "README.md") is not None
     with pytest.raises(Unreachable, match="HF_HUB_OFFLINE"):
         src.fetch(sha, "torch28-cxx11-cpu-x86_64-linux")  # never downloaded

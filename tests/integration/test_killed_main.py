@@ -2,14 +2,15 @@
 
 The OOM killer and a plain `kill PID` hit one process. Forked workers used to inherit
 the store lock and live on, so the next run waited 600 s and failed. Here the main
-process is killed while its workers build; the workers must be gone within a few
-seconds, and a rerun told not to wait at all must take the lock, exit 0 and leave a
-store identical to an uninterrupted build.
+process is killed while its workers build; the workers must end on their own (the
+test waits for their exit, with a generous hang guard), and a rerun told not to wait
+at all must take the lock, exit 0 and leave a store identical to an uninterrupted build.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,7 @@ import hostile as h
 import pytest
 
 VARIANTS = ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu", "torch-metal")
-GONE_WITHIN_S = 5.0
+HANG_GUARD_S = 120  # not a speed check: only how long to wait before calling it a hang
 
 
 def start(*args: str | Path, wait_s: str = "600", pipes: bool = True) -> subprocess.Popen[str]:
@@ -105,17 +106,15 @@ def test_main_killed_alone_workers_end_and_rerun_starts_at_once(
     lock = str(store / ".kernel-factory.lock")
     assert lock in open_files(main.pid)
     assert [w for w in workers if lock in open_files(w)] == [], "a worker holds the store lock"
+    exits = {w: os.pidfd_open(w) for w in workers}  # readable once that worker has exited
     os.kill(main.pid, signal.SIGKILL)  # the main process only, as the OOM killer does
     main.wait()
-    killed_at = time.monotonic()
-    while any(alive(w) for w in workers) and time.monotonic() - killed_at < GONE_WITHIN_S:
-        time.sleep(0.05)
-    left = [w for w in workers if alive(w)]
-    gone_s = time.monotonic() - killed_at
+    left = [w for w, fd in exits.items() if not select.select([fd], [], [], HANG_GUARD_S)[0] and alive(w)]
     for w in left:  # do not leave them behind if the assertion fails
         os.kill(w, signal.SIGKILL)
-    assert left == [], f"workers {left} outlived the main process by {GONE_WITHIN_S} s"
-    print(f"workers {workers} gone {gone_s:.2f} s after the main process was killed")
+    for fd in exits.values():
+        os.close(fd)
+    assert left == [], f"workers {left} outlived the main process (still running {HANG_GUARD_S} s later)"
 
     assert h.check_root(store) == []
     rerun = start("build", "--config", cfg, "--jobs", "2", wait_s="0")  # a held lock fails at once

@@ -33,8 +33,9 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def served(repos: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Proxy, Path]]:
+    """A Hub of each test's own (one test adds repositories to it)."""
     root = tmp_path_factory.mktemp("org-hub")
     mirrors = root / "mirrors"
     for name in ("relu", "gelu"):

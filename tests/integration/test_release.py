@@ -20,9 +20,13 @@ from support import ROOT, run, shared_once
 BIN = Path(sys.executable).parent
 
 
-def _build(out: Path, *flags: str) -> None:
+_NOT_SOURCE = {"build", "dist", ".venv", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis",
+               "public"}
+
+
+def _build(out: Path, *flags: str, root: Path = ROOT) -> None:
     # --no-isolation: setuptools (>=77, as [build-system] asks) is already in the test venv; no download
-    run(sys.executable, "-m", "build", "-q", "--no-isolation", *flags, "--outdir", out, ROOT)
+    run(sys.executable, "-m", "build", "-q", "--no-isolation", *flags, "--outdir", out, root)
 
 
 @pytest.fixture
@@ -31,9 +35,12 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     def make(out: Path) -> None:
         _build(out / "from-sdist")  # sdist, then the wheel built from that sdist
         # A wheel built in the tree packs setuptools' build/lib, which keeps modules since moved or deleted
-        # (`make install` removes it too); the wheel built from the sdist is immune.
-        shutil.rmtree(ROOT / "build", ignore_errors=True)
-        _build(out / "from-tree", "--wheel")
+        # (`make install` removes it too); the wheel built from the sdist is immune. So the tree wheel is built
+        # from a copy of the checkout without build/ (the checkout itself is left as it is).
+        tree = out / "tree"
+        shutil.copytree(ROOT, tree, symlinks=True, ignore=lambda folder, names: [
+            n for n in names if Path(folder) == ROOT and (n in _NOT_SOURCE or n.endswith(".egg-info"))])
+        _build(out / "from-tree", "--wheel", root=tree)
 
     out = shared_once(tmp_path_factory, "release", make)
     (sdist,) = (out / "from-sdist").glob("*.tar.gz")
@@ -72,7 +79,7 @@ def test_one_import_package_with_templates_and_license(artifacts: dict[str, Path
     assert license_text == (ROOT / "LICENSE").read_bytes() and b"Apache License" in license_text
     with tarfile.open(artifacts["sdist"]) as tf:
         members = {m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name}
-    assert {"LICENSE", "README.md", "pyproject.toml", "factory/cli.py", "index_templates/copy.js"} <= members
+    assert {"LICENSE", "README.md", "pyproject.toml", "factory/cli/__init__.py", "index_templates/copy.js"} <= members
 
 
 def test_check_wheel_contents_and_twine_pass(artifacts: dict[str, Path]) -> None:

@@ -51,3 +51,39 @@ def test_verify_ok_and_mismatches(tmp_path: Path) -> None:
 def test_verify_malformed(tmp_path: Path, bad: dict[str, object]) -> None:
     with pytest.raises(BadKernel):
         digest.verify(tmp_path, bad, "v")
+
+
+# Closing survivors of `make mutants` (docs/testing.md): each test below fails on one mutation that
+# every earlier test let through.
+def test_folders_of_any_name_are_covered_and_links_followed(tmp_path: Path) -> None:
+    """Linked folders are walked (the kernels digest follows links); folders named below or above
+    __pycache__, or below '.', are covered like any other, with a metadata.json of theirs."""
+    for folder in ("Data", "0sub", "zz", "-x"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "f.py").write_text(folder)
+    (tmp_path / "-x" / "metadata.json").write_text("{}")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "g.py").write_text("g")
+    (tmp_path / "linked").symlink_to("real")
+    assert list(digest.compute(tmp_path)) == ["-x/f.py", "-x/metadata.json", "0sub/f.py", "Data/f.py",
+                                              "linked/g.py", "real/g.py", "zz/f.py"]
+
+
+def test_a_dangling_link_is_passed_over_not_the_rest_of_its_folder(tmp_path: Path) -> None:
+    names = [f"f{i:02d}.py" for i in range(30)]
+    for name in names:
+        (tmp_path / name).write_text(name)
+    (tmp_path / "m-dangling.py").symlink_to("nowhere")
+    assert list(digest.compute(tmp_path)) == names
+
+
+def test_the_first_missing_or_extra_file_is_named(tmp_path: Path) -> None:
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text(name)
+    with pytest.raises(DigestMismatch) as info:
+        digest.Check({"algorithm": "sha256", "files": {"a.py": "", "b.py": "", "c.py": "", "d.py": ""}},
+                     ["a.py", "b.py"], "build/v")
+    assert str(info.value) == "build/v: file 'c.py' listed in metadata.json digest is missing"
+    with pytest.raises(DigestMismatch) as info:
+        digest.Check({"algorithm": "sha256", "files": {}}, ["a.py", "b.py"], "build/v")
+    assert str(info.value) == "build/v: file 'a.py' is not listed in metadata.json digest"

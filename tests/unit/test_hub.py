@@ -128,33 +128,6 @@ def test_error_mapping(monkeypatch: pytest.MonkeyPatch, exc: Exception, kind: ty
     assert "\n" not in msg and "hf_topsecret" not in msg
 
 
-def test_repository_not_found_tries_each_type(monkeypatch: pytest.MonkeyPatch) -> None:
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    src = HubSource("a/b")
-    tried: list[str] = []
-
-    def not_found(repo_id: str, *, repo_type: str) -> None:
-        tried.append(repo_type)
-        request = httpx2.Request("GET", "http://127.0.0.1:9/api/kernels/a/b/refs")
-        raise RepositoryNotFoundError("401 RepoNotFound", response=httpx2.Response(401, request=request))
-
-    monkeypatch.setattr(src.api, "list_repo_refs", not_found)
-    with pytest.raises(UsageError, match=r"^no kernel repository a/b on http://127.0.0.1:9 \(tried kernel and model"):
-        src.refs()
-    assert tried == ["kernel", "model"]
-
-    def gated(repo_id: str, *, repo_type: str) -> None:
-        request = httpx2.Request("GET", "http://127.0.0.1:9/api/kernels/a/b/refs")
-        raise GatedRepoError("gated", response=httpx2.Response(403, request=request))
-
-    monkeypatch.setattr(src.api, "list_repo_refs", gated)
-    with pytest.raises(Unreachable, match="is gated.*HF_TOKEN"):
-        src.refs()
-
-
 @pytest.mark.parametrize("name", ["/abs/x.pth", "../../x", "a/../../x", "a\\b", "v1\n", "v1\x00", "", "a//b", "./v1"])
 def test_unsafe_ref_names(name: str) -> None:
     assert ref_problem(name, SHA1) is not None

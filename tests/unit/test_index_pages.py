@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from index_synth import index_pages
 from kernel_factory.index.command import build_index
 from kernel_factory.index.landing import quoted
-from kernel_factory.index.pages import DEFAULT_BASE_URL, environment, in_variant, project_pages, simple_json
+from kernel_factory.index.pages import DEFAULT_BASE_URL, environment, project_pages, simple_json
 from kernel_factory.record import Record, version_key
 from kernel_factory.store.catalog import Catalog, CatalogDamaged
 from kernel_factory.variants import parse
@@ -174,14 +174,39 @@ def test_variant_filtering(records: list[Record]) -> None:
     assert "img2grey-1.1.0+torch213cpucxx11-cp39-abi3-linux_x86_64.whl" in cpu
     rocm_root = json.loads(pages["variants/torch210rocm70cxx11/simple/index.json"])
     assert [p["name"] for p in rocm_root["projects"]] == ["helper-lib", "img2grey"]  # my-kernel has no rocm build
-    # every variant page agrees with in_variant
-    for path, data in pages.items():
-        if path.startswith("variants/") and path.count("/") == 4 and path.endswith(".json"):
-            label, project = path.split("/")[1], path.split("/")[3]
-            backend = next(r.backend for r in records if r.label == label)
-            expected = {r.filename for r in records if r.name.lower().replace("_", "-") == project
-                        and in_variant(r, label, backend)}  # fmt: skip
-            assert {f["filename"] for f in json.loads(data)["files"]} == expected
+
+
+
+def test_variant_pages_list_exactly_their_wheels(records: list[Record]) -> None:
+    """Every per-variant project page, stated literally (not through in_variant, the code under test): a
+    variant's own wheels, the noarch wheels of its backend, unlabelled wheels; an adopted wheel with a local
+    label that names no variant (helper-lib 2.0+local1) is in the combined root only."""
+    pages = render([*records, rec("helper-lib", "2.0+local1", None)], None)
+    found = {path: {f["filename"] for f in json.loads(data)["files"]} for path, data in pages.items()
+             if path.startswith("variants/") and path.count("/") == 4 and path.endswith(".json")}
+    universal, cuda, helper = "img2grey-1.1.2-py3-none-any.whl", "img2grey-1.1.2+cuda-py3-none-any.whl", {
+        "helper_lib-2.0-py3-none-any.whl"}
+    assert found == {
+        "variants/torch27cu128cxx11/simple/img2grey/index.json": {
+            "img2grey-1.1.2+torch27cu128cxx11-cp39-abi3-linux_x86_64.whl", cuda, universal},
+        "variants/torch27cu128cxx11/simple/my-kernel/index.json": {
+            "my_kernel-0.1.0+torch27cu128cxx11-cp39-abi3-linux_x86_64.whl"},
+        "variants/torch27cu128cxx11/simple/helper-lib/index.json": helper,
+        "variants/torch210cu128cxx11/simple/img2grey/index.json": {
+            "img2grey-1.1.2+torch210cu128cxx11-cp39-abi3-linux_x86_64.whl", cuda, universal},
+        "variants/torch210cu128cxx11/simple/helper-lib/index.json": helper,
+        "variants/torch213cpucxx11/simple/img2grey/index.json": {
+            "img2grey-1.1.2+torch213cpucxx11-cp39-abi3-linux_x86_64.whl",
+            "img2grey-1.1.0+torch213cpucxx11-cp39-abi3-linux_x86_64.whl", universal},
+        "variants/torch213cpucxx11/simple/helper-lib/index.json": helper,
+        "variants/torch210rocm70cxx11/simple/img2grey/index.json": {
+            "img2grey-1.1.2+torch210rocm70cxx11-cp39-abi3-linux_x86_64.whl", universal},
+        "variants/torch210rocm70cxx11/simple/helper-lib/index.json": helper,
+        "variants/cuda/simple/img2grey/index.json": {cuda, universal},  # the noarch backend's own root
+        "variants/cuda/simple/helper-lib/index.json": helper,
+    }
+    combined = {f["filename"] for f in json.loads(pages["simple/helper-lib/index.json"])["files"]}
+    assert combined == {"helper_lib-2.0-py3-none-any.whl", "helper_lib-2.0+local1-py3-none-any.whl"}
 
 
 def test_escaping_everywhere() -> None:

@@ -6,12 +6,14 @@ import os
 import time
 from contextlib import closing
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from index_synth import add_kernel, make_wheel
 from kernel_factory.atomic import write_bytes
 from kernel_factory.index.command import index_with_adoption
 from kernel_factory.record import FILES
+from kernel_factory.store import catalog
 from kernel_factory.store.catalog import FILES_STATE, TICK_NS, Catalog, folder_state, local_catalog, refresh
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
@@ -41,11 +43,21 @@ def store(tmp_path: Path) -> Path:
     return root
 
 
-def test_folder_state_waits_out_a_fresh_change(tmp_path: Path) -> None:
+def test_folder_state_waits_out_a_fresh_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a").write_text("a")
+    mtime = tmp_path.stat().st_mtime_ns
+    now, slept = [mtime + 5_000_000], []  # a clock of the test's own: 5 ms after the change
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += TICK_NS
+
+    clock = SimpleNamespace(time_ns=lambda: now[0], sleep=sleep)
+    monkeypatch.setattr(catalog, "time", clock)
     state = folder_state(tmp_path)  # changed within a clock tick: a same-tick change would not show, so it waits
-    assert time.time_ns() - tmp_path.stat().st_mtime_ns >= TICK_NS
-    assert state == folder_state(tmp_path)
+    assert slept == [(TICK_NS - 5_000_000) / 1e9]  # out the rest of the tick, then stat'ed again
+    assert state == folder_state(tmp_path) and slept == [(TICK_NS - 5_000_000) / 1e9]  # a tick old: no wait
+    monkeypatch.undo()
     (tmp_path / "b").write_text("b")
     assert folder_state(tmp_path) != state
     assert folder_state(tmp_path / "missing") is None

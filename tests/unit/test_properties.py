@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from hypo_kit import accepted, must_accept
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kernel_factory import variants, versions
@@ -53,14 +54,16 @@ def mutate(name: str, data: st.DataObject) -> str:
     }[how]
 
 
+@must_accept(50)
 @SETTINGS
-@given(st.text())
+@given(st.one_of(st.text(), NEAR_VALID))
 def test_variant_parse_any_text(text: str) -> None:
     try:
         target = variants.parse(text)
     except UnknownVariant:
         return
     assert target.variant == text
+    accepted("test_variant_parse_any_text")
 
 
 @SETTINGS
@@ -78,6 +81,7 @@ def test_variant_parse_near_valid(name: str, data: st.DataObject) -> None:
     wheel.wheel_filename("k", target.local_version("1.0"), target.tag)  # a valid wheel name
 
 
+@must_accept(100)
 @settings(max_examples=40, deadline=None)
 @given(st.lists(NEAR_VALID, min_size=2, max_size=30, unique=True))
 def test_label_and_tag_unique_per_variant(names: list[str]) -> None:
@@ -91,6 +95,7 @@ def test_label_and_tag_unique_per_variant(names: list[str]) -> None:
         key = (target.label, target.tag)
         assert key not in seen, f"{name} and {seen[key]} both give {key}"
         seen[key] = name
+        accepted("test_label_and_tag_unique_per_variant")
 
 
 # -- versions ---------------------------------------------------------------------------------------------
@@ -98,7 +103,10 @@ REF_NAMES = st.one_of(
     st.text(max_size=12),
     st.builds(lambda n: f"v{n}", st.text(alphabet="0123456789.²٣abc+-<>", max_size=8)),
     st.builds(lambda a, b, c: f"v{a}.{b}.{c}", st.integers(0, 20), st.integers(0, 20), st.integers(0, 20)),
+    st.builds(lambda n: f"v{n}", st.integers(0, 3)),  # major branches
 )
+MATCHING = st.sampled_from(["all", ">=0", "0", "1", "2", ">=1,<3", "<10"])  # requests that often find something
+ASKED = st.one_of(st.text(max_size=12), REF_NAMES, MATCHING, MATCHING)
 SHA = st.text(alphabet="0123456789abcdef", min_size=40, max_size=40)
 
 
@@ -112,9 +120,10 @@ def test_parse_request_any_text(value: str | int) -> None:
     assert request.kind in ("tag", "major", "specifier", "all")
 
 
+@must_accept(10)
 @SETTINGS
 @given(st.dictionaries(REF_NAMES, SHA, max_size=6), st.dictionaries(REF_NAMES, SHA, max_size=6),
-       st.one_of(st.text(max_size=12), REF_NAMES))
+       ASKED)
 def test_select_any_refs(branches: dict[str, str], tags: dict[str, str], asked: str) -> None:
     refs = Refs(branches=branches, tags=tags)
     try:
@@ -125,6 +134,8 @@ def test_select_any_refs(branches: dict[str, str], tags: dict[str, str], asked: 
     for sel in chosen:
         assert sel.sha in set(branches.values()) | set(tags.values())
         assert sel.version is None or Version(sel.version) is not None
+    if chosen:
+        accepted("test_select_any_refs")
 
 
 # -- metadata.json ----------------------------------------------------------------------------------------
@@ -195,6 +206,7 @@ def test_wheel_names_any_text(name: str, version: str, label: str | None) -> Non
     assert "/" not in filename and "<" not in filename and "\\" not in filename
 
 
+@must_accept(100)
 @SETTINGS
 @given(st.text(max_size=20))
 def test_entry_names(name: str) -> None:
@@ -207,6 +219,7 @@ def test_entry_names(name: str) -> None:
         return
     assert kept == name and kept not in (".", "..") and "\\" not in kept and "\n" not in kept
     kept.encode("utf-8")
+    accepted("test_entry_names")
 
 
 # -- store records ----------------------------------------------------------------------------------------

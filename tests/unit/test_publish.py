@@ -221,8 +221,17 @@ def test_hard_link_falls_back_to_copy_across_devices(tmp_path: Path) -> None:
         dest.rmdir()
 
 
-def test_same_root_is_the_destinations_own_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_same_root_is_the_destinations_own_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Publishing a store into itself is refused through the Destination protocol, for a folder or file:// URL."""
+    # The S3 destination builds a boto3 client: with no region or credentials botocore would ask the
+    # instance-metadata address. Dummy values and no metadata service: nothing leaves the process.
+    for key, value in {"AWS_EC2_METADATA_DISABLED": "true", "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                       "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")
+                       }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
     root = tmp_path / "public"
     root.mkdir()
     assert open_destination(str(root)).same_root(root)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypo_kit import accepted, must_accept
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_synth import kernel_record, make_wheel
@@ -99,6 +100,7 @@ def test_damaged_records_are_named_with_their_repair(good: Record, data: bytes, 
                             "rerun build")
 
 
+@must_accept(100)
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(["27", "28", "210", "213"]), st.sampled_from(["", "-cxx11", "-cxx98"]),
        st.sampled_from(["cpu", "cu126", "cu128", "rocm71", "xpu20252", "metal", "cann81"]),
@@ -111,6 +113,7 @@ def test_for_label_inverts_parse(torch: str, abi: str, backend: str, platform: s
         return
     assert target.label is not None
     assert variants.for_label(target.label, [target.platform]) == target
+    accepted("test_for_label_inverts_parse")
 
 
 # -- properties over generated records -------------------------------------------------------------------
@@ -142,6 +145,42 @@ def records(draw: st.DrawFn) -> dict[str, Any]:
         "archs": draw(st.lists(st.one_of(st.just("sm_90"), HOSTILE), max_size=2)),
     }
     return data
+
+
+# Path-like values aimed at the fields the index turns into paths (label: variants/<label>/, name: simple/<name>/,
+# file name: files/<wheel>): with that field's check gone, a record escapes the index root. Two or three levels
+# up land inside the test's temporary folder (out is <tmp>/site/out), where the walk below sees them.
+PATHS = st.sampled_from(["../../x", "../../../x", "a/../../../x", "../../x/y", "../..", "./../../x", "..\\..\\x"])
+GOOD_LABELS = {CPU: "torch213cpucxx11", CU: "torch27cu128cxx11"}
+
+
+@st.composite
+def aimed_records(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid record (kernel or adopted), or the same with one of label, name, version, variant or file name
+    made path-like and everything else kept consistent, so only that field's check stands in the way."""
+    name = draw(st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True))
+    version = draw(st.sampled_from(["1.0", "1.1.2", "2!1.0.post1"]))
+    variant = draw(st.sampled_from([None, CPU, CU]))
+    label = GOOD_LABELS[variant] if variant else draw(st.sampled_from([None, "torch213cpucxx11"]))
+    poison = draw(st.sampled_from(["none", "label", "label", "name", "version", "variant", "filename"]))
+    bad = draw(PATHS)
+    if poison == "label":
+        label = bad
+    elif poison == "name":
+        name = bad
+    elif poison == "version":
+        version = bad
+    elif poison == "variant":
+        variant = bad
+    full = f"{version}+{label}" if label and poison != "label" else version
+    filename = f"{name.replace('-', '_')}-{full}-{draw(TAGS)}.whl"
+    return {
+        "filename": bad if poison == "filename" else filename, "name": name, "version": full,
+        "sha256": HEX, "size": 1, "metadata_sha256": HEX, "requires_python": None,
+        "upload_time": "2026-01-02T03:04:05Z", "summary": "", "kind": "kernel" if variant else "adopted",
+        "label": label, "variant": variant, "repo_id": "org/name" if variant else None, "upstream": None,
+        "archs": [],
+    }
 
 
 class _Attrs(HTMLParser):
@@ -215,21 +254,49 @@ def test_no_record_gives_a_script_link_or_an_unquoted_command(raws: list[dict[st
             assert _safe_command(context["adopted"].pin_cmd)
 
 
+@must_accept(50)
 @SETTINGS
-@given(st.lists(records(), min_size=1, max_size=4))
+@given(st.lists(st.one_of(records(), aimed_records(), aimed_records()), min_size=1, max_size=4))
 def test_no_checked_record_writes_outside_the_index_root(raws: list[dict[str, Any]]) -> None:
-    accepted: dict[str, Record] = {}
+    """Records aimed at paths (aimed_records) make this fail whichever one check of label, name, version,
+    variant or file name is taken out of store/check.py; valid ones among them prove the index is written."""
+    checked: dict[str, Record] = {}
     for data in raws:
         key = data["filename"] if isinstance(data["filename"], str) else "x.whl"
         try:
-            accepted.setdefault(key, record_check.check(json.loads(json.dumps(data)), key))
+            checked.setdefault(key, record_check.check(json.loads(json.dumps(data)), key))
         except ValueError:
             continue
+        accepted("test_no_checked_record_writes_outside_the_index_root")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "site" / "out"
         out.mkdir(parents=True)
-        build_index(out, catalog_of(list(accepted.values())), None, BASE)
+        build_index(out, catalog_of(list(checked.values())), None, BASE)
         for dirpath, dirs, files in os.walk(tmp):
             for name in dirs + files:
                 path = Path(dirpath, name)
                 assert path == out.parent or out in path.parents or path == out, path
+
+
+# Closing survivors of `make mutants` (docs/testing.md): each test fails on a mutation the others let through.
+def test_limits_are_exact(good: Record) -> None:
+    """Items and reasons up to the limit pass, one character more is refused; extra nests to 7 levels (the
+    record itself is the 8th), not one more."""
+    longest = "x" * record_check.MAX_TEXT
+    accepted = record_check.check(raw(good, archs=["sm_90", longest], yanked="broken build"), good.filename)
+    assert accepted.archs == ("sm_90", longest) and accepted.yanked == "broken build"
+    assert record_check.check(raw(good, yanked=longest), good.filename).yanked == longest
+    with pytest.raises(ValueError, match="'archs' holds"):
+        record_check.check(raw(good, archs=[longest + "x"]), good.filename)
+    with pytest.raises(ValueError, match="'yanked' must be true, false or a reason"):
+        record_check.check(raw(good, yanked=longest + "x"), good.filename)
+    seven = {"a": [[[[[[1]]]]]]}
+    assert record_check.check(raw(good, extra=seven), good.filename).extra == seven
+    with pytest.raises(ValueError, match="it nests deeper than 8 levels"):
+        record_check.check(raw(good, extra={"a": [[[[[[[1]]]]]]]}), good.filename)
+
+
+def test_an_adopted_wheel_labelled_for_a_variant_passes(good: Record) -> None:
+    """A wheel adopted with --wheels whose local label names a build variant: no variant field, the label kept."""
+    data = raw(good, kind="adopted", variant=None, repo_id=None)
+    assert record_check.check(data, good.filename).label == "torch213cpucxx11"

@@ -7,11 +7,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import syslibs
 from kernel_factory import variants
 from kernel_factory.verify import digest
 from kernel_factory.wheel.convert import WheelInput
 
-LIBZ = Path("/usr/lib/x86_64-linux-gnu/libz.so.1")  # a real x86_64 ELF from the system
+LIBZ = syslibs.LIBZ or Path("/nonexistent/libz.so.1")  # a real ELF from the system, found at run time
 COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z
 README = "# img2grey\n\nConvert RGB images to greyscale. The op takes a tensor.\n"
 
