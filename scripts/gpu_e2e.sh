@@ -97,7 +97,7 @@ rm -rf /tmp/kf && "$PY" -m pip install -q --no-index --no-deps --no-compile --ta
 export PYTHONPATH=/tmp/kf${PYTHONPATH:+:$PYTHONPATH}
 deps_import() {
   "$PY" -c "import kernel_factory.cli, kernel_factory.wheel.convert, kernel_factory.audit.elf, \
-kernel_factory.index.build, kernel_factory.index.serve, kernels.variants, \
+kernel_factory.index.command, kernel_factory.index.serve, kernels.variants, \
 auditwheel.policy, abi3audit._audit, isal, zlib_ng, jinja2, packaging" 2>/dev/null
 }
 if ! deps_import && compgen -G ".e2e/wheels/*.whl" >/dev/null; then

@@ -27,7 +27,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(ns: argparse.Namespace) -> int:
-    from ..index.build import IndexArgs, run_index
+    from ..index.command import IndexArgs, run_index
 
     return run_index(IndexArgs(flags=flags_of(ns, NAME), wheels=tuple(ns.wheels or ()), repair=ns.repair,
                                rescan=ns.rescan, json=ns.json))

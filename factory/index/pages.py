@@ -249,13 +249,48 @@ def simple_html(
     env: jinja2.Environment, project: str, records: list[Record], depth: int, files: Mapping[str, _File] | None = None
 ) -> bytes:
     """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes); ``files``: as for
-    ``simple_json``."""
+    ``simple_json``. The shipped project.html is written by ``_project_html`` (the same bytes, a test compares
+    them); a project.html of the user's templates folder is rendered."""
     href = _files_href(depth)
     links = [
         FileLink(r.filename, f"{href}{f.quoted}#sha256={r.sha256}", r.requires_python, f.metadata, f.yanked)
         for r, f in zip(records, _files(records, files), strict=True)
     ]
+    if _shipped(env, "project.html"):
+        return _project_html(project, links).encode()
     return env.get_template("project.html").render(project=project, files=links, api_version=API_VERSION).encode()
+
+
+@lru_cache(maxsize=8)
+def _shipped(env: jinja2.Environment, name: str) -> bool:
+    """Whether ``env`` finds the shipped template ``name`` (no templates folder of the user's overrides it)."""
+    found = env.get_template(name).filename
+    return found is not None and Path(found) == TEMPLATES / name
+
+
+def _project_html(project: str, links: list[FileLink]) -> str:
+    """What the shipped project.html renders (autoescaped by markupsafe, as jinja2 does), written in Python: most of
+    a full build's PEP 503 pages, where the template engine took more time than the page's content."""
+    from markupsafe import escape
+
+    def e(text: str) -> str:  # most texts (file names, links, hashes) hold nothing to escape: kept as they are
+        special = "&" in text or "<" in text or ">" in text or '"' in text or "'" in text
+        return str(escape(text)) if special else text
+
+    name = e(project)
+    lines = [f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<meta name="pypi:repository-version" '
+             f'content="{e(API_VERSION)}">\n<title>Links for {name}</title>\n</head>\n<body>\n'
+             f"<h1>Links for {name}</h1>\n"]  # fmt: skip
+    for f in links:
+        attrs = f' data-requires-python="{e(f.requires_python)}"' if f.requires_python else ""
+        if f.metadata:
+            metadata = e(f.metadata)
+            attrs += f' data-core-metadata="{metadata}" data-dist-info-metadata="{metadata}"'
+        if f.yanked is not None:
+            attrs += f' data-yanked="{e(f.yanked)}"'
+        lines.append(f'<a href="{e(f.href)}"{attrs}>{e(f.filename)}</a><br>\n')
+    lines.append("</body>\n</html>\n")
+    return "".join(lines)
 
 
 def project_pages(

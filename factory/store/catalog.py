@@ -11,7 +11,7 @@ are renamed into place; S3: the record object's ETag) and the record's fields.
 ``sync`` compares a listing (wheel -> key) against the rows, reads only the
 records that are new or changed, drops the rows of those gone, and gives the
 catalog a new generation, all in one transaction. The index keeps the
-generation its pages show (index/build.py): the same generation means nothing
+generation its pages show (index/command.py): the same generation means nothing
 to render.
 """
 

@@ -3,9 +3,11 @@
 The catalog says which records the pages show; this compares them with the files beside them, cheaply:
 
 - a record's wheel must have the size the record gives (local: one stat per wheel; S3: the listing's size);
-- a local wheel whose stat (inode, mtime, size) changed since the last run that checked it is hashed again
-  and compared with the record's sha256 (the stats are kept in the catalog's meta ``wheel_stats``; a wheel
-  seen for the first time is taken at its size, as adoption or the build has just hashed it);
+- a local wheel whose stat (inode, mtime, ctime, size) or whose record (its catalog key) changed since the
+  last run that checked it is hashed again and compared with the record's sha256 (both are kept in the
+  catalog's meta ``wheel_stats``; a wheel seen for the first time is taken at its size, as adoption or the
+  build has just hashed it); one whose stat and record are those of the last check, and whose ``.metadata``
+  is there, was compared then (its size with that record's): only the others' rows are read;
 - a record's ``.metadata`` must exist (local: the folder's listing; S3: the bucket's listing); a missing one
   is written again from the wheel's METADATA when that hashes to the record's ``metadata_sha256``.
 
@@ -29,10 +31,10 @@ from ..errors import Refused
 from ..record import FIELDS, FILES
 from .catalog import FILES_STATE, Catalog, record_key
 
-STATS = "wheel_stats"  # meta: wheel -> "inode:mtime_ns:size" when it last matched its record ("!..." if not)
+STATS = "wheel_stats"  # meta: wheel -> "<its stat key>/<its record's key>" when it last matched ("!..." if not)
 _QUERY = "SELECT filename, " + ", ".join(
     f"json_extract(row, '$[{FIELDS.index(name)}]')" for name in ("size", "sha256", "metadata_sha256")
-) + " FROM records"  # fmt: skip
+) + " FROM records WHERE filename IN ({}) ORDER BY filename"  # fmt: skip
 
 
 @dataclass
@@ -44,8 +46,15 @@ class FileCheck:
     touched: set[str] = field(default_factory=set)
 
 
-def _rows(catalog: Catalog) -> list[tuple[str, int, str, str | None]]:
-    return list(catalog.db.execute(_QUERY))
+def _rows(catalog: Catalog, names: list[str] | None = None) -> list[tuple[str, int, str, str | None]]:
+    """(file name, size, sha256, metadata_sha256) of the records of ``names`` (default: every record)."""
+    if names is None:
+        return list(catalog.db.execute(_QUERY.partition(" WHERE")[0] + " ORDER BY filename"))
+    rows: list[tuple[str, int, str, str | None]] = []
+    for i in range(0, len(names), 500):
+        part = names[i : i + 500]
+        rows += catalog.db.execute(_QUERY.format(",".join("?" * len(part))), part)
+    return sorted(rows)
 
 
 def _metadata_of(wheel: Path | bytes, name: str) -> bytes:
@@ -93,7 +102,8 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
     seen: dict[str, str] = {}
     drop: list[str] = []
     redo: list[tuple[str, Any]] = []
-    for name, size, sha256, metadata_sha256 in _rows(catalog):
+    looked: dict[str, tuple[os.DirEntry[str], os.stat_result, str]] = {}  # wheels whose rows must be read
+    for name, row_key in catalog.keys().items():
         entry = wheels.get(name)
         if entry is None:
             continue  # a record without its wheel: the listing names it (store/catalog.py)
@@ -101,7 +111,16 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
             st = entry.stat()
         except FileNotFoundError:
             continue
-        key = record_key(st)
+        key = f"{record_key(st)}/{row_key}"
+        if stats.get(name) == key and f"{name}.metadata" in metadata:
+            seen[name] = key  # the wheel and the record the last check compared (and its .metadata is there)
+        else:
+            looked[name] = (entry, st, key)
+    few = len(looked) * 2 < len(seen) + len(looked)  # else (a first check) one query of every row is quicker
+    for name, size, sha256, metadata_sha256 in _rows(catalog, sorted(looked)) if few else _rows(catalog):
+        if name not in looked:
+            continue
+        entry, st, key = looked[name]
         bad = None
         if st.st_size != size:
             bad = f"{st.st_size} bytes where its record says {size}"
@@ -110,7 +129,7 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
         if bad is not None:
             path = Path(entry.path)
             if repair and _repair(root, name, found, redo):
-                seen[name] = record_key(path.stat())
+                seen[name] = f"{record_key(path.stat())}/{redo[-1][0]}"  # the wheel as its new record has it
                 continue
             if not repair:  # (a failed repair said why)
                 found.errors.append(_changed(str(path), name, bad))

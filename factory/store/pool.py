@@ -1,13 +1,13 @@
 """Worker processes that never outlive the run that started them, and never hold its store lock.
 
 Every process pool of a run is made here: the build's (pipeline), adoption's (store/adopt.py) and the index's
-full render (index/build.py). ``ProcessPoolExecutor`` forks its workers: each inherits every open file
+full render (index/command.py). ``ProcessPoolExecutor`` forks its workers: each inherits every open file
 descriptor, the store lock's included, and when the main process is killed
 alone (``kill -9``, the OOM killer) the workers stay blocked on the call queue
 forever, holding the lock. ``init_worker`` runs first in every worker: it closes
 the inherited lock, asks Linux to SIGKILL the worker when its parent dies
-(``PR_SET_PDEATHSIG``), and starts a watchdog thread that ends the worker once
-its parent PID changes (the fallback where prctl is not there, e.g. macOS).
+(``PR_SET_PDEATHSIG``), or, where prctl is not there (e.g. macOS), starts a watchdog thread that ends the
+worker once its parent PID changes.
 Workers write only under hidden temporary names (the build's scratch folder ``.tmp-work-*``, adoption's and
 the pages' ``.tmp-*`` files) that are renamed into place when whole, and that the next run removes (store/lock.py),
 so a killed worker leaves nothing half-written in the store or the index.
@@ -46,10 +46,11 @@ def _watch_parent(parent: int) -> None:
 def init_worker(parent: int) -> None:
     """Run first in each worker process (``parent`` is the main process's PID)."""
     _close_inherited_locks()
-    die_with_parent()
+    linked = die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watchdog", daemon=True).start()
+    if not linked:  # no prctl here: a thread watches the parent instead
+        threading.Thread(target=_watch_parent, args=(parent,), name="parent-watchdog", daemon=True).start()
 
 
 def worker_pool(max_workers: int) -> ProcessPoolExecutor:
@@ -60,4 +61,4 @@ def worker_pool(max_workers: int) -> ProcessPoolExecutor:
     gc.freeze()
     return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("fork"),
                                initializer=init_worker, initargs=(os.getpid(),))  # fork: the index's full
-    # render hands its workers what it read before the fork (index/build.py); forkserver is 3.14's default
+    # render hands its workers what it read before the fork (index/command.py); forkserver is 3.14's default

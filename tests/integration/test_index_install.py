@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel
-from kernel_factory.index.build import index_store
+from kernel_factory.index.command import index_store
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel, make_wheel
-from kernel_factory.index.build import index_store
+from kernel_factory.index.command import index_store
 
 pytestmark = pytest.mark.integration
 

@@ -156,7 +156,7 @@ def test_lock_held_by_a_dead_run_says_so(kernel: tuple[Path, dict[str, bytes]], 
 # -- index: adoption's and the full render's pools (issue 27 item 2) -----------------------------------------
 KILLS = 20
 ADOPT_WHEELS = 1100  # three batches of store/adopt.py's 512: a pool of two workers on two cores
-RENDER_WHEELS = 5000  # index/build.py's PARALLEL_RECORDS: a full build this big renders in a pool
+RENDER_WHEELS = 5000  # index/command.py's PARALLEL_RECORDS: a full build this big renders in a pool
 HANG_GUARD_S = 120  # only so that a hang fails instead of blocking the suite; the workers go at once
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel
-from kernel_factory.index.build import index_store
+from kernel_factory.index.command import index_store
 from support import clean_env, fresh_venv, http_server, kf, run
 
 pytestmark = pytest.mark.integration

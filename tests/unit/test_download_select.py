@@ -11,7 +11,7 @@ import pytest
 from index_synth import add_kernel
 from kernel_factory import simple
 from kernel_factory.errors import Refused
-from kernel_factory.index.build import index_store
+from kernel_factory.index.command import index_store
 from kernel_factory.local.download import Got, Want, _depends
 from kernel_factory.local.probe import environment
 from kernel_factory.local.which import NoProject, candidates

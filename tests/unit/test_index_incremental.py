@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_synth import index_pages, write_records
-from kernel_factory.index.build import index_store
+from kernel_factory.index.command import index_store
 from kernel_factory.record import Record
 from kernel_factory.store.catalog import CATALOG_FILE
 from kernel_factory.variants import parse

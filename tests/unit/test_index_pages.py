@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_synth import index_pages
-from kernel_factory.index.build import build_index
+from kernel_factory.index.command import build_index
 from kernel_factory.index.landing import quoted
 from kernel_factory.index.pages import DEFAULT_BASE_URL, environment, project_pages, simple_json
 from kernel_factory.record import Record, version_key

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from index_synth import add_kernel, make_wheel
 from kernel_factory.atomic import write_bytes
-from kernel_factory.index.build import index_with_adoption
+from kernel_factory.index.command import index_with_adoption
 from kernel_factory.record import FILES
 from kernel_factory.store import catalog
 from kernel_factory.store.catalog import FILES_STATE, TICK_NS, Catalog, folder_state, local_catalog, refresh

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from index_synth import add_kernel
-from kernel_factory.index.build import build_index
+from kernel_factory.index.command import build_index
 from kernel_factory.index.state import STATE_FILE, parse, read_state
 from kernel_factory.store.catalog import CATALOG_FILE, Catalog, CatalogDamaged, refresh
 

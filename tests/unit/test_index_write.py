@@ -13,7 +13,7 @@ from index_synth import add_kernel, make_wheel
 from kernel_factory.atomic import write_bytes
 from kernel_factory.config import Flags
 from kernel_factory.errors import UsageError
-from kernel_factory.index.build import (
+from kernel_factory.index.command import (
     STATE_FILE,
     IndexArgs,
     index_store,

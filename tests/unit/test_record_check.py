@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from index_synth import kernel_record, make_wheel
 from kernel_factory import variants
 from kernel_factory.errors import UnknownVariant
-from kernel_factory.index.build import build_index
+from kernel_factory.index.command import build_index
 from kernel_factory.index.landing import project_context
 from kernel_factory.index.pages import environment, landing_page, project_pages
 from kernel_factory.record import Record
