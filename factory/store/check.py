@@ -261,7 +261,7 @@ def _label_shape_problem(label: str | None, variant: str | None, version: str) -
             return f"label {label!r} is not the local label of version {version!r}"
         if variant is None and not variants.is_label(label):
             return f"label {label!r} is not shaped like a build variant's label"
-    if variant is not None and (label is None or not _VARIANT_NAME.fullmatch(variant)):
+    if variant is not None and not _VARIANT_NAME.fullmatch(variant):
         return f"variant {variant!r} is not shaped like a build variant's name"
     return ""
 
