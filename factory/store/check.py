@@ -218,7 +218,7 @@ def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool =
         raise ValueError(f"upload_time {values['upload_time']!r} is not like 2026-01-02T03:04:05Z")
     label, variant = values.get("label"), values.get("variant")
     if label is not None or variant is not None:
-        why = (_label_problem if known_variants else _label_shape_problem)(label, variant, values["version"])
+        why = _label_problem(label, variant, values["version"], known_variants)
         if why:
             raise ValueError(why)
     repo_id = values.get("repo_id")
@@ -229,40 +229,31 @@ def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool =
         raise ValueError(f"requires_python {requires_python!r} is not a version specifier")
 
 
-@lru_cache(maxsize=1 << 14)
-def _label_problem(label: str | None, variant: str | None, version: str) -> str:
-    """What is wrong with a record's label and variant, given its (valid) version ("" if nothing)."""
-    if label is not None:
-        parsed = _version(version)
-        if not variants.LABEL_CHARS.fullmatch(label) or parsed is None or label != parsed.local:
-            return f"label {label!r} is not the local label of version {version!r}"
-        if variant is None and not variants.is_label(label):
-            return f"label {label!r} is not shaped like a build variant's label"
-    if variant is not None:
-        try:
-            target = variants.parse(variant)
-        except UnknownVariant:
-            return f"variant {variant!r} is not a build variant the kernels project defines"
-        if target.label != label:
-            return f"label {label!r} is not the label of variant {variant!r}"
-    return ""
-
-
 _VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 
 
 @lru_cache(maxsize=1 << 14)
-def _label_shape_problem(label: str | None, variant: str | None, version: str) -> str:
-    """``_label_problem`` without kernels' parser: the label is the version's local label and shaped like a
-    label, the variant shaped like a variant's name (plain text, no path)."""
+def _label_problem(label: str | None, variant: str | None, version: str, known_variants: bool = True) -> str:
+    """What is wrong with a record's label and variant, given its (valid) version ("" if nothing).
+    ``known_variants``: the variant is one kernels' parser knows and the label its label; else only shaped
+    like a variant's name (plain text, no path), without the parser's import."""
     if label is not None:
         parsed = _version(version)
         if not variants.LABEL_CHARS.fullmatch(label) or parsed is None or label != parsed.local:
             return f"label {label!r} is not the local label of version {version!r}"
         if variant is None and not variants.is_label(label):
             return f"label {label!r} is not shaped like a build variant's label"
-    if variant is not None and not _VARIANT_NAME.fullmatch(variant):
-        return f"variant {variant!r} is not shaped like a build variant's name"
+    if variant is None:
+        return ""
+    if not known_variants:
+        shaped = _VARIANT_NAME.fullmatch(variant) is not None
+        return "" if shaped else f"variant {variant!r} is not shaped like a build variant's name"
+    try:
+        target = variants.parse(variant)
+    except UnknownVariant:
+        return f"variant {variant!r} is not a build variant the kernels project defines"
+    if target.label != label:
+        return f"label {label!r} is not the label of variant {variant!r}"
     return ""
 
 

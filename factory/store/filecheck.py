@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,14 +151,9 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
 
 def _put_metadata(wheel: Path, name: str, metadata_sha256: str, writable: bool, found: FileCheck) -> None:
     where = wheel.with_name(f"{name}.metadata")
-    try:
-        metadata = _metadata_of(wheel, name)
-    except Refused as exc:
-        found.errors.append(f"{where} is missing and cannot be made again: {exc}")
-        return
-    if hashlib.sha256(metadata).hexdigest() != metadata_sha256:
-        found.errors.append(f"{where} is missing, and the wheel's METADATA is not the one its record names; "
-                            "run `kernel-factory index --repair`")  # fmt: skip
+    metadata = _metadata_again(lambda: wheel, str(where), name, metadata_sha256,
+                               "run `kernel-factory index --repair`", found)  # fmt: skip
+    if metadata is None:
         return
     if not writable:
         found.errors.append(f"{where} is missing (pip gets a 404 for it); the store is read-only here: "
@@ -165,6 +161,23 @@ def _put_metadata(wheel: Path, name: str, metadata_sha256: str, writable: bool, 
         return
     write_bytes(where, metadata)
     found.notes.append(f"{where} was missing: written again from its wheel")
+
+
+def _metadata_again(wheel: Callable[[], Any], where: str, name: str, metadata_sha256: str, fix: str,
+                    found: FileCheck) -> bytes | None:  # fmt: skip
+    """A missing ``.metadata`` made again from its wheel's METADATA (``wheel()``: the wheel's path or bytes),
+    when that is the one its record names; else None and one error line ending in ``fix``."""
+    from ..errors import Unreachable
+
+    try:
+        metadata = _metadata_of(wheel(), name)
+    except (Refused, Unreachable) as exc:
+        found.errors.append(f"{where} is missing and cannot be made again: {exc}")
+        return None
+    if hashlib.sha256(metadata).hexdigest() != metadata_sha256:
+        found.errors.append(f"{where} is missing, and the wheel's METADATA is not the one its record names; {fix}")
+        return None
+    return metadata
 
 
 def _repair(root: Path, name: str, found: FileCheck, redo: list[tuple[str, Any]]) -> bool:
@@ -207,18 +220,12 @@ def check_s3(store: Any, catalog: Catalog) -> FileCheck:
 def _put_s3_metadata(store: Any, name: str, metadata_sha256: str, found: FileCheck) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from ..errors import Unreachable
     from ..s3util import put_bytes
 
     where = store._url(store._key(f"{name}.metadata"))
-    try:
-        metadata = _metadata_of(store._get(store._key(name)), name)
-    except (Refused, Unreachable) as exc:
-        found.errors.append(f"{where} is missing and cannot be made again: {exc}")
-        return
-    if hashlib.sha256(metadata).hexdigest() != metadata_sha256:
-        found.errors.append(f"{where} is missing, and the wheel's METADATA is not the one its record names; "
-                            "build the wheel again")  # fmt: skip
+    metadata = _metadata_again(lambda: store._get(store._key(name)), where, name, metadata_sha256,
+                               "build the wheel again", found)  # fmt: skip
+    if metadata is None:
         return
     try:
         put_bytes(store.client, metadata, store.bucket, store._key(f"{name}.metadata"), metadata_sha256,
