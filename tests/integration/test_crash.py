@@ -30,6 +30,12 @@ def factory(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.
                             stderr=subprocess.PIPE, start_new_session=True, env=env)
 
 
+def finish(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the run and close its stderr pipe; its exit code."""
+    proc.communicate(timeout=300)
+    return proc.returncode
+
+
 def timed(*args: str | Path) -> float:
     start = time.monotonic()
     proc = factory(*args)
@@ -139,7 +145,7 @@ def test_index_killed_then_rerun(ref: Reference, tmp_path: Path) -> None:
             ended = kill_when(folder, pattern, int(n), *args)
             assert ended is None, f"the index run ended (exit {ended}) before kill point {point}"
         assert h.check_root(store) == [], f"kill at {point}"
-        assert factory(*args).wait(300) == 0
+        assert finish(factory(*args)) == 0
         assert h.check_root(store) == []
         assert tmp_leftovers(store) == []
         assert [p for p in store.rglob(".tmp-*")] == []
@@ -173,7 +179,7 @@ def test_publish_killed_then_rerun(ref: Reference, other_fs: Path) -> None:
             assert ended is None, f"the publish run ended (exit {ended}) before kill point {point}"
         if dest.exists():
             assert h.check_root(dest) == [], f"kill at {point}"
-        assert factory(*args).wait(300) == 0
+        assert finish(factory(*args)) == 0
         assert h.check_root(dest) == []
         assert h.tree(dest) == expected
         stray = [p.name for p in dest.rglob("*") if p.is_file() and p.relative_to(dest).as_posix() not in expected]

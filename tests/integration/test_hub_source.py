@@ -155,6 +155,7 @@ def test_model_type_repository(test_hub: Served, env: Path) -> None:
     assert src.commit_count(sha) == 2
     assert "torch-universal" in src.variants(sha)
     assert (src.fetch(sha, "torch-universal") / "build" / "torch-universal" / "__init__.py").is_file()
+    src.release()
     forced = HubSource("old-org/relu", repo_type="kernel")
     with pytest.raises(UsageError, match=r"tried kernel type\)"):
         forced.refs()
@@ -201,4 +202,5 @@ def test_download_dying_midway_then_rerun_completes(test_hub: Served, env: Path)
     so = root / "build" / variant / "_big_abc123.abi3.so"
     assert so.read_bytes().endswith(BIG + bytes([2]))
     incomplete = list((env / "hub").rglob("*.incomplete"))
+    rerun.release()
     assert incomplete == []

@@ -143,7 +143,7 @@ def test_lock_held_by_a_dead_run_says_so(kernel: tuple[Path, dict[str, bytes]], 
         _, err = proc.communicate(timeout=60)
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert proc.returncode == 2 and errors == [
         f"error: {store}: another kernel-factory run (PID {dead.pid}, no longer running: a process it started still "

@@ -162,7 +162,7 @@ def aimed_records(draw: st.DrawFn) -> dict[str, Any]:
     version = draw(st.sampled_from(["1.0", "1.1.2", "2!1.0.post1"]))
     variant = draw(st.sampled_from([None, CPU, CU]))
     label = GOOD_LABELS[variant] if variant else draw(st.sampled_from([None, "torch213cpucxx11"]))
-    poison = draw(st.sampled_from(["none", "label", "label", "name", "version", "variant", "filename"]))
+    poison = draw(st.sampled_from(["none", "none", "none", "label", "label", "name", "version", "variant", "filename"]))
     bad = draw(PATHS)
     if poison == "label":
         label = bad
