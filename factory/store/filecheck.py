@@ -11,6 +11,11 @@ The catalog says which records the pages show; this compares them with the files
 - a record's ``.metadata`` must exist (local: the folder's listing; S3: the bucket's listing); a missing one
   is written again from the wheel's METADATA when that hashes to the record's ``metadata_sha256``.
 
+``files/`` is listed unless its own stat is the one the last check kept (``LISTED``: kept when that check
+found the folder settled, older than a clock tick, and wrote nothing there): then no entry was added, removed
+or renamed since, so the wheels are the catalog's and each ``.metadata`` is where that check saw it. The
+stat of each wheel is taken on every run either way.
+
 A wheel that differs from its record is left out of the pages (so pip never gets a link whose hash fails)
 and named with what to do; ``--repair`` records the wheel as it is now (store/adopt.py ``repair``). Either way
 the run exits 3 until the store is whole again. Nothing here trusts the catalog over the files: the catalog
@@ -22,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +36,11 @@ from typing import Any
 from ..atomic import file_digest, write_bytes
 from ..errors import Refused
 from ..record import FIELDS, FILES
-from .catalog import FILES_STATE, Catalog, record_key
+from .catalog import FILES_STATE, TICK_NS, Catalog, record_key
 
-STATS = "wheel_stats"  # meta: wheel -> "<its stat key>/<its record's key>" when it last matched ("!..." if not)
+STATS = "wheel_stats"  # meta: wheel -> "<its stat key>/<its record's key>" when it last matched ("!..." if not,
+# "?..." if it matched but its .metadata was missing)
+LISTED = "wheel_stats_folder"  # meta: files/'s stat when the check last listed it, found it settled and wrote nothing
 _QUERY = "SELECT filename, " + ", ".join(
     f"json_extract(row, '$[{FIELDS.index(name)}]')" for name in ("size", "sha256", "metadata_sha256")
 ) + " FROM records WHERE filename IN ({}) ORDER BY filename"  # fmt: skip
@@ -87,48 +95,55 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
     """Compare every record in ``catalog`` with its wheel and ``.metadata`` under ``root/files``."""
     files = root / FILES
     found = FileCheck()
-    wheels: dict[str, os.DirEntry[str]] = {}
-    metadata: set[str] = set()  # the .metadata files there (one listing: no stat each)
     try:
+        folder = os.stat(files)
+    except FileNotFoundError:
+        return found
+    now = _state(folder)
+    listed = catalog.meta(LISTED) == now  # nothing added, removed or renamed in files/ since the last check
+    wheels: set[str] | None = None  # the wheels and .metadata files there (one listing: no stat each)
+    metadata: set[str] | None = None
+    if not listed:
+        wheels, metadata = set(), set()
         with os.scandir(files) as it:
             for e in it:
                 if e.name.endswith(".whl"):
-                    wheels[e.name] = e
+                    wheels.add(e.name)
                 elif e.name.endswith(".metadata"):
                     metadata.add(e.name)
-    except FileNotFoundError:
-        return found
     saved = catalog.meta(STATS)
     stats: dict[str, str] = json.loads(saved) if saved else {}
     seen: dict[str, str] = {}
     drop: list[str] = []
     redo: list[tuple[str, Any]] = []
-    looked: dict[str, tuple[os.DirEntry[str], os.stat_result, str]] = {}  # wheels whose rows must be read
+    looked: dict[str, tuple[Path, os.stat_result, str]] = {}  # wheels whose rows must be read
+    prefix = f"{files}{os.sep}"
     for name, row_key in catalog.keys().items():
-        entry = wheels.get(name)
-        if entry is None:
+        if wheels is not None and name not in wheels:
             continue  # a record without its wheel: the listing names it (store/catalog.py)
         try:
-            st = entry.stat()
+            st = os.stat(prefix + name)
         except FileNotFoundError:
             continue
         key = f"{record_key(st)}/{row_key}"
-        if stats.get(name) == key and f"{name}.metadata" in metadata:
+        if stats.get(name) == key and (metadata is None or f"{name}.metadata" in metadata):
             seen[name] = key  # the wheel and the record the last check compared (and its .metadata is there)
         else:
-            looked[name] = (entry, st, key)
+            looked[name] = (files / name, st, key)
     few = len(looked) * 2 < len(seen) + len(looked)  # else (a first check) one query of every row is quicker
+    wrote = False
     for name, size, sha256, metadata_sha256 in _rows(catalog, sorted(looked)) if few else _rows(catalog):
         if name not in looked:
             continue
-        entry, st, key = looked[name]
+        path, st, key = looked[name]
+        before = stats.get(name)
         bad = None
         if st.st_size != size:
             bad = f"{st.st_size} bytes where its record says {size}"
-        elif name in stats and stats[name] != key and file_digest(Path(entry.path)) != sha256:
+        elif before is not None and before not in (key, f"?{key}") and file_digest(path) != sha256:
             bad = "its sha256 differs from its record's"
         if bad is not None:
-            path = Path(entry.path)
+            wrote = True
             if repair and _repair(root, name, found, redo):
                 seen[name] = f"{record_key(path.stat())}/{redo[-1][0]}"  # the wheel as its new record has it
                 continue
@@ -138,29 +153,43 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
             seen[name] = f"!{key}"  # never its key: checked (hashed) again next run, not taken at first sight
             continue
         seen[name] = key
-        if metadata_sha256 and f"{name}.metadata" not in metadata:
-            _put_metadata(Path(entry.path), name, metadata_sha256, os.access(files, os.W_OK), found)
+        meta = f"{name}.metadata"
+        there = meta in metadata if metadata is not None else path.with_name(meta).exists()
+        if metadata_sha256 and not there:
+            wrote = True
+            if not _put_metadata(path, name, metadata_sha256, os.access(files, os.W_OK), found):
+                seen[name] = f"?{key}"  # compared, but its .metadata is missing: looked at again next run
     if drop or redo:
         found.touched |= catalog.apply(redo, drop)
         if drop:
             catalog.set_meta(FILES_STATE, "")  # list files/ again next run: the wheel may be back by then
     if seen != stats:
         catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
+    settled = time.time_ns() - folder.st_mtime_ns >= TICK_NS  # a later change shows in the folder's stat
+    keep = now if settled and not wrote else ""
+    if catalog.meta(LISTED) != keep:
+        catalog.put_meta(LISTED, keep)
     return found
 
 
-def _put_metadata(wheel: Path, name: str, metadata_sha256: str, writable: bool, found: FileCheck) -> None:
+def _state(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
+
+
+def _put_metadata(wheel: Path, name: str, metadata_sha256: str, writable: bool, found: FileCheck) -> bool:
+    """Write a missing ``.metadata`` again from its wheel; False (and an error) where it cannot be."""
     where = wheel.with_name(f"{name}.metadata")
     metadata = _metadata_again(lambda: wheel, str(where), name, metadata_sha256,
                                "run `kernel-factory index --repair`", found)  # fmt: skip
     if metadata is None:
-        return
+        return False
     if not writable:
         found.errors.append(f"{where} is missing (pip gets a 404 for it); the store is read-only here: "
                             "run `kernel-factory index` where the store can be written")  # fmt: skip
-        return
+        return False
     write_bytes(where, metadata)
     found.notes.append(f"{where} was missing: written again from its wheel")
+    return True
 
 
 def _metadata_again(wheel: Callable[[], Any], where: str, name: str, metadata_sha256: str, fix: str,

@@ -12,9 +12,13 @@ served copy of the result and the exit code the docs give.
 from __future__ import annotations
 
 import hashlib
+import os
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +129,46 @@ def test_store_wheel_changed_in_place_is_named_and_left_out_then_repaired(
         got = pip_download(url, "alpha==1.0", tmp_path / "dl2")
     assert got.returncode == 0, got.stderr
     assert (tmp_path / "dl2" / name).read_bytes() == other.read_bytes()
+
+
+def listed_state(root: Path) -> str | None:
+    """The files/ stat the last file check kept (a run that finds it unchanged lists nothing)."""
+    with closing(sqlite3.connect(root / "files" / ".catalog.sqlite")) as db:
+        row = db.execute("SELECT value FROM meta WHERE name='wheel_stats_folder'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def test_settled_store_still_compares_each_wheel(store: tuple[Path, dict[str, Path]], tmp_path: Path) -> None:
+    """Once a run has kept files/'s stat (nothing added, removed or renamed since: no listing), a same-size edit
+    of a wheel with its mtime put back is still found: every wheel is stat'ed on every run."""
+    root, _ = store
+    time.sleep(0.05)  # files/ last changed longer ago than a clock tick: the next run keeps its stat
+    for _ in range(2):
+        assert kf("index", "--store", root).returncode == 0
+    assert listed_state(root)
+    name = "alpha-1.0-py3-none-any.whl"
+    wheel = root / "files" / name
+    original = wheel.read_bytes()
+    data = bytearray(original)
+    data[-40] ^= 0xFF  # same size, other bytes (in the zip's central directory)
+    st = wheel.stat()
+    with open(wheel, "r+b") as f:  # in place: files/ itself does not change
+        f.write(data)
+    os.utime(wheel, ns=(st.st_atime_ns, st.st_mtime_ns))
+    proc = kf("index", "--store", root)
+    assert proc.returncode == 3 and errors(proc) == [
+        f"error: {wheel}: its sha256 differs from its record's, not the wheel its record {name}.json describes "
+        "(changed outside kernel-factory); it is left out of the pages: put back the wheel the record describes, "
+        "or run `kernel-factory index --repair` to record this wheel as it is"
+    ], proc.stderr
+    assert name not in (root / "simple" / "alpha" / "index.html").read_text()
+
+    wheel.write_bytes(original)  # put back in place: whole again, and pip installs it
+    proc = kf("index", "--store", root)
+    assert proc.returncode == 0 and errors(proc) == [], proc.stderr
+    with http_server(root) as url:
+        got = pip_download(url, "alpha==1.0", tmp_path / "dl")
+    assert got.returncode == 0, got.stderr
 
 
 def test_write_to_a_published_page_leaves_the_store_alone(store: tuple[Path, dict[str, Path]], tmp_path: Path
