@@ -32,9 +32,13 @@ def read_provenance(data: bytes | str | None) -> tuple[dict[str, Any] | None, st
         return None, str(exc)
     return (fields, None) if isinstance(fields, dict) else (None, "not a JSON object")
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Record:
-    """Everything the index shows about one wheel (``files/<wheel>.json``)."""
+    """Everything the index shows about one wheel (``files/<wheel>.json``).
+
+    A value: code makes a changed copy with ``dataclasses.replace`` and never assigns to a field. (Not
+    ``frozen``: a frozen dataclass sets each field through ``object.__setattr__``, which made building the
+    22,000 records of a full build ~0.2 s slower.)"""
 
     filename: str  # the wheel file name
     name: str  # distribution name as in METADATA (display form)

@@ -116,7 +116,7 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
     seen: dict[str, str] = {}
     drop: list[str] = []
     redo: list[tuple[str, Any]] = []
-    looked: dict[str, tuple[Path, os.stat_result, str]] = {}  # wheels whose rows must be read
+    looked: dict[str, tuple[os.stat_result, str]] = {}  # wheels whose rows must be read
     prefix = f"{files}{os.sep}"
     for name, row_key in catalog.keys().items():
         if wheels is not None and name not in wheels:
@@ -129,21 +129,22 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
         if stats.get(name) == key and (metadata is None or f"{name}.metadata" in metadata):
             seen[name] = key  # the wheel and the record the last check compared (and its .metadata is there)
         else:
-            looked[name] = (files / name, st, key)
+            looked[name] = (st, key)
     few = len(looked) * 2 < len(seen) + len(looked)  # else (a first check) one query of every row is quicker
     wrote = False
     for name, size, sha256, metadata_sha256 in _rows(catalog, sorted(looked)) if few else _rows(catalog):
         if name not in looked:
             continue
-        path, st, key = looked[name]
+        st, key = looked[name]
         before = stats.get(name)
         bad = None
         if st.st_size != size:
             bad = f"{st.st_size} bytes where its record says {size}"
-        elif before is not None and before not in (key, f"?{key}") and file_digest(path) != sha256:
+        elif before is not None and before not in (key, f"?{key}") and file_digest(files / name) != sha256:
             bad = "its sha256 differs from its record's"
         if bad is not None:
             wrote = True
+            path = files / name
             if repair and _repair(root, name, found, redo):
                 seen[name] = f"{record_key(path.stat())}/{redo[-1][0]}"  # the wheel as its new record has it
                 continue
@@ -154,10 +155,9 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
             continue
         seen[name] = key
         meta = f"{name}.metadata"
-        there = meta in metadata if metadata is not None else path.with_name(meta).exists()
-        if metadata_sha256 and not there:
+        if metadata_sha256 and not (meta in metadata if metadata is not None else os.path.exists(prefix + meta)):
             wrote = True
-            if not _put_metadata(path, name, metadata_sha256, os.access(files, os.W_OK), found):
+            if not _put_metadata(files / name, name, metadata_sha256, os.access(files, os.W_OK), found):
                 seen[name] = f"?{key}"  # compared, but its .metadata is missing: looked at again next run
     if drop or redo:
         found.touched |= catalog.apply(redo, drop)
