@@ -377,6 +377,7 @@ def index_with_adoption(
     _catalog_note(catalog, notes)
     try:
         before = catalog.generation()
+        listed = filecheck.unchanged(files, catalog)  # before this run's adoption writes there
         # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
         gaps = Gaps(os.fspath(files))
         listing, touched = refresh(catalog, files, damaged, rescan, gaps)
@@ -398,7 +399,7 @@ def index_with_adoption(
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
         lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
         try:
-            found = filecheck.check_local(root, catalog, repair)
+            found = filecheck.check_local(root, catalog, repair, listed)
             hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
             index = build_index(out, catalog, templates, base_url, before, touched | found.touched, rescan, notes,
                                 hidden)  # fmt: skip
@@ -407,12 +408,13 @@ def index_with_adoption(
             catalog.reset()
             refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
             lines = []
-            found = filecheck.check_local(root, catalog, repair)
+            found = filecheck.check_local(root, catalog, repair, listed)
             hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
             index = build_index(out, catalog, templates, base_url, None, (), True, None, hidden)
         if damaged is not None:
             damaged.extend(lines)
         _found(found, damaged, notes)
+        filecheck.keep(files, catalog, found)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
             for run in runs:

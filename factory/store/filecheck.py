@@ -11,10 +11,11 @@ The catalog says which records the pages show; this compares them with the files
 - a record's ``.metadata`` must exist (local: the folder's listing; S3: the bucket's listing); a missing one
   is written again from the wheel's METADATA when that hashes to the record's ``metadata_sha256``.
 
-``files/`` is listed unless its own stat is the one the last check kept (``LISTED``: kept when that check
-found the folder settled, older than a clock tick, and wrote nothing there): then no entry was added, removed
-or renamed since, so the wheels are the catalog's and each ``.metadata`` is where that check saw it. The
-stat of each wheel is taken on every run either way.
+``files/`` is listed unless its own stat, taken before this run's adoption wrote there, is the one kept after
+the last check (``LISTED``; ``keep`` keeps it when that check wrote nothing there and the folder was the same
+at the end of its run, stat'ed a clock tick after its last change): then no entry was added, removed or
+renamed since but this run's adopted wheels, so the wheels are the catalog's and each ``.metadata`` is where
+that check saw it. Each wheel is stat'ed on every run either way.
 
 A wheel that differs from its record is left out of the pages (so pip never gets a link whose hash fails)
 and named with what to do; ``--repair`` records the wheel as it is now (store/adopt.py ``repair``). Either way
@@ -27,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +36,11 @@ from typing import Any
 from ..atomic import file_digest, write_bytes
 from ..errors import Refused
 from ..record import FIELDS, FILES
-from .catalog import FILES_STATE, TICK_NS, Catalog, record_key
+from .catalog import FILES_STATE, Catalog, folder_state, record_key
 
 STATS = "wheel_stats"  # meta: wheel -> "<its stat key>/<its record's key>" when it last matched ("!..." if not,
 # "?..." if it matched but its .metadata was missing)
-LISTED = "wheel_stats_folder"  # meta: files/'s stat when the check last listed it, found it settled and wrote nothing
+LISTED = "wheel_stats_folder"  # meta: files/'s stat after the last check that wrote nothing there (see ``keep``)
 _QUERY = "SELECT filename, " + ", ".join(
     f"json_extract(row, '$[{FIELDS.index(name)}]')" for name in ("size", "sha256", "metadata_sha256")
 ) + " FROM records WHERE filename IN ({}) ORDER BY filename"  # fmt: skip
@@ -53,6 +53,7 @@ class FileCheck:
     errors: list[str] = field(default_factory=list)  # each makes the run exit 3
     notes: list[str] = field(default_factory=list)  # what was put right (printed as they are)
     touched: set[str] = field(default_factory=set)
+    folder: str | None = None  # files/'s stat when the check began, if it wrote nothing there (see ``keep``)
 
 
 def _rows(catalog: Catalog, names: list[str] | None = None) -> list[tuple[str, int, str, str | None]]:
@@ -91,16 +92,28 @@ def _changed(where: str, name: str, what: str, fix: str = REPAIR_FIX) -> str:
     )
 
 
-def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck:
-    """Compare every record in ``catalog`` with its wheel and ``.metadata`` under ``root/files``."""
+def unchanged(files: Path, catalog: Catalog) -> bool:
+    """Whether ``files/``'s stat is the one the last check kept: nothing added, removed or renamed there since
+    (call it before this run's own writes to pass to ``check_local``)."""
+    try:
+        return catalog.meta(LISTED) == _state(os.stat(files))
+    except FileNotFoundError:
+        return False
+
+
+def check_local(root: Path, catalog: Catalog, repair: bool = False, listed: bool | None = None) -> FileCheck:
+    """Compare every record in ``catalog`` with its wheel and ``.metadata`` under ``root/files``.
+
+    ``listed``: ``unchanged`` as it was before this run's own writes to files/ (wheels adopted, whose rows are in
+    ``catalog``); default: asked now. Call ``keep`` once the run has written what it writes there."""
     files = root / FILES
     found = FileCheck()
     try:
         folder = os.stat(files)
     except FileNotFoundError:
         return found
-    now = _state(folder)
-    listed = catalog.meta(LISTED) == now  # nothing added, removed or renamed in files/ since the last check
+    if listed is None:
+        listed = catalog.meta(LISTED) == _state(folder)
     wheels: set[str] | None = None  # the wheels and .metadata files there (one listing: no stat each)
     metadata: set[str] | None = None
     if not listed:
@@ -165,14 +178,22 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False) -> FileCheck
             catalog.set_meta(FILES_STATE, "")  # list files/ again next run: the wheel may be back by then
     if seen != stats:
         catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
-    settled = time.time_ns() - folder.st_mtime_ns >= TICK_NS  # a later change shows in the folder's stat
-    keep = now if settled and not wrote else ""
-    if catalog.meta(LISTED) != keep:
-        catalog.put_meta(LISTED, keep)
+    found.folder = None if wrote else _state(folder)
     return found
 
 
+def keep(files: Path, catalog: Catalog, found: FileCheck) -> None:
+    """After the run's writes to files/: keep its stat for the next check (``unchanged``) when this check wrote
+    nothing there and the folder is as it was when the check began (its stat taken once it is a clock tick old,
+    so a later change shows in it); else clear it, and the next check lists the folder."""
+    state = folder_state(files) if found.folder is not None else None
+    value = state if state is not None and state == found.folder else ""
+    if catalog.meta(LISTED) != value:
+        catalog.put_meta(LISTED, value)
+
+
 def _state(st: os.stat_result) -> str:
+    """A folder's stat as ``folder_state`` gives it."""
     return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 

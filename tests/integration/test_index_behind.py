@@ -171,6 +171,30 @@ def test_settled_store_still_compares_each_wheel(store: tuple[Path, dict[str, Pa
     assert got.returncode == 0, got.stderr
 
 
+def test_settled_store_adding_a_wheel_still_sees_a_deleted_metadata(store: tuple[Path, dict[str, Path]],
+                                                                     tmp_path: Path) -> None:  # fmt: skip
+    """The run that adopts a wheel writes files/ itself; a .metadata deleted before it is still found (files/'s
+    stat is compared with the kept one before the adoption) and written again, and the new wheel is indexed."""
+    root, made = store
+    time.sleep(0.05)
+    for _ in range(2):
+        assert kf("index", "--store", root).returncode == 0
+    assert listed_state(root)
+    meta = root / "files" / "beta-2.0-py3-none-any.whl.metadata"
+    before = meta.read_bytes()
+    meta.unlink()
+    new = make_wheel(tmp_path / "w", "beta", "2.1", summary="beta")[0]
+    proc = kf("index", "--store", root, "--wheels", tmp_path / "w")
+    assert proc.returncode == 0 and errors(proc) == [], proc.stderr
+    assert f"{meta} was missing: written again from its wheel" in proc.stderr.splitlines()
+    assert meta.read_bytes() == before
+    with http_server(root) as url:
+        for requirement in ("beta==2.0", "beta==2.1"):
+            got = pip_download(url, requirement, tmp_path / "dl")
+            assert got.returncode == 0, got.stderr
+    assert (tmp_path / "dl" / new.name).read_bytes() == new.read_bytes()
+
+
 def test_write_to_a_published_page_leaves_the_store_alone(store: tuple[Path, dict[str, Path]], tmp_path: Path
                                                           ) -> None:  # fmt: skip
     root, _ = store
