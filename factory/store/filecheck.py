@@ -247,24 +247,51 @@ def _repair(root: Path, name: str, found: FileCheck, redo: list[tuple[str, Any]]
 
 def check_s3(store: Any, catalog: Catalog) -> FileCheck:
     """The S3 store's records (``catalog``) against the listing ``store.catalog()`` took (``store.listing``):
-    each wheel object's size, and each ``.metadata`` object's existence (one missing is put back from the
-    wheel when the credentials allow it)."""
+    each wheel object's size; its ETag against the one it had when it last matched (kept in the catalog's
+    ``wheel_stats``; another ETag: the object is read and hashed); and each ``.metadata`` object's existence
+    (one missing is put back from the wheel when the credentials allow it). A changed ``wheel_stats`` puts the
+    catalog back."""
     found = FileCheck()
     listing: dict[str, tuple[int, str]] = store.listing
+    saved = catalog.meta(STATS)
+    stats: dict[str, str] = json.loads(saved) if saved else {}
+    seen: dict[str, str] = {}
     drop: list[str] = []
-    for name, size, _sha256, metadata_sha256 in _rows(catalog):
+    for name, size, sha256, metadata_sha256 in _rows(catalog):
         key = store._key(name)
         if key not in listing:
             continue
-        if listing[key][0] != size:
-            what = f"{listing[key][0]} bytes where its record says {size}"
+        got, etag = listing[key]
+        before = stats.get(name)
+        what = None
+        if got != size:
+            what = f"{got} bytes where its record says {size}"
+        elif before is not None and before != etag and _sha256_of(store, key) != sha256:
+            what = "its sha256 differs from its record's"
+        if what is not None:
             found.errors.append(_changed(store._url(key), name, what, REBUILD_FIX))
             drop.append(name)
-        elif metadata_sha256 and store._key(f"{name}.metadata") not in listing:
+            seen[name] = f"!{etag}"  # never its ETag: read and hashed again next run
+            continue
+        seen[name] = etag
+        if metadata_sha256 and store._key(f"{name}.metadata") not in listing:
             _put_s3_metadata(store, name, metadata_sha256, found)
     if drop:
         found.touched |= catalog.apply([], drop)
+    if seen != stats:
+        catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
+        store.save(catalog)
     return found
+
+
+def _sha256_of(store: Any, key: str) -> str:
+    """The sha256 of an object's bytes ("" where it cannot be read, which no record holds)."""
+    from ..errors import Unreachable
+
+    try:
+        return hashlib.sha256(store._get(key)).hexdigest()
+    except Unreachable:
+        return ""
 
 
 def _put_s3_metadata(store: Any, name: str, metadata_sha256: str, found: FileCheck) -> None:

@@ -171,12 +171,17 @@ class S3Store:
 
         touched = sync(catalog, records, read, rescan)
         if touched or data is None or catalog.note is not None:
-            blob = path.read_bytes()
-            try:
-                put_bytes(self.client, blob, self.bucket, key, hashlib.sha256(blob).hexdigest(), self.put_options)
-            except (BotoCoreError, ClientError):
-                pass  # read-only credentials: the next run reads the changed records again
+            self.save(catalog)
         return catalog, before, touched
+
+    def save(self, catalog: Catalog) -> None:
+        """Put the catalog back (one PUT; a refused PUT is ignored: the next run reads the changes again)."""
+        blob = Path(catalog.path).read_bytes()
+        try:
+            put_bytes(self.client, blob, self.bucket, self._key(CATALOG_FILE), hashlib.sha256(blob).hexdigest(),
+                      self.put_options)  # fmt: skip
+        except (BotoCoreError, ClientError):
+            pass  # read-only credentials
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         """Upload the wheel, then its .metadata, then the record; the local wheel is removed (moved in)."""
