@@ -454,6 +454,7 @@ def _index_s3(
             result = build_index(out, remote, templates, base_url, None, (), True, None, hidden)
         s3.damaged.extend(lines)
         _found(found, damaged, warnings)
+        s3.save(remote)
         return remote.count(), result
     finally:
         if damaged is not None:

@@ -249,8 +249,8 @@ def check_s3(store: Any, catalog: Catalog) -> FileCheck:
     """The S3 store's records (``catalog``) against the listing ``store.catalog()`` took (``store.listing``):
     each wheel object's size; its ETag against the one it had when it last matched (kept in the catalog's
     ``wheel_stats``; another ETag: the object is read and hashed); and each ``.metadata`` object's existence
-    (one missing is put back from the wheel when the credentials allow it). A changed ``wheel_stats`` puts the
-    catalog back."""
+    (one missing is put back from the wheel when the credentials allow it). A changed ``wheel_stats`` marks the
+    catalog to be put back (``store.save``)."""
     found = FileCheck()
     listing: dict[str, tuple[int, str]] = store.listing
     saved = catalog.meta(STATS)
@@ -280,7 +280,7 @@ def check_s3(store: Any, catalog: Catalog) -> FileCheck:
         found.touched |= catalog.apply([], drop)
     if seen != stats:
         catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
-        store.save(catalog)
+        store.unsaved = True
     return found
 
 

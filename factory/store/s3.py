@@ -49,6 +49,7 @@ class S3Store:
         self.endpoint = str(self.client.meta.endpoint_url)
         self.damaged: list[str] = []
         self.listing: dict[str, tuple[int, str]] = {}  # key -> (size, ETag), as catalog() last listed it
+        self.unsaved = False  # the catalog changed since it was read: ``save`` puts it back
 
     def _fail(self, exc: BaseException) -> Unreachable:
         err = explain(exc, self.bucket, self.endpoint, flag="--store")
@@ -118,7 +119,7 @@ class S3Store:
         (catalog, its generation before, the projects touched).
 
         A record is read only when its ETag differs from the catalog's key for it, so an unchanged store
-        costs the listing and one GET; a changed catalog is put back (one PUT; a refused PUT is ignored).
+        costs the listing and one GET; a changed catalog is put back by ``save`` once the run has checked it.
         ``rescan``: read every record; ``fresh``: start from an empty catalog (the bucket's failed a check).
         Wheels without a record add one line each to ``damaged``.
         """
@@ -170,12 +171,15 @@ class S3Store:
             return found
 
         touched = sync(catalog, records, read, rescan)
-        if touched or data is None or catalog.note is not None:
-            self.save(catalog)
+        self.unsaved = bool(touched) or data is None or catalog.note is not None  # put back by ``save``
         return catalog, before, touched
 
     def save(self, catalog: Catalog) -> None:
-        """Put the catalog back (one PUT; a refused PUT is ignored: the next run reads the changes again)."""
+        """Put the catalog back if ``catalog()`` or the file check changed it (``unsaved``): one PUT; a refused
+        PUT is ignored (the next run reads the changes again)."""
+        if not self.unsaved:
+            return
+        self.unsaved = False
         blob = Path(catalog.path).read_bytes()
         try:
             put_bytes(self.client, blob, self.bucket, self._key(CATALOG_FILE), hashlib.sha256(blob).hexdigest(),
