@@ -377,7 +377,7 @@ def index_with_adoption(
     _catalog_note(catalog, notes)
     try:
         before = catalog.generation()
-        listed = filecheck.unchanged(files, catalog)  # before this run's adoption writes there
+        listed = not rescan and filecheck.unchanged(files, catalog)  # before this run's adoption writes there
         # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
         gaps = Gaps(os.fspath(files))
         listing, touched = refresh(catalog, files, damaged, rescan, gaps)
