@@ -351,3 +351,20 @@ def test_s3_store_wheel_overwritten_at_the_same_size(endpoint: str, tmp_path: Pa
         got = pip_download(url, "alpha==1.0", tmp_path / "dl")
     assert got.returncode == 0, got.stderr
     assert (tmp_path / "dl" / bad).read_bytes() == made[bad].read_bytes()
+
+
+def test_rescan_lists_files_whatever_the_catalog_kept(store: tuple[Path, dict[str, Path]]) -> None:
+    """A catalog made to say files/ is as the last check saw it (another writer of the store set the kept stat
+    to the folder's stat after deleting a .metadata): `--rescan` lists files/ anyway and writes it again."""
+    root, _ = store
+    meta = root / "files" / "beta-2.0-py3-none-any.whl.metadata"
+    before = meta.read_bytes()
+    meta.unlink()
+    st = (root / "files").stat()
+    with closing(sqlite3.connect(root / "files" / ".catalog.sqlite")) as db, db:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('wheel_stats_folder', ?)",
+                   (f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}",))  # fmt: skip
+    proc = kf("index", "--store", root, "--rescan")
+    assert proc.returncode == 0 and errors(proc) == [], proc.stderr
+    assert f"{meta} was missing: written again from its wheel" in proc.stderr.splitlines()
+    assert meta.read_bytes() == before
