@@ -360,10 +360,12 @@ def test_rescan_lists_files_whatever_the_catalog_kept(store: tuple[Path, dict[st
     meta = root / "files" / "beta-2.0-py3-none-any.whl.metadata"
     before = meta.read_bytes()
     meta.unlink()
-    st = (root / "files").stat()
     with closing(sqlite3.connect(root / "files" / ".catalog.sqlite")) as db, db:
+        db.execute("PRAGMA journal_mode=MEMORY")  # no journal file: files/ keeps its stat
+        st = (root / "files").stat()
         db.execute("INSERT OR REPLACE INTO meta VALUES ('wheel_stats_folder', ?)",
                    (f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}",))  # fmt: skip
+    assert (root / "files").stat().st_mtime_ns == st.st_mtime_ns
     proc = kf("index", "--store", root, "--rescan")
     assert proc.returncode == 0 and errors(proc) == [], proc.stderr
     assert f"{meta} was missing: written again from its wheel" in proc.stderr.splitlines()
