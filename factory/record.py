@@ -102,11 +102,6 @@ class Record:
     def from_json(cls, data: bytes) -> Record:
         return cls.from_dict(json.loads(data))
 
-    def to_row(self) -> list[Any]:
-        """Every field's value in field order (the catalog's compact form; store/check.py ``check_row`` reads it
-        back)."""
-        return [getattr(self, name) for name in FIELDS]
-
 
 FIELDS: tuple[str, ...] = tuple(Record.__dataclass_fields__)
 _TUPLES = ("requires_dist", "archs")

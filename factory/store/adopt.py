@@ -107,7 +107,7 @@ def _copy_read(batch: Batch, path: str, dest: str, wheel: WheelData, filename: s
 
 def _adopt_paths(
     files: str, paths: list[str], kernels: Collection[str] = (), known: dict[str, dict[str, Any]] | None = None
-) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
+) -> tuple[list[tuple[str, Record, str]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
     from .catalog import record_key
 
     known = {} if known is None else known
@@ -126,8 +126,10 @@ def _adopt_paths(
     done = []
     for record in ready:
         name = f"{record.filename}.json"
-        batch.write(name, record.to_json())
-        done.append((record_key(os.stat(os.path.join(files, name))), record))  # its ctime as renamed into place
+        data = record.to_json()
+        batch.write(name, data)
+        done.append((record_key(os.stat(os.path.join(files, name))), record, data.decode()))  # key: its ctime
+        # as renamed into place; the text: the row's (store/catalog.py ``catalog_row``)
     _durable(batch)
     return done, refused, known
 
@@ -150,13 +152,14 @@ def _adopt_rows(
     process that waits for every worker; the rows are all it sends back of them."""
     done, refused, found = _adopt_paths(files, paths, kernels, known)
     names: dict[str, str] = {}
-    return [catalog_row(key, record, names) for key, record in done], refused, found
+    return [catalog_row(key, record, names, text) for key, record, text in done], refused, found
 
 
 def adopt_batch(
     files: Path, wheels: list[Path], kernels: Collection[str] = (), known: dict[str, dict[str, Any]] | None = None
-) -> tuple[list[tuple[str, Record]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
-    """Adopt a batch of wheels; ([(catalog key, record)], [(wheel name, why refused)], ``known`` filled)."""
+) -> tuple[list[tuple[str, Record, str]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
+    """Adopt a batch of wheels; ([(catalog key, record, its file's text)], [(wheel name, why refused)],
+    ``known`` filled)."""
     return _adopt_paths(os.fspath(files), [os.fspath(w) for w in wheels], kernels, known)
 
 

@@ -38,8 +38,7 @@ TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file 
 READ_BATCH = 1000  # records read, then decoded by one json.loads
 FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 NOARCH = "torch-noarch"  # the framework of noarch wheels (listed in the variant roots of their backend)
-SCHEMA = "2:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
-_row_json = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(row, separators=...), one encoder
+SCHEMA = "3:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
 
 _TABLES = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,6 +52,7 @@ CREATE INDEX records_label ON records (label, noarch, backend);
 
 
 Row = tuple[str, str, str, "str | None", "str | None", int, str]  # a row of the records table
+Got = tuple[str, "Record | None", "str | None"]  # what a ``sync`` read gives: wheel, its record, its file's text
 
 
 class CatalogDamaged(Exception):
@@ -84,15 +84,19 @@ def _expected_master() -> set[tuple[str, str, str | None]]:
         db.close()
 
 
-def catalog_row(key: str, record: Record, names: dict[str, str] | None = None) -> Row:
-    """The records table's row of ``record`` (key: see the module docstring); ``names`` caches projects."""
+def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
+    """The records table's row of ``record`` (key: see the module docstring); ``names`` caches projects.
+
+    The row's last column is the record's JSON object: ``text``, the record file's own text that ``record``
+    was checked from, or else ``record.to_json()``."""
     project = names.get(record.name) if names is not None else None
     if project is None:
         project = canonicalize_name(record.name)
         if names is not None:
             names[record.name] = project
-    return (record.filename, project, key, record.label, record.backend, int(record.framework == NOARCH),
-            _row_json(record.to_row()))  # fmt: skip
+    if text is None:
+        text = record.to_json().decode()
+    return (record.filename, project, key, record.label, record.backend, int(record.framework == NOARCH), text)
 
 
 class Catalog:
@@ -190,10 +194,11 @@ class Catalog:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
     def apply(
-        self, upserts: Iterable[tuple[str, Record]], removed: Iterable[str], only_changed: bool = False,
+        self, upserts: Iterable[tuple[str, Record, str | None]], removed: Iterable[str], only_changed: bool = False,
         checked: bool = False,
     ) -> set[str]:  # fmt: skip
-        """Write new or changed records (key, record) and drop removed wheels in one transaction.
+        """Write new or changed records (key, record, its file's text or None) and drop removed wheels in one
+        transaction.
 
         Returns the projects touched (before and after), and gives the catalog a new generation if any.
         ``only_changed``: leave out the rows that are already there as they are (``--rescan`` reads them all).
@@ -202,8 +207,8 @@ class Catalog:
         """
         names: dict[str, str] = {}  # display name -> project, computed once per name
         rows = []
-        for key, record in upserts:
-            row = catalog_row(key, record, names)
+        for key, record, text in upserts:
+            row = catalog_row(key, record, names, text)
             rows.append(row)
             if checked:
                 self._checked[row[6]] = record
@@ -321,7 +326,7 @@ class Catalog:
     def kernel_projects(self, names: Iterable[str]) -> set[str]:
         """Those of ``names`` of which the store holds a built kernel, not only adopted wheels (one indexed query
         each)."""
-        kind = f"json_extract(row, '$[{FIELDS.index('kind')}]') = 'kernel'"
+        kind = "json_extract(row, '$.kind') = 'kernel'"
         query = f"SELECT 1 FROM records WHERE project = ? AND {kind} LIMIT 1"
         return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}
 
@@ -337,7 +342,7 @@ class Catalog:
                 pairs = None
             if pairs is not None and all(check.plain_wheel(w) and check.project_of(p) == p for w, p in pairs):
                 return pairs
-        kind = f"json_extract(row, '$[{FIELDS.index('kind')}]')"
+        kind = "json_extract(row, '$.kind')"
         query = (f"SELECT filename, project FROM records WHERE {kind} IS NOT 'kernel' AND project IN "
                  f"(SELECT project FROM records WHERE {kind} = 'kernel') ORDER BY filename")
         found = [(str(w), str(p)) for w, p in self.db.execute(query)]
@@ -428,12 +433,13 @@ def record_key(st: os.stat_result) -> str:
 
 
 def sync(
-    catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[tuple[str, Record | None]]],
+    catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
     rescan: bool = False,
 ) -> set[str]:  # fmt: skip
     """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records with ``read``; projects touched.
 
-    ``read`` yields (wheel, record or None when it vanished or cannot be read) for the wheel names it is given.
+    ``read`` yields (wheel, record or None when it vanished or cannot be read, the record file's text or None)
+    for the wheel names it is given.
     ``rescan``: read every listed record, whatever its key, and write the rows of those that differ.
     """
     have = catalog.keys()
@@ -441,22 +447,20 @@ def sync(
     removed = [w for w in have if w not in listing]
     if not changed and not removed:
         return set()
-    upserts: list[tuple[str, Record]] = []
-    for wheel, record in read(changed):
+    upserts: list[tuple[str, Record, str | None]] = []
+    for wheel, record, text in read(changed):
         if record is None:
             removed.append(wheel)
         else:
-            upserts.append((listing[wheel], record))
+            upserts.append((listing[wheel], record, text))
     return catalog.apply(upserts, removed, only_changed=rescan, checked=True)
 
 
-def read_local(
-    files: Path, damaged: list[str] | None = None
-) -> Callable[[list[str]], Iterator[tuple[str, Record | None]]]:
+def read_local(files: Path, damaged: list[str] | None = None) -> Callable[[list[str]], Iterator[Got]]:
     """A ``read`` for ``sync`` over a local ``files/`` folder: each record checked (store/check.py); one that
     fails is not read into the catalog and adds one line to ``damaged`` (it is read again next time)."""
 
-    def read(wheels: list[str]) -> Iterator[tuple[str, Record | None]]:
+    def read(wheels: list[str]) -> Iterator[Got]:
         folder = os.fspath(files)
         for i in range(0, len(wheels), READ_BATCH):
             batch = wheels[i : i + READ_BATCH]
@@ -467,13 +471,22 @@ def read_local(
                         datas.append(f.read(check.MAX_RECORD_BYTES + 1))
                 except FileNotFoundError:
                     datas.append(None)
-            for wheel, record, why in check.parse_many(batch, datas, [os.path.join(folder, f"{w}.json")
-                                                                      for w in batch]):  # fmt: skip
+            where = [os.path.join(folder, f"{w}.json") for w in batch]
+            for (wheel, record, why), data in zip(check.parse_many(batch, datas, where), datas, strict=True):
                 if why is not None and damaged is not None:
                     damaged.append(why)
-                yield wheel, record
+                yield wheel, record, text_of(data) if record is not None else None
 
     return read
+
+
+def text_of(data: bytes | None) -> str | None:
+    """A record file's bytes as the catalog row's text (None where they are not UTF-8: the row is made from
+    the record)."""
+    try:
+        return None if data is None else data.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def local_catalog(root: Path) -> Catalog:

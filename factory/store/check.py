@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import variants
 from ..errors import Refused, UnknownVariant
-from ..record import FIELDS, Record
+from ..record import Record
 
 MAX_RECORD_BYTES = 256 * 1024  # a real record is 1-3 KB
 MAX_DEPTH = 8  # nesting of lists and objects (``extra``)
@@ -288,12 +288,10 @@ def project_of(name: str) -> str | None:
 
 
 def check_row(row: Any, filename: str, project: str) -> Record:
-    """A Record from a catalog row (``Record.to_row``'s list) of the wheel ``filename`` in ``project``: the
-    same checks as a record file's (the variant by its shape: its record's was checked against kernels' parser
-    when it was read), and the project its name gives; ValueError says why not."""
-    if type(row) is not list or len(row) != len(FIELDS):
-        raise ValueError(f"it holds a JSON {type(row).__name__} of another shape, not a record's fields")
-    record = check(dict(zip(FIELDS, row, strict=True)), filename, known_variants=False)
+    """A Record from a catalog row's record object (its record file's JSON) of the wheel ``filename`` in
+    ``project``: the same checks as a record file's (the variant by its shape: its record's was checked
+    against kernels' parser when it was read), and the project its name gives; ValueError says why not."""
+    record = check(row, filename, known_variants=False)
     if _project(record.name, validate=True) != project:
         raise ValueError(f"its project {project!r} is not the one its name gives ({record.name!r})")
     return record

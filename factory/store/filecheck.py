@@ -35,15 +35,14 @@ from typing import Any
 
 from ..atomic import file_digest, write_bytes
 from ..errors import Refused
-from ..record import FIELDS, FILES
+from ..record import FILES
 from .catalog import FILES_STATE, Catalog, folder_state, record_key
 
 STATS = "wheel_stats"  # meta: wheel -> "<its stat key>/<its record's key>" when it last matched ("!..." if not,
 # "?..." if it matched but its .metadata was missing)
 LISTED = "wheel_stats_folder"  # meta: files/'s stat after the last check that wrote nothing there (see ``keep``)
-_QUERY = "SELECT filename, " + ", ".join(
-    f"json_extract(row, '$[{FIELDS.index(name)}]')" for name in ("size", "sha256", "metadata_sha256")
-) + " FROM records WHERE filename IN ({}) ORDER BY filename"  # fmt: skip
+_QUERY = ("SELECT filename, json_extract(row, '$.size'), json_extract(row, '$.sha256'), "
+          "json_extract(row, '$.metadata_sha256') FROM records WHERE filename IN ({}) ORDER BY filename")
 
 
 @dataclass
@@ -128,7 +127,7 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False, listed: bool
     stats: dict[str, str] = json.loads(saved) if saved else {}
     seen: dict[str, str] = {}
     drop: list[str] = []
-    redo: list[tuple[str, Any]] = []
+    redo: list[tuple[str, Any, str | None]] = []
     looked: dict[str, tuple[os.stat_result, str]] = {}  # wheels whose rows must be read
     prefix = f"{files}{os.sep}"
     for name, row_key in catalog.keys().items():
@@ -230,7 +229,7 @@ def _metadata_again(wheel: Callable[[], Any], where: str, name: str, metadata_sh
     return metadata
 
 
-def _repair(root: Path, name: str, found: FileCheck, redo: list[tuple[str, Any]]) -> bool:
+def _repair(root: Path, name: str, found: FileCheck, redo: list[tuple[str, Any, str | None]]) -> bool:
     """Record the wheel as it is now (``index --repair``); False (and an error) if it is not a valid wheel."""
     from .adopt import repair
 
@@ -239,7 +238,7 @@ def _repair(root: Path, name: str, found: FileCheck, redo: list[tuple[str, Any]]
     except Refused as exc:
         found.errors.append(f"{root / FILES / name}: differs from its record and cannot be recorded again: {exc}")
         return False
-    redo.append((record_key((root / FILES / f"{name}.json").stat()), record))
+    redo.append((record_key((root / FILES / f"{name}.json").stat()), record, None))
     found.notes.append(f"repaired {root / FILES / name}.json: the wheel changed outside kernel-factory, "
                        "its record now describes it")  # fmt: skip
     return True

@@ -34,7 +34,7 @@ from ..s3util import (
     remote_sha256,
     upload_file,
 )
-from .catalog import CATALOG_FILE, Catalog, no_record, sync
+from .catalog import CATALOG_FILE, Catalog, Got, no_record, sync, text_of
 
 
 class S3Store:
@@ -158,16 +158,18 @@ class S3Store:
             if name.endswith(".whl") and "/" not in name and not name.startswith(".") and f"{k}.json" not in listing:
                 self.damaged.append(no_record(self._url(k), name, remote=True))
 
-        def read(wheels: list[str]) -> list[tuple[str, Record | None]]:
+        def read(wheels: list[str]) -> list[Got]:
             keys = [self._key(f"{w}.json") for w in wheels]
-            found: list[tuple[str, Record | None]] = []
+            found: list[Got] = []
             with ThreadPoolExecutor(max_workers=16) as pool:
                 for wheel, key, body in zip(wheels, keys, pool.map(self._get, keys), strict=True):
                     try:
-                        found.append((wheel, record_check.parse(body, wheel, self._url(key), record_check.REMOTE_HINT)))
+                        record = record_check.parse(body, wheel, self._url(key), record_check.REMOTE_HINT)
                     except record_check.BadRecord as exc:
                         self.damaged.append(str(exc))
-                        found.append((wheel, None))
+                        found.append((wheel, None, None))
+                    else:
+                        found.append((wheel, record, text_of(body)))
             return found
 
         touched = sync(catalog, records, read, rescan)

@@ -166,7 +166,8 @@ def test_a_catalog_row_that_fails_the_record_checks_is_not_used(tmp_path: Path) 
     before = index_pages(store)
     db = sqlite3.connect(store / "files" / ".catalog.sqlite")
     row = json.loads(db.execute("SELECT row FROM records WHERE project = 'img2grey' LIMIT 1").fetchone()[0])
-    hostile = [("../../x-1.0" if isinstance(v, str) and v.startswith("1.1.") and "+" in v else v) for v in row]
+    hostile = {k: ("../../x-1.0" if isinstance(v, str) and v.startswith("1.1.") and "+" in v else v)
+               for k, v in row.items()}  # fmt: skip
     assert hostile != row
     db.execute("UPDATE records SET row = ? WHERE project = 'img2grey'", (json.dumps(hostile),))
     db.commit()

@@ -223,7 +223,7 @@ def test_a_dangling_link_of_the_name_is_replaced(tmp_path: Path) -> None:
     wheel, files = _one_wheel(tmp_path)
     (files / wheel.name).symlink_to(tmp_path / "gone.whl")
     done, refused, _ = adopt_batch(files, [wheel])
-    assert refused == [] and [r.filename for _, r in done] == [wheel.name]
+    assert refused == [] and [r.filename for _, r, _ in done] == [wheel.name]
     assert (files / wheel.name).read_bytes() == wheel.read_bytes() and not (files / wheel.name).is_symlink()
 
 

@@ -26,7 +26,7 @@ def render(records: list[Record], templates: Path | None, base_url: str = DEFAUL
     """Every page of the index of ``records`` as they are (a catalog takes them unchecked), built into a fresh
     index root by the real entry point."""
     catalog = Catalog()
-    catalog.apply([(r.filename, r) for r in records], ())
+    catalog.apply([(r.filename, r, None) for r in records], ())
     with tempfile.TemporaryDirectory() as tmp:
         build_index(Path(tmp), catalog, templates, base_url.rstrip("/"))
         return index_pages(Path(tmp))
@@ -323,7 +323,7 @@ def test_json_page_bytes_as_json_dumps_writes_them(
 def test_catalog_gives_each_project_its_records() -> None:
     records = [rec("b-lib", "1.0", None), rec("a-lib", "2.0", None), rec("b-lib", "1.1", None), rec("c", "1", CU)]
     catalog = Catalog()
-    catalog.apply([(r.filename, r) for r in records], ())
+    catalog.apply([(r.filename, r, None) for r in records], ())
     got = [(name, [r.filename for r in recs]) for name, recs in catalog.projects()]
     assert got == [("a-lib", [records[1].filename]), ("b-lib", [records[0].filename, records[2].filename]),
                    ("c", [records[3].filename])]  # fmt: skip

@@ -200,7 +200,7 @@ class _Attrs(HTMLParser):
 def catalog_of(recs: list[Record]) -> Catalog:
     """A catalog holding ``recs`` as they are (not checked: the catalog takes what it is given)."""
     catalog = Catalog()
-    catalog.apply([(str(i), r) for i, r in enumerate(recs)], ())
+    catalog.apply([(str(i), r, None) for i, r in enumerate(recs)], ())
     return catalog
 
 
