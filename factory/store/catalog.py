@@ -7,7 +7,7 @@ the same file as an object there (store/s3.py).
 
 Each row holds a wheel's file name, its project, a key that changes whenever
 its record does (local: the record file's inode, mtime and size, since records
-are renamed into place; S3: the record object's ETag) and the record's fields.
+are renamed into place; S3: the record object's ETag) and the record file's own JSON text.
 ``sync`` compares a listing (wheel -> key) against the rows, reads only the
 records that are new or changed, drops the rows of those gone, and gives the
 catalog a new generation, all in one transaction. The index keeps the
