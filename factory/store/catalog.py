@@ -6,7 +6,7 @@ A local store keeps it at ``files/.catalog.sqlite``; an ``s3://`` store keeps
 the same file as an object there (store/s3.py).
 
 Each row holds a wheel's file name, its project, a key that changes whenever
-its record does (local: the record file's inode, mtime and size, since records
+its record does (local: the record file's inode, mtime, ctime and size, since records
 are renamed into place; S3: the record object's ETag) and the record file's own JSON text.
 ``sync`` compares a listing (wheel -> key) against the rows, reads only the
 records that are new or changed, drops the rows of those gone, and gives the
