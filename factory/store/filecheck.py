@@ -257,7 +257,7 @@ def check_s3(store: Any, catalog: Catalog) -> FileCheck:
     seen: dict[str, str] = {}
     drop: list[str] = []
     for name, size, sha256, metadata_sha256 in _rows(catalog):
-        key = store._key(name)
+        key = store.key(name)
         if key not in listing:
             continue
         got, etag = listing[key]
@@ -268,12 +268,12 @@ def check_s3(store: Any, catalog: Catalog) -> FileCheck:
         elif before is not None and before != etag and _sha256_of(store, key) != sha256:
             what = "its sha256 differs from its record's"
         if what is not None:
-            found.errors.append(_changed(store._url(key), name, what, REBUILD_FIX))
+            found.errors.append(_changed(store.object_url(key), name, what, REBUILD_FIX))
             drop.append(name)
             seen[name] = f"!{etag}"  # never its ETag: read and hashed again next run
             continue
         seen[name] = etag
-        if metadata_sha256 and store._key(f"{name}.metadata") not in listing:
+        if metadata_sha256 and store.key(f"{name}.metadata") not in listing:
             _put_s3_metadata(store, name, metadata_sha256, found)
     if drop:
         found.touched |= catalog.apply([], drop)
@@ -288,7 +288,7 @@ def _sha256_of(store: Any, key: str) -> str:
     from ..errors import Unreachable
 
     try:
-        return hashlib.sha256(store._get(key)).hexdigest()
+        return hashlib.sha256(store.get(key)).hexdigest()
     except Unreachable:
         return ""
 
@@ -298,13 +298,13 @@ def _put_s3_metadata(store: Any, name: str, metadata_sha256: str, found: FileChe
 
     from ..s3util import put_bytes
 
-    where = store._url(store._key(f"{name}.metadata"))
-    metadata = _metadata_again(lambda: store._get(store._key(name)), where, name, metadata_sha256,
+    where = store.object_url(store.key(f"{name}.metadata"))
+    metadata = _metadata_again(lambda: store.get(store.key(name)), where, name, metadata_sha256,
                                "build the wheel again", found)  # fmt: skip
     if metadata is None:
         return
     try:
-        put_bytes(store.client, metadata, store.bucket, store._key(f"{name}.metadata"), metadata_sha256,
+        put_bytes(store.client, metadata, store.bucket, store.key(f"{name}.metadata"), metadata_sha256,
                   store.put_options)  # fmt: skip
     except (BotoCoreError, ClientError) as exc:
         found.errors.append(f"{where} is missing (pip gets a 404 for it) and cannot be written: {exc}")

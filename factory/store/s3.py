@@ -55,7 +55,8 @@ class S3Store:
         err = explain(exc, self.bucket, self.endpoint, flag="--store")
         return err if isinstance(err, Unreachable) else Unreachable(str(err))
 
-    def _key(self, name: str) -> str:
+    def key(self, name: str) -> str:
+        """The object key of a file of the store's files/ (a wheel, its .metadata or its record)."""
         return f"{self.files_prefix}/{name}"
 
     def _listing(self) -> dict[str, tuple[int, str]]:
@@ -64,7 +65,8 @@ class S3Store:
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(exc) from None
 
-    def _get(self, key: str) -> bytes:
+    def get(self, key: str) -> bytes:
+        """An object's bytes (Unreachable where it cannot be read)."""
         try:
             body: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except (BotoCoreError, ClientError) as exc:
@@ -86,18 +88,18 @@ class S3Store:
             if not name.endswith(".whl.json") or "/" in name or name.startswith("."):
                 continue
             if key.removesuffix(".json") not in listing:
-                self.damaged.append(record_check.missing_wheel(self._url(key), name.removesuffix(".json")))
+                self.damaged.append(record_check.missing_wheel(self.object_url(key), name.removesuffix(".json")))
             elif listing[key][0] > record_check.MAX_RECORD_BYTES:
-                self.damaged.append(f"{self._url(key)}: {listing[key][0]} bytes, more than a record may hold "
+                self.damaged.append(f"{self.object_url(key)}: {listing[key][0]} bytes, more than a record may hold "
                                     f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}")
             else:
                 keys.append(key)
         records: list[Record] = []
         with ThreadPoolExecutor(max_workers=16) as pool:
-            for key, data in zip(keys, pool.map(self._get, keys), strict=True):
+            for key, data in zip(keys, pool.map(self.get, keys), strict=True):
                 name = key[len(self.files_prefix) + 1:].removesuffix(".json")
                 try:
-                    records.append(record_check.parse(data, name, self._url(key), record_check.REMOTE_HINT))
+                    records.append(record_check.parse(data, name, self.object_url(key), record_check.REMOTE_HINT))
                 except record_check.BadRecord as exc:
                     self.damaged.append(str(exc))
         return records
@@ -111,7 +113,8 @@ class S3Store:
 
         return scratch_dir(scratch, prefix="kernel-factory-work-")
 
-    def _url(self, key: str) -> str:
+    def object_url(self, key: str) -> str:
+        """The s3:// URL of an object key, for messages."""
         return f"s3://{self.bucket}/{key}"
 
     def catalog(self, rescan: bool = False, fresh: bool = False) -> tuple[Catalog, str, set[str]]:
@@ -124,11 +127,11 @@ class S3Store:
         Wheels without a record add one line each to ``damaged``.
         """
         listing = self.listing = self._listing()
-        key = self._key(CATALOG_FILE)
+        key = self.key(CATALOG_FILE)
         data: bytes | None = None
         if key in listing and not fresh:
             try:
-                data = self._get(key)
+                data = self.get(key)
             except Unreachable:
                 data = None
         folder = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + "catalog-"))
@@ -147,24 +150,24 @@ class S3Store:
             if not name.endswith(".whl.json") or "/" in name or name.startswith("."):
                 continue
             if k.removesuffix(".json") not in listing:
-                self.damaged.append(record_check.missing_wheel(self._url(k), name.removesuffix(".json")))
+                self.damaged.append(record_check.missing_wheel(self.object_url(k), name.removesuffix(".json")))
             elif size > record_check.MAX_RECORD_BYTES:
-                self.damaged.append(f"{self._url(k)}: {size} bytes, more than a record may hold "
+                self.damaged.append(f"{self.object_url(k)}: {size} bytes, more than a record may hold "
                                     f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}")  # fmt: skip
             else:
                 records[name.removesuffix(".json")] = etag
         for k in sorted(listing):
             name = k[cut:]
             if name.endswith(".whl") and "/" not in name and not name.startswith(".") and f"{k}.json" not in listing:
-                self.damaged.append(no_record(self._url(k), name, remote=True))
+                self.damaged.append(no_record(self.object_url(k), name, remote=True))
 
         def read(wheels: list[str]) -> list[Got]:
-            keys = [self._key(f"{w}.json") for w in wheels]
+            keys = [self.key(f"{w}.json") for w in wheels]
             found: list[Got] = []
             with ThreadPoolExecutor(max_workers=16) as pool:
-                for wheel, key, body in zip(wheels, keys, pool.map(self._get, keys), strict=True):
+                for wheel, key, body in zip(wheels, keys, pool.map(self.get, keys), strict=True):
                     try:
-                        record = record_check.parse(body, wheel, self._url(key), record_check.REMOTE_HINT)
+                        record = record_check.parse(body, wheel, self.object_url(key), record_check.REMOTE_HINT)
                     except record_check.BadRecord as exc:
                         self.damaged.append(str(exc))
                         found.append((wheel, None, None))
@@ -184,7 +187,7 @@ class S3Store:
         self.unsaved = False
         blob = Path(catalog.path).read_bytes()
         try:
-            put_bytes(self.client, blob, self.bucket, self._key(CATALOG_FILE), hashlib.sha256(blob).hexdigest(),
+            put_bytes(self.client, blob, self.bucket, self.key(CATALOG_FILE), hashlib.sha256(blob).hexdigest(),
                       self.put_options)  # fmt: skip
         except (BotoCoreError, ClientError):
             pass  # read-only credentials
@@ -193,12 +196,12 @@ class S3Store:
         """Upload the wheel, then its .metadata, then the record; the local wheel is removed (moved in)."""
         name = record.filename
         try:
-            if remote_sha256(self.client, self.bucket, self._key(name)) != record.sha256:
-                upload_file(self.client, wheel, self.bucket, self._key(name), record.sha256, put=self.put_options)
-            put_bytes(self.client, metadata, self.bucket, self._key(f"{name}.metadata"),
+            if remote_sha256(self.client, self.bucket, self.key(name)) != record.sha256:
+                upload_file(self.client, wheel, self.bucket, self.key(name), record.sha256, put=self.put_options)
+            put_bytes(self.client, metadata, self.bucket, self.key(f"{name}.metadata"),
                       hashlib.sha256(metadata).hexdigest(), self.put_options)
             data = record.to_json()
-            put_bytes(self.client, data, self.bucket, self._key(f"{name}.json"), hashlib.sha256(data).hexdigest(),
+            put_bytes(self.client, data, self.bucket, self.key(f"{name}.json"), hashlib.sha256(data).hexdigest(),
                       self.put_options)
         except (Boto3Error, BotoCoreError, ClientError) as exc:  # boto3 wraps ClientError in S3UploadFailedError
             raise self._fail(exc) from None
