@@ -63,17 +63,14 @@ def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]
     spans = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found = [node.returns]
-        elif isinstance(node, ast.arg):
-            found = [node.annotation]
-        elif isinstance(node, ast.AnnAssign):
-            found = [node.annotation]
+            a = node.returns
+        elif isinstance(node, (ast.arg, ast.AnnAssign)):
+            a = node.annotation
         else:
             continue
-        for a in found:
-            if a is not None and a.end_lineno is not None and a.end_col_offset is not None:
-                spans.append(((a.lineno, column(a.lineno, a.col_offset)),
-                              (a.end_lineno, column(a.end_lineno, a.end_col_offset))))
+        if a is not None and a.end_lineno is not None and a.end_col_offset is not None:
+            spans.append(((a.lineno, column(a.lineno, a.col_offset)),
+                          (a.end_lineno, column(a.end_lineno, a.end_col_offset))))
     return spans
 
 
@@ -146,8 +143,10 @@ def run_module(module: str, tests: list[str], work: Path, timeout: float | None,
     timeouts = sum(1 for *_, outcome, out, _diff in rows if outcome == "KILLED" and out == "timeout")
     if timeouts:
         print(f"{module}: {timeouts} of the killed mutants were killed by the timeout")
-    survivors = [f"factory/{module}:{line}:{col} {op}: "
-                 + " / ".join(d.strip() for d in (diff or "").splitlines() if d[:1] in "+-" and d[:3] not in ("+++", "---"))
+    def changed(diff: str | None) -> str:  # the diff's - and + lines
+        return " / ".join(d.strip() for d in (diff or "").splitlines() if d[:1] in "+-" and d[:3] not in ("+++", "---"))
+
+    survivors = [f"factory/{module}:{line}:{col} {op}: {changed(diff)}"
                  for line, col, op, outcome, _out, diff in rows if outcome == "SURVIVED"]
     return killed, len(rows), survivors
 
@@ -157,7 +156,7 @@ def main() -> int:
     ap.add_argument("--module", action="append", choices=sorted(MODULES), help="which modules (default: all)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds a mutant's test run may take (default: 4x the unmutated run, at least 30)")
-    ap.add_argument("--work", type=Path, help="keep the cosmic-ray sessions (sqlite) in this folder (default: a temporary one)")
+    ap.add_argument("--work", type=Path, help="keep the cosmic-ray sessions here (default: a temporary folder)")
     ap.add_argument("--sample", type=int, default=1, help="run every Nth mutant only (default: all)")
     args = ap.parse_args()
     modules = args.module or sorted(MODULES)
@@ -172,7 +171,8 @@ def main() -> int:
             work = args.work or Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             for module in modules:
-                killed, count, survivors = run_module(module, MODULES[module], work.resolve(), args.timeout, args.sample)
+                killed, count, survivors = run_module(module, MODULES[module], work.resolve(), args.timeout,
+                                                      args.sample)
                 total_killed, total = total_killed + killed, total + count
                 subset = f" (every {args.sample}th mutant)" if args.sample > 1 else ""
                 print(f"{module}: {killed} of {count} mutants killed{subset}, "
