@@ -360,7 +360,7 @@ def test_parse_many_texts_that_join_into_records_are_each_damaged(good: Record, 
     """Texts that are not one JSON object each are each refused as damaged JSON, even where, joined by commas,
     they would decode to as many values as there are texts (some holding a whole valid record)."""
     f = good.filename
-    datas = [t.replace(b"RECORD", good.to_json().strip()) for t in texts]
+    datas: list[bytes | None] = [t.replace(b"RECORD", good.to_json().strip()) for t in texts]
     where = [f"p/{n}" for n in range(len(texts))]
     assert list(record_check.parse_many([f] * len(texts), datas, where)) == [
         (f, None, f"{w}: damaged (not valid JSON); {HINT}") for w in where]
@@ -385,6 +385,9 @@ def test_a_catalog_row_is_checked_for_its_shape_and_project(good: Record) -> Non
     assert record_check.check_row(row, good.filename, "img2grey") == good
     with pytest.raises(ValueError) as info:
         record_check.check_row(row[:-1], good.filename, "img2grey")
+    assert str(info.value) == "it holds a JSON list of another shape, not a record's fields"
+    with pytest.raises(ValueError) as info:
+        record_check.check_row([*row, 1], good.filename, "img2grey")
     assert str(info.value) == "it holds a JSON list of another shape, not a record's fields"
     for other in ("other", "a"):  # sorting after and before the right one
         with pytest.raises(ValueError) as info:
@@ -461,10 +464,14 @@ def test_plain_label_and_plain_text() -> None:
 
 
 def test_a_file_name_or_name_sorting_before_the_right_one_is_refused(good: Record) -> None:
-    """A file name other than the key's, a name other than the file name's, is refused whichever way they sort."""
+    """A file name other than the key's, a name or version other than the file name's, is refused whichever way
+    they sort."""
     with pytest.raises(ValueError) as info:
         record_check.check(raw(good, name="abc"), good.filename)
     assert str(info.value) == "name 'abc' does not match the file name"
+    with pytest.raises(ValueError) as info:  # a version before the file name's
+        record_check.check(raw(good, version="1.1.1+torch213cpucxx11"), good.filename)
+    assert str(info.value) == "version '1.1.1+torch213cpucxx11' does not match the file name"
     with pytest.raises(ValueError) as info:
         record_check.check(raw(good, filename="a-1.0-py3-none-any.whl"), good.filename)
     assert str(info.value) == (f"its file name 'a-1.0-py3-none-any.whl' is not the one its key names "
