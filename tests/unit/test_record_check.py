@@ -26,7 +26,7 @@ from kernel_factory.errors import UnknownVariant
 from kernel_factory.index.command import build_index
 from kernel_factory.index.landing import project_context
 from kernel_factory.index.pages import environment, landing_page, project_pages
-from kernel_factory.record import Record
+from kernel_factory.record import FIELDS, Record
 from kernel_factory.store import check as record_check
 from kernel_factory.store.catalog import Catalog
 from packaging.utils import canonicalize_name
@@ -300,3 +300,245 @@ def test_an_adopted_wheel_labelled_for_a_variant_passes(good: Record) -> None:
     """A wheel adopted with --wheels whose local label names a build variant: no variant field, the label kept."""
     data = raw(good, kind="adopted", variant=None, repo_id=None)
     assert record_check.check(data, good.filename).label == "torch213cpucxx11"
+
+
+def test_the_field_too_long_is_named(good: Record) -> None:
+    """The first string over 4096 characters is the one the line names (one search finds that some string is),
+    not an earlier one of exactly 4096."""
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, kernel_version="x" * 4096, license="x" * 4097), good.filename)
+    assert str(info.value) == "'license' is longer than 4096 characters"
+    assert record_check.check(raw(good, license="x" * 4096), good.filename).license == "x" * 4096
+
+
+@pytest.mark.parametrize(("yanked", "ok"), [(True, True), (False, True), (0, False), (1, False), (0.0, False)])
+def test_yanked_is_a_boolean_not_a_number(good: Record, yanked: Any, ok: bool) -> None:
+    """true and false are kept as they are; 0 and 1 (equal to false and true in Python) are refused."""
+    if ok:
+        assert record_check.check(raw(good, yanked=yanked), good.filename).yanked is yanked
+    else:
+        with pytest.raises(ValueError) as info:
+            record_check.check(raw(good, yanked=yanked), good.filename)
+        assert str(info.value) == "'yanked' must be true, false or a reason"
+
+
+HINT = "run `kernel-factory index --repair` to rebuild it from its wheel, or delete it and rerun build"
+
+
+def test_parse_many_gives_each_record_or_its_line(good: Record) -> None:
+    """Each wheel in order: its record, None where its record is gone, or the one line saying why not; by the
+    one-decode path (every text one object) and by the one-by-one path (one text damaged)."""
+    f, text = good.filename, good.to_json()
+    fields = b'{"filename": 1}'
+    assert list(record_check.parse_many([f, f, f], [text, None, fields], ["p/a", "p/b", "p/c"])) == [
+        (f, good, None), (f, None, None),
+        (f, None, f"p/c: not a valid record ('filename' must be a string, not int); {HINT}")]
+    assert list(record_check.parse_many([f, f, f], [text, b"{", text], ["p/a", "p/b", "p/c"])) == [
+        (f, good, None), (f, None, f"p/b: damaged (not valid JSON); {HINT}"), (f, good, None)]
+
+
+def test_parse_many_refuses_an_oversized_record_alone(good: Record) -> None:
+    """A record over MAX_RECORD_BYTES is refused for its size, also when it is the only text (a batch's
+    one-decode path has no size limit of its own)."""
+    f, text = good.filename, good.to_json()
+    big = b"{" + b" " * record_check.MAX_RECORD_BYTES + text[1:]
+    assert list(record_check.parse_many([f], [big], ["p/a"])) == [
+        (f, None, f"p/a: more than 262144 bytes, more than a record may hold; {HINT}")]
+
+
+@pytest.mark.parametrize("texts", [
+    [b'"}', b'", RECORD'],  # each ends with '}' but neither starts with '{': joined, a string and a record
+    [b'{"k": ["', b'{", 1]}, [1]'],  # each starts with '{' but neither ends with '}': joined, two values
+    [b'{"a": "}', b'}", "b": 1}', b"RECORD, RECORD"],  # the second starts with '}': joined, three values
+    [b'{"k": "~', b'{", "j": 1}, RECORD'],  # the first ends with '~' (after '}'): joined, two values
+    [b'{"a": "}', b'{", "b": 1}'],  # both shaped like objects: joined, one value for two texts
+    [b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"],  # nested too deep to decode
+    [b"RECORD, RECORD"],  # one text of two records: joined, two values for one text
+    [b'{"a": }'],  # shaped like an object, not JSON: the joined text does not decode
+])
+def test_parse_many_texts_that_join_into_records_are_each_damaged(good: Record, texts: list[bytes]) -> None:
+    """Texts that are not one JSON object each are each refused as damaged JSON, even where, joined by commas,
+    they would decode to as many values as there are texts (some holding a whole valid record)."""
+    f = good.filename
+    datas: list[bytes | None] = [t.replace(b"RECORD", good.to_json().strip()) for t in texts]
+    where = [f"p/{n}" for n in range(len(texts))]
+    assert list(record_check.parse_many([f] * len(texts), datas, where)) == [
+        (f, None, f"{w}: damaged (not valid JSON); {HINT}") for w in where]
+
+
+def test_plain_wheel_is_a_wheel_name_of_plain_text(good: Record) -> None:
+    assert record_check.plain_wheel(good.filename) is True
+    assert record_check.plain_wheel("README.txt") is False
+    assert record_check.plain_wheel("x" * record_check.MAX_TEXT + "-1.0-py3-none-any.whl") is False
+
+
+def test_project_of_is_the_pep503_name_of_a_valid_pep508_name() -> None:
+    assert record_check.project_of("Img2Grey_Fast") == "img2grey-fast"
+    assert record_check.project_of("Img2Grey__Fast") == "img2grey-fast"
+    assert record_check.project_of("not a name") is None
+
+
+def test_a_catalog_row_is_checked_for_its_shape_and_project(good: Record) -> None:
+    """A row of the right shape and project gives the record; one of another length, or filed under another
+    project than its name gives, is named in one line."""
+    row = json.loads(json.dumps(good.to_row()))
+    assert record_check.check_row(row, good.filename, "img2grey") == good
+    with pytest.raises(ValueError) as info:
+        record_check.check_row(row[:-1], good.filename, "img2grey")
+    assert str(info.value) == "it holds a JSON list of another shape, not a record's fields"
+    with pytest.raises(ValueError) as info:
+        record_check.check_row([*row, 1], good.filename, "img2grey")
+    assert str(info.value) == "it holds a JSON list of another shape, not a record's fields"
+    for other in ("other", "a"):  # sorting after and before the right one
+        with pytest.raises(ValueError) as info:
+            record_check.check_row(row, good.filename, other)
+        assert str(info.value) == f"its project {other!r} is not the one its name gives ('img2grey')"
+
+
+def test_list_and_size_limits_are_exact(good: Record) -> None:
+    """archs may hold 1024 strings and the summary 16384 characters, not one more; a size of 0 bytes is a whole
+    number, -1 is not; extra of one level passes; the line naming a bad value is cut at 200 characters."""
+    most = [f"sm_{n}" for n in range(1024)]
+    assert record_check.check(raw(good, archs=most), good.filename).archs == tuple(most)
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, archs=[*most, "sm_x"]), good.filename)
+    assert str(info.value) == "'archs' must be a list of at most 1024 strings"
+    assert record_check.check(raw(good, size=0), good.filename).size == 0
+    assert record_check.check(raw(good, extra={"a": 1}), good.filename).extra == {"a": 1}
+    with pytest.raises(ValueError) as info:  # the walk goes on past a plain value to the deep one
+        record_check.check(raw(good, extra={"deep": [[[[[[[1]]]]]]], "flat": 1}), good.filename)
+    assert str(info.value) == "it nests deeper than 8 levels"
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, size=-1), good.filename)
+    assert str(info.value) == "'size' must be a whole number of bytes, not -1"
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, archs=[["x" * 300]]), good.filename)
+    assert str(info.value) == ("'archs' holds [" + repr("x" * 300))[:200]
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, size="x" * 300), good.filename)
+    assert str(info.value) == ("'size' must be a whole number of bytes, not " + repr("x" * 300))[:200]
+    assert record_check.check(raw(good, summary="x" * 16384), good.filename).summary == "x" * 16384
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, summary="x" * 16385), good.filename)
+    assert str(info.value) == "'summary' is longer than 16384 characters"
+
+
+def test_a_wheel_name_without_a_valid_version_is_named(good: Record) -> None:
+    name = "img2grey-1.1.2.x-py3-none-linux_x86_64.whl"
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, filename=name), name)
+    assert str(info.value) == f"{name!r} is not a valid wheel file name"
+
+
+def test_a_version_equal_by_pep440_matches_the_file_name(good: Record) -> None:
+    """'1.1.2.0+l' is the version '1.1.2+l' (PEP 440): the record passes and keeps its own spelling."""
+    version = "1.1.2.0+torch213cpucxx11"
+    assert record_check.check(raw(good, version=version), good.filename).version == version
+
+
+def test_a_label_without_a_variant_must_be_shaped_like_one(tmp_path: Path) -> None:
+    """A local label such as '+foo' with no variant is refused: it is not a build variant's label."""
+    wheel, meta = make_wheel(tmp_path, "img2grey", "1.1.2+foo", "py3-none-linux_x86_64")
+    record = kernel_record(wheel, meta, "img2grey", "1.1.2", CPU, repo_id="kernels-community/img2grey")
+    data = raw(record, version="1.1.2+foo", variant=None, label="foo", kind="adopted", repo_id=None)
+    with pytest.raises(ValueError) as info:
+        record_check.check(data, record.filename)
+    assert str(info.value) == "label 'foo' is not shaped like a build variant's label"
+
+
+def test_a_record_may_hold_262144_bytes_not_one_more(good: Record) -> None:
+    text = good.to_json()
+    exact = b"{" + b" " * (262144 - len(text)) + text[1:]
+    assert len(exact) == 262144 and record_check.parse(exact, good.filename, "p/a") == good
+    with pytest.raises(record_check.BadRecord) as info:
+        record_check.parse(b" " + exact, good.filename, "p/a")
+    assert str(info.value) == f"p/a: more than 262144 bytes, more than a record may hold; {HINT}"
+
+
+def test_plain_label_and_plain_text() -> None:
+    assert record_check.plain_label("torch213cpucxx11") is True
+    assert record_check.plain_label("../x") is False and record_check.plain_label(None) is False
+    assert record_check.plain_text("x" * 4096) is True and record_check.plain_text("a\tb\nc") is True
+    assert record_check.plain_text("x" * 4097) is False and record_check.plain_text("a\x1bb") is False
+    assert record_check.plain_text(5) is False
+
+
+def test_a_file_name_or_name_sorting_before_the_right_one_is_refused(good: Record) -> None:
+    """A file name other than the key's, a name or version other than the file name's, is refused whichever way
+    they sort."""
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, name="abc"), good.filename)
+    assert str(info.value) == "name 'abc' does not match the file name"
+    with pytest.raises(ValueError) as info:  # a version before the file name's
+        record_check.check(raw(good, version="1.1.1+torch213cpucxx11"), good.filename)
+    assert str(info.value) == "version '1.1.1+torch213cpucxx11' does not match the file name"
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, filename="a-1.0-py3-none-any.whl"), good.filename)
+    assert str(info.value) == (f"its file name 'a-1.0-py3-none-any.whl' is not the one its key names "
+                               f"({good.filename!r})")
+
+
+def test_a_record_without_schema_or_yanked_is_schema_1_not_yanked(good: Record) -> None:
+    data = raw(good)
+    del data["schema"], data["yanked"]
+    checked = record_check.check(data, good.filename)
+    assert checked.schema == 1 and checked.yanked is False
+
+
+def test_a_catalog_row_variant_is_checked_by_its_shape(good: Record) -> None:
+    """A row's variant is checked by its shape only (its record met kernels' parser when read): one kernels does
+    not know passes as a row and is refused as a record."""
+    data = raw(good, variant="some-future-variant")
+    row = [data[name] for name in FIELDS]
+    assert record_check.check_row(row, good.filename, "img2grey").variant == "some-future-variant"
+    with pytest.raises(ValueError) as info:
+        record_check.check(data, good.filename)
+    assert str(info.value) == ("variant 'some-future-variant' is not a build variant the kernels "
+                               "project defines")
+
+
+def test_a_wheel_file_name_has_no_double_underscore(good: Record) -> None:
+    """A wheel file name escapes each run of '-_.' to one '_' (PEP 427), so one holding '__' is refused; the
+    project name may hold it ('img2__grey' is the wheel name 'img2_grey'), and its row's project is 'img2-grey'."""
+    bad = "img2__grey-1.1.2+torch213cpucxx11-py3-none-linux_x86_64.whl"
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, filename=bad, name="img2__grey"), bad)
+    assert str(info.value) == f"{bad!r} is not a valid wheel file name"
+    ok = "img2_grey-1.1.2+torch213cpucxx11-py3-none-linux_x86_64.whl"
+    data = raw(good, filename=ok, name="img2__grey")
+    assert record_check.check(data, ok).name == "img2__grey"
+    assert record_check.check_row([data[name] for name in FIELDS], ok, "img2-grey").name == "img2__grey"
+
+
+def test_a_variant_without_a_label_is_checked(good: Record) -> None:
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, label=None, variant="../x"), good.filename)
+    assert str(info.value) == "variant '../x' is not a build variant the kernels project defines"
+
+
+def test_a_local_label_of_other_characters_is_not_a_label(good: Record) -> None:
+    """A label must be the version's local label and of the label characters: '+a.b' is refused as not the local
+    label (its '.'), before any variant check."""
+    name = "img2grey-1.1.2+a.b-py3-none-linux_x86_64.whl"
+    with pytest.raises(ValueError) as info:
+        record_check.check(raw(good, filename=name, version="1.1.2+a.b", label="a.b", variant=None), name)
+    assert str(info.value) == "label 'a.b' is not the local label of version '1.1.2+a.b'"
+
+
+def test_a_valid_requires_python_passes(good: Record) -> None:
+    assert record_check.check(raw(good, requires_python=">=3.9"), good.filename).requires_python == ">=3.9"
+
+
+def test_a_label_sorting_after_its_variants_is_refused(good: Record) -> None:
+    """The label must be the variant's own, also where it sorts after the variant's label."""
+    name = "img2grey-1.1.2+torch27cu128cxx11-py3-none-linux_x86_64.whl"
+    data = raw(good, filename=name, version="1.1.2+torch27cu128cxx11", label="torch27cu128cxx11", variant=CPU)
+    with pytest.raises(ValueError) as info:
+        record_check.check(data, name)
+    assert str(info.value) == f"label 'torch27cu128cxx11' is not the label of variant {CPU!r}"
+
+
+def test_parse_many_wants_one_path_per_wheel(good: Record) -> None:
+    """A caller's lists of different lengths are its bug: ValueError, not a shortened answer."""
+    with pytest.raises(ValueError):
+        list(record_check.parse_many([good.filename, good.filename], [good.to_json()], ["p/a"]))
