@@ -26,7 +26,7 @@ from kernel_factory.errors import UnknownVariant
 from kernel_factory.index.command import build_index
 from kernel_factory.index.landing import project_context
 from kernel_factory.index.pages import environment, landing_page, project_pages
-from kernel_factory.record import FIELDS, Record
+from kernel_factory.record import Record
 from kernel_factory.store import check as record_check
 from kernel_factory.store.catalog import Catalog
 from packaging.utils import canonicalize_name
@@ -379,16 +379,17 @@ def test_project_of_is_the_pep503_name_of_a_valid_pep508_name() -> None:
 
 
 def test_a_catalog_row_is_checked_for_its_shape_and_project(good: Record) -> None:
-    """A row of the right shape and project gives the record; one of another length, or filed under another
-    project than its name gives, is named in one line."""
-    row = json.loads(json.dumps(good.to_row()))
+    """A row (its record file's JSON object) of the right project gives the record; a row of another shape (a
+    list, or an object without a required field), or filed under another project than its name gives, is named
+    in one line."""
+    row = json.loads(good.to_json())
     assert record_check.check_row(row, good.filename, "img2grey") == good
     with pytest.raises(ValueError) as info:
-        record_check.check_row(row[:-1], good.filename, "img2grey")
-    assert str(info.value) == "it holds a JSON list of another shape, not a record's fields"
+        record_check.check_row(list(row.values()), good.filename, "img2grey")
+    assert str(info.value) == "it holds a JSON list, not an object"
     with pytest.raises(ValueError) as info:
-        record_check.check_row([*row, 1], good.filename, "img2grey")
-    assert str(info.value) == "it holds a JSON list of another shape, not a record's fields"
+        record_check.check_row({k: v for k, v in row.items() if k != "sha256"}, good.filename, "img2grey")
+    assert str(info.value) == "'sha256' must be a string, not NoneType"
     for other in ("other", "a"):  # sorting after and before the right one
         with pytest.raises(ValueError) as info:
             record_check.check_row(row, good.filename, other)
@@ -489,8 +490,7 @@ def test_a_catalog_row_variant_is_checked_by_its_shape(good: Record) -> None:
     """A row's variant is checked by its shape only (its record met kernels' parser when read): one kernels does
     not know passes as a row and is refused as a record."""
     data = raw(good, variant="some-future-variant")
-    row = [data[name] for name in FIELDS]
-    assert record_check.check_row(row, good.filename, "img2grey").variant == "some-future-variant"
+    assert record_check.check_row(data, good.filename, "img2grey").variant == "some-future-variant"
     with pytest.raises(ValueError) as info:
         record_check.check(data, good.filename)
     assert str(info.value) == ("variant 'some-future-variant' is not a build variant the kernels "
@@ -507,7 +507,7 @@ def test_a_wheel_file_name_has_no_double_underscore(good: Record) -> None:
     ok = "img2_grey-1.1.2+torch213cpucxx11-py3-none-linux_x86_64.whl"
     data = raw(good, filename=ok, name="img2__grey")
     assert record_check.check(data, ok).name == "img2__grey"
-    assert record_check.check_row([data[name] for name in FIELDS], ok, "img2-grey").name == "img2__grey"
+    assert record_check.check_row(data, ok, "img2-grey").name == "img2__grey"
 
 
 def test_a_variant_without_a_label_is_checked(good: Record) -> None:
