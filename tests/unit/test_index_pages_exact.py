@@ -1,0 +1,68 @@
+"""Exact bytes and figures of index/pages.py that the layout tests leave open (closing mutation-run survivors):
+the landing page's counts, the root pages' JSON."""
+
+from __future__ import annotations
+
+import pytest
+from kernel_factory.index.pages import environment, landing_page, root_pages
+from kernel_factory.record import Record
+from test_index_pages import CPU, CU, CU210, ROCM, rec, render
+
+
+def counts(page: bytes) -> str:
+    """The landing page's line of figures (projects, kernels, wheels, build variants)."""
+    text = page.decode()
+    start = text.index('<p class="muted">') + len('<p class="muted">')
+    return text[start:text.index("\nPackage index:", start)]
+
+
+def test_landing_counts() -> None:
+    """3 projects, of which 2 are kernels (helper-lib is an adopted wheel), 9 wheels, 5 variant indexes."""
+    records: list[Record] = [
+        *(rec("img2grey", "1.1.2", v) for v in (CU, CU210, CPU, ROCM, "torch-cuda", "torch-universal")),
+        rec("img2grey", "1.1.0", CPU), rec("My_Kernel", "0.1.0", CU), rec("helper-lib", "2.0", None),
+    ]
+    assert counts(render(records, None)["index.html"]) == "3 projects (2 kernels),\n9 wheels, 5 build variants."
+
+
+def test_landing_counts_one_of_each() -> None:
+    assert counts(render([rec("img2grey", "1.1.2", CU)], None)["index.html"]) == (
+        "1 project (1 kernel),\n1 wheel, 1 build variant."
+    )
+
+
+def test_landing_counts_no_kernel() -> None:
+    """Adopted wheels only: no kernel counted, none of the variant indexes."""
+    pages = render([rec("helper-lib", "2.0", None), rec("helper-lib", "2.1", None)], None)
+    assert counts(pages["index.html"]) == "1 project (0 kernels),\n2 wheels, 0 build variants."
+
+
+def summary(name: str, kind: str, wheels: int) -> dict[str, object]:
+    return {"project": name, "name": name, "kind": kind, "version": "1.0", "summary": "", "wheels": wheels,
+            "variants": 0}  # fmt: skip
+
+
+def test_landing_counts_kernels_among_adopted() -> None:
+    """The counts from the summaries as given: kernels by kind, wheels summed, labels counted."""
+    summaries = {"c": summary("c", "kernel", 1), "a": summary("a", "adopted", 4), "b": summary("b", "kernel", 3)}
+    page = landing_page(environment(None), summaries, ["torch27cu128cxx11", "torch213cpu"], "http://h")
+    assert counts(page) == "3 projects (2 kernels),\n8 wheels, 2 build variants."
+    assert page.decode().count('<tr data-name="') == 3
+
+
+@pytest.mark.parametrize("label", [None, "torch213cpu"])
+def test_root_json_bytes(label: str | None) -> None:
+    """PEP 691 root: keys sorted, no spaces, non-ASCII written as it is (UTF-8, not \\u escapes), one newline."""
+    pages = root_pages(environment(None), label, ["a-lib", "k-é"])
+    prefix = "simple" if label is None else f"variants/{label}/simple"
+    assert pages[f"{prefix}/index.json"] == (
+        '{"meta":{"api-version":"1.1"},"projects":[{"name":"a-lib"},{"name":"k-é"}]}\n'.encode()
+    )
+    assert list(pages) == [f"{prefix}/index.html", f"{prefix}/index.json"]
+
+
+def test_root_json_empty() -> None:
+    assert root_pages(environment(None), None, [])["simple/index.json"] == (
+        b'{"meta":{"api-version":"1.1"},"projects":[]}\n'
+    )
+
