@@ -3,7 +3,10 @@ the landing page's counts, the root pages' JSON."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from kernel_factory.errors import ConfigError
 from kernel_factory.index.pages import environment, landing_page, root_pages
 from kernel_factory.record import Record
 from test_index_pages import CPU, CU, CU210, ROCM, rec, render
@@ -66,3 +69,23 @@ def test_root_json_empty() -> None:
         b'{"meta":{"api-version":"1.1"},"projects":[]}\n'
     )
 
+
+
+def test_a_broken_user_template_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A syntax error, found when the environment is made: the file and its line."""
+    (tmp_path / "root.html").write_text("ok\n{% for x in %}\n")
+    with pytest.raises(ConfigError) as e:
+        environment(tmp_path)
+    assert str(e.value) == (f"templates {tmp_path}/root.html line 2: Expected an expression, got 'end of statement "
+                            "block'; fix the template (templates render in jinja2's sandbox)")
+
+
+def test_an_unsafe_user_template_is_refused_at_render_time(tmp_path: Path) -> None:
+    """The sandbox's refusal at render time: the innermost template's file and line."""
+    (tmp_path / "root.html").write_text("{% include 'inner.html' %}\n")
+    (tmp_path / "inner.html").write_text("a\nb\n{{ cycler.__init__ }}\n")
+    env = environment(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        root_pages(env, None, ["a"])
+    assert str(e.value) == (f"templates {tmp_path}/inner.html line 3: access to attribute '__init__' of 'type' "
+                            "object is unsafe; fix the template (templates render in jinja2's sandbox)")
