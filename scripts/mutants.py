@@ -40,7 +40,8 @@ BIN = Path(sys.executable).parent
 MODULES = {  # module -> the unit tests that cover it
     "store/check.py": ["tests/unit/test_record_check.py"],
     "index/pages.py": ["tests/unit/test_index_pages.py", "tests/unit/test_index_write.py",
-                       "tests/unit/test_index_incremental.py"],
+                       "tests/unit/test_index_incremental.py", "tests/unit/test_index_pages_exact.py",
+                       "tests/unit/test_project_html.py"],
     "verify/digest.py": ["tests/unit/test_digest.py", "tests/unit/test_wheel_convert.py"],
     "store/adopt.py": ["tests/unit/test_adopt_read.py"],
 }
