@@ -3,11 +3,12 @@ the landing page's counts, the root pages' JSON."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from kernel_factory.errors import ConfigError
-from kernel_factory.index.pages import environment, landing_page, root_pages
+from kernel_factory.index.pages import _json, environment, fingerprint, landing_page, root_pages
 from kernel_factory.record import Record
 from test_index_pages import CPU, CU, CU210, ROCM, rec, render
 
@@ -89,3 +90,19 @@ def test_an_unsafe_user_template_is_refused_at_render_time(tmp_path: Path) -> No
         root_pages(env, None, ["a"])
     assert str(e.value) == (f"templates {tmp_path}/inner.html line 3: access to attribute '__init__' of 'type' "
                             "object is unsafe; fix the template (templates render in jinja2's sandbox)")
+
+
+def test_fingerprint_follows_every_template_past_other_files(tmp_path: Path) -> None:
+    """A file that is no template (``notes.txt``) is passed over: the templates named after it still count."""
+    (tmp_path / "notes.txt").write_text("not a template\n")
+    (tmp_path / "style.css").write_text("a {}\n")
+    before = fingerprint(tmp_path, "http://h")
+    (tmp_path / "notes.txt").write_text("changed, and still no template\n")
+    assert fingerprint(tmp_path, "http://h") == before
+    (tmp_path / "style.css").write_text("b {}\n")
+    assert fingerprint(tmp_path, "http://h") != before
+
+
+@pytest.mark.parametrize("value", ["k-é\u2028\"", None, True, False, 0, 2**40, 1.5, ["é", 1], {"é": None}])
+def test_json_scalar_is_json_dumps_without_ascii_escapes(value: object) -> None:
+    assert _json(value) == json.dumps(value, ensure_ascii=False)
