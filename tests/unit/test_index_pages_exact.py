@@ -106,3 +106,12 @@ def test_fingerprint_follows_every_template_past_other_files(tmp_path: Path) -> 
 @pytest.mark.parametrize("value", ["k-é\u2028\"", None, True, False, 0, 2**40, 1.5, ["é", 1], {"é": None}])
 def test_json_scalar_is_json_dumps_without_ascii_escapes(value: object) -> None:
     assert _json(value) == json.dumps(value, ensure_ascii=False)
+
+
+def test_root_html_bytes() -> None:
+    """PEP 503 root: one line per project, the block tags leave no blank line or indent (trim/lstrip blocks)."""
+    assert root_pages(environment(None), None, ["a-lib", "k-é"])["simple/index.html"] == (
+        '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<meta name="pypi:repository-version" content="1.1">'
+        '\n<title>Simple index</title>\n</head>\n<body>\n<a href="./a-lib/">a-lib</a><br>\n<a href="./k-é/">k-é</a>'
+        "<br>\n</body>\n</html>\n"
+    ).encode()
