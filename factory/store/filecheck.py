@@ -36,7 +36,7 @@ from typing import Any
 from ..atomic import file_digest, write_bytes
 from ..errors import Refused
 from ..record import FILES
-from .catalog import FILES_STATE, Catalog, folder_state, record_key
+from .catalog import FILES_STATE, Catalog, folder_state, record_key, stat_state
 
 STATS = "wheel_stats"  # meta: wheel -> "<its stat key>/<its record's key>" when it last matched ("!..." if not,
 # "?..." if it matched but its .metadata was missing)
@@ -95,7 +95,7 @@ def unchanged(files: Path, catalog: Catalog) -> bool:
     """Whether ``files/``'s stat is the one the last check kept: nothing added, removed or renamed there since
     (call it before this run's own writes to pass to ``check_local``)."""
     try:
-        return catalog.meta(LISTED) == _state(os.stat(files))
+        return catalog.meta(LISTED) == stat_state(os.stat(files))
     except FileNotFoundError:
         return False
 
@@ -112,7 +112,7 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False, listed: bool
     except FileNotFoundError:
         return found
     if listed is None:
-        listed = catalog.meta(LISTED) == _state(folder)
+        listed = unchanged(files, catalog)
     wheels: set[str] | None = None  # the wheels and .metadata files there (one listing: no stat each)
     metadata: set[str] | None = None
     if not listed:
@@ -177,7 +177,7 @@ def check_local(root: Path, catalog: Catalog, repair: bool = False, listed: bool
             catalog.set_meta(FILES_STATE, "")  # list files/ again next run: the wheel may be back by then
     if seen != stats:
         catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
-    found.folder = None if wrote else _state(folder)
+    found.folder = None if wrote else stat_state(folder)
     return found
 
 
@@ -189,11 +189,6 @@ def keep(files: Path, catalog: Catalog, found: FileCheck) -> None:
     value = state if state is not None and state == found.folder else ""
     if catalog.meta(LISTED) != value:
         catalog.put_meta(LISTED, value)
-
-
-def _state(st: os.stat_result) -> str:
-    """A folder's stat as ``folder_state`` gives it."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
 def _put_metadata(wheel: Path, name: str, metadata_sha256: str, writable: bool, found: FileCheck) -> bool:
