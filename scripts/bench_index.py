@@ -9,7 +9,7 @@ several compressed tags, extended-timestamp zip fields, half of them written
 by `wheel`'s WheelFile, half streamed with data descriptors, Generator lines of
 other build tools), on tmpfs (/dev/shm) when there is one. Each kernel-factory
 step is one `kernel-factory index --wheels W --store S --out S` process; the
-full build starts from the records alone: a fresh store holding hard links to
+full build starts from the records alone: a fresh store holding copies of
 files/ (wheels, .metadata, records) without the catalog, the pages or the
 state file, so every record is read. The table shows the
 process's wall time (interpreter start included), the time inside `main`, the
@@ -164,13 +164,12 @@ def make_corpus(folder: Path, projects: int, versions: int) -> tuple[int, int]:
 
 
 def records_only(store: Path, fresh: Path) -> None:
-    """``fresh``: a store holding only ``store``'s wheels, .metadata and records (hard links); no catalog, no
-    pages, no state file: an index run there reads every record, as a first index of a store built elsewhere."""
+    """``fresh``: a store holding only copies of ``store``'s wheels, .metadata and records; no catalog, no
+    pages, no state file: an index run there reads every record, as a first index of a store built elsewhere.
+    (Copies, not hard links: a link changes the ctime of ``store``'s files, and its next run would hash every
+    wheel again.)"""
     shutil.rmtree(fresh, ignore_errors=True)
-    (fresh / "files").mkdir(parents=True)
-    for name in os.listdir(store / "files"):
-        if not name.startswith("."):  # .catalog.sqlite (and its -wal, -shm), locks, leftovers
-            os.link(store / "files" / name, fresh / "files" / name)
+    shutil.copytree(store / "files", fresh / "files", ignore=shutil.ignore_patterns(".*"))  # no catalog, locks
 
 
 def files_newer(root: Path, since_ns: int) -> int:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from ..store.filecheck import FileCheck
+    from .shards import Shards
 
 PAGE_DIRS = ("simple", "variants", "projects")
 PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
@@ -148,19 +149,20 @@ def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> in
 
 
 class _Writer:
-    """Writes pages whose bytes differ, counting them, and keeps each page's size and mtime as written."""
+    """Writes pages whose bytes differ, keeping their paths, and keeps each page's size and mtime as written."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
         self.tree = Tree(out)  # never writes or removes through a folder that is a link
-        self.written = 0
+        self.paths: set[str] = set()  # the pages written
         self.removed = 0
         self.stats: dict[str, tuple[int, int]] = {}
 
     def write(self, pages: dict[str, bytes]) -> None:
         """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
         for path in sorted(pages, key=lambda p: (p.startswith("projects/"), p)):
-            self.written += self.tree.write(path, pages[path])
+            if self.tree.write(path, pages[path]):
+                self.paths.add(path)
             stat = page_stat(os.path.join(self.out, path))
             if stat is not None:
                 self.stats[path] = stat
@@ -200,7 +202,7 @@ def _roots(
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
     touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
-    hidden: frozenset[str] = frozenset(),
+    hidden: frozenset[str] = frozenset(), shards: Shards | None = None,
 ) -> IndexResult:  # fmt: skip
     """Bring the pages in ``out`` up to date with ``catalog``.
 
@@ -208,7 +210,8 @@ def build_index(
     touched; with a state of that generation, only those projects are rendered again, and those of any page
     whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
     with the disk. A state file that fails its check adds a line to ``warnings`` and is not used. ``hidden``:
-    wheels left out of every page (look-alikes, see ``refuse_lookalikes``).
+    wheels left out of every page (look-alikes, see ``refuse_lookalikes``). ``shards``: the workers that read
+    this run's records (index/shards.py); a full build has them render the pages of the projects they hold.
     """
     fp = fingerprint(templates, base_url)
     if hidden:  # another set of wheels left out: every page again
@@ -235,11 +238,19 @@ def build_index(
     seen: set[str] = set()
     wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
     workers = min(os.cpu_count() or 1, 16)
-    if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
-        writer.written += _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
-                                           hidden)  # fmt: skip
-        seen = set(projects)
-    for name, records in catalog.projects(wanted) if not seen else ():
+    rest: Iterable[str] | None = wanted  # the projects rendered here (None: all)
+    done = shards.collect(labels, hidden) if wanted is None and shards is not None else None
+    if done is not None:  # the workers that read the records rendered their pages meanwhile
+        paths, entries, page_stats, rest = done
+        writer.paths |= paths
+        projects.update((name, entry) for name, entry in entries.items() if name not in rest)
+        stats.update(page_stats)
+        had_pages = True  # theirs: those of projects gone since are removed below
+    elif wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
+        writer.paths |= _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
+                                         hidden)  # fmt: skip
+        rest = ()
+    for name, records in catalog.projects(rest):
         if hidden:
             records = [r for r in records if r.filename not in hidden]
         pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
@@ -271,34 +282,42 @@ def build_index(
         stat = page_stat(out / path)
         if stat is not None:
             stats[path] = stat
-    count = len(keep)
+    count, written = len(keep), len(writer.paths & keep)
     write_state(out, State(fp, generation, labels, projects, {p: stats[p] for p in sorted(keep) if p in stats}))
-    return IndexResult(count, writer.written, count - writer.written, writer.removed)
+    return IndexResult(count, written, count - written, writer.removed)
 
 
 _CHUNKS: list[list[tuple[str, list[Record]]]] = []  # a full build's projects, read before its workers fork
 
 
-def _render_chunk(
-    index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None]
-) -> tuple[int, dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """Render the pages of the projects of ``_CHUNKS[index]`` (a worker of a full build, forked after they were
-    read and checked); (pages written, their state entries, each page's size and mtime)."""
+def render_projects(
+    out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None],
+    groups: Iterable[tuple[str, list[Record]]],
+) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
+    """Render the pages of ``groups`` (project, its records) in a worker of a full build; (the pages written,
+    their state entries, each page's size and mtime)."""
     env = environment(templates)
     writer = _Writer(out)
     entries: dict[str, Any] = {}
-    for name, records in _CHUNKS[index]:
+    for name, records in groups:
         pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
         writer.write(pages)
         entries[name] = {"labels": in_labels, "summary": summary}
-    return writer.written, entries, writer.stats
+    return writer.paths, entries, writer.stats
+
+
+def _render_chunk(
+    index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None]
+) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
+    """``render_projects`` of ``_CHUNKS[index]`` (forked after they were read and checked)."""
+    return render_projects(out, templates, base_url, labels, _CHUNKS[index])
 
 
 def _render_parallel(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
     workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]], hidden: frozenset[str] = frozenset(),
-) -> int:  # fmt: skip
-    """Render every project's pages in ``workers`` forked processes; pages written.
+) -> set[str]:  # fmt: skip
+    """Render every project's pages in ``workers`` forked processes; the pages written.
 
     The projects are read from the catalog (and checked) here, then shared with the workers as the fork gives
     them (a module global: nothing is pickled but the results). The workers drop the store lock and die with
@@ -311,13 +330,13 @@ def _render_parallel(
     parts = workers * 4
     everything = [(name, [r for r in records if r.filename not in hidden]) for name, records in catalog.projects()]
     _CHUNKS[:] = [everything[i::parts] for i in range(parts) if everything[i::parts]]
-    written = 0
+    written: set[str] = set()
     try:
         with worker_pool(workers) as pool:
             futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels) for i in range(len(_CHUNKS))]
             for future in futures:
-                count, entries, written_stats = future.result()
-                written += count
+                paths, entries, written_stats = future.result()
+                written |= paths
                 projects.update(entries)
                 stats.update(written_stats)
     finally:
@@ -375,12 +394,20 @@ def index_with_adoption(
         files.mkdir(parents=True, exist_ok=True)
     catalog = local_catalog(root)
     _catalog_note(catalog, notes)
+    shards = None
+    workers = min(os.cpu_count() or 1, 16)
+    if workers > 1 and catalog.path != ":memory:" and catalog.count() == 0:  # every record is read: see shards.py
+        from .shards import Shards
+
+        shards = Shards(files, out, templates, base_url, workers)
     try:
         before = catalog.generation()
         listed = not rescan and filecheck.unchanged(files, catalog)  # before this run's adoption writes there
         # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
         gaps = Gaps(os.fspath(files))
-        listing, touched = refresh(catalog, files, damaged, rescan, gaps)
+        listing, touched = refresh(catalog, files, damaged, rescan, gaps, shards.read_rows if shards else None)
+        if shards is not None and shards.holding:  # they render while this process adopts and checks the files
+            shards.start(catalog.label_backends())
         known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
         count = len(known)
         runs = []
@@ -390,7 +417,10 @@ def index_with_adoption(
             run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
             adopted.append((folder, run.result))
             runs.append(run)
-            touched |= catalog.apply_rows(run.result.rows, ())
+            changed = catalog.apply_rows(run.result.rows, ())
+            touched |= changed
+            if shards is not None:
+                shards.changed(changed)
             if listing is not None:
                 listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
         if damaged is not None:  # a wheel adopted again has its record back: not a gap any more
@@ -401,10 +431,14 @@ def index_with_adoption(
         try:
             found = filecheck.check_local(root, catalog, repair, listed)
             hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
+            if shards is not None:
+                shards.changed(found.touched)
             index = build_index(out, catalog, templates, base_url, before, touched | found.touched, rescan, notes,
-                                hidden)  # fmt: skip
+                                hidden, shards)  # fmt: skip
         except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
             _damaged(exc, notes)
+            if shards is not None:
+                shards.close()
             catalog.reset()
             refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
             lines = []
@@ -421,6 +455,8 @@ def index_with_adoption(
                 folders.remember(catalog, run)
         return catalog.count(), index, adopted
     finally:
+        if shards is not None:
+            shards.close()
         catalog.close()
 
 

@@ -432,21 +432,31 @@ def record_key(st: os.stat_result) -> str:
     return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
+RowReader = Callable[[list[str], dict[str, str], list[str]], "list[Row] | None"]  # see ``sync``'s read_rows
+
+
 def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
-    rescan: bool = False,
+    rescan: bool = False, read_rows: Callable[[list[str], dict[str, str]], list[Row] | None] | None = None,
 ) -> set[str]:  # fmt: skip
     """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records with ``read``; projects touched.
 
     ``read`` yields (wheel, record or None when it vanished or cannot be read, the record file's text or None)
     for the wheel names it is given.
     ``rescan``: read every listed record, whatever its key, and write the rows of those that differ.
+    ``read_rows``: tried first (but by ``rescan`` of a catalog with rows), given the wheels to read and the
+    listing: the rows of the records that pass the checks (the others it names as ``read`` does), or None to
+    leave them to ``read`` (index/shards.py reads a first index's records in worker processes this way).
     """
     have = catalog.keys()
     changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]
     if not changed and not removed:
         return set()
+    rows = read_rows(changed, listing) if read_rows is not None and (not rescan or not have) else None
+    if rows is not None:
+        got = {row[0] for row in rows}
+        return catalog.apply_rows(rows, [*removed, *(w for w in changed if w not in got and w in have)])
     upserts: list[tuple[str, Record, str | None]] = []
     for wheel, record, text in read(changed):
         if record is None:
@@ -456,9 +466,12 @@ def sync(
     return catalog.apply(upserts, removed, only_changed=rescan, checked=True)
 
 
-def read_local(files: Path, damaged: list[str] | None = None) -> Callable[[list[str]], Iterator[Got]]:
+def read_local(
+    files: Path, damaged: list[str] | None = None, known_variants: bool = True
+) -> Callable[[list[str]], Iterator[Got]]:
     """A ``read`` for ``sync`` over a local ``files/`` folder: each record checked (store/check.py); one that
-    fails is not read into the catalog and adds one line to ``damaged`` (it is read again next time)."""
+    fails is not read into the catalog and adds one line to ``damaged`` (it is read again next time).
+    ``known_variants``: see check.py's ``check``."""
 
     def read(wheels: list[str]) -> Iterator[Got]:
         folder = os.fspath(files)
@@ -472,7 +485,8 @@ def read_local(files: Path, damaged: list[str] | None = None) -> Callable[[list[
                 except FileNotFoundError:
                     datas.append(None)
             where = [os.path.join(folder, f"{w}.json") for w in batch]
-            for (wheel, record, why), data in zip(check.parse_many(batch, datas, where), datas, strict=True):
+            checked = check.parse_many(batch, datas, where, known_variants=known_variants)
+            for (wheel, record, why), data in zip(checked, datas, strict=True):
                 if why is not None and damaged is not None:
                     damaged.append(why)
                 yield wheel, record, text_of(data) if record is not None else None
@@ -532,7 +546,7 @@ def stat_state(st: os.stat_result) -> str:
 
 def refresh(
     catalog: Catalog, files: Path, damaged: list[str] | None = None, rescan: bool = False,
-    gaps: Gaps | None = None,
+    gaps: Gaps | None = None, read_rows: RowReader | None = None,
 ) -> tuple[dict[str, str] | None, set[str]]:  # fmt: skip
     """Bring ``catalog`` up to date with ``files/``; (wheel -> key of every record there, or None when nothing
     was listed because the catalog matches the folder; the projects touched).
@@ -542,7 +556,8 @@ def refresh(
     synced; its stat is kept only when no record was left out and every wheel and record is paired, so a
     damaged record or an unpaired file is named again on every run until it is fixed. ``rescan`` lists and
     reads every record regardless (after a record was edited in place). Unpaired files go to ``gaps`` when
-    given, else one line each to ``damaged``.
+    given, else one line each to ``damaged``. ``read_rows``: see ``sync``; it is also given the list that
+    takes the lines of the records it leaves out.
     """
     state = folder_state(files)
     if not rescan and state and catalog.meta(FILES_STATE) == state:
@@ -550,7 +565,8 @@ def refresh(
     left_out: list[str] = []
     found = Gaps(os.fspath(files)) if gaps is None else gaps
     listing = list_local(files, left_out, found)
-    touched = sync(catalog, listing, read_local(files, left_out), rescan)
+    touched = sync(catalog, listing, read_local(files, left_out), rescan,
+                   None if read_rows is None else lambda wheels, keys: read_rows(wheels, keys, left_out))
     if gaps is None:
         left_out.extend(found.lines())
     if damaged is not None:

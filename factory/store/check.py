@@ -248,6 +248,12 @@ def _label_problem(label: str | None, variant: str | None, version: str, known_v
     if not known_variants:
         shaped = _VARIANT_NAME.fullmatch(variant) is not None
         return "" if shaped else f"variant {variant!r} is not shaped like a build variant's name"
+    return variant_problem(variant, label)
+
+
+def variant_problem(variant: str, label: str | None) -> str:
+    """What is wrong with a record's variant by kernels' parser, given its label ("" if nothing): the part of
+    a record's check that ``known_variants=False`` leaves out."""
     try:
         target = variants.parse(variant)
     except UnknownVariant:
@@ -282,6 +288,12 @@ def plain_wheel(filename: Any) -> bool:
     return type(filename) is str and _WHEEL.fullmatch(filename) is not None and plain_text(filename)
 
 
+def wheel_project(filename: str) -> str | None:
+    """The normalised project a wheel's file name gives (a valid record's project); None if it is not one."""
+    parts = _WHEEL.fullmatch(filename)
+    return _project(parts[1], validate=False) if parts else None
+
+
 def project_of(name: str) -> str | None:
     """The normalised project of a record's (valid) name; None if the name is not valid (PEP 508)."""
     return _project(name, validate=True)
@@ -300,7 +312,13 @@ def check_row(row: Any, filename: str, project: str) -> Record:
 REMOTE_HINT = "delete it and rerun build"
 
 
-def parse(data: bytes, expected: str, where: str, hint: str | None = None) -> Record:
+def invalid(where: str, why: object, hint: str | None = None) -> str:
+    """The line for a record that fails a check (``why``), ending with ``hint`` (default: how to repair a local
+    record)."""
+    return f"{where}: not a valid record ({why}); {hint or repair_hint(True)}"
+
+
+def parse(data: bytes, expected: str, where: str, hint: str | None = None, known_variants: bool = True) -> Record:
     """The record in ``data`` (the file ``where``, the record of the wheel ``expected``), or BadRecord
     whose message ends with ``hint`` (default: how to repair a local record)."""
     hint = hint or repair_hint(True)
@@ -311,16 +329,18 @@ def parse(data: bytes, expected: str, where: str, hint: str | None = None) -> Re
     except (ValueError, RecursionError):
         raise BadRecord(f"{where}: damaged (not valid JSON); {hint}") from None
     try:
-        return check(raw, expected)
+        return check(raw, expected, known_variants)
     except ValueError as exc:
-        raise BadRecord(f"{where}: not a valid record ({exc}); {hint}") from None
+        raise BadRecord(invalid(where, exc, hint)) from None
 
 
 def parse_many(
-    expected: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None
-) -> Iterator[tuple[str, Record | None, str | None]]:
+    expected: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None,
+    known_variants: bool = True,
+) -> Iterator[tuple[str, Record | None, str | None]]:  # fmt: skip
     """``parse`` of many records at once: (wheel, its record or None, the line saying why not, or None when it
-    is gone). The texts are decoded by one json.loads where each is one JSON object (else one by one)."""
+    is gone). The texts are decoded by one json.loads where each is one JSON object (else one by one).
+    ``known_variants``: see ``check`` (False: the caller checks each variant with ``variant_problem``)."""
     present = [d for d in datas if d is not None]
     decoded: list[Any] | None = None
     if all(len(d) <= MAX_RECORD_BYTES and d.lstrip()[:1] == b"{" and d.rstrip()[-1:] == b"}" for d in present):
@@ -337,12 +357,12 @@ def parse_many(
             continue
         try:
             if values is None:
-                yield name, parse(data, name, path, hint), None
+                yield name, parse(data, name, path, hint, known_variants), None
                 continue
             try:
-                yield name, check(next(values), name), None
+                yield name, check(next(values), name, known_variants), None
             except ValueError as exc:
-                raise BadRecord(f"{path}: not a valid record ({exc}); {hint or repair_hint(True)}") from None
+                raise BadRecord(invalid(path, exc, hint)) from None
         except BadRecord as exc:
             yield name, None, str(exc)
 

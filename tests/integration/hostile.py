@@ -395,3 +395,27 @@ def tree(root: Path) -> dict[str, bytes]:
     """Relative path -> bytes of every file under ``root`` whose path has no part starting with '.'."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)}
+
+
+def children(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped by init counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
