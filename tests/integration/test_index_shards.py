@@ -33,10 +33,12 @@ def edit_record(files: Path, wheel: str, **fields: object) -> None:
 
 
 def behind_the_back(files: Path) -> None:
-    """The same changes made to a store's files: two variants set (one kernels defines, one it does not), a
-    record damaged, a wheel deleted, a wheel made one byte longer."""
+    """The same changes made to a store's files: two variants set (one kernels defines, one it does not), an
+    adopted record made a kernel's (the other wheel of its project becomes a look-alike), a record damaged, a
+    wheel deleted, a wheel made one byte longer."""
     edit_record(files, f"kern-1.0+{LABEL}-py3-none-linux_x86_64.whl", variant="torch27-cxx11-cu128-x86_64-linux")
     edit_record(files, f"kern-1.1+{LABEL}-py3-none-linux_x86_64.whl", variant="torch27-cxx11-zz128-x86_64-linux")
+    edit_record(files, "kern2-1.0-py3-none-any.whl", kind="kernel")  # kern2-1.1 is a look-alike now
     (files / "proj0003-1.3-py3-none-any.whl.json").write_text("{")
     (files / "proj0004-1.4-py3-none-any.whl").unlink()
     with open(files / "proj0005-1.5-py3-none-any.whl", "ab") as f:
@@ -55,6 +57,8 @@ def test_first_read_in_workers_gives_the_pages_and_lines_of_a_read_in_one_proces
     wheels = h.small_wheels(tmp_path / "w", RECORDS)
     for minor in range(3):
         make_wheel(wheels, "kern", f"1.{minor}+{LABEL}", "py3-none-linux_x86_64", summary="kern")
+    for minor in range(2):
+        make_wheel(wheels, "kern2", f"1.{minor}", summary="kern2")
     later = tmp_path / "later"
     make_wheel(later, "proj0006", "9.0", summary="adopted in the run that reads the records")
     one = tmp_path / "one"  # its catalog read in one process
@@ -84,6 +88,9 @@ def test_first_read_in_workers_gives_the_pages_and_lines_of_a_read_in_one_proces
         "--repair` to rebuild it from its wheel, or delete it and rerun build",
         "error: ROOT/files/proj0004-1.4-py3-none-any.whl.json: its wheel proj0004-1.4-py3-none-any.whl is missing "
         "from the store; rerun build to make it again, or delete the record",
+        "error: kern2-1.1-py3-none-any.whl: an adopted wheel of 'kern2', a project this store builds from a kernel, "
+        "left out of the index (it would sit beside the kernel in every install); remove it from the store, or pass "
+        "--allow-kernel-names (allow-kernel-names = true) if you mean to list it",
         "error: ROOT/files/proj0005-1.5-py3-none-any.whl: 690 bytes where its record says 689, not the wheel its "
         "record proj0005-1.5-py3-none-any.whl.json describes (changed outside kernel-factory); it is left out of "
         "the pages: put back the wheel the record describes, or run `kernel-factory index --repair` to record "
@@ -98,4 +105,6 @@ def test_first_read_in_workers_gives_the_pages_and_lines_of_a_read_in_one_proces
     assert not (cold / "simple" / "proj0003").exists() and not (cold / "simple" / "proj0005").exists()
     kern = (cold / "simple" / "kern" / "index.html").read_text()
     assert f"kern-1.0+{LABEL}" in kern and f"kern-1.1+{LABEL}" not in kern and f"kern-1.2+{LABEL}" in kern
+    kern2 = (cold / "simple" / "kern2" / "index.html").read_text()
+    assert "kern2-1.0-py3-none-any.whl" in kern2 and "kern2-1.1" not in kern2
     assert os.listdir(cold / "variants") == [LABEL]
