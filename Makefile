@@ -62,7 +62,7 @@ $(TORCH): $(STAMP)
 
 # With a coverage report of the installed package and its floor (pyproject.toml [tool.coverage]; docs/testing.md).
 test: $(WHEEL) $(TORCH) system-deps lint
-	$(BIN)/python -m pytest -n 2 -q --cov --cov-report=term tests
+	$(BIN)/python -m pytest -n 2 -q --durations=15 --cov --cov-report=term tests
 
 # The minimum-versions job alone: the built wheel with every Requires-Dist at its lower bound, end to end.
 # (`make test` runs it too.)
