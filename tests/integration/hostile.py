@@ -372,13 +372,17 @@ def unescaped(root: Path, template_scripts: int = 1) -> list[str]:
     return problems
 
 
-def small_wheels(folder: Path, count: int) -> Path:
-    """``count`` tiny valid wheels of distinct projects (for `index --wheels`)."""
+def small_wheels(folder: Path, count: int, versions: int = 1) -> Path:
+    """``count`` tiny valid wheels (for `index --wheels`): of distinct projects, or ``versions`` of each
+    project (1.0, 1.1, ...)."""
     import zipfile
 
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(count):
-        name, version = f"proj{i:04d}", f"1.{i % 7}"
+        if versions == 1:
+            name, version = f"proj{i:04d}", f"1.{i % 7}"
+        else:
+            name, version = f"proj{i // versions:04d}", f"1.{i % versions}"
         info = f"{name}-{version}.dist-info"
         meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: project {i}\n"
         with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as zf:
@@ -389,6 +393,15 @@ def small_wheels(folder: Path, count: int) -> Path:
             zf.writestr(f"{info}/RECORD", "")
         os.utime(folder / f"{name}-{version}-py3-none-any.whl", (1_700_000_000, 1_700_000_000))
     return folder
+
+
+def pages(root: Path) -> dict[str, bytes]:
+    """``tree`` of an index root's pages alone (the landing page, simple/, variants/, projects/)."""
+    found = {"index.html": (root / "index.html").read_bytes()} if (root / "index.html").is_file() else {}
+    for top in ("simple", "variants", "projects"):
+        if (root / top).is_dir():
+            found.update((f"{top}/{k}", v) for k, v in tree(root / top).items())
+    return dict(sorted(found.items()))
 
 
 def tree(root: Path) -> dict[str, bytes]:

@@ -133,6 +133,7 @@ def test_lock_held_by_a_dead_run_says_so(kernel: tuple[Path, dict[str, bytes]], 
 KILLS = 20
 ADOPT_WHEELS = 1100  # three batches of store/adopt.py's 512: a pool of two workers on two cores
 RENDER_WHEELS = 5000  # index/command.py's PARALLEL_RECORDS: a full build this big renders in a pool
+RENDER_VERSIONS = 10  # of each project: 500 projects, 1,500 pages
 HANG_GUARD_S = 120  # only so that a hang fails instead of blocking the suite; the workers go at once
 
 
@@ -177,7 +178,8 @@ def rerun_at_once(*args: str | Path) -> None:
 @pytest.fixture(scope="module")
 def wheel_folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("killed-index")
-    return h.small_wheels(root / "adopt", ADOPT_WHEELS), h.small_wheels(root / "render", RENDER_WHEELS)
+    return h.small_wheels(root / "adopt", ADOPT_WHEELS), h.small_wheels(root / "render", RENDER_WHEELS,
+                                                                         RENDER_VERSIONS)
 
 
 def test_index_adoption_main_killed_alone_workers_end_and_rerun_matches(
@@ -210,10 +212,6 @@ def records_only(store: Path, to: Path) -> None:
     shutil.copytree(store / "files", to / "files", ignore=shutil.ignore_patterns(".*"))
 
 
-def pages(root: Path) -> dict[str, bytes]:
-    return {k: v for k, v in h.tree(root).items() if not k.startswith("files/")}
-
-
 def test_index_render_main_killed_alone_workers_end_and_rerun_matches(
     wheel_folders: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -223,7 +221,7 @@ def test_index_render_main_killed_alone_workers_end_and_rerun_matches(
     store = tmp_path / "store"
     rerun_at_once("index", "--store", store, "--wheels", wheels)
     rerun_at_once("index", "--store", store, "--out", tmp_path / "fresh")  # a fresh render of the same records
-    expected = h.tree(tmp_path / "fresh")
+    expected = h.pages(tmp_path / "fresh")
     with_workers = 0
     for i in range(KILLS):
         out = tmp_path / "out"
@@ -231,13 +229,13 @@ def test_index_render_main_killed_alone_workers_end_and_rerun_matches(
         if i % 2:
             records_only(store, out)
             args = ("index", "--store", out)
-        at = 1 + i * 3000 // KILLS  # project pages written when the main process is killed: the workers busy
+        at = 1 + i * 450 // KILLS  # project pages written when the main process is killed: the workers busy
         workers, killed = kill_when_seen(out / "simple", "*/index.html", at, *args)
         assert killed, f"the render ended before {at} project pages were written"
         with_workers += len(workers) >= 2
         assert wait_gone(workers) == [], f"kill {i} at {at} pages: workers outlived the main process"
         rerun_at_once(*args)
-        assert pages(out) == expected, f"kill {i} at {at} pages"
+        assert h.pages(out) == expected, f"kill {i} at {at} pages"
         assert [p.name for p in out.rglob(".tmp-*")] == []
         shutil.rmtree(out)
     assert with_workers >= KILLS - 2, f"two workers or more were running at only {with_workers} of {KILLS} kills"
