@@ -43,7 +43,9 @@ MODULES = {  # module -> the unit tests that cover it
                        "tests/unit/test_index_incremental.py", "tests/unit/test_index_pages_exact.py",
                        "tests/unit/test_project_html.py"],
     "verify/digest.py": ["tests/unit/test_digest.py", "tests/unit/test_wheel_convert.py"],
-    "store/adopt.py": ["tests/unit/test_adopt_read.py"],
+    "store/adopt.py": ["tests/unit/test_adopt_read.py", "tests/unit/test_index_write.py",
+                       "tests/unit/test_index_rerun.py", "tests/unit/test_report.py",
+                       "tests/unit/test_adopt_write.py", "tests/unit/test_adopt_repair.py"],
 }
 
 
