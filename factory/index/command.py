@@ -49,7 +49,13 @@ if TYPE_CHECKING:
     from .shards import Shards
 
 PAGE_DIRS = ("simple", "variants", "projects")
-PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
+PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core (and a
+# first index of that many reads them there: index/shards.py)
+
+
+def _workers() -> int:
+    """The processes of a full build: one per core, at most 16."""
+    return min(os.cpu_count() or 1, 16)
 
 
 @dataclass(frozen=True)
@@ -237,7 +243,7 @@ def build_index(
     writer = _Writer(out)
     seen: set[str] = set()
     wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
-    workers = min(os.cpu_count() or 1, 16)
+    workers = _workers()
     rest: Iterable[str] | None = wanted  # the projects rendered here (None: all)
     done = shards.collect(labels, hidden) if wanted is None and shards is not None else None
     if done is not None:  # the workers that read the records rendered their pages meanwhile
@@ -395,7 +401,7 @@ def index_with_adoption(
     catalog = local_catalog(root)
     _catalog_note(catalog, notes)
     shards = None
-    workers = min(os.cpu_count() or 1, 16)
+    workers = _workers()
     if workers > 1 and catalog.path != ":memory:" and catalog.count() == 0:  # every record is read: see shards.py
         from .shards import Shards
 

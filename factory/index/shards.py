@@ -8,13 +8,15 @@ each wheel's file name). Each worker reads and checks the records of its share
 (store/check.py: everything but the variant by kernels' parser), sends the main
 process their catalog rows and the lines of those left out, and keeps the
 records. The main process checks each variant found against kernels' parser
-meanwhile (its import is ~0.3 s of CPU), writes the rows into the catalog, and
-the run goes on as after any sync: adoption, the file check and the look-alikes
-see the catalog. When build_index renders every page, each worker renders its
-projects' pages from the records it kept, with the store's variant labels; the
-projects whose rows changed since they were read (``stale``: adopted wheels,
-wheels the file check dropped, variants kernels' parser refused) are left to the
-main process, which renders them from the catalog.
+meanwhile (its import is ~0.3 s of CPU), writes the rows into the catalog and
+``start``s the workers rendering their projects' pages from the records they
+kept, with the store's variant labels; the run goes on as after any sync
+(adoption, the file check and the look-alikes see the catalog). build_index
+``collect``s their pages; the projects whose rows changed since they were read
+(``stale``: adopted wheels, wheels the file check dropped, variants kernels'
+parser refused, and those holding a look-alike) are rendered again by the main
+process from the catalog. With other labels by then (a variant adopted in the
+same run), their pages are not used and every page is rendered again.
 
 The workers are those of the store's other pools (store/pool.py ``init_worker``):
 they drop the store lock and die with the main process; the pages they write go
@@ -36,8 +38,8 @@ from ..record import Record
 from ..store import check
 from ..store.catalog import Row, catalog_row, read_local
 from ..store.pool import init_worker
-
-MIN_RECORDS = 5000  # fewer are read in the main process: the workers would cost more than they save
+from .command import PARALLEL_RECORDS, render_projects
+from .pages import environment
 
 
 class WorkerFailed(RuntimeError):
@@ -85,9 +87,6 @@ def _worker(
                 variants.setdefault((record.variant, record.label), []).append(wheel)
         conn.send(("rows", (rows, lines, variants)))
         del rows
-        from .command import render_projects
-        from .pages import environment
-
         env = environment(templates)  # compiled while the main process goes on (render_projects gets it again)
         for name in ("project.html", "kernel.html"):
             env.get_template(name)
@@ -120,8 +119,8 @@ class Shards:
     def read_rows(self, wheels: list[str], listing: dict[str, str], damaged: list[str]) -> list[Row] | None:
         """The rows of ``wheels``' records, read and checked by the workers; those left out add one line each to
         ``damaged`` (in the order of their names, as a read in one process gives them). None for fewer than
-        MIN_RECORDS: the caller reads them."""
-        if len(wheels) < MIN_RECORDS or self.workers < 2:
+        PARALLEL_RECORDS (index/command.py): the caller reads them."""
+        if len(wheels) < PARALLEL_RECORDS:
             return None
         shares: dict[str, list[str]] = {}
         for wheel in wheels:

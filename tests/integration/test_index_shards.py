@@ -21,7 +21,7 @@ from support import kf
 
 pytestmark = pytest.mark.integration
 
-RECORDS = 5000  # index/shards.py's MIN_RECORDS: a first read this big goes to the workers
+RECORDS = 5000  # index/command.py's PARALLEL_RECORDS: a first read this big goes to index/shards.py's workers
 VERSIONS = 10  # of each project (500 projects)
 LABEL = "torch27cu128cxx11"
 
