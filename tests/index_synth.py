@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import shutil
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,10 +151,17 @@ def write_records(store: Path, records: Sequence[Record]) -> None:
         write_bytes(files / f"{r.filename}.json", r.to_json())
 
 
+def records_only(store: Path, to: Path) -> None:
+    """``to``: a store holding copies of ``store``'s wheels, .metadata and records, without the catalog, the
+    pages or the state file: an index run there reads every record."""
+    shutil.rmtree(to, ignore_errors=True)
+    shutil.copytree(store / "files", to / "files", ignore=shutil.ignore_patterns(".*"))
+
+
 def index_pages(store: Path) -> dict[str, bytes]:
-    """Every page of the index in ``store`` (the store's files and dot files left out): path -> bytes."""
-    return {
-        p.relative_to(store).as_posix(): p.read_bytes()
-        for p in sorted(store.rglob("*"))
-        if p.is_file() and p.relative_to(store).parts[0] != "files" and not p.name.startswith(".")
-    }
+    """Every page of the index in ``store`` (the store's files and dot files left out, files/ not walked):
+    path -> bytes."""
+    tops = [p for p in store.iterdir() if p.name != "files"] if store.is_dir() else []
+    found = (q for top in tops for q in ([top] if top.is_file() else top.rglob("*")))
+    return {p.relative_to(store).as_posix(): p.read_bytes()
+            for p in sorted(found) if p.is_file() and not p.name.startswith(".")}  # fmt: skip

@@ -395,15 +395,6 @@ def small_wheels(folder: Path, count: int, versions: int = 1) -> Path:
     return folder
 
 
-def pages(root: Path) -> dict[str, bytes]:
-    """``tree`` of an index root's pages alone (the landing page, simple/, variants/, projects/)."""
-    found = {"index.html": (root / "index.html").read_bytes()} if (root / "index.html").is_file() else {}
-    for top in ("simple", "variants", "projects"):
-        if (root / top).is_dir():
-            found.update((f"{top}/{k}", v) for k, v in tree(root / top).items())
-    return dict(sorted(found.items()))
-
-
 def tree(root: Path) -> dict[str, bytes]:
     """Relative path -> bytes of every file under ``root`` whose path has no part starting with '.'."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))

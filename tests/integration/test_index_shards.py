@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import hostile as h
 import pytest
-from index_synth import make_wheel
+from index_synth import index_pages, make_wheel, records_only
 from support import kf
 
 pytestmark = pytest.mark.integration
@@ -62,7 +61,7 @@ def test_first_read_in_workers_gives_the_pages_and_lines_of_a_read_in_one_proces
     proc = kf("index", "--store", one, "--wheels", wheels)
     assert proc.returncode == 0, proc.stderr
     cold = tmp_path / "cold"  # the same records, no catalog, no pages, no state
-    shutil.copytree(one / "files", cold / "files", ignore=shutil.ignore_patterns(".*"))
+    records_only(one, cold)
     behind_the_back(one / "files")
     behind_the_back(cold / "files")
 
@@ -96,7 +95,7 @@ def test_first_read_in_workers_gives_the_pages_and_lines_of_a_read_in_one_proces
     got = lines(err, cold)
     assert got == lines(ref.stderr, one)
     assert got == expected
-    assert h.pages(cold) == h.pages(one)
+    assert index_pages(cold) == index_pages(one)
     def listed(project: str) -> list[str]:
         page = (cold / "simple" / project / "index.html").read_text()
         return sorted(f"1.{v}" for v in range(VERSIONS) if f"{project}-1.{v}-py3-none-any.whl" in page)

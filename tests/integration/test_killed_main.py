@@ -20,6 +20,7 @@ from pathlib import Path
 
 import hostile as h
 import pytest
+from index_synth import index_pages, records_only
 
 VARIANTS = ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu", "torch-metal")
 HANG_GUARD_S = 120  # not a speed check: only how long to wait before calling it a hang
@@ -205,13 +206,6 @@ def test_index_adoption_main_killed_alone_workers_end_and_rerun_matches(
     assert with_workers >= KILLS - 2, f"workers were running at only {with_workers} of {KILLS} kills"
 
 
-def records_only(store: Path, to: Path) -> None:
-    """``to``: a store holding copies of ``store``'s wheels, .metadata and records, without the catalog, the
-    pages or the state file: an index run there reads every record (index/shards.py's workers)."""
-    shutil.rmtree(to, ignore_errors=True)
-    shutil.copytree(store / "files", to / "files", ignore=shutil.ignore_patterns(".*"))
-
-
 def test_index_render_main_killed_alone_workers_end_and_rerun_matches(
     wheel_folders: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -221,7 +215,7 @@ def test_index_render_main_killed_alone_workers_end_and_rerun_matches(
     store = tmp_path / "store"
     rerun_at_once("index", "--store", store, "--wheels", wheels)
     rerun_at_once("index", "--store", store, "--out", tmp_path / "fresh")  # a fresh render of the same records
-    expected = h.pages(tmp_path / "fresh")
+    expected = index_pages(tmp_path / "fresh")
     with_workers = 0
     for i in range(KILLS):
         out = tmp_path / "out"
@@ -235,7 +229,7 @@ def test_index_render_main_killed_alone_workers_end_and_rerun_matches(
         with_workers += len(workers) >= 2
         assert wait_gone(workers) == [], f"kill {i} at {at} pages: workers outlived the main process"
         rerun_at_once(*args)
-        assert h.pages(out) == expected, f"kill {i} at {at} pages"
+        assert index_pages(out) == expected, f"kill {i} at {at} pages"
         assert [p.name for p in out.rglob(".tmp-*")] == []
         shutil.rmtree(out)
     assert with_workers >= KILLS - 2, f"two workers or more were running at only {with_workers} of {KILLS} kills"
