@@ -435,7 +435,7 @@ def index_with_adoption(
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
         lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
         try:
-            found = filecheck.check_local(root, catalog, repair, listed)
+            found = filecheck.check_local(root, catalog, repair, listed, shards.checked if shards else None)
             hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
             if shards is not None:
                 shards.changed(found.touched)

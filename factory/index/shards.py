@@ -5,9 +5,10 @@ damaged or of an older schema) has every record read. Checking them costs more
 CPU than rendering their pages, so neither is left to one core. ``Shards``
 forks one worker per core, each given a share of the projects (by the name in
 each wheel's file name). Each worker reads and checks the records of its share
-(store/check.py: everything but the variant by kernels' parser), sends the main
-process their catalog rows and the lines of those left out, and keeps the
-records. The main process checks each variant found against kernels' parser
+(store/check.py: everything but the variant by kernels' parser), compares each
+wheel's size with its record (the file check's first look at a wheel), sends
+the main process their catalog rows, the lines of those left out and the
+wheels' stat keys, and keeps the records. The main process checks each variant found against kernels' parser
 meanwhile (its import is ~0.3 s of CPU), writes the rows into the catalog and
 ``start``s the workers rendering their projects' pages from the records they
 kept, with the store's variant labels; the run goes on as after any sync
@@ -36,7 +37,7 @@ from typing import Any
 
 from ..record import Record
 from ..store import check
-from ..store.catalog import Row, catalog_row, read_local
+from ..store.catalog import Row, catalog_row, read_local, record_key
 from ..store.pool import init_worker
 from .command import PARALLEL_RECORDS, render_projects
 from .pages import environment
@@ -77,15 +78,23 @@ def _worker(
         rows: list[Row] = []
         variants: dict[tuple[str, str | None], list[str]] = {}
         groups: dict[str, list[Record]] = {}
+        checked: dict[str, tuple[str, str]] = {}
+        prefix = os.path.join(files, "")
         for wheel, record, text in read_local(files, lines, known_variants=False)(wheels):
             if record is None:
                 continue
+            try:  # the file check's first look at a wheel (store/filecheck.py), done here in parallel
+                st = os.stat(prefix + wheel)
+            except FileNotFoundError:
+                st = None
+            if st is not None and st.st_size == record.size:
+                checked[wheel] = (record_key(st), listing[wheel])
             row = catalog_row(listing[wheel], record, names, text)
             rows.append(row)
             groups.setdefault(row[1], []).append(record)
             if record.variant is not None:
                 variants.setdefault((record.variant, record.label), []).append(wheel)
-        conn.send(("rows", (rows, lines, variants)))
+        conn.send(("rows", (rows, lines, variants, checked)))
         del rows
         env = environment(templates)  # compiled while the main process goes on (render_projects gets it again)
         for name in ("project.html", "kernel.html"):
@@ -109,6 +118,8 @@ class Shards:
         self.conns: list[Connection] = []
         self.procs: list[Any] = []
         self.stale: set[str] = set()  # projects whose rows changed since the workers read them
+        self.checked: dict[str, tuple[str, str]] = {}  # wheel -> (its stat key, its record's key): its size
+        # is its record's (what the file check's first look at a wheel compares; store/filecheck.py)
         self.labels: dict[str, str | None] | None = None  # the labels the workers render with, once started
         self.step = "reading"  # then "waiting" (rows sent), "rendering" (started), "done" (pages collected)
 
@@ -143,9 +154,10 @@ class Shards:
         lines: list[str] = []
         found: dict[tuple[str, str | None], list[str]] = {}
         for conn in self.conns:
-            part_rows, part_lines, part_variants = _answer(conn)
+            part_rows, part_lines, part_variants, part_checked = _answer(conn)
             rows += part_rows
             lines += part_lines
+            self.checked.update(part_checked)
             for pair, names in part_variants.items():
                 found.setdefault(pair, []).extend(names)
         bad: set[str] = set()

@@ -1,7 +1,7 @@
 """The first index of a store of records made elsewhere (no catalog) reads, checks and renders its records in
 per-share workers (index/shards.py): the same pages and the same lines as a store whose catalog is read in one
-process, with records damaged, a variant kernels' parser refuses, a wheel gone, a wheel changed and a wheel
-adopted in the same run (the projects whose rows change after the workers read them are rendered by the main
+process, with records damaged, a variant kernels' parser refuses, a wheel gone, a wheel changed, a .metadata
+gone and a wheel adopted in the same run (the projects whose rows change after the workers read them are rendered by the main
 process)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def edit_record(files: Path, wheel: str, **fields: object) -> None:
 def behind_the_back(files: Path) -> None:
     """The same changes made to a store's files: two variants set (one kernels defines, one it does not), an
     adopted record made a kernel's (the other wheel of its project becomes a look-alike), a record damaged, a
-    wheel deleted, a wheel made one byte longer."""
+    wheel deleted, a wheel made one byte longer, a .metadata deleted."""
     edit_record(files, f"kern-1.0+{LABEL}-py3-none-linux_x86_64.whl", variant="torch27-cxx11-cu128-x86_64-linux")
     edit_record(files, f"kern-1.1+{LABEL}-py3-none-linux_x86_64.whl", variant="torch27-cxx11-zz128-x86_64-linux")
     edit_record(files, "kern2-1.0-py3-none-any.whl", kind="kernel")  # kern2-1.1 is a look-alike now
@@ -43,6 +43,7 @@ def behind_the_back(files: Path) -> None:
     (files / "proj0004-1.4-py3-none-any.whl").unlink()
     with open(files / "proj0005-1.5-py3-none-any.whl", "ab") as f:
         f.write(b"\0")
+    (files / "proj0007-1.7-py3-none-any.whl.metadata").unlink()
 
 
 def lines(stderr: str, root: Path) -> list[str]:
@@ -92,6 +93,9 @@ def test_first_read_in_workers_gives_the_pages_and_lines_of_a_read_in_one_proces
         "the pages: put back the wheel the record describes, or run `kernel-factory index --repair` to record "
         "this wheel as it is",
     ]
+    metadata = "files/proj0007-1.7-py3-none-any.whl.metadata"
+    assert f"{cold / metadata} was missing: written again from its wheel" in err.splitlines()
+    assert (cold / metadata).read_bytes() == (one / metadata).read_bytes()
     got = lines(err, cold)
     assert got == lines(ref.stderr, one)
     assert got == expected
