@@ -412,8 +412,6 @@ def index_with_adoption(
         # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
         gaps = Gaps(os.fspath(files))
         listing, touched = refresh(catalog, files, damaged, rescan, gaps, shards.read_rows if shards else None)
-        if shards is not None and shards.holding:  # they render while this process adopts and checks the files
-            shards.start(catalog.label_backends())
         known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
         count = len(known)
         runs = []

@@ -8,11 +8,12 @@ each wheel's file name). Each worker reads and checks the records of its share
 (store/check.py: everything but the variant by kernels' parser), compares each
 wheel's size with its record (the file check's first look at a wheel), sends
 the main process their catalog rows, the lines of those left out and the
-wheels' stat keys, and keeps the records. The main process checks each variant found against kernels' parser
-meanwhile (its import is ~0.3 s of CPU), writes the rows into the catalog and
-``start``s the workers rendering their projects' pages from the records they
-kept, with the store's variant labels; the run goes on as after any sync
-(adoption, the file check and the look-alikes see the catalog). build_index
+wheels' stat keys, and keeps the records. The main process imports kernels'
+parser meanwhile (~0.3 s of CPU) and checks each variant found, ``start``s
+the workers rendering their projects' pages from the records they kept, with
+the variant labels of all the rows, and writes the rows into the catalog; the
+run goes on as after any sync (adoption, the file check and the look-alikes
+see the catalog). build_index
 ``collect``s their pages; the projects whose rows changed since they were read
 (``stale``: adopted wheels, wheels the file check dropped, variants kernels'
 parser refused, and those holding a look-alike) are rendered again by the main
@@ -37,7 +38,7 @@ from typing import Any
 
 from ..record import Record
 from ..store import check
-from ..store.catalog import Row, catalog_row, read_local, record_key
+from ..store.catalog import Row, catalog_row, label_backends, read_local, record_key
 from ..store.pool import init_worker
 from .command import PARALLEL_RECORDS, render_projects
 from .pages import environment
@@ -100,8 +101,6 @@ def _worker(
         for name in ("project.html", "kernel.html"):
             env.get_template(name)
         labels = conn.recv()
-        if labels is None:
-            return
         todo = [(name, groups[name]) for name in sorted(groups)]
         conn.send(("pages", render_projects(out, templates, base_url, labels, todo)))
     except BaseException as exc:  # noqa: BLE001 - the main process raises it
@@ -121,11 +120,7 @@ class Shards:
         self.checked: dict[str, tuple[str, str]] = {}  # wheel -> (its stat key, its record's key): its size
         # is its record's (what the file check's first look at a wheel compares; store/filecheck.py)
         self.labels: dict[str, str | None] | None = None  # the labels the workers render with, once started
-        self.step = "reading"  # then "waiting" (rows sent), "rendering" (started), "done" (pages collected)
-
-    @property
-    def holding(self) -> bool:
-        return bool(self.conns)
+        self.step = "reading"  # then "rendering" (started), "done" (pages collected)
 
     def read_rows(self, wheels: list[str], listing: dict[str, str], damaged: list[str]) -> list[Row] | None:
         """The rows of ``wheels``' records, read and checked by the workers; those left out add one line each to
@@ -166,10 +161,11 @@ class Shards:
             if why:
                 bad.update(names)
                 lines += [check.invalid(os.path.join(self.files, f"{w}.json"), why) for w in names]
-        self.step = "waiting"
         damaged.extend(sorted(lines))  # each starts with its record's path: the order of the wheels' names
         self.stale = {row[1] for row in rows if row[0] in bad}
-        return sorted(row for row in rows if row[0] not in bad)  # in the table's order: inserted the quickest
+        rows = sorted(row for row in rows if row[0] not in bad)  # in the table's order: inserted the quickest
+        self.start(label_backends(rows))  # the catalog's labels once these rows are its only ones
+        return rows
 
     def changed(self, projects: Iterable[str]) -> None:
         """Rows of these projects changed since the workers read them: the main process renders them."""
@@ -205,16 +201,10 @@ class Shards:
         return paths, entries, stats, self.stale | {check.wheel_project(w) or "" for w in hidden}
 
     def close(self) -> None:
-        """End the workers: those waiting for their job are told to end; those still reading or rendering are
-        killed (pages go under temporary names, renamed into place when whole: the next run removes what is
-        left)."""
+        """End the workers: those still reading or rendering are killed (pages go under temporary names, renamed
+        into place when whole: the next run removes what is left)."""
         for conn, proc in zip(self.conns, self.procs, strict=True):
-            if self.step == "waiting":
-                try:
-                    conn.send(None)
-                except OSError:  # it has ended
-                    pass
-            elif self.step != "done":
+            if self.step != "done":
                 proc.kill()
             conn.close()
             proc.join()

@@ -386,6 +386,19 @@ class Gaps:
         return bool(self.no_wheel or self.no_record)
 
 
+def label_backends(rows: Iterable[Row]) -> dict[str, str | None]:
+    """``Catalog.label_backends`` of a catalog holding just these rows (of checked records)."""
+    least: dict[tuple[str, int], str | None] = {}
+    for _filename, _project, _key, label, backend, noarch, _row in rows:
+        if label is not None:
+            have = least.get((label, noarch))
+            least[(label, noarch)] = backend if have is None else have if backend is None else min(have, backend)
+    found: dict[str, str | None] = {}
+    for label, noarch in sorted(least, key=lambda pair: (pair[0], -pair[1])):  # noarch first: arch wheels win
+        found[label] = least[(label, noarch)]
+    return found
+
+
 def list_local(files: Path, damaged: list[str] | None = None, gaps: Gaps | None = None) -> dict[str, str]:
     """Wheel file name -> key of its record file, for every record under ``files`` whose wheel is there.
 

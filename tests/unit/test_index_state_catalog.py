@@ -97,3 +97,24 @@ def test_a_row_changed_behind_the_catalog_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CatalogDamaged, match="names another label or backend than its record"):
         list(catalog.projects())
     catalog.close()
+
+
+def test_the_labels_of_rows_are_those_the_catalog_gives_once_it_holds_them() -> None:
+    """index/shards.py starts its workers with the labels of the rows it is about to write."""
+    from kernel_factory.store.catalog import label_backends
+
+    def row(n: int, label: str | None, backend: str | None, noarch: int) -> tuple[Any, ...]:
+        return (f"p-1.{n}-py3-none-any.whl", "p", f"k{n}", label, backend, noarch, "{}")
+
+    rows = [
+        row(0, "torch27cu128cxx11", None, 1), row(1, "torch27cu128cxx11", "rocm", 0),  # an arch wheel's wins
+        row(2, "torch210cpucxx11", "cuda", 1), row(3, "torch210cpucxx11", "cpu", 1),  # the least of noarch ones
+        row(4, "torch29xpu20252cxx11", None, 0), row(5, "torch29xpu20252cxx11", "xpu", 0),
+        row(6, "cuda", None, 1), row(7, None, "cuda", 0),
+    ]  # fmt: skip
+    catalog = Catalog()
+    catalog.apply_rows(rows, ())  # type: ignore[arg-type]
+    expected = {"cuda": None, "torch210cpucxx11": "cpu", "torch27cu128cxx11": "rocm", "torch29xpu20252cxx11": "xpu"}
+    assert catalog.label_backends() == expected
+    assert label_backends(rows) == expected  # type: ignore[arg-type]
+    assert list(label_backends(rows)) == list(catalog.label_backends())
