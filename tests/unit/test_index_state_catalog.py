@@ -113,8 +113,8 @@ def test_the_labels_of_rows_are_those_the_catalog_gives_once_it_holds_them() -> 
         row(6, "cuda", None, 1), row(7, None, "cuda", 0),
     ]  # fmt: skip
     catalog = Catalog()
-    catalog.apply_rows(rows, ())  # type: ignore[arg-type]
+    catalog.apply_rows(rows, ())
     expected = {"cuda": None, "torch210cpucxx11": "cpu", "torch27cu128cxx11": "rocm", "torch29xpu20252cxx11": "xpu"}
     assert catalog.label_backends() == expected
-    assert label_backends(rows) == expected  # type: ignore[arg-type]
+    assert label_backends(rows) == expected
     assert list(label_backends(rows)) == list(catalog.label_backends())
