@@ -9,16 +9,16 @@ each wheel's file name). Each worker reads and checks the records of its share
 wheel's size with its record (the file check's first look at a wheel), sends
 the main process their catalog rows, the lines of those left out and the
 wheels' stat keys, and keeps the records. The main process imports kernels'
-parser meanwhile (~0.3 s of CPU) and checks each variant found, ``start``s
-the workers rendering their projects' pages from the records they kept, with
-the variant labels of all the rows, and writes the rows into the catalog; the
-run goes on as after any sync (adoption, the file check and the look-alikes
-see the catalog). build_index
-``collect``s their pages; the projects whose rows changed since they were read
-(``stale``: adopted wheels, wheels the file check dropped, variants kernels'
-parser refused, and those holding a look-alike) are rendered again by the main
-process from the catalog. With other labels by then (a variant adopted in the
-same run), their pages are not used and every page is rendered again.
+parser meanwhile (~0.3 s of CPU) and checks each variant found, ``start``s the
+workers rendering their projects' pages from the records they kept, with the
+variant labels of all the rows, and writes the rows into the catalog; the run
+goes on as after any sync (adoption, the file check and the look-alikes see
+the catalog). build_index ``collect``s their pages; the projects whose rows
+changed since they were read (``stale``: adopted wheels, wheels the file check
+dropped, variants kernels' parser refused, and those holding a look-alike) are
+rendered again by the main process from the catalog. With other labels by then
+(a variant adopted in the same run), their pages are not used and every page
+is rendered again.
 
 The workers are those of the store's other pools (store/pool.py ``init_worker``):
 they drop the store lock and die with the main process; the pages they write go
