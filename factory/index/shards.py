@@ -164,7 +164,7 @@ class Shards:
         damaged.extend(sorted(lines))  # each starts with its record's path: the order of the wheels' names
         self.stale = {row[1] for row in rows if row[0] in bad}
         rows = sorted(row for row in rows if row[0] not in bad)  # in the table's order: inserted the quickest
-        self.start(label_backends(rows))  # the catalog's labels once these rows are its only ones
+        self.start(label_backends((row[3], row[5], row[4]) for row in rows))  # the catalog's, once it holds them
         return rows
 
     def changed(self, projects: Iterable[str]) -> None:

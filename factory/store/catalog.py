@@ -250,17 +250,14 @@ class Catalog:
         Each label becomes a folder name: one that is not a label's shape, or a backend that is not plain text,
         raises CatalogDamaged (every row's label and backend are checked against its record when its project is
         read: ``projects``)."""
-        found: dict[str, str | None] = {}
-        rows = self.db.execute(
-            "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch "
-            "ORDER BY label, noarch DESC"
-        )
-        for label, _noarch, backend in rows:  # noarch first, so the arch wheels' backend wins
+        rows = list(self.db.execute(
+            "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch"
+        ))  # fmt: skip
+        for label, _noarch, backend in rows:
             if not check.plain_label(label) or not (backend is None or check.plain_text(backend)):
                 raise CatalogDamaged(f"{self.path}: a row's label {str(label)[:80]!r} or backend is not one a "
                                      "record may hold")  # fmt: skip
-            found[label] = backend
-        return found
+        return label_backends(rows)
 
     def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
         """(project, its records sorted by file name), project by project in name order: all, or ``names``.
@@ -386,10 +383,12 @@ class Gaps:
         return bool(self.no_wheel or self.no_record)
 
 
-def label_backends(rows: Iterable[Row]) -> dict[str, str | None]:
-    """``Catalog.label_backends`` of a catalog holding just these rows (of checked records)."""
+def label_backends(wheels: Iterable[tuple[str | None, int, str | None]]) -> dict[str, str | None]:
+    """Every variant label -> its backend, from (label, noarch, backend) of wheels: that of its arch wheels,
+    else of its noarch wheels; the least where they differ (``Catalog.label_backends``; index/shards.py gives
+    the rows it is about to write)."""
     least: dict[tuple[str, int], str | None] = {}
-    for _filename, _project, _key, label, backend, noarch, _row in rows:
+    for label, noarch, backend in wheels:
         if label is not None:
             have = least.get((label, noarch))
             least[(label, noarch)] = backend if have is None else have if backend is None else min(have, backend)
