@@ -293,12 +293,36 @@ def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file") from None
     if path.name == "pyproject.toml":
         data = data.get("tool", {}).get("kernel-factory", {})
-    _check_keys(data, {"factory", "kernel"}, str(path))
+    _check_keys(data, {"factory", "kernel", "prune"}, str(path))
     factory = data.get("factory", {})
     kernels = data.get("kernel", [])
     if not isinstance(factory, dict) or not isinstance(kernels, list):
         raise ConfigError(f"{path}: expected a [factory] table and [[kernel]] tables")
     return factory, kernels
+
+
+PRUNE_KEYS = {"keep-per-major", "keep-since", "keep-locked"}  # the [prune] table's keys (docs/withdraw.md)
+
+
+def read_prune(flags: Flags) -> tuple[dict[str, Any], Path | None]:
+    """The config file's ``[prune]`` table (empty without one) and the folder its relative paths start in; an
+    unknown key fails with a hint."""
+    path = find_config(flags)
+    if path is None:
+        return {}, None
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    read_file(path)  # the file's own checks first (valid TOML, known tables)
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("kernel-factory", {})
+    table = data.get("prune", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: expected a [prune] table")
+    _check_keys(table, PRUNE_KEYS, f"{path} [prune]")
+    return table, path.resolve().parent
 
 
 def _cache_control(value: Any, where: str) -> str:

@@ -19,9 +19,10 @@ from types import ModuleType
 from .. import __version__, report
 from ..errors import EXIT_BUG, FactoryError, unusable
 from ..safe_text import redact_url
-from . import build, download, index, local_kernels, plan, publish, serve, to_wheel, which
+from . import build, download, index, local_kernels, plan, prune, publish, serve, status, to_wheel, unyank, which, yank
 
-SUBCOMMANDS: tuple[ModuleType, ...] = (to_wheel, plan, build, index, publish, serve, local_kernels, which, download)
+SUBCOMMANDS: tuple[ModuleType, ...] = (to_wheel, plan, build, index, publish, serve, local_kernels, which, download,
+                                       yank, unyank, status, prune)
 
 DESCRIPTION = """\
 Turn Hugging Face Kernel Hub kernels into audited, pip-installable wheels (one per

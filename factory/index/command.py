@@ -36,8 +36,10 @@ from .pages import (
     landing_page,
     project_pages,
     project_paths,
+    read_withdrawals,
     root_pages,
     root_paths,
+    use_withdrawals,
 )
 from .state import LANDING, State, changed_pages, page_stat, read_state, write_state
 from .state import STATE_FILE as STATE_FILE
@@ -391,6 +393,7 @@ def index_with_adoption(
 
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
+    use_withdrawals(read_withdrawals(loc.local))  # project statuses, a prune under way (store/status.py, retain.py)
     if loc.local is None:
         count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, notes, allow_kernel_names)
         return count, result, adopted

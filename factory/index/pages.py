@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from ..errors import ConfigError
 from ..record import Record, version_key
+from ..store.status import Status
 from . import landing as index_landing
 from . import selector as index_selector
 from .landing import project_context, project_summary, quoted
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     import jinja2
 
 API_VERSION = "1.1"
+STATUS_API_VERSION = "1.4"  # PEP 792: the pages that carry a project status marker
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 TEMPLATE_NAMES = ("landing.html", "kernel.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
 SIMPLE = "simple"
@@ -43,6 +45,38 @@ def group_prefix(label: str | None) -> str:
 
 def group_depth(label: str | None) -> int:
     return 1 if label is None else 3
+
+
+class Withdrawals(NamedTuple):
+    """What the store says beside the records: each project's status (PEP 792; none: active) and the wheels a
+    prune is removing (left out of every page before they are deleted: store/retain.py)."""
+
+    statuses: Mapping[str, Status] = {}
+    pending: frozenset[str] = frozenset()
+
+
+_WITHDRAWALS = Withdrawals()
+
+
+def use_withdrawals(found: Withdrawals) -> None:
+    """Set what the pages rendered next in this process (and the workers it forks) show of ``found``."""
+    global _WITHDRAWALS
+    _WITHDRAWALS = found
+
+
+def withdrawals() -> Withdrawals:
+    return _WITHDRAWALS
+
+
+def read_withdrawals(root: Path | None) -> Withdrawals:
+    """The statuses and the prune under way that the local store folder ``root`` keeps (None: a remote store,
+    which keeps neither)."""
+    if root is None:
+        return Withdrawals()
+    from ..store.retain import read_pending
+    from ..store.status import read_statuses
+
+    return Withdrawals(read_statuses(root), read_pending(root))
 
 
 def combined_only(record: Record) -> bool:
@@ -134,6 +168,10 @@ def fingerprint(templates: Path | None, base_url: str) -> str:
     Reads the template files as the environment finds them (``templates`` first), without loading jinja2.
     """
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
+    store = _WITHDRAWALS
+    if store.statuses or store.pending:  # a status set or a prune under way: every page again
+        statuses = {name: store.statuses[name].to_json() for name in sorted(store.statuses)}
+        h.update(json.dumps([statuses, sorted(store.pending)], sort_keys=True).encode() + b"\0")
     for module in (__file__, index_landing.__file__, index_selector.__file__):  # the rendering code itself
         h.update(Path(module).read_bytes())
     names = set(TEMPLATE_NAMES)
@@ -217,10 +255,10 @@ def _dumps(data: object) -> bytes:
 
 def simple_json(
     project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
-    files: Mapping[str, _File] | None = None,
+    files: Mapping[str, _File] | None = None, status: Status | None = None,
 ) -> bytes:  # fmt: skip
     """PEP 691 JSON of one project (PEP 700 fields included); ``order``: each version's rank, ``files``: each
-    file's parts (``_file``), when known.
+    file's parts (``_file``), when known; ``status``: its PEP 792 ``project-status`` (api-version 1.4).
 
     The bytes of ``_dumps`` of {"meta", "name", "files", "versions"}, written piece by piece (most of a page is
     its files, each a dict json.dumps would sort the keys of).
@@ -230,9 +268,16 @@ def simple_json(
     href = _files_href(depth)
     entries = ",".join([f.head + href + f.quoted + f.tail for f in _files(records, files)])
     return (
-        f'{{"files":[{entries}],"meta":{{"api-version":{_json(API_VERSION)}}},"name":{_json(project)},'
-        f'"versions":[{",".join(map(_STR, versions))}]}}\n'
+        f'{{"files":[{entries}],"meta":{{"api-version":{_json(STATUS_API_VERSION if status else API_VERSION)}}},'
+        f'"name":{_json(project)},{_status_json(status)}"versions":[{",".join(map(_STR, versions))}]}}\n'
     ).encode()
+
+
+def _status_json(status: Status | None) -> str:
+    if status is None:
+        return ""
+    return '"project-status":' + json.dumps(status.to_json(), sort_keys=True, separators=(",", ":"),
+                                             ensure_ascii=False) + ","
 
 
 class FileLink(NamedTuple):
@@ -246,19 +291,22 @@ class FileLink(NamedTuple):
 
 
 def simple_html(
-    env: jinja2.Environment, project: str, records: list[Record], depth: int, files: Mapping[str, _File] | None = None
+    env: jinja2.Environment, project: str, records: list[Record], depth: int, files: Mapping[str, _File] | None = None,
+    status: Status | None = None,
 ) -> bytes:
-    """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes); ``files``: as for
-    ``simple_json``. The shipped project.html is written by ``_project_html`` (the same bytes, a test compares
-    them); a project.html of the user's templates folder is rendered."""
+    """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes, PEP 792 status); ``files`` and
+    ``status``: as for ``simple_json``. The shipped project.html is written by ``_project_html`` (the same bytes,
+    a test compares them); a project.html of the user's templates folder is rendered."""
     href = _files_href(depth)
     links = [
         FileLink(r.filename, f"{href}{f.quoted}#sha256={r.sha256}", r.requires_python, f.metadata, f.yanked)
         for r, f in zip(records, _files(records, files), strict=True)
     ]
     if _shipped(env, "project.html"):
-        return _project_html(project, links).encode()
-    return env.get_template("project.html").render(project=project, files=links, api_version=API_VERSION).encode()
+        return _project_html(project, links, status).encode()
+    api = STATUS_API_VERSION if status else API_VERSION
+    return env.get_template("project.html").render(project=project, files=links, api_version=api,
+                                                   status=status).encode()
 
 
 @lru_cache(maxsize=8)
@@ -268,7 +316,7 @@ def _shipped(env: jinja2.Environment, name: str) -> bool:
     return found is not None and Path(found) == TEMPLATES / name
 
 
-def _project_html(project: str, links: list[FileLink]) -> str:
+def _project_html(project: str, links: list[FileLink], status: Status | None = None) -> str:
     """What the shipped project.html renders (autoescaped by markupsafe, as jinja2 does), written in Python: most of
     a full build's PEP 503 pages, where the template engine took more time than the page's content."""
     from markupsafe import escape
@@ -278,8 +326,14 @@ def _project_html(project: str, links: list[FileLink]) -> str:
         return str(escape(text)) if special else text
 
     name = e(project)
+    marker = ""
+    if status is not None:
+        marker = f'<meta name="pypi:project-status" content="{e(status.status)}">\n'
+        if status.reason:
+            marker += f'<meta name="pypi:project-status-reason" content="{e(status.reason)}">\n'
+    api = STATUS_API_VERSION if status else API_VERSION
     lines = [f'<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<meta name="pypi:repository-version" '
-             f'content="{e(API_VERSION)}">\n<title>Links for {name}</title>\n</head>\n<body>\n'
+             f'content="{e(api)}">\n{marker}<title>Links for {name}</title>\n</head>\n<body>\n'
              f"<h1>Links for {name}</h1>\n"]  # fmt: skip
     for f in links:
         attrs = f' data-requires-python="{e(f.requires_python)}"' if f.requires_python else ""
@@ -296,16 +350,29 @@ def _project_html(project: str, links: list[FileLink]) -> str:
 def project_pages(
     env: jinja2.Environment, project: str, records: list[Record], labels: Mapping[str, str | None], base_url: str
 ) -> tuple[dict[str, bytes], list[str], dict[str, object]]:
-    """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary)."""
+    """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary).
+
+    The wheels a prune is removing are left out; a project's status (PEP 792) is on each of its pages, and a
+    quarantined project's pages offer no file (they stay, so installers see why)."""
+    found = _WITHDRAWALS
+    if found.pending:
+        kept = [r for r in records if r.filename not in found.pending]
+        records = kept or records  # a prune never takes a project's last version (store/retain.py)
+    status = found.statuses.get(project)
+    quarantined = status is not None and status.status == "quarantined"
     pages: dict[str, bytes] = {}
     groups = project_groups(records, labels)
     order = {v: i for i, v in enumerate(sorted({r.version for r in records}, key=version_key))}  # sorted once
     files = {r.filename: _file(r) for r in records}  # once: a file is on two pages or more
     for label, recs in groups.items():
         prefix, depth = group_prefix(label), group_depth(label) + 1
-        pages[f"{prefix}/{project}/index.html"] = simple_html(env, project, recs, depth, files)
-        pages[f"{prefix}/{project}/index.json"] = simple_json(project, recs, depth, order, files)
+        offered = [] if quarantined else recs
+        pages[f"{prefix}/{project}/index.html"] = simple_html(env, project, offered, depth, files, status)
+        pages[f"{prefix}/{project}/index.json"] = simple_json(project, offered, depth, order, files, status)
     context = project_context(project, records, base_url)
+    context.update(status=status, quarantined=quarantined)
+    if quarantined:
+        context.update(selector=[], labels=[])
     pages[f"projects/{project}/index.html"] = env.get_template("kernel.html").render(**context).encode()
     return pages, [label for label in groups if label is not None], project_summary(project, records)
 
@@ -338,7 +405,8 @@ def landing_page(
     """The landing page: every project (with a search box), the variant indexes."""
     projects = [summaries[p] for p in sorted(summaries)]
     wheels = sum(int(s["wheels"]) for s in projects)  # type: ignore[call-overload]
+    statuses = {name: status for name, status in _WITHDRAWALS.statuses.items() if name in summaries}
     return env.get_template("landing.html").render(
         base_url=base_url, projects=projects, labels=sorted(labels), wheels=wheels,
-        kernels=sum(1 for s in projects if s["kind"] == "kernel"),
+        kernels=sum(1 for s in projects if s["kind"] == "kernel"), statuses=statuses,
     ).encode()  # fmt: skip

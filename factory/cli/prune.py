@@ -1,0 +1,104 @@
+"""``kernel-factory prune``: remove old versions by rules, so that a store stays within a size budget."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from . import yank
+
+NAME = "prune"
+HELP = "remove old versions by rules (keep the newest N per major, those newer than a date, locked ones)"
+DESCRIPTION = (
+    "Remove the wheels (with their .metadata and records) of every version no rule keeps. A version is kept\n"
+    "when it is among the newest N of its major (--keep-per-major), newer than a date (--keep-since), pinned\n"
+    "by a kernels.lock (--keep-locked), or its project's newest. The same rules come from the config's\n"
+    "[prune] table. The pages stop linking a wheel before it is deleted; a prune that is killed is finished\n"
+    "by the next one. --dry-run prints what would go and the bytes freed. `publish` carries it on."
+)
+EXAMPLE = "kernel-factory prune --keep-per-major 10 --keep-since 90d --keep-locked kernels.lock --dry-run"
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keep-per-major", metavar="N", help="keep the newest N versions of each major (config: "
+                   "keep-per-major)")
+    p.add_argument("--keep-since", metavar="DATE", help="keep every version built since DATE (2026-01-31) or "
+                   "in the last N days (90d) (config: keep-since)")
+    p.add_argument("--keep-locked", metavar="FILE", action="append", help="never remove a version this "
+                   "kernels.lock pins (repeatable; config: keep-locked)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed and the bytes; change nothing")
+    yank.common(p)
+
+
+def rules_of(ns: argparse.Namespace, flags: Any) -> Any:
+    """The rules: the flags over the config's [prune] table."""
+    from .. import config
+    from ..errors import UsageError
+    from ..store.retain import Rules, parse_keep, parse_since
+    from ..verify.lockfile import read_lock
+
+    table, base = config.read_prune(flags)
+    where = "[prune]"
+    keep = ns.keep_per_major if ns.keep_per_major is not None else table.get("keep-per-major")
+    since = ns.keep_since if ns.keep_since is not None else table.get("keep-since")
+    locks: list[Path] = [Path(f) for f in ns.keep_locked or ()]
+    if not locks and "keep-locked" in table:
+        value = table["keep-locked"]
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise UsageError(f"{where} keep-locked: expected a path or a list of paths to kernels.lock files")
+        locks = [Path(n) if Path(n).is_absolute() or base is None else base / n for n in names]
+    locked = frozenset((k.repo_id, k.sha) for path in locks for k in read_lock(path))
+    rules = Rules(parse_keep(keep, "--keep-per-major") if keep is not None else None,
+                  parse_since(since, "--keep-since") if since is not None else None, locked)
+    if not rules.any:
+        raise UsageError("prune needs a rule: --keep-per-major N or --keep-since DATE (or keep-per-major / "
+                         "keep-since in the config's [prune] table)")
+    return rules
+
+
+def execute(ns: argparse.Namespace) -> int:
+    from .. import report
+    from ..errors import worst
+    from ..index.command import IndexArgs, run_index
+    from ..record import FILES
+    from ..store import load_records, open_store
+    from ..store.retain import plan, read_pending, remove, write_pending
+    from .options import flags_of
+    from .store_of import local_store
+
+    flags = flags_of(ns, "index")
+    store, root, wait = local_store(flags, NAME)
+    rules = rules_of(ns, flags)
+    with open_store(store, lock_wait_s=wait).lock():
+        pending = read_pending(root)  # a prune that was stopped: finished first
+        records = load_records(store)
+        found = plan([r for r in records if r.filename not in pending], rules, root / FILES)
+        going = sorted(pending | {r.filename for r in found.remove})
+        if going and not ns.dry_run:
+            write_pending(root, going)  # from here on the pages leave them out
+    verb = "would remove" if ns.dry_run else "removing"
+    for name in sorted(pending):
+        report.info(f"{verb} {name} (left by a prune that was stopped)")
+    for r in found.remove:
+        report.info(f"{verb} {r.filename} ({r.size / 1e6:.1f} MB)")
+    codes = []
+    if going and not ns.dry_run:
+        codes.append(run_index(IndexArgs(flags=flags)))  # the pages stop linking them, before any is deleted
+        with open_store(store, lock_wait_s=wait).lock():
+            gone = remove(root, read_pending(root))
+        codes.append(run_index(IndexArgs(flags=flags)))  # the catalog and pages see them gone
+    else:
+        gone = []
+    versions = len({(r.name, r.kernel_version or r.version) for r in found.remove})
+    if ns.dry_run:
+        report.result(f"prune (dry run): would remove {len(going)} wheel(s) of {versions} version(s), freeing "
+                      f"{found.bytes / 1e6:.1f} MB ({found.bytes} bytes); {len(found.kept)} version(s) kept")
+    else:
+        report.result(f"prune: removed {len(gone)} wheel(s) of {versions} version(s), freed {found.bytes / 1e6:.1f} MB "
+                      f"({found.bytes} bytes); {len(found.kept)} version(s) kept")
+    if ns.json:
+        report.document({"dry_run": ns.dry_run, "removed": going, "bytes": found.bytes,
+                         "kept": {key: why for key, why in sorted(found.kept.items())}})
+    return worst(codes)

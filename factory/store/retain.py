@@ -1,0 +1,195 @@
+"""Retention: which versions a prune removes, and removing them so that no reader sees a dangling link.
+
+Rules (``prune`` flags or the config's ``[prune]`` table; a version is kept when any rule keeps it):
+keep the newest N versions of each major (``keep-per-major``), keep every version newer than a date
+(``keep-since``: its newest wheel's upload time, the revision's commit time), never a version a kernels.lock
+pins (by repository and commit), and never a project's newest version.
+
+Removal runs in steps, each of which a kill may stop; the next run (``prune``, or the index run for the pages)
+finishes it:
+  1. ``files/.prune-pending.json`` names the wheels to remove (written atomically, under the store lock);
+  2. the index run renders the pages without them (index/pages.py leaves pending wheels out);
+  3. each wheel's record, then its ``.metadata``, then the wheel is deleted, under the store lock;
+  4. the journal is removed and the index run brings the catalog and pages to the store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..atomic import LinkRefused, open_nofollow, write_bytes
+from ..errors import Refused, UsageError
+from ..record import FILES, Record
+from .check import plain_wheel
+
+JOURNAL = ".prune-pending.json"
+MAX_JOURNAL = 64 << 20
+
+
+@dataclass(frozen=True)
+class Rules:
+    keep_per_major: int | None = None  # the newest N versions of each major version
+    keep_since: dt.datetime | None = None  # every version with a wheel uploaded at or after this time (UTC)
+    locked: frozenset[tuple[str, str]] = frozenset()  # (repository id, commit) pairs kernels.lock files pin
+
+    @property
+    def any(self) -> bool:
+        return self.keep_per_major is not None or self.keep_since is not None
+
+
+@dataclass
+class Plan:
+    """What a prune removes and keeps: wheel file names, with why each kept version is kept."""
+
+    remove: list[Record] = field(default_factory=list)
+    kept: dict[str, list[str]] = field(default_factory=dict)  # "project version" -> the rules that keep it
+    bytes: int = 0
+
+
+def parse_since(text: str, where: str, now: dt.datetime | None = None) -> dt.datetime:
+    """``2026-01-31`` (or an ISO time) or ``90d`` (that many days before now) -> an aware UTC time."""
+    text = str(text).strip()
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if text.endswith("d") and text[:-1].isdigit():
+        return now - dt.timedelta(days=int(text[:-1]))
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{where} {text!r}: expected a date like 2026-01-31 or a number of days like 90d") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def parse_keep(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit() or int(value) < 1:
+        raise UsageError(f"{where} {value!r}: expected a number of versions of at least 1")
+    return int(value)
+
+
+def _public(r: Record) -> str:
+    return r.kernel_version or r.version.split("+", 1)[0]
+
+
+def _uploaded(r: Record) -> dt.datetime:
+    return dt.datetime.fromisoformat(r.upload_time.replace("Z", "+00:00"))
+
+
+def plan(records: Iterable[Record], rules: Rules, files: Path | None = None) -> Plan:
+    """The versions ``rules`` remove from ``records`` (every project), and why each other version is kept.
+    ``files``: the store's files/ folder, to count the bytes each removal frees (else the records' sizes)."""
+    by_project: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        by_project[str(canonicalize_name(r.name))][_public(r)].append(r)
+    out = Plan()
+    for project in sorted(by_project):
+        versions = by_project[project]
+        order = sorted(versions, key=_version_key, reverse=True)  # newest first
+        per_major: dict[object, int] = defaultdict(int)
+        for i, version in enumerate(order):
+            recs = versions[version]
+            why = []
+            if i == 0:
+                why.append("newest")
+            major = _major(version)
+            per_major[major] += 1
+            if rules.keep_per_major is not None and per_major[major] <= rules.keep_per_major:
+                why.append(f"keep-per-major {rules.keep_per_major}")
+            if rules.keep_since is not None and max(map(_uploaded, recs)) >= rules.keep_since:
+                why.append("keep-since")
+            if any((r.repo_id or r.source, r.revision) in rules.locked for r in recs):
+                why.append("locked")
+            if why:
+                out.kept[f"{project} {version}"] = why
+                continue
+            for r in sorted(recs, key=lambda r: r.filename):
+                out.remove.append(r)
+                out.bytes += freed(files, r)
+    return out
+
+
+def _version_key(text: str) -> tuple[int, Version | str]:
+    try:
+        return (1, Version(text))
+    except InvalidVersion:
+        return (0, text)
+
+
+def _major(text: str) -> object:
+    try:
+        return Version(text).major
+    except InvalidVersion:
+        return text
+
+
+def freed(files: Path | None, r: Record) -> int:
+    """The bytes removing ``r`` frees: its wheel, .metadata and record as they are on disk."""
+    if files is None:
+        return r.size
+    total = 0
+    for name in (r.filename, f"{r.filename}.metadata", f"{r.filename}.json"):
+        try:
+            total += os.lstat(files / name).st_size
+        except FileNotFoundError:
+            continue
+    return total
+
+
+def journal_path(root: Path) -> Path:
+    return Path(root) / FILES / JOURNAL
+
+
+def read_pending(root: Path) -> frozenset[str]:
+    """The wheels a prune under way removes (none when there is no journal); Refused for a damaged journal."""
+    path = journal_path(root)
+    try:
+        with os.fdopen(open_nofollow(path, "prune journal"), "rb") as f:
+            data = f.read(MAX_JOURNAL + 1)
+    except FileNotFoundError:
+        return frozenset()
+    except LinkRefused:
+        raise Refused(f"{path}: a symbolic link; remove it and run `kernel-factory prune` again") from None
+    try:
+        raw = json.loads(data)
+        wheels = raw["wheels"] if type(raw) is dict and raw.get("schema") == 1 else None
+    except (ValueError, RecursionError, KeyError):
+        wheels = None
+    if type(wheels) is not list or not all(plain_wheel(w) for w in wheels) or len(data) > MAX_JOURNAL:
+        raise Refused(f"{path}: damaged (not the list of wheels a prune removes); remove it and run "
+                      "`kernel-factory prune` again")
+    return frozenset(wheels)
+
+
+def write_pending(root: Path, wheels: Iterable[str]) -> None:
+    write_bytes(journal_path(root), (json.dumps({"schema": 1, "wheels": sorted(wheels)}) + "\n").encode())
+
+
+def remove(root: Path, wheels: Iterable[str]) -> list[str]:
+    """Delete each wheel's record, then its .metadata, then the wheel (a reader following a page of before the
+    prune still finds the wheel until the last step); the wheels whose files were there. Then the journal."""
+    files = Path(root) / FILES
+    gone = []
+    for wheel in sorted(wheels):
+        if not plain_wheel(wheel):  # the journal is checked when read; never a path out of files/
+            continue
+        found = False
+        for name in (f"{wheel}.json", f"{wheel}.metadata", wheel):
+            try:
+                os.unlink(files / name)
+                found = True
+            except FileNotFoundError:
+                continue
+        if found:
+            gone.append(wheel)
+    try:
+        os.unlink(journal_path(root))
+    except FileNotFoundError:
+        pass
+    return gone

@@ -1,0 +1,119 @@
+"""Project status (PEP 792): ``active``, ``archived``, ``quarantined`` or ``deprecated``, with a reason.
+
+Kept in the store beside the records, in one small file, ``files/project-status.json``:
+
+    {"projects": {"img2grey": {"reason": "wrong results on sm_90", "status": "quarantined"}}, "schema": 1}
+
+A project it does not name is ``active``. The file is written atomically (renamed into place) under the store
+lock, and checked when read like a record: a file that fails the check stops the index run (exit 3) rather than
+render a quarantined project's files again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from ..atomic import LinkRefused, open_nofollow, write_bytes
+from ..errors import Refused, UsageError
+from ..record import FILES
+from .check import plain_text
+
+STATUS_FILE = "project-status.json"
+SCHEMA = 1
+STATUSES = ("active", "archived", "quarantined", "deprecated")
+MAX_BYTES = 1 << 20  # a status file of 1 MiB holds thousands of projects with long reasons
+
+
+@dataclass(frozen=True)
+class Status:
+    """One project's status and why (``reason`` may be empty)."""
+
+    status: str
+    reason: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"status": self.status, "reason": self.reason} if self.reason else {"status": self.status}
+
+
+class BadStatusFile(Refused):
+    """``files/project-status.json`` is damaged or fails its check."""
+
+
+def status_path(root: Path) -> Path:
+    return Path(root) / FILES / STATUS_FILE
+
+
+def check_status(status: str, reason: str | None) -> Status:
+    """A Status from the command line's words, or UsageError naming the fix."""
+    if status not in STATUSES:
+        raise UsageError(f"status {status!r}: expected one of {', '.join(STATUSES)}")
+    reason = reason or ""
+    if not plain_text(reason):
+        raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
+                         "give one line")
+    return Status(status, reason)
+
+
+def parse(data: bytes, where: str) -> dict[str, Status]:
+    """The statuses a status file's bytes name (``active`` ones left out); BadStatusFile says what is wrong."""
+
+    def bad(why: str) -> BadStatusFile:
+        return BadStatusFile(f"{where}: {why}; fix the file, or remove it and set each status again with "
+                             "`kernel-factory status PROJECT STATUS`")
+
+    if len(data) > MAX_BYTES:
+        raise bad(f"larger than {MAX_BYTES} bytes")
+    try:
+        raw: Any = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise bad(f"not JSON ({exc})") from None
+    if type(raw) is not dict or raw.get("schema") != SCHEMA or type(raw.get("projects")) is not dict:
+        raise bad(f'not a status file of schema {SCHEMA} ({{"schema": 1, "projects": {{...}}}})')
+    found: dict[str, Status] = {}
+    for name, value in raw["projects"].items():
+        if type(name) is not str or str(canonicalize_name(name)) != name or not plain_text(name):
+            raise bad(f"{name!r} is not a normalized project name")
+        if type(value) is not dict or not set(value) <= {"status", "reason"}:
+            raise bad(f"{name}: expected {{\"status\": ..., \"reason\": ...}}")
+        status, reason = value.get("status"), value.get("reason", "")
+        if status not in STATUSES:
+            raise bad(f"{name}: status {status!r} is not one of {', '.join(STATUSES)}")
+        if not plain_text(reason):
+            raise bad(f"{name}: the reason is not one line of at most 4096 characters")
+        if status != "active" or reason:
+            found[name] = Status(status, reason)
+    return found
+
+
+def read_statuses(root: Path) -> dict[str, Status]:
+    """Every project status a local store folder keeps (none when it has no status file)."""
+    path = status_path(root)
+    try:
+        with os.fdopen(open_nofollow(path, "project status file"), "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        return {}
+    except LinkRefused:
+        raise BadStatusFile(f"{path}: a symbolic link; replace it with the file itself") from None
+    return parse(data, str(path))
+
+
+def to_bytes(statuses: Mapping[str, Status]) -> bytes:
+    projects = {name: statuses[name].to_json() for name in sorted(statuses)}
+    return (json.dumps({"projects": projects, "schema": SCHEMA}, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def write_statuses(root: Path, statuses: Mapping[str, Status]) -> None:
+    """Write the status file atomically (``active`` without a reason is the default: not written)."""
+    kept = {name: s for name, s in statuses.items() if s.status != "active" or s.reason}
+    path = status_path(root)
+    if not kept and not path.exists():
+        return
+    write_bytes(path, to_bytes(kept))

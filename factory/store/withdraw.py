@@ -1,0 +1,100 @@
+"""Yank and unyank (PEP 592): the records of the wheels a spec names, marked, each renamed into place.
+
+A spec is a project and a version or specifier (``img2grey==1.1.2``, ``img2grey==1.0.7+torch29cu128cxx11``,
+``img2grey<1.1``), read by ``packaging``: ``==1.1.2`` matches every label of 1.1.2 (PEP 440 ignores the local
+label of a candidate when the specifier has none); ``==1.1.2+LABEL`` one wheel set. The pages are rendered
+again by the index run (the caller's), which pip and uv read: a yanked wheel is skipped unless pinned exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..atomic import write_bytes
+from ..errors import UsageError, VersionNotFound
+from ..record import FILES, Record
+from .check import plain_text
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A project (normalized) and the versions it names."""
+
+    text: str
+    project: str
+    specifier: SpecifierSet
+
+    def matches(self, record: Record) -> bool:
+        if str(canonicalize_name(record.name)) != self.project:
+            return False
+        try:
+            version = Version(record.version)
+        except InvalidVersion:
+            return False
+        return self.specifier.contains(version, prereleases=True)
+
+
+def parse_spec(text: str) -> Spec:
+    """``img2grey==1.1.2`` -> Spec; UsageError naming the fix."""
+    hint = "give a project and a version or specifier, like img2grey==1.1.2 or 'img2grey<1.1'"
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise UsageError(f"{text!r}: not a project and version ({exc}); {hint}") from None
+    if req.extras or req.marker is not None or req.url:
+        raise UsageError(f"{text!r}: extras, markers and URLs name no wheel of the store; {hint}")
+    if not req.specifier:
+        raise UsageError(f"{text!r}: names no version; {hint} (to withdraw a whole project, quarantine it: "
+                         f"kernel-factory status {req.name} quarantined --reason TEXT)")
+    return Spec(text, str(canonicalize_name(req.name)), req.specifier)
+
+
+def check_reason(reason: str | None) -> str:
+    if reason is None:
+        return ""
+    if not plain_text(reason):
+        raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
+                         "give one line")
+    return reason
+
+
+def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
+    """The records ``spec`` names, sorted by file name; UsageError for an unknown project, VersionNotFound
+    (exit 2) for a spec that names none of its wheels."""
+    project = [r for r in records if str(canonicalize_name(r.name)) == spec.project]
+    if not project:
+        raise UsageError(f"no project {spec.project!r} in the store {where}; check the name (the index's "
+                         "simple/ page lists every project)")
+    found = sorted((r for r in project if spec.matches(r)), key=lambda r: r.filename)
+    if not found:
+        versions = sorted({r.kernel_version or r.version.split("+")[0] for r in project}, key=Version)
+        raise VersionNotFound(f"{spec.text!r} matches no wheel of {spec.project} in {where} (its versions: "
+                              f"{', '.join(versions[-8:])}); fix the version or specifier")
+    return found
+
+
+def yanked_value(reason: str | None, yank: bool) -> bool | str:
+    """What a record's ``yanked`` becomes: False (unyank), the reason, or True (no reason)."""
+    if not yank:
+        return False
+    return reason or True
+
+
+def mark(root: Path, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
+    """Write each record with ``yanked`` = ``value`` (atomically); (those changed, those already so)."""
+    changed, same = [], []
+    for r in records:
+        if r.yanked == value:
+            same.append(r)
+            continue
+        new = replace(r, yanked=value)
+        write_bytes(Path(root) / FILES / f"{r.filename}.json", new.to_json())
+        changed.append(new)
+    return changed, same
