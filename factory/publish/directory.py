@@ -8,11 +8,12 @@ with equal bytes are left alone.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import Tree, copy_file, remove_stale_tmp
+from ..atomic import Tree, copy_file, remove_stale_tmp, write_bytes
 from ..errors import Unreachable
 from .base import LocalFile, State
 
@@ -38,7 +39,8 @@ STALE_TMP_S = 3600
 
 
 class DirectoryDestination:
-    """Publish into ``root``; nothing there is deleted but the hidden leftovers of a killed publish."""
+    """Publish into ``root``; what is deleted there: the hidden leftovers of a killed publish, and files an earlier
+    publish put there that the store withdrew (withdrawals.py)."""
 
     workers = 8
 
@@ -83,6 +85,44 @@ class DirectoryDestination:
 
     def same_root(self, root: Path) -> bool:
         return self.root.resolve() == root.resolve()
+
+    def read_manifest(self) -> bytes | None:
+        from .withdrawals import MANIFEST, MAX_MANIFEST
+
+        try:
+            with open(self.root / MANIFEST, "rb") as f:
+                return f.read(MAX_MANIFEST + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def write_manifest(self, data: bytes) -> None:
+        from .withdrawals import MANIFEST
+
+        write_bytes(Path(self.tree.folder(""), MANIFEST), data)
+
+    def remove(self, rel: str, size: int) -> bool:
+        """Delete ``rel`` if it is a regular file of ``size`` bytes (never through a link), then the folders it
+        leaves empty."""
+        folder, _, name = rel.rpartition("/")
+        where = self.tree.checked(folder)  # each folder lstat'ed: never through a link
+        if where is None:
+            return False
+        parent = Path(where)
+        target = parent / name
+        try:
+            st = os.lstat(target)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return False
+        try:
+            os.unlink(target)
+            while parent != Path(self.tree.root) and not os.listdir(parent):
+                os.rmdir(parent)
+                parent = parent.parent
+        except OSError as exc:
+            raise Unreachable(f"cannot remove {self.root / rel}: {exc.strerror}; fix --to or its permissions") from None
+        return True
 
     def close(self) -> None:
         pass

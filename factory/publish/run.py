@@ -9,7 +9,8 @@ A file a page links that is neither under the root nor at the destination is
 copied from the store first (linked.py), or nothing is published.
 A file that is already there with the same bytes is skipped, so a second
 publish uploads nothing and an interrupted one completes when run again.
-Nothing at the destination is ever deleted.
+Then what earlier publishes put there and the store withdrew (yank leaves files; prune removes them) is
+deleted, pages first (withdrawals.py); nothing else at the destination is ever deleted.
 """
 
 from __future__ import annotations
@@ -179,6 +180,7 @@ class Summary:
     not_taken: list[str] = field(default_factory=list)  # files this destination does not take (pages, records)
     refused: list[str] = field(default_factory=list)
     uploaded_bytes: int = 0
+    removed: list[str] = field(default_factory=list)  # withdrawn from the store: deleted there (withdrawals.py)
 
     @property
     def uploaded(self) -> int:
@@ -198,7 +200,7 @@ class Summary:
             "unchanged": sorted(self.unchanged_files),
             "skipped": sorted(self.not_taken),
             "refused": sorted(self.refused),
-            "removed": [],  # publish never deletes at the destination
+            "removed": self.removed,  # what the store withdrew, deleted there (or, in a dry run, would be)
         }
 
 
@@ -283,6 +285,10 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
 
     for phase in phases(files):
         _run_all(one, phase, dest.workers)
+    from .withdrawals import carry  # then what the store withdrew goes, pages first (docs/withdraw.md)
+
+    there = set(summary.uploaded_files) | set(summary.unchanged_files)
+    summary.removed = carry(dest, files, there, dry_run=dry_run, out=out)
     return summary
 
 
@@ -330,6 +336,8 @@ def run_publish(args: PublishArgs) -> int:
     else:
         report.result(f"uploaded {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
                       f"skipped {summary.skipped} unchanged")
+    if summary.removed:
+        report.result(f"{'would remove' if dry_run else 'removed'} {len(summary.removed)} withdrawn file(s)")
     if args.json:
         report.document(summary.to_json(dest.display, dry_run))
     if summary.refused:

@@ -38,7 +38,8 @@ def directory_key(key: str) -> str | None:
 
 
 class S3Destination:
-    """Publish into ``s3://bucket/prefix``; nothing there is deleted."""
+    """Publish into ``s3://bucket/prefix``; what is deleted there: the objects an earlier publish put that the
+    store withdrew (withdrawals.py), only those that carry kernel-factory's sha256."""
 
     workers = 16
 
@@ -98,6 +99,43 @@ class S3Destination:
 
     def same_root(self, root: Path) -> bool:
         return False
+
+    def read_manifest(self) -> bytes | None:
+        from .withdrawals import MANIFEST, MAX_MANIFEST
+
+        key = join_key(self.prefix, MANIFEST)
+        if key not in self.existing or self.existing[key][0] > MAX_MANIFEST:
+            return None
+        try:
+            data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+        return data
+
+    def write_manifest(self, data: bytes) -> None:
+        from .withdrawals import MANIFEST
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=join_key(self.prefix, MANIFEST), Body=data,
+                                   ContentType="application/json", CacheControl="no-store")
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+
+    def remove(self, rel: str, size: int) -> bool:
+        """Delete the object ``rel`` (and its directory key) if it has ``size`` bytes and kernel-factory's sha256."""
+        key = join_key(self.prefix, rel)
+        if self.existing.get(key, (-1, ""))[0] != size:
+            return False
+        try:
+            if remote_sha256(self.client, self.bucket, key) is None:
+                return False  # not put by kernel-factory
+            alias = self._alias(key)
+            if alias is not None and alias in self.existing:
+                self.client.delete_object(Bucket=self.bucket, Key=alias)
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+        return True
 
     def close(self) -> None:
         self.client.close()
