@@ -46,6 +46,11 @@ class BadStatusFile(Refused):
     """``files/project-status.json`` is damaged or fails its check."""
 
 
+def one_line(text: object) -> bool:
+    """A reason: one line (no control character, no line break), at most 4096 characters."""
+    return plain_text(text) and "\n" not in text and "\t" not in text  # type: ignore[operator]
+
+
 def status_path(root: Path) -> Path:
     return Path(root) / FILES / STATUS_FILE
 
@@ -55,7 +60,7 @@ def check_status(status: str, reason: str | None) -> Status:
     if status not in STATUSES:
         raise UsageError(f"status {status!r}: expected one of {', '.join(STATUSES)}")
     reason = reason or ""
-    if not plain_text(reason):
+    if not one_line(reason):
         raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
                          "give one line")
     return Status(status, reason)
@@ -85,7 +90,7 @@ def parse(data: bytes, where: str) -> dict[str, Status]:
         status, reason = value.get("status"), value.get("reason", "")
         if status not in STATUSES:
             raise bad(f"{name}: status {status!r} is not one of {', '.join(STATUSES)}")
-        if not plain_text(reason):
+        if not one_line(reason):
             raise bad(f"{name}: the reason is not one line of at most 4096 characters")
         if status != "active" or reason:
             found[name] = Status(status, reason)

@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 from ..atomic import write_bytes
 from ..errors import UsageError, VersionNotFound
 from ..record import FILES, Record
-from .check import plain_text
+from .status import one_line
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def parse_spec(text: str) -> Spec:
 def check_reason(reason: str | None) -> str:
     if reason is None:
         return ""
-    if not plain_text(reason):
+    if not one_line(reason):
         raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
                          "give one line")
     return reason

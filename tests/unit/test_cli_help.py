@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from kernel_factory import cli
 
-SUBCOMMANDS = ["to-wheel", "plan", "build", "index", "publish", "serve", "local-kernels", "which", "download"]
+SUBCOMMANDS = ["to-wheel", "plan", "build", "index", "publish", "serve", "local-kernels", "which", "download", "yank",
+               "unyank", "status", "prune"]
 
 
 def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -1,0 +1,284 @@
+"""Withdraw and retain, unit by unit: yank specs, project status (PEP 792) on the pages, prune rules and journal,
+and the publish manifest's checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from kernel_factory.errors import Refused, UsageError, VersionNotFound
+from kernel_factory.index.pages import Withdrawals, use_withdrawals
+from kernel_factory.publish.withdrawals import manifest_bytes, parse_manifest
+from kernel_factory.record import Record
+from kernel_factory.store import retain
+from kernel_factory.store.status import BadStatusFile, Status, check_status, parse, read_statuses, write_statuses
+from kernel_factory.store.withdraw import check_reason, mark, parse_spec, select, yanked_value
+from test_index_pages import CPU, CU, rec, render
+
+NAME_CU = "img2grey-1.1.2+torch27cu128cxx11-cp39-abi3-linux_x86_64.whl"
+
+
+@pytest.fixture(autouse=True)
+def no_withdrawals() -> Iterator[None]:
+    """The pages' view of the store is a module global: each test starts and ends without one."""
+    use_withdrawals(Withdrawals())
+    yield
+    use_withdrawals(Withdrawals())
+
+
+RECORDS = [
+    rec("img2grey", "1.0.7", CU), rec("img2grey", "1.0.7", CPU),
+    rec("img2grey", "1.1.0", CU), rec("img2grey", "1.1.2", CU), rec("img2grey", "1.1.2", CPU),
+    rec("My_Kernel", "0.1.0", CU),
+]  # fmt: skip
+
+
+def names(records: list[Record]) -> list[str]:
+    return [r.filename for r in records]
+
+
+# --- yank specs ---------------------------------------------------------------------------------------------
+
+
+def test_exact_version_matches_every_label() -> None:
+    """PEP 440: ``==1.1.2`` ignores a candidate's local label, so every variant of 1.1.2 is named."""
+    found = select(RECORDS, parse_spec("img2grey==1.1.2"), "store")
+    assert [r.version for r in found] == ["1.1.2+torch213cpucxx11", "1.1.2+torch27cu128cxx11"]
+
+
+def test_label_pins_one_variant() -> None:
+    found = select(RECORDS, parse_spec("img2grey==1.1.2+torch27cu128cxx11"), "store")
+    assert names(found) == [NAME_CU]
+
+
+def test_specifier_and_any_spelling() -> None:
+    found = select(RECORDS, parse_spec("IMG2GREY<1.1"), "store")
+    assert sorted(r.version for r in found) == ["1.0.7+torch213cpucxx11", "1.0.7+torch27cu128cxx11"]
+    assert names(select(RECORDS, parse_spec("my.kernel==0.1.0"), "store")) == [RECORDS[-1].filename]
+
+
+def test_unknown_project_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="no project 'nope' in the store S"):
+        select(RECORDS, parse_spec("nope==1.0"), "S")
+
+
+def test_spec_matching_nothing_names_the_versions() -> None:
+    with pytest.raises(VersionNotFound, match=r"'img2grey>=2' matches no wheel of img2grey in S \(its versions: "
+                                              r"1\.0\.7, 1\.1\.0, 1\.1\.2\)"):  # fmt: skip
+        select(RECORDS, parse_spec("img2grey>=2"), "S")
+
+
+@pytest.mark.parametrize("text", ["img2grey", "img2grey[x]==1", "img2grey==1; python_version>'3'", "==1", "a b"])
+def test_bad_specs_refused(text: str) -> None:
+    with pytest.raises(UsageError, match="img2grey==1.1.2"):
+        parse_spec(text)
+
+
+def test_reason_one_line() -> None:
+    assert check_reason("bad build") == "bad build"
+    assert check_reason(None) == ""
+    for text in ("one\ntwo", "a\x07", "tab\there"):
+        with pytest.raises(UsageError, match="no control characters"):
+            check_reason(text)
+    with pytest.raises(UsageError, match="at most 4096"):
+        check_reason("x" * 4097)
+
+
+def test_yanked_value() -> None:
+    assert yanked_value("why", True) == "why"
+    assert yanked_value("", True) is True
+    assert yanked_value("why", False) is False
+
+
+def test_mark_writes_changed_records_only(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    one, two = RECORDS[3], replace(RECORDS[4], yanked="bad")
+    changed, same = mark(tmp_path, [one, two], "bad")
+    assert (names(changed), names(same)) == ([one.filename], [two.filename])
+    written = json.loads((tmp_path / "files" / f"{one.filename}.json").read_bytes())
+    assert written["yanked"] == "bad" and written["sha256"] == one.sha256
+    assert not (tmp_path / "files" / f"{two.filename}.json").exists()
+
+
+# --- project status -----------------------------------------------------------------------------------------
+
+
+def test_status_round_trip(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    write_statuses(tmp_path, {"img2grey": Status("quarantined", "malware"), "other": Status("active")})
+    assert read_statuses(tmp_path) == {"img2grey": Status("quarantined", "malware")}
+    assert json.loads((tmp_path / "files" / "project-status.json").read_bytes()) == {
+        "projects": {"img2grey": {"reason": "malware", "status": "quarantined"}}, "schema": 1}
+
+
+def test_status_words_checked() -> None:
+    assert check_status("archived", None) == Status("archived")
+    with pytest.raises(UsageError, match="expected one of active, archived, quarantined, deprecated"):
+        check_status("retired", None)
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"{", "not JSON"),
+    (b'{"schema": 2, "projects": {}}', "not a status file of schema 1"),
+    (b'{"schema": 1, "projects": {"Img2Grey": {"status": "archived"}}}', "not a normalized project name"),
+    (b'{"schema": 1, "projects": {"a": {"status": "gone"}}}', "status 'gone' is not one of"),
+    (b'{"schema": 1, "projects": {"a": {"status": "archived", "reason": "a\\u0007"}}}', "not one line"),
+    (b'{"schema": 1, "projects": {"a": {"status": "archived", "by": "x"}}}', "expected"),
+])  # fmt: skip
+def test_damaged_status_file_refused(data: bytes, why: str) -> None:
+    with pytest.raises(BadStatusFile, match=why):
+        parse(data, "S")
+
+
+def test_status_file_link_refused(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    (tmp_path / "elsewhere.json").write_text('{"schema": 1, "projects": {}}')
+    (tmp_path / "files" / "project-status.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(BadStatusFile, match="a symbolic link"):
+        read_statuses(tmp_path)
+
+
+def test_quarantined_pages_offer_no_file() -> None:
+    use_withdrawals(Withdrawals({"img2grey": Status("quarantined", "wrong <results>")}))
+    pages = render(RECORDS, None)
+    data = json.loads(pages["simple/img2grey/index.json"])
+    assert data["files"] == [] and data["versions"] == []
+    assert data["project-status"] == {"status": "quarantined", "reason": "wrong <results>"}
+    assert data["meta"] == {"api-version": "1.4"}
+    html = pages["variants/torch27cu128cxx11/simple/img2grey/index.html"].decode()
+    assert '<meta name="pypi:project-status" content="quarantined">\n' in html
+    assert '<meta name="pypi:project-status-reason" content="wrong &lt;results&gt;">\n' in html
+    assert "<a href" not in html
+    assert json.loads(pages["variants/torch27cu128cxx11/simple/img2grey/index.json"])["project-status"] == {
+        "status": "quarantined", "reason": "wrong <results>"}
+    assert b"files/img2grey" not in pages["projects/img2grey/index.html"]
+    assert b'class="badge status-quarantined"' in pages["index.html"]
+    other = json.loads(pages["simple/my-kernel/index.json"])  # another project: untouched
+    assert "project-status" not in other and other["meta"] == {"api-version": "1.1"}
+
+
+def test_archived_pages_keep_their_files() -> None:
+    before = render(RECORDS, None)
+    use_withdrawals(Withdrawals({"img2grey": Status("archived")}))
+    pages = render(RECORDS, None)
+    data = json.loads(pages["simple/img2grey/index.json"])
+    assert data["project-status"] == {"status": "archived"}
+    assert data["files"] == json.loads(before["simple/img2grey/index.json"])["files"]
+    assert b'content="archived"' in pages["simple/img2grey/index.html"]
+    assert b"project-status-reason" not in pages["simple/img2grey/index.html"]
+    assert pages["simple/my-kernel/index.json"] == before["simple/my-kernel/index.json"]
+
+
+def test_user_project_template_gets_the_status(tmp_path: Path) -> None:
+    """A templates folder's project.html renders the status as the shipped one writes it."""
+    from kernel_factory.index.pages import TEMPLATES
+
+    (tmp_path / "project.html").write_bytes((TEMPLATES / "project.html").read_bytes())
+    use_withdrawals(Withdrawals({"img2grey": Status("deprecated", "use img2grey2")}))
+    shipped = render(RECORDS, None)["simple/img2grey/index.html"]
+    assert render(RECORDS, tmp_path)["simple/img2grey/index.html"] == shipped
+    assert b'<meta name="pypi:project-status-reason" content="use img2grey2">' in shipped
+
+
+def test_pending_wheels_left_out_of_every_page() -> None:
+    use_withdrawals(Withdrawals(pending=frozenset({NAME_CU})))
+    pages = render(RECORDS, None)
+    assert all(NAME_CU.encode() not in page and b"1.1.2%2Btorch27cu128cxx11" not in page for page in pages.values())
+    assert b"img2grey-1.1.2%2Btorch213cpucxx11" in pages["simple/img2grey/index.html"]
+
+
+# --- prune rules --------------------------------------------------------------------------------------------
+
+
+def series(*versions: str, times: dict[str, str] | None = None, **kw: object) -> list[Record]:
+    times = times or {}
+    return [replace(rec("img2grey", v, CU, **kw), upload_time=times.get(v, "2026-01-02T03:04:05Z")) for v in versions]
+
+
+def removed(records: list[Record], rules: retain.Rules) -> list[str]:
+    return sorted({r.kernel_version or "" for r in retain.plan(records, rules).remove}, key=lambda v: v)
+
+
+def test_keep_per_major() -> None:
+    records = series("1.0.1", "1.0.2", "1.0.3", "1.1.0", "2.0.0", "2.0.1")
+    assert removed(records, retain.Rules(keep_per_major=2)) == ["1.0.1", "1.0.2"]
+    assert removed(records, retain.Rules(keep_per_major=1)) == ["1.0.1", "1.0.2", "1.0.3", "2.0.0"]
+
+
+def test_never_the_newest() -> None:
+    records = series("1.0.1", "1.0.2")
+    found = retain.plan(records, retain.Rules(keep_since=dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)))
+    assert [r.kernel_version for r in found.remove] == ["1.0.1"]
+    assert found.kept == {"img2grey 1.0.2": ["newest"]}
+
+
+def test_keep_since() -> None:
+    times = {"1.0.1": "2025-12-01T00:00:00Z", "1.0.2": "2026-02-01T00:00:00Z", "1.0.3": "2026-03-01T00:00:00Z"}
+    records = series("1.0.1", "1.0.2", "1.0.3", times=times)
+    since = retain.parse_since("2026-02-01", "--keep-since")
+    assert removed(records, retain.Rules(keep_since=since)) == ["1.0.1"]
+    now = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
+    assert retain.parse_since("30d", "x", now) == dt.datetime(2026, 1, 31, tzinfo=dt.timezone.utc)
+    with pytest.raises(UsageError, match="expected a date like 2026-01-31 or a number of days like 90d"):
+        retain.parse_since("soon", "--keep-since")
+
+
+def test_locked_versions_kept() -> None:
+    records = [*series("1.0.1", repo_id="kernels-community/img2grey", revision="a" * 40),
+               *series("1.0.2", "1.0.3", repo_id="kernels-community/img2grey", revision="b" * 40)]
+    rules = retain.Rules(keep_per_major=1, locked=frozenset({("kernels-community/img2grey", "a" * 40)}))
+    found = retain.plan(records, rules)
+    assert [r.kernel_version for r in found.remove] == ["1.0.2"]
+    assert found.kept == {"img2grey 1.0.3": ["newest", "keep-per-major 1"], "img2grey 1.0.1": ["locked"]}
+
+
+def test_bytes_counted_from_the_files(tmp_path: Path) -> None:
+    records = series("1.0.1", "1.0.2")
+    victim = records[0]
+    (tmp_path / victim.filename).write_bytes(b"x" * 1000)
+    (tmp_path / f"{victim.filename}.metadata").write_bytes(b"x" * 20)
+    (tmp_path / f"{victim.filename}.json").write_bytes(b"x" * 3)
+    assert retain.plan(records, retain.Rules(keep_per_major=1), tmp_path).bytes == 1023
+    assert retain.plan(records, retain.Rules(keep_per_major=1)).bytes == victim.size
+
+
+@pytest.mark.parametrize("value", [0, "0", -1, "x", True, 1.5])
+def test_keep_count_checked(value: object) -> None:
+    with pytest.raises(UsageError, match="expected a number of versions of at least 1"):
+        retain.parse_keep(value, "--keep-per-major")
+
+
+def test_journal_round_trip_and_removal(tmp_path: Path) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    for name in (NAME_CU, f"{NAME_CU}.metadata", f"{NAME_CU}.json"):
+        (files / name).write_bytes(b"x")
+    retain.write_pending(tmp_path, [NAME_CU])
+    assert retain.read_pending(tmp_path) == {NAME_CU}
+    assert retain.remove(tmp_path, retain.read_pending(tmp_path)) == [NAME_CU]
+    assert sorted(p.name for p in files.iterdir()) == []
+    assert retain.read_pending(tmp_path) == frozenset()
+
+
+@pytest.mark.parametrize("data", [b"[", b'{"schema": 1, "wheels": ["../x.whl"]}', b'{"schema": 1, "wheels": "a"}',
+                                  b'{"wheels": []}'])  # fmt: skip
+def test_damaged_journal_refused(tmp_path: Path, data: bytes) -> None:
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / retain.JOURNAL).write_bytes(data)
+    with pytest.raises(Refused, match="damaged"):
+        retain.read_pending(tmp_path)
+
+
+# --- publish manifest ---------------------------------------------------------------------------------------
+
+
+def test_manifest_keeps_plain_paths_only() -> None:
+    data = json.dumps({"schema": 1, "files": {"files/a.whl": 3, "../x": 1, "/etc/passwd": 1, "a/./b": 1,
+                                              "files/.hidden": 1, "simple/a\\b": 1, "ok/page": -1}}).encode()
+    assert parse_manifest(data) == {"files/a.whl": 3}
+    assert parse_manifest(manifest_bytes({"b": 1, "a": 2})) == {"a": 2, "b": 1}
+    assert parse_manifest(b"{") == {} and parse_manifest(None) == {}
