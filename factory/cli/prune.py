@@ -71,26 +71,30 @@ def execute(ns: argparse.Namespace) -> int:
     flags = flags_of(ns, "index")
     store, root, wait = local_store(flags, NAME)
     rules = rules_of(ns, flags)
+    finished: list[str] = []
     with open_store(store, lock_wait_s=wait).lock():
         pending = read_pending(root)  # a prune that was stopped: finished first
+        if pending and not ns.dry_run and any(not (root / FILES / f"{w}.json").exists() for w in pending):
+            finished = remove(root, pending)  # it was deleting: its pages were rendered without them already
+            pending = frozenset()
         records = load_records(store)
         found = plan([r for r in records if r.filename not in pending], rules, root / FILES)
         going = sorted(pending | {r.filename for r in found.remove})
         if going and not ns.dry_run:
             write_pending(root, going)  # from here on the pages leave them out
     verb = "would remove" if ns.dry_run else "removing"
-    for name in sorted(pending):
+    for name in sorted({*pending, *finished}):
         report.info(f"{verb} {name} (left by a prune that was stopped)")
     for r in found.remove:
         report.info(f"{verb} {r.filename} ({r.size / 1e6:.1f} MB)")
     codes = []
-    if going and not ns.dry_run:
-        codes.append(run_index(IndexArgs(flags=flags)))  # the pages stop linking them, before any is deleted
-        with open_store(store, lock_wait_s=wait).lock():
-            gone = remove(root, read_pending(root))
+    gone = list(finished)
+    if not ns.dry_run:
+        if going:
+            codes.append(run_index(IndexArgs(flags=flags)))  # the pages stop linking them, before any is deleted
+            with open_store(store, lock_wait_s=wait).lock():
+                gone += remove(root, read_pending(root))
         codes.append(run_index(IndexArgs(flags=flags)))  # the catalog and pages see them gone
-    else:
-        gone = []
     versions = len({(r.name, r.kernel_version or r.version) for r in found.remove})
     if ns.dry_run:
         report.result(f"prune (dry run): would remove {len(going)} wheel(s) of {versions} version(s), freeing "
@@ -99,6 +103,6 @@ def execute(ns: argparse.Namespace) -> int:
         report.result(f"prune: removed {len(gone)} wheel(s) of {versions} version(s), freed {found.bytes / 1e6:.1f} MB "
                       f"({found.bytes} bytes); {len(found.kept)} version(s) kept")
     if ns.json:
-        report.document({"dry_run": ns.dry_run, "removed": going, "bytes": found.bytes,
+        report.document({"dry_run": ns.dry_run, "removed": sorted({*going, *gone}), "bytes": found.bytes,
                          "kept": {key: why for key, why in sorted(found.kept.items())}})
     return worst(codes)
