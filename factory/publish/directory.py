@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import Tree, copy_file, remove_stale_tmp, write_bytes
+from ..atomic import Tree, copy_file, remove_stale_tmp
 from ..errors import Unreachable
 from .base import LocalFile, State
 
@@ -85,20 +85,6 @@ class DirectoryDestination:
 
     def same_root(self, root: Path) -> bool:
         return self.root.resolve() == root.resolve()
-
-    def read_manifest(self) -> bytes | None:
-        from .withdrawals import MANIFEST, MAX_MANIFEST
-
-        try:
-            with open(self.root / MANIFEST, "rb") as f:
-                return f.read(MAX_MANIFEST + 1)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-
-    def write_manifest(self, data: bytes) -> None:
-        from .withdrawals import MANIFEST
-
-        write_bytes(Path(self.tree.folder(""), MANIFEST), data)
 
     def remove(self, rel: str, size: int) -> bool:
         """Delete ``rel`` if it is a regular file of ``size`` bytes (never through a link), then the folders it

@@ -288,7 +288,7 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
     from .withdrawals import carry  # then what the store withdrew goes, pages first (docs/withdraw.md)
 
     there = set(summary.uploaded_files) | set(summary.unchanged_files)
-    summary.removed = carry(dest, files, there, dry_run=dry_run, out=out)
+    summary.removed = carry(root, dest, files, there, dry_run=dry_run, out=out)
     return summary
 
 

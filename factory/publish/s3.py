@@ -100,27 +100,6 @@ class S3Destination:
     def same_root(self, root: Path) -> bool:
         return False
 
-    def read_manifest(self) -> bytes | None:
-        from .withdrawals import MANIFEST, MAX_MANIFEST
-
-        key = join_key(self.prefix, MANIFEST)
-        if key not in self.existing or self.existing[key][0] > MAX_MANIFEST:
-            return None
-        try:
-            data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        except (BotoCoreError, ClientError) as exc:
-            raise self._fail(exc) from None
-        return data
-
-    def write_manifest(self, data: bytes) -> None:
-        from .withdrawals import MANIFEST
-
-        try:
-            self.client.put_object(Bucket=self.bucket, Key=join_key(self.prefix, MANIFEST), Body=data,
-                                   ContentType="application/json", CacheControl="no-store")
-        except (BotoCoreError, ClientError) as exc:
-            raise self._fail(exc) from None
-
     def remove(self, rel: str, size: int) -> bool:
         """Delete the object ``rel`` (and its directory key) if it has ``size`` bytes and kernel-factory's sha256."""
         key = join_key(self.prefix, rel)

@@ -1,11 +1,12 @@
 """Withdrawals at a destination: what kernel-factory put there and the local root no longer holds is deleted.
 
-A folder or S3 destination keeps, at ``.kernel-factory-published.json`` beside the pages, the files a publish
-put there (path -> size). After a publish has put every file (wheels before pages), the files of that list
-that the root does not hold any more (a prune removed them; a page the index dropped) are deleted: pages
-first, then records, then ``.metadata``, then wheels, so that no page links a file that is gone. A file is
-deleted only when it is still the one kernel-factory put there (its size; on S3 also the sha256 that
-kernel-factory writes into every object's metadata); anything else at the destination is left alone.
+The root that is published keeps, per destination, the files a publish put there (path -> size), in
+``<root>/.kernel-factory-published/<destination id>.json`` (a hidden name: never published itself). After a
+publish has put every file (wheels before pages), the files of that list that the root does not hold any more
+(a prune removed them; a page the index dropped) are deleted: pages first, then records, then ``.metadata``,
+then wheels, so that no page links a file that is gone. A file is deleted only when it is still the one
+kernel-factory put there (its size; on S3 also the sha256 that kernel-factory writes into every object's
+metadata); anything else at the destination is left alone.
 
 The list is written twice: before the deletions (the old list and this publish's files), then without the
 deleted ones, so a publish that is killed at any point leaves a list that the next publish finishes from.
@@ -14,13 +15,17 @@ An upload endpoint cannot delete (the upload API has no delete): docs/withdraw.m
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from .. import report
+from ..atomic import LinkRefused, open_nofollow, write_bytes
 from .base import LocalFile
 
-MANIFEST = ".kernel-factory-published.json"
+MANIFESTS = ".kernel-factory-published"
 MAX_MANIFEST = 256 << 20
 
 
@@ -28,13 +33,25 @@ MAX_MANIFEST = 256 << 20
 class Withdraws(Protocol):
     """A destination that can delete what it was given (directory.py, s3.py)."""
 
-    def read_manifest(self) -> bytes | None: ...
-
-    def write_manifest(self, data: bytes) -> None: ...
+    display: str
 
     def remove(self, rel: str, size: int) -> bool:
         """Delete ``rel`` if it is still the file of ``size`` that kernel-factory put there; whether it was."""
         ...
+
+
+def manifest_path(root: Path, dest: Withdraws) -> Path:
+    """Where ``root`` keeps what it put at ``dest`` (one file per destination, named by a hash of its address)."""
+    where = str(Path(dest.display).resolve()) if "://" not in dest.display else dest.display
+    return Path(root) / MANIFESTS / f"{hashlib.sha256(where.encode()).hexdigest()[:24]}.json"
+
+
+def read_manifest(path: Path) -> bytes | None:
+    try:
+        with open(open_nofollow(path, "list of published files"), "rb") as f:
+            return f.read(MAX_MANIFEST + 1)
+    except (FileNotFoundError, NotADirectoryError, LinkRefused):
+        return None
 
 
 def parse_manifest(data: bytes | None) -> dict[str, int]:
@@ -60,8 +77,9 @@ def _plain_rel(rel: object) -> bool:
     return all(part not in ("", ".", "..") for part in rel.split("/")) and not rel.split("/")[-1].startswith(".")
 
 
-def manifest_bytes(files: dict[str, int]) -> bytes:
-    return (json.dumps({"schema": 1, "files": dict(sorted(files.items()))}, separators=(",", ":")) + "\n").encode()
+def manifest_bytes(files: dict[str, int], destination: str = "") -> bytes:
+    doc = {"schema": 1, "destination": destination, "files": dict(sorted(files.items()))}
+    return (json.dumps(doc, separators=(",", ":")) + "\n").encode()
 
 
 def _order(rel: str) -> tuple[int, int, str]:
@@ -75,25 +93,39 @@ def _order(rel: str) -> tuple[int, int, str]:
     return (1, 0, rel)
 
 
-def carry(dest: object, files: Sequence[LocalFile], published: set[str], *, dry_run: bool,
+def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[str], *, dry_run: bool,
           out: Callable[[str], None]) -> list[str]:
-    """Delete at ``dest`` what earlier publishes put there and the root no longer holds; the paths deleted
-    (in a dry run, those that would be). ``published``: the paths of ``files`` that are there now."""
+    """Delete at ``dest`` what earlier publishes of ``root`` put there and the root no longer holds; the paths
+    deleted (in a dry run, those that would be). ``published``: the paths of ``files`` that are there now."""
     if not isinstance(dest, Withdraws):
         return []
-    old = parse_manifest(dest.read_manifest())
+    path = manifest_path(root, dest)
+    old = parse_manifest(read_manifest(path))
     now = {f.rel: f.size for f in files if f.rel in published}
     stale = sorted((rel for rel in old if rel not in {f.rel for f in files}), key=_order)
     if dry_run:
         for rel in stale:
             out(f"would remove {rel} (withdrawn from the store)")
         return stale
-    dest.write_manifest(manifest_bytes({**old, **now}))  # a kill from here on: the next publish deletes them
+    if not _save(path, manifest_bytes({**old, **now}, dest.display)):  # a kill from here on: the next one deletes
+        return []
     removed = []
     for rel in stale:  # one that changed since (not kernel-factory's file any more) or is gone is left alone
         if dest.remove(rel, old[rel]):
             removed.append(rel)
             out(f"removed {rel}")
     if stale or now != old:
-        dest.write_manifest(manifest_bytes(now))
+        _save(path, manifest_bytes(now, dest.display))
     return removed
+
+
+def _save(path: Path, data: bytes) -> bool:
+    """Write the list; a root that cannot be written (read-only) keeps none: one warning, nothing deleted."""
+    try:
+        path.parent.mkdir(exist_ok=True)
+        write_bytes(path, data)
+    except OSError as exc:
+        report.warn(f"cannot keep the list of published files in {path.parent} ({exc.strerror}); what the store "
+                    "withdraws is not deleted at the destination: publish from a root you can write")
+        return False
+    return True

@@ -14,14 +14,17 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from index_synth import add_kernel, index_pages
 from kernel_factory.cli import main
 from kernel_factory.index.command import index_store
 from kernel_factory.index.pages import DEFAULT_BASE_URL
+from kernel_factory.publish.run import list_root
 from servers import page_links
 from support import clean_env, free_port, http_server, kf, wait_http
+from test_publish_s3 import bucket_keys
 from test_which import fake_python
 
 pytestmark = pytest.mark.integration
@@ -394,3 +397,32 @@ def test_publish_carries_prune_and_yank_to_a_folder(tmp_path: Path, capsys: pyte
     assert json.loads(capsys.readouterr().out)["removed"] == []
     with http_server(dest) as url:
         assert uv_pick(f"{url}/{CPU_ROOT}", "img2grey") == "img2grey==2.0.1+torch213cpucxx11"
+
+
+def test_publish_carries_prune_to_s3_only_its_own_objects(tmp_path: Path, s3: Any,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    store = make_store(tmp_path, SERIES)
+    s3.create_bucket(Bucket="withdraw")
+    to = "s3://withdraw/site"
+    assert cli("publish", "--store", store, "--to", to, "-q") == 0
+    s3.put_object(Bucket="withdraw", Key="site/files/someone-else-1.0-py3-none-any.whl", Body=b"theirs")
+    old = "site/files/img2grey-1.0.1+torch27cu128cxx11-py3-none-linux_x86_64.whl.metadata"
+    s3.put_object(Bucket="withdraw", Key=old, Body=b"x" * 104)  # same size, not put by kernel-factory (no sha256)
+    assert cli("prune", "--keep-per-major", "2", "--store", store, "-q") == 0
+    capsys.readouterr()
+    assert cli("publish", "--store", store, "--to", to, "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["removed"]) == 17 and old.removeprefix("site/") not in doc["removed"]
+    keys = bucket_keys(s3, "withdraw", "site")
+    local = {f.rel for f in list_root(store)}
+    assert keys == local | {"files/someone-else-1.0-py3-none-any.whl", old.removeprefix("site/")}
+    assert_bucket_links_resolve(s3, "withdraw", "site")
+
+
+def assert_bucket_links_resolve(s3: Any, bucket: str, prefix: str) -> None:
+    """Every link of every page in the bucket to files/ names an object there."""
+    keys = bucket_keys(s3, bucket, prefix)
+    for key in (k for k in keys if k.endswith(".html")):
+        text = s3.get_object(Bucket=bucket, Key=f"{prefix}/{key}")["Body"].read().decode()
+        missing = [link for link in page_links(key, text) if link.startswith("files/") and link not in keys]
+        assert not missing, f"{key} links missing objects {missing}"

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from kernel_factory.errors import Refused, UsageError, VersionNotFound
 from kernel_factory.index.pages import Withdrawals, use_withdrawals
-from kernel_factory.publish.withdrawals import manifest_bytes, parse_manifest
+from kernel_factory.publish.base import LocalFile
+from kernel_factory.publish.withdrawals import carry, manifest_bytes, manifest_path, parse_manifest
 from kernel_factory.record import Record
 from kernel_factory.store import retain
 from kernel_factory.store.status import BadStatusFile, Status, check_status, parse, read_statuses, write_statuses
@@ -280,5 +281,52 @@ def test_manifest_keeps_plain_paths_only() -> None:
     data = json.dumps({"schema": 1, "files": {"files/a.whl": 3, "../x": 1, "/etc/passwd": 1, "a/./b": 1,
                                               "files/.hidden": 1, "simple/a\\b": 1, "ok/page": -1}}).encode()
     assert parse_manifest(data) == {"files/a.whl": 3}
-    assert parse_manifest(manifest_bytes({"b": 1, "a": 2})) == {"a": 2, "b": 1}
+    assert parse_manifest(manifest_bytes({"b": 1, "a": 2}, "d")) == {"a": 2, "b": 1}
     assert parse_manifest(b"{") == {} and parse_manifest(None) == {}
+
+
+class Recorder:
+    """A destination that can delete: records what it is asked to remove, in order."""
+
+    display = "/nowhere/site"
+
+    def __init__(self, refuse: set[str] | None = None) -> None:
+        self.asked: list[tuple[str, int]] = []
+        self.refuse = refuse or set()
+
+    def remove(self, rel: str, size: int) -> bool:
+        self.asked.append((rel, size))
+        return rel not in self.refuse
+
+
+def local(root: Path, rel: str, size: int = 1) -> LocalFile:
+    return LocalFile(rel, root / rel, size)
+
+
+def test_carry_deletes_pages_first_and_keeps_the_list(tmp_path: Path) -> None:
+    """Stale pages (deepest first), then records, then .metadata, then wheels; a file the destination will not
+    remove (changed since) is left there and off the list, and a dry run deletes nothing."""
+    dest = Recorder(refuse={"files/b.whl.json"})
+    old = {"files/a.whl": 5, "files/b.whl": 6, "files/b.whl.metadata": 7, "files/b.whl.json": 8,
+           "variants/x/simple/b/index.html": 9, "variants/x/simple/index.html": 10, "index.html": 11}
+    write_bytes_at = manifest_path(tmp_path, dest)
+    write_bytes_at.parent.mkdir()
+    write_bytes_at.write_bytes(manifest_bytes(old, dest.display))
+    files = [local(tmp_path, "files/a.whl", 5), local(tmp_path, "index.html", 12)]
+    lines: list[str] = []
+    assert carry(tmp_path, dest, files, set(), dry_run=True, out=lines.append) == [
+        "variants/x/simple/b/index.html", "variants/x/simple/index.html", "files/b.whl.json",
+        "files/b.whl.metadata", "files/b.whl"]
+    assert dest.asked == [] and lines[0] == "would remove variants/x/simple/b/index.html (withdrawn from the store)"
+    removed = carry(tmp_path, dest, files, {"files/a.whl", "index.html"}, dry_run=False, out=lines.append)
+    assert dest.asked == [("variants/x/simple/b/index.html", 9), ("variants/x/simple/index.html", 10),
+                          ("files/b.whl.json", 8), ("files/b.whl.metadata", 7), ("files/b.whl", 6)]
+    assert removed == ["variants/x/simple/b/index.html", "variants/x/simple/index.html", "files/b.whl.metadata",
+                       "files/b.whl"]
+    assert parse_manifest(write_bytes_at.read_bytes()) == {"files/a.whl": 5, "index.html": 12}
+
+
+def test_carry_needs_a_destination_that_deletes(tmp_path: Path) -> None:
+    assert carry(tmp_path, object(), [local(tmp_path, "index.html")], {"index.html"}, dry_run=False,
+                 out=print) == []
+    assert not (tmp_path / ".kernel-factory-published").exists()
