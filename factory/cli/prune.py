@@ -15,12 +15,17 @@ DESCRIPTION = (
     "when it is among the newest N of its major (--keep-per-major), newer than a date (--keep-since), pinned\n"
     "by a kernels.lock (--keep-locked), or its project's newest. The same rules come from the config's\n"
     "[prune] table. The pages stop linking a wheel before it is deleted; a prune that is killed is finished\n"
-    "by the next one. --dry-run prints what would go and the bytes freed. `publish` carries it on."
+    "by the next one. With SPEC, the wheels it names go instead (refused, exit 3, if one is a project's newest\n"
+    "version or locked). --dry-run prints what would go and the bytes freed. `publish` carries it on."
 )
 EXAMPLE = "kernel-factory prune --keep-per-major 10 --keep-since 90d --keep-locked kernels.lock --dry-run"
+# or: kernel-factory prune 'img2grey<1.0.40' --keep-locked kernels.lock (these wheels, if none is locked or newest)
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="SPEC", nargs="?", help="remove these wheels instead of applying the keep rules "
+                   "(img2grey<1.0.40, img2grey==1.0.7+torch29cu128cxx11); never a project's newest version or a "
+                   "locked one")
     p.add_argument("--keep-per-major", metavar="N", help="keep the newest N versions of each major (config: "
                    "keep-per-major)")
     p.add_argument("--keep-since", metavar="DATE", help="keep every version built since DATE (2026-01-31) or "
@@ -31,7 +36,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     yank.common(p)
 
 
-def rules_of(ns: argparse.Namespace, flags: Any) -> Any:
+def rules_of(ns: argparse.Namespace, flags: Any, named: bool = False) -> Any:
     """The rules: the flags over the config's [prune] table."""
     from .. import config
     from ..errors import UsageError
@@ -52,7 +57,7 @@ def rules_of(ns: argparse.Namespace, flags: Any) -> Any:
     locked = frozenset((k.repo_id, k.sha) for path in locks for k in read_lock(path))
     rules = Rules(parse_keep(keep, "--keep-per-major") if keep is not None else None,
                   parse_since(since, "--keep-since") if since is not None else None, locked)
-    if not rules.any:
+    if not rules.any and not named:
         raise UsageError("prune needs a rule: --keep-per-major N or --keep-since DATE (or keep-per-major / "
                          "keep-since in the config's [prune] table)")
     return rules
@@ -64,13 +69,15 @@ def execute(ns: argparse.Namespace) -> int:
     from ..index.command import IndexArgs, run_index
     from ..record import FILES
     from ..store import load_records, open_store
-    from ..store.retain import plan, read_pending, remove, write_pending
+    from ..store.retain import plan, plan_named, read_pending, remove, write_pending
+    from ..store.withdraw import parse_spec, select
     from .options import flags_of
     from .store_of import local_store
 
     flags = flags_of(ns, "index")
     store, root, wait = local_store(flags, NAME)
-    rules = rules_of(ns, flags)
+    rules = rules_of(ns, flags, named=ns.spec is not None)
+    spec = parse_spec(ns.spec) if ns.spec is not None else None
     finished: list[str] = []
     with open_store(store, lock_wait_s=wait).lock():
         pending = read_pending(root)  # a prune that was stopped: finished first
@@ -78,7 +85,10 @@ def execute(ns: argparse.Namespace) -> int:
             finished = remove(root, pending)  # it was deleting: its pages were rendered without them already
             pending = frozenset()
         records = load_records(store)
-        found = plan([r for r in records if r.filename not in pending], rules, root / FILES)
+        if spec is not None:  # the wheels a spec names: refused whole if one is locked or the newest
+            found = plan_named(records, select(records, spec, str(root)), rules.locked, root / FILES)
+        else:
+            found = plan([r for r in records if r.filename not in pending], rules, root / FILES)
         going = sorted(pending | {r.filename for r in found.remove})
         if going and not ns.dry_run:
             write_pending(root, going)  # from here on the pages leave them out

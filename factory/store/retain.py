@@ -115,6 +115,29 @@ def plan(records: Iterable[Record], rules: Rules, files: Path | None = None) -> 
     return out
 
 
+def plan_named(records: Iterable[Record], named: list[Record], locked: frozenset[tuple[str, str]],
+               files: Path | None = None) -> Plan:
+    """The removal of the wheels ``named`` (a spec's), refused (Refused, exit 3) when one is of a project's newest
+    version or of a version a kernels.lock pins: nothing is removed then."""
+    newest: dict[str, str] = {}
+    for r in records:
+        project = str(canonicalize_name(r.name))
+        if project not in newest or _version_key(_public(r)) > _version_key(newest[project]):
+            newest[project] = _public(r)
+    out = Plan()
+    for r in named:
+        project = str(canonicalize_name(r.name))
+        if _public(r) == newest[project]:
+            raise Refused(f"{r.filename}: {project} {_public(r)} is the project's newest version, which prune never "
+                          "removes; yank it (kernel-factory yank) or quarantine the project (kernel-factory status)")
+        if (r.repo_id or r.source, r.revision) in locked:
+            raise Refused(f"{r.filename}: {project} {_public(r)} is pinned by a kernels.lock given with "
+                          f"--keep-locked (commit {r.revision}); update the lock first, or leave the version")
+        out.remove.append(r)
+        out.bytes += freed(files, r)
+    return out
+
+
 def _version_key(text: str) -> tuple[int, Version | str]:
     try:
         return (1, Version(text))

@@ -326,6 +326,27 @@ def test_prune_rules_from_the_config_and_a_lock(tmp_path: Path, capsys: pytest.C
     assert proc.returncode == 2 and "unknown key 'keep-per-majr'; did you mean 'keep-per-major'?" in proc.stderr
 
 
+def test_prune_named_versions_refuses_locked_and_newest(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    store = make_store(tmp_path, SERIES)
+    set_revisions(store)
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"repo_id": "kernels-community/img2grey", "sha": "102".ljust(40, "a"),
+                                 "variants": {}}]))  # the older lock format  # fmt: skip
+    before = snapshot(store)
+    proc = kf("prune", "img2grey<1.0.4", "--keep-locked", lock, "--store", store)
+    assert proc.returncode == 3 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "img2grey 1.0.2 is pinned by a kernels.lock given with --keep-locked" in proc.stderr
+    proc = kf("prune", "img2grey>=2.0.1", "--store", store)
+    assert proc.returncode == 3 and "img2grey 2.0.2 is the project's newest version" in proc.stderr
+    assert snapshot(store) == before
+    assert cli("prune", "img2grey==1.0.3+torch27cu128cxx11", "--keep-locked", lock, "--store", store, "--json",
+               "-q") == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["removed"] == [
+        "img2grey-1.0.3+torch27cu128cxx11-py3-none-linux_x86_64.whl"]
+    assert_links_resolve(store)
+
+
 def snapshot(store: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """The store's files (its own hidden ones left out) and its pages."""
     files = {p.name: p.read_bytes() for p in (store / "files").iterdir() if not p.name.startswith(".")}

@@ -330,3 +330,13 @@ def test_carry_needs_a_destination_that_deletes(tmp_path: Path) -> None:
     assert carry(tmp_path, object(), [local(tmp_path, "index.html")], {"index.html"}, dry_run=False,
                  out=print) == []
     assert not (tmp_path / ".kernel-factory-published").exists()
+
+
+def test_named_removal_never_newest_nor_locked() -> None:
+    records = [*series("1.0.1", repo_id="kernels-community/img2grey", revision="a" * 40),
+               *series("1.0.2", "1.0.3", repo_id="kernels-community/img2grey", revision="b" * 40)]
+    assert [r.kernel_version for r in retain.plan_named(records, records[1:2], frozenset()).remove] == ["1.0.2"]
+    with pytest.raises(Refused, match="img2grey 1.0.3 is the project's newest version"):
+        retain.plan_named(records, records[2:], frozenset())
+    with pytest.raises(Refused, match=f"img2grey 1.0.1 is pinned by a kernels.lock .* \\(commit {'a' * 40}\\)"):
+        retain.plan_named(records, records[:2], frozenset({("kernels-community/img2grey", "a" * 40)}))
