@@ -8,8 +8,10 @@ again by the index run (the caller's), which pip and uv read: a yanked wheel is 
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -17,9 +19,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..atomic import write_bytes
-from ..errors import UsageError, VersionNotFound
+from ..atomic import open_nofollow, write_bytes
+from ..errors import Refused, UsageError, VersionNotFound
 from ..record import FILES, Record
+from . import check
 from .status import one_line
 
 
@@ -88,13 +91,26 @@ def yanked_value(reason: str | None, yank: bool) -> bool | str:
 
 
 def mark(root: Path, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
-    """Write each record with ``yanked`` = ``value`` (atomically); (those changed, those already so)."""
+    """Write each record with ``yanked`` = ``value``, renamed into place; (those changed, those already so).
+
+    The record file itself is read and changed (keys this version does not know are kept), checked as a store's
+    record is (store/check.py) and against the catalog's row (a record changed since is refused)."""
     changed, same = [], []
     for r in records:
         if r.yanked == value:
             same.append(r)
             continue
-        new = replace(r, yanked=value)
-        write_bytes(Path(root) / FILES / f"{r.filename}.json", new.to_json())
+        path = Path(root) / FILES / f"{r.filename}.json"
+        with os.fdopen(open_nofollow(path, "record"), "rb") as f:
+            data = f.read(check.MAX_RECORD_BYTES + 1)
+        raw = json.loads(data)
+        if check.check(raw, r.filename).sha256 != r.sha256:
+            raise Refused(f"{path}: changed while it was read (another writer?); run the command again")
+        raw["yanked"] = value
+        new = check.check(raw, r.filename)
+        write_bytes(path, (_dumps(raw) + "\n").encode())
         changed.append(new)
     return changed, same
+
+
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode  # as Record.to_json

@@ -96,13 +96,28 @@ def test_yanked_value() -> None:
 
 
 def test_mark_writes_changed_records_only(tmp_path: Path) -> None:
+    """The record file is changed in place of its bytes' meaning only: a key this version does not know stays."""
     (tmp_path / "files").mkdir()
     one, two = RECORDS[3], replace(RECORDS[4], yanked="bad")
+    for r in (one, two):
+        raw = json.loads(r.to_json())
+        raw["future_field"] = {"kept": True}
+        (tmp_path / "files" / f"{r.filename}.json").write_text(json.dumps(raw, indent=2))
+    before = (tmp_path / "files" / f"{two.filename}.json").read_bytes()
     changed, same = mark(tmp_path, [one, two], "bad")
     assert (names(changed), names(same)) == ([one.filename], [two.filename])
+    assert changed[0].yanked == "bad"
     written = json.loads((tmp_path / "files" / f"{one.filename}.json").read_bytes())
-    assert written["yanked"] == "bad" and written["sha256"] == one.sha256
-    assert not (tmp_path / "files" / f"{two.filename}.json").exists()
+    assert written == {**json.loads(one.to_json()), "yanked": "bad", "future_field": {"kept": True}}
+    assert (tmp_path / "files" / f"{two.filename}.json").read_bytes() == before
+
+
+def test_mark_refuses_a_record_changed_meanwhile(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    one = RECORDS[3]
+    (tmp_path / "files" / f"{one.filename}.json").write_bytes(replace(one, sha256="c" * 64).to_json())
+    with pytest.raises(Refused, match="changed while it was read"):
+        mark(tmp_path, [one], True)
 
 
 # --- project status -----------------------------------------------------------------------------------------
