@@ -390,6 +390,29 @@ def test_kill_9_at_each_step_leaves_a_store_the_next_prune_finishes(tmp_path: Pa
     assert not journal.exists()
 
 
+def test_kill_9_during_a_yank_then_the_next_yank_finishes(tmp_path: Path) -> None:
+    """kill -9 of a yank as soon as its first record is rewritten: the pages still link only files that are there,
+    and the yank run again leaves the store and pages an uninterrupted yank leaves."""
+    original = make_store(tmp_path / "original", tuple(f"1.0.{i}" for i in range(40)))
+    reference = tmp_path / "reference"
+    shutil.copytree(original, reference)
+    assert cli("yank", "img2grey<2", "--reason", "withdrawn", "--store", reference, "-q") == 0
+    store = tmp_path / "killed"
+    shutil.copytree(original, store)
+    first = store / "files" / "img2grey-1.0.0+torch213cpucxx11-py3-none-linux_x86_64.whl.json"
+    inode = first.stat().st_ino
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_factory", "yank", "img2grey<2", "--reason", "withdrawn",
+                             "--store", str(store), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while proc.poll() is None and first.stat().st_ino == inode:
+        pass
+    proc.kill()
+    proc.wait(30)
+    assert proc.returncode == -9, f"the yank ended ({proc.returncode}) before the kill"
+    assert_links_resolve(store)
+    assert cli("yank", "img2grey<2", "--reason", "withdrawn", "--store", store, "-q") == 0
+    assert snapshot(store) == snapshot(reference)
+
+
 # --- publish ------------------------------------------------------------------------------------------------
 
 
