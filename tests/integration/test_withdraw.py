@@ -463,6 +463,29 @@ def test_publish_carries_prune_to_s3_only_its_own_objects(tmp_path: Path, s3: An
     assert_bucket_links_resolve(s3, "withdraw", "site")
 
 
+def test_kill_9_during_publish_deletions_then_the_next_publish_finishes(tmp_path: Path) -> None:
+    store = make_store(tmp_path, tuple(f"1.0.{i}" for i in range(40)))
+    dest, reference = tmp_path / "site", tmp_path / "reference"
+    for to in (dest, reference):
+        assert cli("publish", "--store", store, "--to", to, "-q") == 0
+    assert cli("prune", "--keep-per-major", "1", "--store", store, "-q") == 0
+    assert cli("publish", "--store", store, "--to", reference, "-q") == 0
+    last = dest / "files" / "img2grey-1.0.0+torch213cpucxx11-py3-none-linux_x86_64.whl"  # among the last to go
+    first = dest / "files" / "img2grey-1.0.0+torch213cpucxx11-py3-none-linux_x86_64.whl.json"
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_factory", "publish", "--store", str(store), "--to",
+                             str(dest), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    while proc.poll() is None and first.exists():
+        pass
+    proc.kill()
+    proc.wait(30)
+    assert proc.returncode == -9, f"the publish ended ({proc.returncode}) before the kill"
+    assert last.exists()  # wheels go last: this one was still there when the kill came
+    assert_links_resolve(dest)
+    assert cli("publish", "--store", store, "--to", dest, "-q") == 0
+    assert index_pages(dest) == index_pages(reference)
+    assert sorted(p.name for p in (dest / "files").iterdir()) == sorted(p.name for p in (reference / "files").iterdir())
+
+
 def assert_bucket_links_resolve(s3: Any, bucket: str, prefix: str) -> None:
     """Every link of every page in the bucket to files/ names an object there."""
     keys = bucket_keys(s3, bucket, prefix)
