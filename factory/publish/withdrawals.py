@@ -10,7 +10,8 @@ metadata); anything else at the destination is left alone.
 
 The list is written twice: before the deletions (the old list and this publish's files), then without the
 deleted ones, so a publish that is killed at any point leaves a list that the next publish finishes from.
-An upload endpoint cannot delete (the upload API has no delete): docs/withdraw.md says what to do there.
+An upload endpoint cannot delete (the upload API has no delete): the withdrawn wheels it still holds are named
+in one warning, once, and docs/withdraw.md says what to do on the server.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ class Withdraws(Protocol):
         ...
 
 
-def manifest_path(root: Path, dest: Withdraws) -> Path:
-    """Where ``root`` keeps what it put at ``dest`` (one file per destination, named by a hash of its address)."""
-    where = str(Path(dest.display).resolve()) if "://" not in dest.display else dest.display
+def manifest_path(root: Path, display: str) -> Path:
+    """Where ``root`` keeps what it put at the destination ``display`` (one file per destination, named by a
+    hash of its address)."""
+    where = str(Path(display).resolve()) if "://" not in display else display
     return Path(root) / MANIFESTS / f"{hashlib.sha256(where.encode()).hexdigest()[:24]}.json"
 
 
@@ -97,17 +99,26 @@ def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[s
           out: Callable[[str], None]) -> list[str]:
     """Delete at ``dest`` what earlier publishes of ``root`` put there and the root no longer holds; the paths
     deleted (in a dry run, those that would be). ``published``: the paths of ``files`` that are there now."""
-    if not isinstance(dest, Withdraws):
+    display = getattr(dest, "display", None)
+    if not isinstance(display, str):
         return []
-    path = manifest_path(root, dest)
+    path = manifest_path(root, display)
     old = parse_manifest(read_manifest(path))
     now = {f.rel: f.size for f in files if f.rel in published}
     stale = sorted((rel for rel in old if rel not in {f.rel for f in files}), key=_order)
+    if not isinstance(dest, Withdraws):  # an upload endpoint: the upload API cannot delete
+        if stale:
+            names = ", ".join(rel.rsplit("/", 1)[-1] for rel in stale[:10]) + (", ..." if len(stale) > 10 else "")
+            report.warn(f"{len(stale)} file(s) this store withdrew are still at {display}, and the upload API "
+                        f"cannot delete: remove them on the server (docs/withdraw.md, \"Upload endpoints\"): {names}")
+        if not dry_run and now != old:
+            _save(path, manifest_bytes(now, display))  # each withdrawn file is named once
+        return []
     if dry_run:
         for rel in stale:
             out(f"would remove {rel} (withdrawn from the store)")
         return stale
-    if not _save(path, manifest_bytes({**old, **now}, dest.display)):  # a kill from here on: the next one deletes
+    if not _save(path, manifest_bytes({**old, **now}, display)):  # a kill from here on: the next one deletes
         return []
     removed = []
     for rel in stale:  # one that changed since (not kernel-factory's file any more) or is gone is left alone
@@ -115,7 +126,7 @@ def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[s
             removed.append(rel)
             out(f"removed {rel}")
     if stale or now != old:
-        _save(path, manifest_bytes(now, dest.display))
+        _save(path, manifest_bytes(now, display))
     return removed
 
 

@@ -17,7 +17,7 @@ from index_synth import index_pages
 from kernel_factory.index.command import index_store
 from kernel_factory.index.pages import DEFAULT_BASE_URL
 from kernel_factory.publish.run import list_root
-from servers import page_links
+from servers import PASSWORD, USER, page_links, pypi_server
 from support import http_server, kf
 from test_publish_s3 import bucket_keys
 from test_withdraw import CPU_ROOT, assert_links_resolve, cli, make_store, pip_fails, snapshot, uv_pick
@@ -227,3 +227,24 @@ def assert_bucket_links_resolve(s3: Any, bucket: str, prefix: str) -> None:
         text = s3.get_object(Bucket=bucket, Key=f"{prefix}/{key}")["Body"].read().decode()
         missing = [link for link in page_links(key, text) if link.startswith("files/") and link not in keys]
         assert not missing, f"{key} links missing objects {missing}"
+
+
+def test_publish_to_an_upload_endpoint_names_what_it_cannot_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TWINE_USERNAME", USER)
+    monkeypatch.setenv("TWINE_PASSWORD", PASSWORD)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+    store = make_store(tmp_path, ("1.0.1", "1.0.2"))
+    (tmp_path / "pypi").mkdir()
+    with pypi_server(tmp_path / "pypi") as url:
+        assert cli("publish", "--store", store, "--to", url, "-q") == 0
+        assert cli("prune", "--keep-per-major", "1", "--store", store, "-q") == 0
+        capsys.readouterr()
+        assert cli("publish", "--store", store, "--to", url, "-q") == 0
+        err = capsys.readouterr().err
+        assert ("warning: 2 file(s) this store withdrew are still at " in err and "the upload API cannot delete: "
+                "remove them on the server" in err), err  # fmt: skip
+        assert "img2grey-1.0.1+torch213cpucxx11-py3-none-linux_x86_64.whl" in err
+        assert cli("publish", "--store", store, "--to", url, "-q") == 0
+        assert "withdrew" not in capsys.readouterr().err  # named once

@@ -324,7 +324,7 @@ def test_carry_deletes_pages_first_and_keeps_the_list(tmp_path: Path) -> None:
     dest = Recorder(refuse={"files/b.whl.json"})
     old = {"files/a.whl": 5, "files/b.whl": 6, "files/b.whl.metadata": 7, "files/b.whl.json": 8,
            "variants/x/simple/b/index.html": 9, "variants/x/simple/index.html": 10, "index.html": 11}
-    write_bytes_at = manifest_path(tmp_path, dest)
+    write_bytes_at = manifest_path(tmp_path, dest.display)
     write_bytes_at.parent.mkdir()
     write_bytes_at.write_bytes(manifest_bytes(old, dest.display))
     files = [local(tmp_path, "files/a.whl", 5), local(tmp_path, "index.html", 12)]
@@ -341,10 +341,21 @@ def test_carry_deletes_pages_first_and_keeps_the_list(tmp_path: Path) -> None:
     assert parse_manifest(write_bytes_at.read_bytes()) == {"files/a.whl": 5, "index.html": 12}
 
 
-def test_carry_needs_a_destination_that_deletes(tmp_path: Path) -> None:
-    assert carry(tmp_path, object(), [local(tmp_path, "index.html")], {"index.html"}, dry_run=False,
-                 out=print) == []
-    assert not (tmp_path / ".kernel-factory-published").exists()
+class Endpoint:
+    """A destination that cannot delete (an upload endpoint)."""
+
+    display = "http://127.0.0.1:9/"
+
+
+def test_carry_to_an_endpoint_names_withdrawn_wheels_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wheel = local(tmp_path, "files/a.whl", 5)
+    assert carry(tmp_path, Endpoint(), [wheel], {"files/a.whl"}, dry_run=False, out=print) == []
+    assert carry(tmp_path, Endpoint(), [], set(), dry_run=False, out=print) == []
+    assert capsys.readouterr().err == ("warning: 1 file(s) this store withdrew are still at http://127.0.0.1:9/, and "
+                                       "the upload API cannot delete: remove them on the server (docs/withdraw.md, "
+                                       '"Upload endpoints"): a.whl\n')  # fmt: skip
+    assert carry(tmp_path, Endpoint(), [], set(), dry_run=False, out=print) == []
+    assert capsys.readouterr().err == ""
 
 
 def test_named_removal_never_newest_nor_locked() -> None:
