@@ -67,6 +67,20 @@ def uv_pick(url: str, requirement: str) -> str:
     return out.strip()
 
 
+def installed(tool: str, url: str, requirement: str, target: Path) -> str:
+    """Install ``requirement`` from the CPU variant root of ``url`` into the folder ``target`` with real pip or
+    uv; the version installed (its .dist-info's)."""
+    index = f"{url}/{CPU_ROOT}" if "==" not in requirement else f"{url}/simple"
+    if tool == "pip":
+        sh(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", target, "--index-url", index,
+           requirement)  # fmt: skip
+    else:
+        sh(UV, "pip", "install", "--quiet", "--no-config", "--no-deps", "--python", sys.executable, "--target", target,
+           "--index-url", index, requirement)  # fmt: skip
+    (info,) = target.glob("img2grey-*.dist-info")
+    return info.name.removeprefix("img2grey-").removesuffix(".dist-info")
+
+
 def pip_fails(url: str, requirement: str) -> str:
     proc = sh(sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed", "--index-url",
               url, requirement, check=False)  # fmt: skip
@@ -115,6 +129,11 @@ def test_yank_skipped_unless_pinned_by_pip_and_uv(tmp_path: Path, capsys: pytest
         assert pinned["is_yanked"] is True
         assert uv_pick(f"{url}/{CPU_ROOT}", "img2grey") == "img2grey==1.1.0+torch213cpucxx11"
         assert uv_pick(f"{url}/simple", "img2grey==1.1.2+torch213cpucxx11") == "img2grey==1.1.2+torch213cpucxx11"
+        assert installed("pip", url, "img2grey", tmp_path / "pip1") == "1.1.0+torch213cpucxx11"
+        assert installed("uv", url, "img2grey", tmp_path / "uv1") == "1.1.0+torch213cpucxx11"
+        pin = "img2grey==1.1.2+torch213cpucxx11"
+        assert installed("pip", url, pin, tmp_path / "pip2") == "1.1.2+torch213cpucxx11"
+        assert installed("uv", url, pin, tmp_path / "uv2") == "1.1.2+torch213cpucxx11"
         assert cli("unyank", "img2grey>1.1.0", "--store", store, "-q") == 0
         assert pip_pick(f"{url}/{CPU_ROOT}", "img2grey")["metadata"]["version"] == "1.1.2+torch213cpucxx11"  # type: ignore[index]
         assert uv_pick(f"{url}/{CPU_ROOT}", "img2grey") == "img2grey==1.1.2+torch213cpucxx11"
