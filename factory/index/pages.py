@@ -64,10 +64,6 @@ def use_withdrawals(found: Withdrawals) -> None:
     _WITHDRAWALS = found
 
 
-def withdrawals() -> Withdrawals:
-    return _WITHDRAWALS
-
-
 def read_withdrawals(root: Path | None) -> Withdrawals:
     """The statuses and the prune under way that the local store folder ``root`` keeps (None: a remote store,
     which keeps neither)."""
