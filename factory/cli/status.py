@@ -33,16 +33,18 @@ def execute(ns: argparse.Namespace) -> int:
     from ..index.command import IndexArgs, run_index
     from ..store import load_records, open_store
     from ..store.status import Status, check_status, read_statuses, write_statuses
+    from ..store.storefiles import store_files
     from .options import flags_of
-    from .store_of import local_store
+    from .store_of import store_of
 
     flags = flags_of(ns, "index")
     project = str(canonicalize_name(ns.project))
-    store, root, wait = local_store(flags, NAME)
+    store, wait = store_of(flags, NAME, remote=True)
+    files = store_files(store)
     if ns.status is None:
         if ns.reason is not None:
             raise UsageError("--reason goes with a STATUS: kernel-factory status PROJECT STATUS --reason TEXT")
-        current = read_statuses(root).get(project, Status("active"))
+        current = read_statuses(files).get(project, Status("active"))
         report.result(f"{project}: {current.status}" + (f" ({current.reason})" if current.reason else ""))
         if ns.json:
             report.document({"project": project, **current.to_json()})
@@ -50,12 +52,12 @@ def execute(ns: argparse.Namespace) -> int:
     new = check_status(ns.status, ns.reason)
     with open_store(store, lock_wait_s=wait).lock():
         if not any(str(canonicalize_name(r.name)) == project for r in load_records(store)):
-            raise UsageError(f"no project {project!r} in the store {root}; check the name (the index's simple/ page "
-                             "lists every project)")
-        statuses = read_statuses(root)
+            raise UsageError(f"no project {project!r} in the store {store.display}; check the name (the index's "
+                             "simple/ page lists every project)")
+        statuses = read_statuses(files)
         before = statuses.get(project, Status("active"))
         statuses[project] = new
-        write_statuses(root, statuses)
+        write_statuses(files, statuses)
     code = run_index(IndexArgs(flags=flags))
     report.result(f"status {project}: {before.status} -> {new.status}" + (f" ({new.reason})" if new.reason else ""))
     if ns.json:

@@ -1,4 +1,4 @@
-"""The local store folder that yank, unyank, status and prune change (with the store lock's wait)."""
+"""The store that yank, unyank, status and prune change (with the store lock's wait)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,24 @@ from ..errors import UsageError
 from ..record import FILES
 
 
-def local_store(flags: Flags, command: str) -> tuple[Location, Path, float]:
-    """(the store, its folder, how long to wait for its lock); UsageError for a remote or missing store."""
+def store_of(flags: Flags, command: str, *, remote: bool = False) -> tuple[Location, float]:
+    """(the store, how long to wait for its lock); UsageError for a missing store folder, or for an ``s3://``
+    store unless ``remote``."""
     from .. import config
 
     opts = config.resolve(flags)
     store = opts.store
-    if store.local is None:
+    if store.local is None and not remote:
         raise UsageError(f"{command} changes a local store folder, not {store}; run it where the store is a folder "
                          "(copy it down), then publish")
-    if not (store.local / FILES).is_dir():
+    if store.local is not None and not (store.local / FILES).is_dir():
         raise UsageError(f"no store at {store.local} (no files/ folder): check --store (or `store` in the config), "
                          "or run `kernel-factory build` first")
-    return store, store.local, opts.environment.lock_wait_s
+    return store, opts.environment.lock_wait_s
+
+
+def local_store(flags: Flags, command: str) -> tuple[Location, Path, float]:
+    """(the store, its folder, how long to wait for its lock) of a local store folder."""
+    store, wait = store_of(flags, command)
+    assert store.local is not None  # store_of refuses a remote store here
+    return store, store.local, wait

@@ -40,16 +40,17 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     from ..errors import worst
     from ..index.command import IndexArgs, run_index
     from ..store import load_records, open_store
+    from ..store.storefiles import store_files
     from ..store.withdraw import check_reason, mark, parse_spec, select, yanked_value
-    from .store_of import local_store
+    from .store_of import store_of
 
     flags = flags_of(ns, "index")
     spec = parse_spec(ns.spec)
     reason = check_reason(getattr(ns, "reason", None)) if yank else ""
-    store, root, wait = local_store(flags, NAME if yank else "unyank")
-    with open_store(store, lock_wait_s=wait).lock():
-        chosen = select(load_records(store), spec, str(root))
-        changed, same = mark(root, chosen, yanked_value(reason, yank))
+    store, wait = store_of(flags, NAME if yank else "unyank", remote=True)
+    with open_store(store, lock_wait_s=wait).lock():  # an s3:// store has no lock: each record is one PUT
+        chosen = select(load_records(store), spec, store.display)
+        changed, same = mark(store_files(store), chosen, yanked_value(reason, yank))
     verb = "yanked" if yank else "unyanked"
     for r in changed:
         report.info(f"{verb} {r.filename}")

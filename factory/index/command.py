@@ -393,7 +393,7 @@ def index_with_adoption(
 
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
-    use_withdrawals(read_withdrawals(loc.local))  # project statuses, a prune under way (store/status.py, retain.py)
+    use_withdrawals(read_withdrawals(loc))  # project statuses, a prune under way (store/status.py, retain.py)
     if loc.local is None:
         count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, notes, allow_kernel_names)
         return count, result, adopted

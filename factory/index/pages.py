@@ -18,6 +18,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
+from ..config import Location
 from ..errors import ConfigError
 from ..record import Record, version_key
 from ..store.status import Status
@@ -64,15 +65,14 @@ def use_withdrawals(found: Withdrawals) -> None:
     _WITHDRAWALS = found
 
 
-def read_withdrawals(root: Path | None) -> Withdrawals:
-    """The statuses and the prune under way that the local store folder ``root`` keeps (None: a remote store,
-    which keeps neither)."""
-    if root is None:
-        return Withdrawals()
+def read_withdrawals(store: Location) -> Withdrawals:
+    """The statuses and the prune under way (a local store only) that ``store`` keeps."""
     from ..store.retain import read_pending
     from ..store.status import read_statuses
+    from ..store.storefiles import store_files
 
-    return Withdrawals(read_statuses(root), read_pending(root))
+    statuses = read_statuses(store_files(store))
+    return Withdrawals(statuses, read_pending(store.local) if store.local is not None else frozenset())
 
 
 def combined_only(record: Record) -> bool:

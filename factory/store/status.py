@@ -12,23 +12,20 @@ render a quarantined project's files again.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from ..atomic import LinkRefused, open_nofollow, write_bytes
+from ..atomic import LinkRefused
 from ..errors import Refused, UsageError
-from ..record import FILES
 from .check import plain_text
+from .storefiles import MAX_BYTES, StoreFiles
 
 STATUS_FILE = "project-status.json"
 SCHEMA = 1
 STATUSES = ("active", "archived", "quarantined", "deprecated")
-MAX_BYTES = 1 << 20  # a status file of 1 MiB holds thousands of projects with long reasons
 
 
 @dataclass(frozen=True)
@@ -51,10 +48,6 @@ def one_line(text: object) -> bool:
     return plain_text(text) and "\n" not in text and "\t" not in text  # type: ignore[operator]
 
 
-def status_path(root: Path) -> Path:
-    return Path(root) / FILES / STATUS_FILE
-
-
 def check_status(status: str, reason: str | None) -> Status:
     """A Status from the command line's words, or UsageError naming the fix."""
     if status not in STATUSES:
@@ -73,7 +66,7 @@ def parse(data: bytes, where: str) -> dict[str, Status]:
         return BadStatusFile(f"{where}: {why}; fix the file, or remove it and set each status again with "
                              "`kernel-factory status PROJECT STATUS`")
 
-    if len(data) > MAX_BYTES:
+    if len(data) > MAX_BYTES:  # storefiles reads at most one byte more
         raise bad(f"larger than {MAX_BYTES} bytes")
     try:
         raw: Any = json.loads(data)
@@ -97,17 +90,14 @@ def parse(data: bytes, where: str) -> dict[str, Status]:
     return found
 
 
-def read_statuses(root: Path) -> dict[str, Status]:
-    """Every project status a local store folder keeps (none when it has no status file)."""
-    path = status_path(root)
+def read_statuses(files: StoreFiles) -> dict[str, Status]:
+    """Every project status a store keeps (none when it has no status file)."""
+    where = f"{files.where}/{STATUS_FILE}"
     try:
-        with os.fdopen(open_nofollow(path, "project status file"), "rb") as f:
-            data = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        return {}
+        data = files.read(STATUS_FILE)
     except LinkRefused:
-        raise BadStatusFile(f"{path}: a symbolic link; replace it with the file itself") from None
-    return parse(data, str(path))
+        raise BadStatusFile(f"{where}: a symbolic link; replace it with the file itself") from None
+    return {} if data is None else parse(data, where)
 
 
 def to_bytes(statuses: Mapping[str, Status]) -> bytes:
@@ -115,10 +105,10 @@ def to_bytes(statuses: Mapping[str, Status]) -> bytes:
     return (json.dumps({"projects": projects, "schema": SCHEMA}, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def write_statuses(root: Path, statuses: Mapping[str, Status]) -> None:
-    """Write the status file atomically (``active`` without a reason is the default: not written)."""
+def write_statuses(files: StoreFiles, statuses: Mapping[str, Status]) -> None:
+    """Write the status file (locally renamed into place; ``active`` without a reason is the default: not
+    written)."""
     kept = {name: s for name, s in statuses.items() if s.status != "active" or s.reason}
-    path = status_path(root)
-    if not kept and not path.exists():
+    if not kept and files.read(STATUS_FILE) is None:
         return
-    write_bytes(path, to_bytes(kept))
+    files.write(STATUS_FILE, to_bytes(kept))

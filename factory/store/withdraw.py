@@ -9,21 +9,19 @@ again by the index run (the caller's), which pip and uv read: a yanked wheel is 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..atomic import open_nofollow, write_bytes
 from ..errors import Refused, UsageError, VersionNotFound
-from ..record import FILES, Record
+from ..record import Record
 from . import check
 from .status import one_line
+from .storefiles import StoreFiles
 
 
 @dataclass(frozen=True)
@@ -90,8 +88,9 @@ def yanked_value(reason: str | None, yank: bool) -> bool | str:
     return reason or True
 
 
-def mark(root: Path, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
-    """Write each record with ``yanked`` = ``value``, renamed into place; (those changed, those already so).
+def mark(files: StoreFiles, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
+    """Write each record with ``yanked`` = ``value`` (locally renamed into place; on S3 one PUT); (those changed,
+    those already so).
 
     The record file itself is read and changed (keys this version does not know are kept), checked as a store's
     record is (store/check.py) and against the catalog's row (a record changed since is refused)."""
@@ -100,15 +99,15 @@ def mark(root: Path, records: list[Record], value: bool | str) -> tuple[list[Rec
         if r.yanked == value:
             same.append(r)
             continue
-        path = Path(root) / FILES / f"{r.filename}.json"
-        with os.fdopen(open_nofollow(path, "record"), "rb") as f:
-            data = f.read(check.MAX_RECORD_BYTES + 1)
-        raw = json.loads(data)
-        if check.check(raw, r.filename).sha256 != r.sha256:
-            raise Refused(f"{path}: changed while it was read (another writer?); run the command again")
+        name = f"{r.filename}.json"
+        data = files.read(name)
+        where = f"{files.where}/{name}"
+        raw = json.loads(data) if data is not None and len(data) <= check.MAX_RECORD_BYTES else None
+        if raw is None or check.check(raw, r.filename).sha256 != r.sha256:
+            raise Refused(f"{where}: changed while it was read (another writer?); run the command again")
         raw["yanked"] = value
         new = check.check(raw, r.filename)
-        write_bytes(path, (_dumps(raw) + "\n").encode())
+        files.write(name, (_dumps(raw) + "\n").encode())
         changed.append(new)
     return changed, same
 

@@ -14,12 +14,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from index_synth import add_kernel, index_pages
+from index_synth import add_kernel, index_pages, kernel_record, make_wheel
 from kernel_factory.cli import main
 from kernel_factory.index.command import index_store
 from kernel_factory.index.pages import DEFAULT_BASE_URL
+from kernel_factory.store.s3 import S3Store
+from kernel_factory.variants import parse
 from servers import page_links
 from support import clean_env, free_port, http_server, kf, wait_http
 from test_which import fake_python
@@ -180,8 +183,6 @@ def test_refusals_one_line_exit_2_nothing_changed(tmp_path: Path, args: tuple[st
 
 
 def test_remote_or_missing_store_refused(tmp_path: Path) -> None:
-    proc = kf("yank", "img2grey==1.1.2", "--store", "s3://bucket/prefix")
-    assert proc.returncode == 2 and "changes a local store folder, not s3://bucket/prefix" in proc.stderr
     proc = kf("prune", "--keep-per-major", "1", "--store", tmp_path / "none")
     assert proc.returncode == 2 and "no store at" in proc.stderr
 
@@ -305,3 +306,31 @@ def test_kill_9_during_a_yank_then_the_next_yank_finishes(tmp_path: Path) -> Non
     assert_links_resolve(store)
     assert cli("yank", "img2grey<2", "--reason", "withdrawn", "--store", store, "-q") == 0
     assert snapshot(store) == snapshot(reference)
+
+
+def test_yank_and_status_on_an_s3_store(tmp_path: Path, s3: Any) -> None:
+    """An s3:// store (CI shards build into one): the records and the status file are changed in the bucket, and
+    the index run renders them into --out."""
+    s3.create_bucket(Bucket="kstore")
+    url = "s3://kstore/store"
+    bucket = S3Store(url)
+    target = parse(CPU)
+    for version in ("1.1.0", "1.1.2"):
+        wheel, meta = make_wheel(tmp_path / "w", "img2grey", target.local_version(version),
+                                 f"py3-none-{target.platform}")  # fmt: skip
+        bucket.put(wheel, meta, kernel_record(wheel, meta, "img2grey", version, CPU))
+    out = tmp_path / "site"
+    assert cli("yank", "img2grey==1.1.2", "--reason", "bad build", "--store", url, "--out", out, "-q") == 0
+    assert cli("status", "img2grey", "deprecated", "--reason", "use img2grey2", "--store", url, "--out", out,
+               "-q") == 0  # fmt: skip
+    data = json.loads((out / "simple/img2grey/index.json").read_bytes())
+    assert data["project-status"] == {"status": "deprecated", "reason": "use img2grey2"}
+    assert {f["filename"]: f["yanked"] for f in data["files"]} == {
+        "img2grey-1.1.0+torch213cpucxx11-py3-none-linux_x86_64.whl": False,
+        "img2grey-1.1.2+torch213cpucxx11-py3-none-linux_x86_64.whl": "bad build"}
+    key = "store/files/img2grey-1.1.2+torch213cpucxx11-py3-none-linux_x86_64.whl.json"
+    assert json.loads(s3.get_object(Bucket="kstore", Key=key)["Body"].read())["yanked"] == "bad build"
+    status = json.loads(s3.get_object(Bucket="kstore", Key="store/files/project-status.json")["Body"].read())
+    assert status == {"projects": {"img2grey": {"reason": "use img2grey2", "status": "deprecated"}}, "schema": 1}
+    proc = kf("prune", "--keep-per-major", "1", "--store", url)
+    assert proc.returncode == 2 and "prune changes a local store folder, not s3://kstore/store" in proc.stderr

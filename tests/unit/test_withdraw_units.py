@@ -17,6 +17,7 @@ from kernel_factory.publish.withdrawals import carry, manifest_bytes, manifest_p
 from kernel_factory.record import Record
 from kernel_factory.store import retain
 from kernel_factory.store.status import BadStatusFile, Status, check_status, parse, read_statuses, write_statuses
+from kernel_factory.store.storefiles import LocalFiles
 from kernel_factory.store.withdraw import check_reason, mark, parse_spec, select, yanked_value
 from test_index_pages import CPU, CU, rec, render
 
@@ -104,7 +105,7 @@ def test_mark_writes_changed_records_only(tmp_path: Path) -> None:
         raw["future_field"] = {"kept": True}
         (tmp_path / "files" / f"{r.filename}.json").write_text(json.dumps(raw, indent=2))
     before = (tmp_path / "files" / f"{two.filename}.json").read_bytes()
-    changed, same = mark(tmp_path, [one, two], "bad")
+    changed, same = mark(LocalFiles(tmp_path), [one, two], "bad")
     assert (names(changed), names(same)) == ([one.filename], [two.filename])
     assert changed[0].yanked == "bad"
     written = json.loads((tmp_path / "files" / f"{one.filename}.json").read_bytes())
@@ -117,7 +118,7 @@ def test_mark_refuses_a_record_changed_meanwhile(tmp_path: Path) -> None:
     one = RECORDS[3]
     (tmp_path / "files" / f"{one.filename}.json").write_bytes(replace(one, sha256="c" * 64).to_json())
     with pytest.raises(Refused, match="changed while it was read"):
-        mark(tmp_path, [one], True)
+        mark(LocalFiles(tmp_path), [one], True)
 
 
 # --- project status -----------------------------------------------------------------------------------------
@@ -125,8 +126,8 @@ def test_mark_refuses_a_record_changed_meanwhile(tmp_path: Path) -> None:
 
 def test_status_round_trip(tmp_path: Path) -> None:
     (tmp_path / "files").mkdir()
-    write_statuses(tmp_path, {"img2grey": Status("quarantined", "malware"), "other": Status("active")})
-    assert read_statuses(tmp_path) == {"img2grey": Status("quarantined", "malware")}
+    write_statuses(LocalFiles(tmp_path), {"img2grey": Status("quarantined", "malware"), "other": Status("active")})
+    assert read_statuses(LocalFiles(tmp_path)) == {"img2grey": Status("quarantined", "malware")}
     assert json.loads((tmp_path / "files" / "project-status.json").read_bytes()) == {
         "projects": {"img2grey": {"reason": "malware", "status": "quarantined"}}, "schema": 1}
 
@@ -155,7 +156,7 @@ def test_status_file_link_refused(tmp_path: Path) -> None:
     (tmp_path / "elsewhere.json").write_text('{"schema": 1, "projects": {}}')
     (tmp_path / "files" / "project-status.json").symlink_to(tmp_path / "elsewhere.json")
     with pytest.raises(BadStatusFile, match="a symbolic link"):
-        read_statuses(tmp_path)
+        read_statuses(LocalFiles(tmp_path))
 
 
 def test_quarantined_pages_offer_no_file() -> None:
