@@ -69,29 +69,32 @@ def execute(ns: argparse.Namespace) -> int:
     from ..index.command import IndexArgs, run_index
     from ..record import FILES
     from ..store import load_records, open_store
-    from ..store.retain import plan, plan_named, read_pending, remove, write_pending
+    from ..store.retain import plan, plan_named, read_pending, remove, started, write_pending
+    from ..store.storefiles import store_files
     from ..store.withdraw import parse_spec, select
     from .options import flags_of
-    from .store_of import local_store
+    from .store_of import store_of
 
     flags = flags_of(ns, "index")
-    store, root, wait = local_store(flags, NAME)
+    store, wait = store_of(flags, NAME, remote=True)
+    files = store_files(store)
+    local = store.local / FILES if store.local is not None else None  # on S3 the bytes are the wheels' sizes
     rules = rules_of(ns, flags, named=ns.spec is not None)
     spec = parse_spec(ns.spec) if ns.spec is not None else None
     finished: list[str] = []
     with open_store(store, lock_wait_s=wait).lock():
-        pending = read_pending(root)  # a prune that was stopped: finished first
-        if pending and not ns.dry_run and any(not (root / FILES / f"{w}.json").exists() for w in pending):
-            finished = remove(root, pending)  # it was deleting: its pages were rendered without them already
+        pending = read_pending(files)  # a prune that was stopped: finished first
+        if pending and not ns.dry_run and started(files, pending):
+            finished = remove(files, pending)  # it was deleting: its pages were rendered without them already
             pending = frozenset()
         records = load_records(store)
         if spec is not None:  # the wheels a spec names: refused whole if one is locked or the newest
-            found = plan_named(records, select(records, spec, str(root)), rules.locked, root / FILES)
+            found = plan_named(records, select(records, spec, store.display), rules.locked, local)
         else:
-            found = plan([r for r in records if r.filename not in pending], rules, root / FILES)
+            found = plan([r for r in records if r.filename not in pending], rules, local)
         going = sorted(pending | {r.filename for r in found.remove})
         if going and not ns.dry_run:
-            write_pending(root, going)  # from here on the pages leave them out
+            write_pending(files, going)  # from here on the pages leave them out
     verb = "would remove" if ns.dry_run else "removing"
     for name in sorted({*pending, *finished}):
         report.info(f"{verb} {name} (left by a prune that was stopped)")
@@ -103,7 +106,7 @@ def execute(ns: argparse.Namespace) -> int:
         if going:
             codes.append(run_index(IndexArgs(flags=flags)))  # the pages stop linking them, before any is deleted
             with open_store(store, lock_wait_s=wait).lock():
-                gone += remove(root, read_pending(root))
+                gone += remove(files, read_pending(files))
         codes.append(run_index(IndexArgs(flags=flags)))  # the catalog and pages see them gone
     versions = len({(r.name, r.kernel_version or r.version) for r in found.remove})
     if ns.dry_run:

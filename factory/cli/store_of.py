@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..config import Flags, Location
 from ..errors import UsageError
 from ..record import FILES
@@ -11,7 +9,7 @@ from ..record import FILES
 
 def store_of(flags: Flags, command: str, *, remote: bool = False) -> tuple[Location, float]:
     """(the store, how long to wait for its lock); UsageError for a missing store folder, or for an ``s3://``
-    store unless ``remote``."""
+    store unless ``remote`` (every command here takes one now; the flag stays for a command that cannot)."""
     from .. import config
 
     opts = config.resolve(flags)
@@ -23,10 +21,3 @@ def store_of(flags: Flags, command: str, *, remote: bool = False) -> tuple[Locat
         raise UsageError(f"no store at {store.local} (no files/ folder): check --store (or `store` in the config), "
                          "or run `kernel-factory build` first")
     return store, opts.environment.lock_wait_s
-
-
-def local_store(flags: Flags, command: str) -> tuple[Location, Path, float]:
-    """(the store, its folder, how long to wait for its lock) of a local store folder."""
-    store, wait = store_of(flags, command)
-    assert store.local is not None  # store_of refuses a remote store here
-    return store, store.local, wait

@@ -66,13 +66,13 @@ def use_withdrawals(found: Withdrawals) -> None:
 
 
 def read_withdrawals(store: Location) -> Withdrawals:
-    """The statuses and the prune under way (a local store only) that ``store`` keeps."""
+    """The statuses and the prune under way that ``store`` keeps (a local folder or an s3:// store)."""
     from ..store.retain import read_pending
     from ..store.status import read_statuses
     from ..store.storefiles import store_files
 
-    statuses = read_statuses(store_files(store))
-    return Withdrawals(statuses, read_pending(store.local) if store.local is not None else frozenset())
+    files = store_files(store)
+    return Withdrawals(read_statuses(files), read_pending(files))
 
 
 def combined_only(record: Record) -> bool:

@@ -26,10 +26,11 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..atomic import LinkRefused, open_nofollow, write_bytes
+from ..atomic import LinkRefused
 from ..errors import Refused, UsageError
-from ..record import FILES, Record
+from ..record import Record
 from .check import plain_wheel
+from .storefiles import StoreFiles
 
 JOURNAL = ".prune-pending.json"
 MAX_JOURNAL = 64 << 20
@@ -165,54 +166,44 @@ def freed(files: Path | None, r: Record) -> int:
     return total
 
 
-def journal_path(root: Path) -> Path:
-    return Path(root) / FILES / JOURNAL
-
-
-def read_pending(root: Path) -> frozenset[str]:
+def read_pending(files: StoreFiles) -> frozenset[str]:
     """The wheels a prune under way removes (none when there is no journal); Refused for a damaged journal."""
-    path = journal_path(root)
+    where = f"{files.where}/{JOURNAL}"
     try:
-        with os.fdopen(open_nofollow(path, "prune journal"), "rb") as f:
-            data = f.read(MAX_JOURNAL + 1)
-    except FileNotFoundError:
-        return frozenset()
+        data = files.read(JOURNAL, MAX_JOURNAL)
     except LinkRefused:
-        raise Refused(f"{path}: a symbolic link; remove it and run `kernel-factory prune` again") from None
+        raise Refused(f"{where}: a symbolic link; remove it and run `kernel-factory prune` again") from None
+    if data is None:
+        return frozenset()
     try:
         raw = json.loads(data)
         wheels = raw["wheels"] if type(raw) is dict and raw.get("schema") == 1 else None
     except (ValueError, RecursionError, KeyError):
         wheels = None
     if type(wheels) is not list or not all(plain_wheel(w) for w in wheels) or len(data) > MAX_JOURNAL:
-        raise Refused(f"{path}: damaged (not the list of wheels a prune removes); remove it and run "
+        raise Refused(f"{where}: damaged (not the list of wheels a prune removes); remove it and run "
                       "`kernel-factory prune` again")
     return frozenset(wheels)
 
 
-def write_pending(root: Path, wheels: Iterable[str]) -> None:
-    write_bytes(journal_path(root), (json.dumps({"schema": 1, "wheels": sorted(wheels)}) + "\n").encode())
+def write_pending(files: StoreFiles, wheels: Iterable[str]) -> None:
+    files.write(JOURNAL, (json.dumps({"schema": 1, "wheels": sorted(wheels)}) + "\n").encode())
 
 
-def remove(root: Path, wheels: Iterable[str]) -> list[str]:
+def started(files: StoreFiles, wheels: Iterable[str]) -> bool:
+    """Whether a stopped prune had begun deleting ``wheels`` (a record gone): its pages left them out already."""
+    return any(files.read(f"{w}.json", 0) is None for w in wheels)
+
+
+def remove(files: StoreFiles, wheels: Iterable[str]) -> list[str]:
     """Delete each wheel's record, then its .metadata, then the wheel (a reader following a page of before the
     prune still finds the wheel until the last step); the wheels whose files were there. Then the journal."""
-    files = Path(root) / FILES
     gone = []
     for wheel in sorted(wheels):
         if not plain_wheel(wheel):  # the journal is checked when read; never a path out of files/
             continue
-        found = False
-        for name in (f"{wheel}.json", f"{wheel}.metadata", wheel):
-            try:
-                os.unlink(files / name)
-                found = True
-            except FileNotFoundError:
-                continue
-        if found:
+        found = [files.delete(name) for name in (f"{wheel}.json", f"{wheel}.metadata", wheel)]
+        if any(found):
             gone.append(wheel)
-    try:
-        os.unlink(journal_path(root))
-    except FileNotFoundError:
-        pass
+    files.delete(JOURNAL)
     return gone

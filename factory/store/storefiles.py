@@ -19,11 +19,15 @@ MAX_BYTES = 1 << 20  # a record is 1-3 KB, the status file a few KB
 class StoreFiles(Protocol):
     where: str  # the files/ folder, for messages
 
-    def read(self, name: str) -> bytes | None:
-        """The bytes of ``files/<name>`` (at most MAX_BYTES + 1), or None when there is none."""
+    def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
+        """The bytes of ``files/<name>`` (at most ``limit`` + 1), or None when there is none."""
         ...
 
     def write(self, name: str, data: bytes) -> None: ...
+
+    def delete(self, name: str) -> bool:
+        """Delete ``files/<name>`` (a link itself, never what it points to); whether it was there."""
+        ...
 
 
 class LocalFiles:
@@ -31,15 +35,22 @@ class LocalFiles:
         self.files = Path(root) / FILES
         self.where = str(self.files)
 
-    def read(self, name: str) -> bytes | None:
+    def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
         try:
             with os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
-                return f.read(MAX_BYTES + 1)
+                return f.read(limit + 1)
         except FileNotFoundError:
             return None
 
     def write(self, name: str, data: bytes) -> None:
         write_bytes(self.files / name, data)
+
+    def delete(self, name: str) -> bool:
+        try:
+            os.unlink(self.files / name)
+        except FileNotFoundError:
+            return False
+        return True
 
 
 class S3Files:
@@ -49,12 +60,12 @@ class S3Files:
         self.store = S3Store(url)
         self.where = self.store.object_url(self.store.files_prefix)
 
-    def read(self, name: str) -> bytes | None:
+    def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             body = self.store.client.get_object(Bucket=self.store.bucket, Key=self.store.key(name))["Body"]
-            data: bytes = body.read(MAX_BYTES + 1)
+            data: bytes = body.read(limit + 1)
         except ClientError as exc:
             if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
                 return None
@@ -73,6 +84,21 @@ class S3Files:
             put_bytes(self.store.client, data, self.store.bucket, self.store.key(name), sha, self.store.put_options)
         except (BotoCoreError, ClientError) as exc:
             raise self.store._fail(exc) from None
+
+
+    def delete(self, name: str) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from ..s3util import remote_sha256
+
+        key = self.store.key(name)
+        try:
+            if remote_sha256(self.store.client, self.store.bucket, key) is None:
+                return False  # gone (or not written by kernel-factory: left alone)
+            self.store.client.delete_object(Bucket=self.store.bucket, Key=key)
+        except (BotoCoreError, ClientError) as exc:
+            raise self.store._fail(exc) from None
+        return True
 
 
 def store_files(store: Location) -> StoreFiles:

@@ -274,11 +274,11 @@ def test_journal_round_trip_and_removal(tmp_path: Path) -> None:
     files.mkdir()
     for name in (NAME_CU, f"{NAME_CU}.metadata", f"{NAME_CU}.json"):
         (files / name).write_bytes(b"x")
-    retain.write_pending(tmp_path, [NAME_CU])
-    assert retain.read_pending(tmp_path) == {NAME_CU}
-    assert retain.remove(tmp_path, retain.read_pending(tmp_path)) == [NAME_CU]
+    retain.write_pending(LocalFiles(tmp_path), [NAME_CU])
+    assert retain.read_pending(LocalFiles(tmp_path)) == {NAME_CU}
+    assert retain.remove(LocalFiles(tmp_path), retain.read_pending(LocalFiles(tmp_path))) == [NAME_CU]
     assert sorted(p.name for p in files.iterdir()) == []
-    assert retain.read_pending(tmp_path) == frozenset()
+    assert retain.read_pending(LocalFiles(tmp_path)) == frozenset()
 
 
 @pytest.mark.parametrize("data", [b"[", b'{"schema": 1, "wheels": ["../x.whl"]}', b'{"schema": 1, "wheels": "a"}',
@@ -287,7 +287,7 @@ def test_damaged_journal_refused(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "files").mkdir()
     (tmp_path / "files" / retain.JOURNAL).write_bytes(data)
     with pytest.raises(Refused, match="damaged"):
-        retain.read_pending(tmp_path)
+        retain.read_pending(LocalFiles(tmp_path))
 
 
 # --- publish manifest ---------------------------------------------------------------------------------------
