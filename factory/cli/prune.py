@@ -68,10 +68,10 @@ def execute(ns: argparse.Namespace) -> int:
     from ..errors import worst
     from ..index.command import IndexArgs, run_index
     from ..record import FILES
-    from ..store import load_records, open_store
+    from ..store import open_store
     from ..store.retain import plan, plan_named, read_pending, remove, started, write_pending
     from ..store.storefiles import store_files
-    from ..store.withdraw import parse_spec, select
+    from ..store.withdraw import parse_spec, select, store_records
     from .options import flags_of
     from .store_of import store_of
 
@@ -87,7 +87,7 @@ def execute(ns: argparse.Namespace) -> int:
         if pending and not ns.dry_run and started(files, pending):
             finished = remove(files, pending)  # it was deleting: its pages were rendered without them already
             pending = frozenset()
-        records = load_records(store)
+        records = store_records(store)
         if spec is not None:  # the wheels a spec names: refused whole if one is locked or the newest
             found = plan_named(records, select(records, spec, store.display), rules.locked, local)
         else:

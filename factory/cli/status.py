@@ -31,9 +31,10 @@ def execute(ns: argparse.Namespace) -> int:
     from .. import report
     from ..errors import UsageError
     from ..index.command import IndexArgs, run_index
-    from ..store import load_records, open_store
+    from ..store import open_store
     from ..store.status import Status, check_status, read_statuses, write_statuses
     from ..store.storefiles import store_files
+    from ..store.withdraw import store_records
     from .options import flags_of
     from .store_of import store_of
 
@@ -51,7 +52,7 @@ def execute(ns: argparse.Namespace) -> int:
         return 0
     new = check_status(ns.status, ns.reason)
     with open_store(store, lock_wait_s=wait).lock():
-        if not any(str(canonicalize_name(r.name)) == project for r in load_records(store)):
+        if not any(str(canonicalize_name(r.name)) == project for r in store_records(store)):
             raise UsageError(f"no project {project!r} in the store {store.display}; check the name (the index's "
                              "simple/ page lists every project)")
         statuses = read_statuses(files)

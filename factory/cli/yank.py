@@ -39,9 +39,9 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     from .. import report
     from ..errors import worst
     from ..index.command import IndexArgs, run_index
-    from ..store import load_records, open_store
+    from ..store import open_store
     from ..store.storefiles import store_files
-    from ..store.withdraw import check_reason, mark, parse_spec, select, yanked_value
+    from ..store.withdraw import check_reason, mark, parse_spec, select, store_records, yanked_value
     from .store_of import store_of
 
     flags = flags_of(ns, "index")
@@ -49,7 +49,7 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     reason = check_reason(getattr(ns, "reason", None)) if yank else ""
     store, wait = store_of(flags, NAME if yank else "unyank", remote=True)
     with open_store(store, lock_wait_s=wait).lock():  # an s3:// store has no lock: each record is one PUT
-        chosen = select(load_records(store), spec, store.display)
+        chosen = select(store_records(store), spec, store.display)
         changed, same = mark(store_files(store), chosen, yanked_value(reason, yank))
     verb = "yanked" if yank else "unyanked"
     for r in changed:
