@@ -69,7 +69,7 @@ def execute(ns: argparse.Namespace) -> int:
     from ..index.command import IndexArgs, run_index
     from ..record import FILES
     from ..store import open_store
-    from ..store.retain import plan, plan_named, read_pending, remove, started, write_pending
+    from ..store.retain import plan, plan_named, read_journal, read_pending, remove, started, write_pending
     from ..store.storefiles import store_files
     from ..store.withdraw import parse_spec, select, store_records
     from .options import flags_of
@@ -82,10 +82,11 @@ def execute(ns: argparse.Namespace) -> int:
     rules = rules_of(ns, flags, named=ns.spec is not None)
     spec = parse_spec(ns.spec) if ns.spec is not None else None
     finished: list[str] = []
+    deferred = store.local is None  # an s3:// store is often the published site: deleted at the next prune
     with open_store(store, lock_wait_s=wait).lock():
-        pending = read_pending(files)  # a prune that was stopped: finished first
-        if pending and not ns.dry_run and started(files, pending):
-            finished = remove(files, pending)  # it was deleting: its pages were rendered without them already
+        pending, rendered = read_journal(files)  # a prune that was stopped (or, on S3, the last one): first
+        if pending and not ns.dry_run and (rendered if deferred else started(files, pending)):
+            finished = remove(files, pending)  # the pages were rendered without them already
             pending = frozenset()
         records = store_records(store)
         if spec is not None:  # the wheels a spec names: refused whole if one is locked or the newest
@@ -106,16 +107,26 @@ def execute(ns: argparse.Namespace) -> int:
         if going:
             codes.append(run_index(IndexArgs(flags=flags)))  # the pages stop linking them, before any is deleted
             with open_store(store, lock_wait_s=wait).lock():
-                gone += remove(files, read_pending(files))
+                if deferred:
+                    write_pending(files, going, rendered=True)
+                    report.info(f"{len(going)} wheel(s) left in {store.display} until the next prune: publish the "
+                                "pages, which no longer link them, first (docs/withdraw.md)")
+                else:
+                    gone += remove(files, read_pending(files))
         codes.append(run_index(IndexArgs(flags=flags)))  # the catalog and pages see them gone
     versions = len({(r.name, r.kernel_version or r.version) for r in found.remove})
+    size = f"{found.bytes / 1e6:.1f} MB ({found.bytes} bytes)"
     if ns.dry_run:
         report.result(f"prune (dry run): would remove {len(going)} wheel(s) of {versions} version(s), freeing "
-                      f"{found.bytes / 1e6:.1f} MB ({found.bytes} bytes); {len(found.kept)} version(s) kept")
+                      f"{size}; {len(found.kept)} version(s) kept")
+    elif deferred:
+        report.result(f"prune: {len(going)} wheel(s) of {versions} version(s), {size}, no longer linked, deleted by "
+                      f"the next prune; {len(gone)} deleted now; {len(found.kept)} version(s) kept")
     else:
-        report.result(f"prune: removed {len(gone)} wheel(s) of {versions} version(s), freed {found.bytes / 1e6:.1f} MB "
-                      f"({found.bytes} bytes); {len(found.kept)} version(s) kept")
+        report.result(f"prune: removed {len(gone)} wheel(s) of {versions} version(s), freed {size}; "
+                      f"{len(found.kept)} version(s) kept")
     if ns.json:
-        report.document({"dry_run": ns.dry_run, "removed": sorted({*going, *gone}), "bytes": found.bytes,
+        report.document({"dry_run": ns.dry_run, "removed": going if ns.dry_run else sorted(gone),
+                         "pending": going if deferred and not ns.dry_run else [], "bytes": found.bytes,
                          "kept": {key: why for key, why in sorted(found.kept.items())}})
     return worst(codes)

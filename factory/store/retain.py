@@ -166,28 +166,38 @@ def freed(files: Path | None, r: Record) -> int:
     return total
 
 
-def read_pending(files: StoreFiles) -> frozenset[str]:
-    """The wheels a prune under way removes (none when there is no journal); Refused for a damaged journal."""
+def read_journal(files: StoreFiles) -> tuple[frozenset[str], bool]:
+    """(the wheels a prune under way removes, whether the index was rendered without them since) from the journal
+    (none when there is none); Refused for a damaged journal."""
     where = f"{files.where}/{JOURNAL}"
     try:
         data = files.read(JOURNAL, MAX_JOURNAL)
     except LinkRefused:
         raise Refused(f"{where}: a symbolic link; remove it and run `kernel-factory prune` again") from None
     if data is None:
-        return frozenset()
+        return frozenset(), False
     try:
         raw = json.loads(data)
         wheels = raw["wheels"] if type(raw) is dict and raw.get("schema") == 1 else None
+        rendered = raw.get("rendered", False) if type(raw) is dict else None
     except (ValueError, RecursionError, KeyError):
-        wheels = None
-    if type(wheels) is not list or not all(plain_wheel(w) for w in wheels) or len(data) > MAX_JOURNAL:
+        wheels = rendered = None
+    if (type(wheels) is not list or not all(plain_wheel(w) for w in wheels) or type(rendered) is not bool
+            or len(data) > MAX_JOURNAL):  # fmt: skip
         raise Refused(f"{where}: damaged (not the list of wheels a prune removes); remove it and run "
                       "`kernel-factory prune` again")
-    return frozenset(wheels)
+    return frozenset(wheels), rendered
 
 
-def write_pending(files: StoreFiles, wheels: Iterable[str]) -> None:
-    files.write(JOURNAL, (json.dumps({"schema": 1, "wheels": sorted(wheels)}) + "\n").encode())
+def read_pending(files: StoreFiles) -> frozenset[str]:
+    """The wheels a prune under way removes (none when there is no journal); Refused for a damaged journal."""
+    return read_journal(files)[0]
+
+
+def write_pending(files: StoreFiles, wheels: Iterable[str], rendered: bool = False) -> None:
+    """The journal: the wheels to remove, and whether the index has been rendered without them since."""
+    doc = {"schema": 1, "wheels": sorted(wheels), "rendered": rendered}
+    files.write(JOURNAL, (json.dumps(doc) + "\n").encode())
 
 
 def started(files: StoreFiles, wheels: Iterable[str]) -> bool:

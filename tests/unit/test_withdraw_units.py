@@ -282,7 +282,7 @@ def test_journal_round_trip_and_removal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("data", [b"[", b'{"schema": 1, "wheels": ["../x.whl"]}', b'{"schema": 1, "wheels": "a"}',
-                                  b'{"wheels": []}'])  # fmt: skip
+                                  b'{"wheels": []}', b'{"schema": 1, "wheels": [], "rendered": 1}'])  # fmt: skip
 def test_damaged_journal_refused(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "files").mkdir()
     (tmp_path / "files" / retain.JOURNAL).write_bytes(data)
