@@ -14,7 +14,7 @@ from tempfile import gettempdir, mkdtemp
 from .. import config, report, space, versions
 from ..config import KernelSpec, Options
 from ..errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
-from ..plan import Job, Plan, check_options, make_plan, plan_lines
+from ..plan import Job, Plan, check_options, make_plan, misversioned_lines, plan_lines
 from ..record import Record
 from ..sources import open_source
 from ..sources.base import Source
@@ -339,6 +339,7 @@ def run_plan(args: PlanArgs) -> int:
     records = store.records()
     _warn_damaged(store.damaged)
     plan = make_plan(opts, records, _shard(args.shard))
+    _warn_damaged(misversioned_lines(plan))
     _put_notices(opts)
     if args.json:
         report.document(plan.to_json())
@@ -360,6 +361,7 @@ def run_build(args: BuildArgs) -> int:
         use_sources(plan)
         for line in plan_lines(plan):
             report.info(line, stderr=True)
+        _warn_damaged(misversioned_lines(plan))
         if not report.quiet():
             _put_notices(opts)
         held = {r.filename: r for r in records}

@@ -54,6 +54,9 @@ class Plan:
     todo: list[Job] = field(default_factory=list)
     done: list[Job] = field(default_factory=list)  # already in the store
     refused: list[FactoryError] = field(default_factory=list)  # unknown variants and the like
+    # Wheels the store holds for a planned job under another version than the one-version rule gives it (built
+    # before the rule held): (the record, the version it should have). Their jobs are built again.
+    misversioned: list[tuple[Record, str]] = field(default_factory=list)
     # The source each job came from, by (location, repo_id, repo_type): the build asks the same objects (and
     # their cached answers) instead of opening the repositories again.
     sources: dict[tuple[str, str | None, str | None], Source] = field(default_factory=dict)
@@ -72,6 +75,9 @@ class Plan:
             "build": [job(j) for j in self.todo],
             "in_store": [job(j) for j in self.done],
             "refused": [str(e) for e in self.refused],
+            "misversioned": [
+                {"wheel": r.filename, "version": r.kernel_version, "should_be": v} for r, v in self.misversioned
+            ],
         }
 
 
@@ -105,19 +111,23 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
     if spec.sha is not None:  # pinned by a lock file: a release tag or a major branch at that commit names it
         sha = src.resolve(spec.sha)
         refs = src.refs()
-        tagged = [(v, t) for v, t in versions.tag_versions(refs).items() if refs.tags[t] == sha]
-        if tagged:
-            version, tag = max(tagged)
-            return [versions.Selected(sha, tag, str(version))]
         heads = [(n, b) for n, b in versions.major_branches(refs).items() if refs.branches[b] == sha]
-        if not heads:  # the major version comes from the variant's metadata.json when it is built
-            return [versions.Selected(sha, None, None)]
-        major, branch = max(heads)
-        chosen = [versions.Selected(sha, branch, None, major)]
+        if not heads:  # without a tag, the major version comes from the variant's metadata.json when it is built
+            chosen = [versions.Selected(sha, None, None)]
+        else:
+            major, branch = max(heads)
+            chosen = [versions.Selected(sha, branch, None, major)]
     elif spec.revision is not None:
         sha = src.resolve(spec.revision)
+        refs = src.refs()
         if spec.version_override:
-            return [versions.Selected(sha, None, spec.version_override)]
+            tagged = versions.tag_at(refs, sha)
+            if tagged is not None and tagged[0] != spec.version_override:
+                raise UsageError(
+                    f"{where}: revision {spec.revision!r} carries tag {tagged[1]}, so its version is {tagged[0]}, "
+                    f"not {spec.version_override} (one revision, one version); give VERSION {tagged[0]} or 1"
+                )
+            return [versions.Selected(sha, tagged[1] if tagged else None, spec.version_override)]
         request = versions.parse_request(spec.versions[0]) if spec.versions else None
         if request is None or request.kind != "major":
             raise UsageError(f"{where}: with a revision, VERSION must be a major version (1) or a version (1.1.2)")
@@ -134,12 +144,14 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
         chosen = []
         for text in spec.versions:
             chosen += versions.select(refs, versions.parse_request(text), where)
-    # One version per revision: a release tag wins over a major branch at the same commit (decided before
-    # counting commits, so a branch that loses costs no history look-up).
+    # One version per revision: a revision that carries a release tag gets the tag's version however it was
+    # asked for (a branch head, --revision, a lock), decided before counting commits, so that a tagged revision
+    # costs no history look-up.
     by_sha: dict[str, versions.Selected] = {}
     for sel in chosen:
-        if sel.sha not in by_sha or (sel.major is None and by_sha[sel.sha].major is not None):
-            by_sha[sel.sha] = sel
+        if (tagged := versions.tag_at(refs, sel.sha)) is not None:
+            sel = versions.Selected(sel.sha, tagged[1], tagged[0])
+        by_sha.setdefault(sel.sha, sel)
     key = spec.repo_id or src.repo_id or src.display
     chosen = [
         versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s
@@ -240,7 +252,10 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
         for r in records
         if r.job_key is not None and r.kernel_version is not None
     }
-    have = {r.job_key for r in records if r.job_key is not None}
+    by_key: dict[tuple[str, str, str], list[Record]] = {}
+    for r in records:
+        if r.job_key is not None:
+            by_key.setdefault(r.job_key, []).append(r)
     plan = Plan()
     check_options(opts)
     from .shard import in_shard
@@ -258,9 +273,32 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             plan.sources.setdefault((job.location, job.repo_id, job.repo_type), src)
         if shard is not None:  # partition the full plan, before dropping what the store holds
             jobs = [job for job in jobs if in_shard(job.key, *shard)]
-        plan.done += [job for job in jobs if job.key in have]
-        plan.todo += _complete(src, [job for job in jobs if job.key not in have])
+        held = {job.key for job in jobs if _held(job, by_key, plan.misversioned)}
+        plan.done += [job for job in jobs if job.key in held]
+        plan.todo += _complete(src, [job for job in jobs if job.key not in held])
     return plan
+
+
+def _held(job: Job, by_key: dict[tuple[str, str, str], list[Record]],
+          misversioned: list[tuple[Record, str]]) -> bool:
+    """Whether the store holds ``job``'s wheel under the job's version; a wheel of the job under another version
+    is added to ``misversioned`` and does not count (the right one is built beside it)."""
+    held = by_key.get(job.key, [])
+    if job.version is None:  # a lock's untagged commit: the version comes from metadata.json when built
+        return bool(held)
+    misversioned += [(r, job.version) for r in held if r.kernel_version != job.version]
+    return any(r.kernel_version == job.version for r in held)
+
+
+def misversioned_lines(plan: Plan) -> list[str]:
+    """One warning per wheel the store holds under the wrong version, naming it and the fix."""
+    return [
+        f"{r.filename}: {r.repo_id or r.source}@{(r.revision or '')[:12]} has version {v} (one revision, one "
+        f"version: its release tag wins), not {r.kernel_version}; the {v} wheel is built beside it. Remove "
+        f"files/{r.filename} with its .metadata and .json from the store, then run `kernel-factory index` "
+        "(README: One revision, one version)"
+        for r, v in plan.misversioned
+    ]
 
 
 def plan_lines(plan: Plan) -> list[str]:
