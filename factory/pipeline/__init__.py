@@ -13,7 +13,18 @@ from tempfile import gettempdir, mkdtemp
 
 from .. import config, report, space, versions
 from ..config import KernelSpec, Options
-from ..errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
+from ..errors import (
+    EXIT_BUG,
+    EXIT_OK,
+    BadKernel,
+    FactoryError,
+    Refused,
+    Unreachable,
+    UsageError,
+    not_a_folder,
+    unusable,
+    worst,
+)
 from ..plan import Job, Plan, check_options, make_plan, misversioned_lines, plan_lines
 from ..record import Record
 from ..sources import open_source
@@ -308,6 +319,11 @@ def load_options(args: PlanArgs) -> Options:
     opts = config.resolve(args.flags)
     if args.lock:
         opts = replace(opts, kernels=specs_from_lock(args.lock))
+    elif not opts.kernels and config.find_config(args.flags) is None:
+        raise UsageError(
+            f"no {config.DEFAULT_CONFIG} in {Path.cwd()}: write one with a [[kernel]] table for each kernel to mirror "
+            "(README, Configuration; `make demo` uses the bundled one), or pass --config FILE or --lock kernels.lock"
+        )
     return opts
 
 
@@ -333,6 +349,17 @@ def _put_notices(opts: Options) -> None:
             report.raw_error(line)
 
 
+def output_folder(path: Path, flag: str) -> None:
+    """Refuse, before any work, a folder kernel-factory would make (--store, -o) where a file stands, or whose
+    parent folder does not exist (a typo would otherwise make a whole tree, even at /): exit 4, one line."""
+    if not path.is_dir() and (err := not_a_folder(str(path))) is not None:
+        raise err
+    parent = path.absolute().parent
+    if not path.exists() and not parent.is_dir():
+        raise Unreachable(f"{flag} {path}: its parent folder {parent} does not exist; create it first "
+                          f"(mkdir -p {parent}) or give another folder")
+
+
 def run_plan(args: PlanArgs) -> int:
     opts = load_options(args)
     store = open_store(opts.store)
@@ -353,11 +380,16 @@ def run_build(args: BuildArgs) -> int:
     opts = load_options(args)
     shard = _shard(args.shard)
     check_options(opts)  # before the store is touched
+    early = None
+    if opts.store.local is not None:
+        output_folder(opts.store.local, "--store")
+        if not opts.store.local.exists():  # planned before the lock makes the folder: a bad config leaves none
+            early = make_plan(opts, [], shard)
     store = open_store(opts.store, opts)
     with store.lock():
         records = store.records()
         _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
-        plan = make_plan(opts, records, shard)
+        plan = early if early is not None and not records else make_plan(opts, records, shard)
         use_sources(plan)
         for line in plan_lines(plan):
             report.info(line, stderr=True)
@@ -404,6 +436,7 @@ def run_to_wheel(args: ToWheelArgs) -> int:
         if request.kind not in ("tag", "major"):
             raise UsageError(f"with --revision, VERSION must be 1.1.2 or a major version like 1, not {args.version!r}")
     opts = replace(opts, kernels=(spec,))
+    output_folder(args.out, "-o")
     plan = make_plan(opts, [])
     use_sources(plan)
     for line in plan_lines(plan):

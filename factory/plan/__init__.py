@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -177,8 +178,12 @@ def plan_kernel(
     src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed, env=opts.environment)
     jobs: list[Job] = []
     refused: list[FactoryError] = []
+    unmatched = set(spec.variants) if spec.sha is None and not listed else set()
+    seen: set[str] = set()
     for sel in _selections(src, spec, known):
         names = src.variants(sel.sha)
+        seen.update(names)
+        unmatched -= {g for g in unmatched if any(fnmatch.fnmatchcase(n, g) for n in names)}
         where = f"{spec.repo_id or src.display}@{sel.ref or sel.sha[:12]}"
         if not names:
             refused.append(Refused(f"{where}: no build/ variants; is this a kernel repository?"))
@@ -211,7 +216,22 @@ def plan_kernel(
                     lock_hash=dict(spec.lock_hashes).get(name),
                 )
             )
+    if unmatched and seen:
+        raise unmatched_variants(spec.repo_id or src.display, sorted(unmatched), sorted(seen))
     return src, jobs, refused
+
+
+def unmatched_variants(where: str, patterns: list[str], names: list[str], shown: int = 8) -> UsageError:
+    """Variant globs that match nothing: a typo builds nothing, so say so (exit 2) with the variants there are,
+    nearest the first pattern first."""
+    nearest = difflib.get_close_matches(patterns[0], names, n=len(names), cutoff=0.0)
+    nearest += [n for n in names if n not in nearest]
+    listed = ", ".join(nearest[:shown]) + (f", ... ({len(names)} in all)" if len(names) > shown else "")
+    which = ", ".join(repr(p) for p in patterns)
+    return UsageError(
+        f"{where}: variant pattern{'s' if len(patterns) > 1 else ''} {which} match{'' if len(patterns) > 1 else 'es'}"
+        f" no build variant; fix variants (or --variants); the variants there are, nearest first: {listed}"
+    )
 
 
 def _complete(src: Source, jobs: list[Job]) -> list[Job]:

@@ -102,3 +102,17 @@ def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: 
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and 'raise KeyError("boom")' in err
     assert exit_code([full, bug], Plan()) == EXIT_BUG
+
+
+def test_a_file_where_a_folder_is_wanted_is_unusable_naming_the_file(tmp_path: os.PathLike[str]) -> None:
+    afile = os.path.join(tmp_path, "afile")
+    with open(afile, "w") as f:
+        f.write("x")
+    want = f"{afile} is a file, not a folder; give a folder (--store, --out, -o) or remove the file"
+    for exc in (FileExistsError(errno.EEXIST, "File exists", afile),
+                NotADirectoryError(errno.ENOTDIR, "Not a directory", os.path.join(afile, "x", "y"))):
+        err = unusable(exc)
+        assert isinstance(err, Unreachable) and str(err) == want and err.exit_code == EXIT_UNREACHABLE
+    # an existing folder, or a link's two names (os.link, os.rename): not this fault
+    assert unusable(FileExistsError(errno.EEXIST, "File exists", os.fspath(tmp_path))) is None
+    assert unusable(FileExistsError(errno.EEXIST, "File exists", afile, None, os.path.join(tmp_path, "b"))) is None

@@ -1,0 +1,105 @@
+"""A new user's first mistakes, through the installed command: each gets one line naming the problem and the fix,
+the documented exit code, and leaves nothing behind (issue 36)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import kf
+
+VARIANT = "torch213-cxx11-cpu-x86_64-linux"
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0].removeprefix("error: ")
+
+
+@pytest.fixture
+def site(example_repos: Path, tmp_path: Path) -> Path:
+    """A store with one wheel (what `index --store` reads)."""
+    assert kf("to-wheel", example_repos / "pyonly", "0.2.0", "-o", tmp_path / "w", cwd=tmp_path).returncode == 0
+    assert kf("index", "--wheels", tmp_path / "w", "--out", tmp_path / "site", cwd=tmp_path).returncode == 0
+    return tmp_path / "site"
+
+
+@pytest.mark.parametrize("args", [
+    ("index", "--store", "{site}", "--out", "{file}"),
+    ("index", "--store", "{file}"),
+    ("to-wheel", "{repos}/pyonly", "0.2.0", "-o", "{file}"),
+    ("to-wheel", "{repos}/pyonly", "0.2.0", "-o", "{file}/x"),
+    ("build", "--store", "{file}"),
+    ("build", "--store", "{file}/x"),
+])
+def test_a_file_given_as_a_folder_is_one_line_exit_4(args: tuple[str, ...], example_repos: Path, site: Path,
+                                                      tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("mine\n")
+    (tmp_path / "factory.toml").write_text(f'[[kernel]]\nrepo = "{example_repos}/pyonly"\ntags = ">=0.2"\n')
+    argv = [a.format(site=site, file=afile, repos=example_repos) for a in args]
+    proc = kf(*argv, cwd=tmp_path)
+    assert proc.returncode == 4, proc.stderr
+    assert one_error_line(proc.stderr) == (
+        f"{afile} is a file, not a folder; give a folder (--store, --out, -o) or remove the file"
+    )
+    assert afile.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (("build", "--store", "{missing}"), "--store"),
+    (("to-wheel", "{repos}/pyonly", "0.2.0", "-o", "{missing}"), "-o"),
+])
+def test_a_folder_whose_parent_is_missing_is_refused_not_made(args: tuple[str, ...], flag: str,
+                                                               example_repos: Path, tmp_path: Path) -> None:
+    (tmp_path / "factory.toml").write_text(f'[[kernel]]\nrepo = "{example_repos}/pyonly"\ntags = ">=0.2"\n')
+    missing = tmp_path / "no-such-root" / "store"
+    proc = kf(*[a.format(missing=missing, repos=example_repos) for a in args], cwd=tmp_path)
+    assert proc.returncode == 4, proc.stderr
+    assert one_error_line(proc.stderr) == (
+        f"{flag} {missing}: its parent folder {missing.parent} does not exist; create it first "
+        f"(mkdir -p {missing.parent}) or give another folder"
+    )
+    assert not missing.parent.exists()
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_serve_on_an_impossible_port_is_one_line_exit_2(port: str, tmp_path: Path) -> None:
+    proc = kf("serve", "--out", tmp_path, "--port", port, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert one_error_line(proc.stderr) == f"--port {port}: not a TCP port; give one from 1 to 65535 (0: any free port)"
+
+
+def test_a_variant_glob_matching_nothing_names_the_variants_there_are(example_repos: Path, tmp_path: Path) -> None:
+    repo = example_repos / "img2grey"
+    proc = kf("to-wheel", repo, "1.1.2", "--variants", "torch213-cxx11-cpu-x86_64-linus", "--variants", VARIANT,
+              "-o", tmp_path / "out", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert one_error_line(proc.stderr) == (
+        f"{repo}: variant pattern 'torch213-cxx11-cpu-x86_64-linus' matches no build variant; fix variants (or "
+        f"--variants); the variants there are, nearest first: {VARIANT}, torch213-cxx11-cu130-x86_64-linux, "
+        "torch213-cxx11-cpu-aarch64-linux"
+    )
+    assert not (tmp_path / "out").exists()
+
+    (tmp_path / "factory.toml").write_text(
+        f'[factory]\nstore = "store"\n[[kernel]]\nrepo = "{repo}"\nrepo-id = "kernels-community/img2grey"\n'
+        'versions = [1]\nvariants = ["nomatch*", "cu13*"]\n')
+    for command in ("plan", "build"):
+        proc = kf(command, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert one_error_line(proc.stderr).startswith(
+            "kernels-community/img2grey: variant patterns 'cu13*', 'nomatch*' match no build variant; fix variants ")
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("command", ["plan", "build"])
+def test_plan_without_a_config_says_the_file_is_missing(command: str, tmp_path: Path) -> None:
+    proc = kf(command, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert one_error_line(proc.stderr) == (
+        f"no factory.toml in {tmp_path}: write one with a [[kernel]] table for each kernel to mirror (README, "
+        "Configuration; `make demo` uses the bundled one), or pass --config FILE or --lock kernels.lock"
+    )
+    assert list(tmp_path.iterdir()) == []
