@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import jinja2
 
 API_VERSION = "1.1"
-DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+DEFAULT_BASE_URL = "INDEX_URL"  # no base-url: the pages say so, and their script fills in their own address
 TEMPLATE_NAMES = ("landing.html", "kernel.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
 SIMPLE = "simple"
 # The shipped templates: the package kernel_factory.templates, which is index_templates/ in an editable install

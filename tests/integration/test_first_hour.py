@@ -103,3 +103,24 @@ def test_plan_without_a_config_says_the_file_is_missing(command: str, tmp_path: 
         "Configuration; `make demo` uses the bundled one), or pass --config FILE or --lock kernels.lock"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wheel_replaced_by_a_folder_is_named_a_folder_and_the_fix_works(site: Path, tmp_path: Path) -> None:
+    (wheel,) = (site / "files").glob("*.whl")
+    wheel.unlink()
+    wheel.mkdir()
+    want = (
+        f"{wheel}: a folder, not the wheel its record {wheel.name}.json describes (changed outside kernel-factory); "
+        f"it is left out of the pages: put back the wheel the record describes, or remove it and {wheel.name}.json "
+        f"and {wheel.name}.metadata beside it (then run `kernel-factory index`)"
+    )
+    for extra in ((), ("--repair",)):  # --repair cannot record a folder: it says the same, not "Is a directory"
+        proc = kf("index", "--store", site, *extra, cwd=tmp_path)
+        assert proc.returncode == 3
+        assert [line for line in proc.stderr.splitlines() if line.startswith("error: ")] == [f"error: {want}"]
+    wheel.rmdir()
+    for suffix in (".json", ".metadata"):
+        Path(f"{wheel}{suffix}").unlink()
+    proc = kf("index", "--store", site, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "pyonly" not in (site / "simple" / "index.html").read_text()
