@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -221,32 +220,22 @@ def execute(
     return outcomes
 
 
-def _progress(total: int) -> Callable[[Outcome], None]:
-    """A progress bar on a terminal (tqdm); one line per wheel in logs; nothing with -q."""
-    count = [0]
-    bar = None
-    if report.quiet():
-        return lambda outcome: None
-    if sys.stderr.isatty() and total > 1:
-        from tqdm import tqdm
+def _describe(outcome: Outcome) -> tuple[str, int]:
+    """An item's progress line and its wheel's bytes (0 for a failed item)."""
+    if outcome.record is not None:
+        return f"built  {outcome.record.filename}", outcome.record.size
+    return f"failed {outcome.error or outcome.job.describe()}", 0
 
-        bar = tqdm(total=total, unit="wheel", desc="building", file=sys.stderr)
 
-    def tell(outcome: Outcome) -> None:
-        count[0] += 1
-        if outcome.record is not None:
-            status = f"built  {outcome.record.filename}"
-        else:
-            status = f"failed {outcome.error or outcome.job.describe()}"
-        if bar is not None:
-            bar.write(f"{status}", file=sys.stderr)
-            bar.update(1)
-            if count[0] == total:
-                bar.close()
-        else:
-            report.progress(f"[{count[0]}/{total}] {status}")
+def _progress(jobs: list[Job], opts: Options, work: Path, scratch: Path | None,
+              sizes: dict[tuple[str, str, str], int]) -> tuple[Callable[[Outcome], None], Callable[[], None]]:
+    """A bar with the bytes fetched and written on a terminal (tqdm; pipeline/progress.py); one line per wheel
+    in logs; nothing with -q."""
+    from . import progress
 
-    return tell
+    downloads = sorted({d for job in jobs for d in _source(job, opts).downloads()})
+    count = progress.Bytes(work, scratch, downloads)
+    return progress.progress(len(jobs), count, lambda job: sizes.get(job.key, 0), _describe)
 
 
 def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
@@ -257,16 +246,17 @@ def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
     return worst(codes)
 
 
-def check_space(jobs: list[Job], opts: Options, target: Path) -> None:
+def check_space(jobs: list[Job], opts: Options, target: Path) -> dict[tuple[str, str, str], int]:
     """Refuse, before anything is fetched, a plan whose known size does not fit in ``target`` (the store) or in
-    the scratch folder (exit 4)."""
-    sizes = []
+    the scratch folder (exit 4); each job's known size (by its key) for the progress bar."""
+    sizes = {}
     for job in jobs:
         found = _source(job, opts).sizes(job.sha, job.variant)
         if found is not None:
-            sizes.append(found)
+            sizes[job.key] = found
     scratch = Path(opts.scratch) if opts.scratch else Path(gettempdir())
-    space.check_plan(sizes, opts.jobs, target, scratch)
+    space.check_plan(list(sizes.values()), opts.jobs, target, scratch)
+    return {key: size[0] for key, size in sizes.items()}
 
 
 def _summarise(
@@ -414,9 +404,12 @@ def run_build(args: BuildArgs) -> int:
         with store.work_dir(opts.scratch) as work:
             if plan.todo:
                 with space.scratch_dir(opts.scratch) as scratch:
-                    check_space(plan.todo, opts, Path(work))
-                    progress = _progress(len(plan.todo))
-                    outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
+                    sizes = check_space(plan.todo, opts, Path(work))
+                    tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
+                    try:
+                        outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch))
+                    finally:
+                        close()
     _summarise(outcomes, plan, args.json, args.debug)
     return exit_code(outcomes, plan)
 
@@ -454,9 +447,12 @@ def run_to_wheel(args: ToWheelArgs) -> int:
     outcomes = []
     if plan.todo:
         with space.scratch_dir(str(out), prefix=".tmp-work-") as work, space.scratch_dir(opts.scratch) as scratch:
-            check_space(plan.todo, opts, out)
-            progress = _progress(len(plan.todo))
-            outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
+            sizes = check_space(plan.todo, opts, out)
+            tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
+            try:
+                outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch))
+            finally:
+                close()
     wheels = [str(out / o.record.filename) for o in outcomes if o.record is not None]
     if not args.json:  # with --json the paths are in the document: stdout holds nothing else
         for path in wheels:

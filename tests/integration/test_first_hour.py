@@ -3,10 +3,18 @@ the documented exit code, and leaves nothing behind (issue 36)."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
 from pathlib import Path
 
 import pytest
-from support import kf
+from kernel_factory.pipeline.progress import size_text
+from support import kf, run
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
 
@@ -124,3 +132,57 @@ def test_a_wheel_replaced_by_a_folder_is_named_a_folder_and_the_fix_works(site: 
     proc = kf("index", "--store", site, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "pyonly" not in (site / "simple" / "index.html").read_text()
+
+
+def on_a_terminal(*args: str | Path, cwd: Path) -> tuple[int, str]:
+    """The installed command run on a pseudo-terminal of 160 columns, as a person at a terminal runs it."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    command = Path(sys.executable).parent / "kernel-factory"
+    proc = subprocess.Popen([str(command), *map(str, args)], cwd=cwd, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the command ended and closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return proc.wait(60), out.decode()
+
+
+def test_build_on_a_terminal_shows_the_bytes_fetched_and_written(example_repos: Path, tmp_path: Path) -> None:
+    (tmp_path / "factory.toml").write_text(
+        f'[factory]\nstore = "store"\njobs = 2\n[[kernel]]\nrepo = "{example_repos}/img2grey"\n'
+        'repo-id = "kernels-community/img2grey"\ntags = "==1.1.2"\n')
+    code, out = on_a_terminal("build", cwd=tmp_path)
+    assert code == 0, out
+    wheels = sum(p.stat().st_size for p in (tmp_path / "store" / "files").glob("*.whl"))
+    last_bar = [part for part in out.split("\r") if part.startswith("building: 100%")][-1]
+    assert "3/3" in last_bar and f"wheels written {size_text(wheels)}" in last_bar and "fetched " in last_bar
+
+    code, out = on_a_terminal("build", "--config", tmp_path / "factory.toml", "--store", tmp_path / "q", "-q",
+                              cwd=tmp_path)
+    assert code == 0 and "building" not in out and "fetched" not in out, out
+    proc = kf("build", "--store", tmp_path / "log", cwd=tmp_path)  # not a terminal: a line per wheel, no bar
+    assert proc.returncode == 0 and "fetched" not in proc.stderr and "[3/3] built  img2grey-1.1.2+" in proc.stderr
+
+
+def test_make_says_which_debian_packages_it_installs_before_it_does(tmp_path: Path) -> None:
+    stub = tmp_path / "apt-get"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "calls"}\necho "apt-get $@ ran"\n')
+    stub.chmod(0o755)
+    root = Path(__file__).resolve().parents[2]
+    proc = run("make", "-s", "-C", root, "system-deps", f"APT_GET={stub}", "CHROMIUM=no-such-chromium",
+               "CROSS_CXX=no-such-g++")
+    lines = proc.stdout.splitlines()
+    assert lines[0] == (f"system-deps: installing Debian packages for the integration tests with {stub} "
+                        "(root needed): chromium g++-aarch64-linux-gnu")
+    assert lines[-1] == "apt-get update -qq ran"  # the install's own output is silenced; its call is below
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "update -qq", "install -y -qq chromium g++-aarch64-linux-gnu"]
+    proc = run("make", "-s", "-C", root, "system-deps", f"APT_GET={stub}", "CHROMIUM=sh", "CROSS_CXX=sh")
+    assert proc.stdout == "" and len((tmp_path / "calls").read_text().splitlines()) == 2  # all there: nothing

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
+from pathlib import Path
 
 import pytest
 from kernel_factory import space
@@ -77,7 +79,8 @@ def test_space_needed_by_a_plan() -> None:
 
 
 def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: pytest.CaptureFixture[str]) -> None:
-    from kernel_factory.pipeline import _progress, _summarise, failure
+    from kernel_factory.pipeline import _describe, _summarise, failure
+    from kernel_factory.pipeline.progress import Bytes, progress
 
     full = failure(_job("torch-cpu"), OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/store/files/.tmp-x"))
     assert full.exit_code == EXIT_UNREACHABLE and full.trace is None
@@ -88,9 +91,10 @@ def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: 
     except KeyError as exc:
         bug = failure(_job("torch-cuda"), exc)
     assert bug.exit_code == EXIT_BUG and bug.error == "org/r@v1 torch-cuda: KeyError: 'boom'"
-    report = _progress(2)
+    report, close = progress(2, Bytes(Path("."), None, []), lambda job: 0, _describe, stream=io.StringIO())
     report(full)
     report(bug)
+    close()
     err = capsys.readouterr().err
     assert "[1/2] failed org/r@v1: /store/files/.tmp-x: No space left on device;" in err
     assert "[2/2] failed org/r@v1 torch-cuda: KeyError: 'boom'" in err
