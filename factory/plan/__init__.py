@@ -58,6 +58,7 @@ class Plan:
     # Wheels the store holds for a planned job under another version than the one-version rule gives it (built
     # before the rule held): (the record, the version it should have). Their jobs are built again.
     misversioned: list[tuple[Record, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what [[transformers]] tables mapped, for the plan's lines
     # The source each job came from, by (location, repo_id, repo_type): the build asks the same objects (and
     # their cached answers) instead of opening the repositories again.
     sources: dict[tuple[str, str | None, str | None], Source] = field(default_factory=dict)
@@ -76,6 +77,7 @@ class Plan:
             "build": [job(j) for j in self.todo],
             "in_store": [job(j) for j in self.done],
             "refused": [str(e) for e in self.refused],
+            "notes": list(self.notes),
             "misversioned": [
                 {"wheel": r.filename, "version": r.kernel_version, "should_be": v} for r, v in self.misversioned
             ],
@@ -95,8 +97,9 @@ def check_allowed(location: str, repo_id: str | None, opts: Options, *, hub: boo
 
 def check_options(opts: Options) -> None:
     """Refuse a plan that cannot start (nothing to build, an organisation not allowed) before any work."""
-    if not opts.kernels:
-        raise UsageError("nothing to build: add [[kernel]] tables to factory.toml, or pass --config or --lock")
+    if not opts.kernels and not opts.transformers:
+        raise UsageError("nothing to build: add [[kernel]] (or [[transformers]]) tables to factory.toml, or pass "
+                         "--config or --lock")
     for spec in opts.kernels:
         check_allowed(spec.repo, spec.repo_id, opts)
 
@@ -188,7 +191,7 @@ def plan_kernel(
         if not names:
             refused.append(Refused(f"{where}: no build/ variants; is this a kernel repository?"))
             continue
-        if spec.sha is not None and spec.variants:
+        if spec.lock_hashes and spec.variants:
             for missing in sorted(set(spec.variants) - set(names)):
                 refused.append(Refused(f"{where}: locked variant {missing!r} is not in the repository"))
         for name in names:
@@ -265,6 +268,23 @@ def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError],
     return out
 
 
+def _mapped(opts: Options, notes: list[str]) -> list[tuple[KernelSpec, bool]]:
+    """The kernel specs of the [[transformers]] tables (transformers' own mapping, read from its interpreter);
+    each is a Hub id, refused and skipped like a listed repository where it cannot be built (allow-orgs)."""
+    if not opts.transformers:
+        return []
+    from ..sources import transformers_map
+
+    out: list[tuple[KernelSpec, bool]] = []
+    for tspec in opts.transformers:
+        mapping = transformers_map.read_mapping(tspec.python)
+        made, skipped = transformers_map.specs(tspec, mapping)
+        notes.append(transformers_map.describe(tspec, mapping, made))
+        notes += [f"transformers: {line}" for line in skipped]
+        out += [(k, True) for k in made if (k, True) not in out]
+    return out
+
+
 def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] | None = None) -> Plan:
     records = list(records)
     known = {
@@ -280,7 +300,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     check_options(opts)
     from .shard import in_shard
 
-    for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment):
+    for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment) + _mapped(opts, plan.notes):
         try:
             src, jobs, refused = plan_kernel(spec, opts, known, listed=listed)
         except UsageError as exc:  # a listed repository without the requested versions: skip it, say so
@@ -323,7 +343,8 @@ def misversioned_lines(plan: Plan) -> list[str]:
 
 def plan_lines(plan: Plan) -> list[str]:
     """What ``plan`` prints (and ``build`` on stderr before it starts): one line per job and refusal, a total."""
-    lines = [f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}" for job in plan.todo]
+    lines = list(plan.notes)
+    lines += [f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}" for job in plan.todo]
     lines += [f"  refuse {err}" for err in plan.refused]
     lines.append(f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, "
                  f"{len(plan.refused)} refused")

@@ -125,6 +125,7 @@ def test_a_wheel_of_the_other_version_is_named_and_not_counted_as_held(source: F
         (line,) = misversioned_lines(plan)
         assert line.startswith(f"{wrong.filename}: {REPO}@{HEAD[:12]} has version 1.1.2 ")
         assert f"Remove files/{wrong.filename} with its .metadata and .json" in line
+        assert plan.to_json()["notes"] == []
         assert plan.to_json()["misversioned"] == [{"wheel": wrong.filename, "version": "1.0.2", "should_be": "1.1.2"}]
 
 
