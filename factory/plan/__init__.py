@@ -300,6 +300,8 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     check_options(opts)
     from .shard import in_shard
 
+    planned: set[tuple[str, str, str]] = set()
+
     for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment) + _mapped(opts, plan.notes):
         try:
             src, jobs, refused = plan_kernel(spec, opts, known, listed=listed)
@@ -309,6 +311,8 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             plan.refused.append(Refused(f"{spec.repo}: {exc}; skipped"))
             continue
         plan.refused += refused
+        jobs = [job for job in jobs if job.key not in planned]  # named by two tables (a [[transformers]] mapping)
+        planned.update(job.key for job in jobs)
         for job in jobs:
             plan.sources.setdefault((job.location, job.repo_id, job.repo_type), src)
         if shard is not None:  # partition the full plan, before dropping what the store holds

@@ -139,3 +139,9 @@ def test_untagged_revision_keeps_the_stores_version(source: FakeSource) -> None:
     held = replace(record("2.0.3"), revision=UNTAGGED, filename="x.whl")
     plan = make_plan(opts(versions=("2",)), [held])
     assert plan.todo == [] and plan.misversioned == [] and source.counted == []
+
+
+def test_a_revision_named_by_two_tables_is_planned_once(source: FakeSource) -> None:
+    o = Options(kernels=(KernelSpec(repo=REPO, versions=("1",)), KernelSpec(repo=REPO, versions=("==1.1.2",))),
+                allow_orgs=("kernels-community",))
+    assert [(j.version, j.sha) for j in make_plan(o, []).todo] == [("1.1.2", HEAD)]
