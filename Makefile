@@ -49,10 +49,20 @@ demo: index
 serve: $(WHEEL)
 	$(BIN)/kernel-factory serve --out public --port $(PORT)
 
-# Debian packages the integration tests use (headless Chromium, the aarch64 cross compiler).
+# Debian packages the integration tests use (headless Chromium, the aarch64 cross compiler): the missing ones are
+# named before apt-get installs them. APT_GET, CHROMIUM and CROSS_CXX are for the test of this message.
+APT_GET   ?= apt-get
+CHROMIUM  ?= chromium
+CROSS_CXX ?= aarch64-linux-gnu-g++
 system-deps:
-	@command -v chromium >/dev/null && command -v aarch64-linux-gnu-g++ >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium g++-aarch64-linux-gnu >/dev/null; }
+	@missing=""; \
+	command -v $(CHROMIUM) >/dev/null || missing="$$missing chromium"; \
+	command -v $(CROSS_CXX) >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
+	if [ -n "$$missing" ]; then \
+	  echo "system-deps: installing Debian packages for the integration tests with $(APT_GET) (root needed):$$missing"; \
+	  echo "system-deps: (chromium renders the index pages headless; g++-aarch64-linux-gnu builds the aarch64 test kernels)"; \
+	  $(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq $$missing >/dev/null; \
+	fi
 
 # torch 2.13 CPU: the fixtures are built against its headers, and mypy reads its types.
 TORCH := $(VENV)/.torch

@@ -33,6 +33,8 @@ KERNEL_KEYS = {  # a [[kernel]] table's keys (the [factory] keys are the options
     "allow-no-digest",
     "exclude",
 }
+TRANSFORMERS_KEYS = {"python", "devices", "modes", "variants", "exclude-variants"}  # a [[transformers]] table's
+TRANSFORMERS_MODES = ("inference", "training", "torch_compile", "fallback")  # kernels' Mode flags, lowercased
 
 @dataclass(frozen=True)
 class Location:
@@ -116,6 +118,18 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class TransformersSpec:
+    """``[[transformers]]``: the kernels transformers' own default mapping asks for (read from the transformers of
+    ``python`` when the plan is made), for these devices and modes (empty: all), as ``[[kernel]]`` entries."""
+
+    python: str  # an interpreter, or a venv folder (its bin/python), made absolute
+    devices: tuple[str, ...] = ()  # "cuda", "rocm", "xpu", "cpu", "mps", "npu", ...
+    modes: tuple[str, ...] = ()  # TRANSFORMERS_MODES
+    variants: tuple[str, ...] = ()
+    exclude_variants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Environment:
     """What the code underneath takes from the environment, read in one place: ``environment(env)``, which
     ``resolve`` calls to fill ``Options.environment`` (no option of the table: no flag, no config key). Code
@@ -173,6 +187,7 @@ class Options:
     simple_url: str | None = None  # publish: the upload endpoint's simple index, where not <url>/simple/
     allow_kernel_names: bool = False  # index --wheels may adopt wheels of a kernel's project
     kernels: tuple[KernelSpec, ...] = ()
+    transformers: tuple[TransformersSpec, ...] = ()  # [[transformers]]: kernels from transformers' own mapping
     s3_put_args: tuple[tuple[str, str], ...] = ()  # every S3 put: ServerSideEncryption, SSEKMSKeyId, ACL, ...
     allow_s3_put_args: tuple[str, ...] = ()  # risky put args named on the command line (never from a file)
     cache_control_immutable: str = "public, max-age=31536000, immutable"  # wheels and .metadata on S3
@@ -279,8 +294,33 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
     )
 
 
-def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The [factory] table and the [[kernel]] list of a factory.toml or pyproject.toml."""
+def _transformers(table: Mapping[str, Any], base: Path, where: str) -> TransformersSpec:
+    _check_keys(table, TRANSFORMERS_KEYS, where)
+    python = table.get("python")
+    if not isinstance(python, str) or not python.strip():
+        raise ConfigError(f"{where}: 'python' must name the interpreter (or venv folder) whose transformers to read, "
+                          "e.g. python = \"/opt/inference/.venv\"")
+    if "/" in python or python.startswith((".", "~")):
+        python = str((base / Path(python).expanduser()).absolute())
+    modes = _str_list(table.get("modes", []), f"{where}.modes")
+    for mode in modes:
+        if mode not in TRANSFORMERS_MODES:
+            import difflib
+
+            hint = difflib.get_close_matches(mode, TRANSFORMERS_MODES, n=1)
+            raise ConfigError(f"{where}.modes: unknown mode {mode!r}{f'; did you mean {hint[0]!r}?' if hint else ''}"
+                              f" (modes: {', '.join(TRANSFORMERS_MODES)})")
+    return TransformersSpec(
+        python=python,
+        devices=_str_list(table.get("devices", []), f"{where}.devices"),
+        modes=modes,
+        variants=_str_list(table.get("variants", []), f"{where}.variants"),
+        exclude_variants=_str_list(table.get("exclude-variants", []), f"{where}.exclude-variants"),
+    )
+
+
+def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The [factory] table, the [[kernel]] list and the [[transformers]] list of a factory.toml or pyproject.toml."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
@@ -293,12 +333,13 @@ def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file") from None
     if path.name == "pyproject.toml":
         data = data.get("tool", {}).get("kernel-factory", {})
-    _check_keys(data, {"factory", "kernel", "prune"}, str(path))
+    _check_keys(data, {"factory", "kernel", "prune", "transformers"}, str(path))
     factory = data.get("factory", {})
     kernels = data.get("kernel", [])
-    if not isinstance(factory, dict) or not isinstance(kernels, list):
-        raise ConfigError(f"{path}: expected a [factory] table and [[kernel]] tables")
-    return factory, kernels
+    transformers = data.get("transformers", [])
+    if not isinstance(factory, dict) or not isinstance(kernels, list) or not isinstance(transformers, list):
+        raise ConfigError(f"{path}: expected a [factory] table, [[kernel]] tables and [[transformers]] tables")
+    return factory, kernels, transformers
 
 
 PRUNE_KEYS = {"keep-per-major", "keep-since", "keep-locked"}  # the [prune] table's keys (docs/withdraw.md)
@@ -477,11 +518,12 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
     opts = Options()
     path = find_config(flags)
     if path is not None:
-        factory, kernels = read_file(path)
+        factory, kernels, transformers = read_file(path)
         base = path.resolve().parent
         opts = apply_table(opts, factory, base, f"{path} [factory]")
         specs = tuple(_kernel(k, base, f"{path} [[kernel]] #{i + 1}") for i, k in enumerate(kernels))
-        opts = replace(opts, kernels=specs)
+        mapped = tuple(_transformers(t, base, f"{path} [[transformers]] #{i + 1}") for i, t in enumerate(transformers))
+        opts = replace(opts, kernels=specs, transformers=mapped)
     env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
     opts = apply_table(opts, env_table, Path.cwd(), "environment")
     return replace(apply_flags(opts, flags), environment=environment(env))

@@ -109,12 +109,27 @@ _FIX = {
 
 def unusable(exc: OSError, path: str | os.PathLike[str] | None = None) -> Unreachable | None:
     """The one place OSErrors are classified: a full, read-only, forbidden or failing file system -> Unreachable
-    with one line naming the path and the errno text; None for any other error (a bug, or "not found")."""
+    with one line naming the path and the errno text; a file where a folder is wanted (``--out afile``) too;
+    None for any other error (a bug, or "not found")."""
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR) and exc.filename is not None and exc.filename2 is None:
+        return not_a_folder(os.fsdecode(exc.filename))
     if exc.errno not in UNUSABLE_ERRNOS:
         return None
     where = exc.filename if exc.filename is not None else path
     text = exc.strerror or os.strerror(exc.errno or 0)
     return Unreachable(f"{os.fsdecode(where) if where is not None else 'a file'}: {text}; {_FIX[exc.errno]}")
+
+
+def not_a_folder(path: str) -> Unreachable | None:
+    """Unreachable naming the file that stands where ``path`` or a folder above it should be; None if none does."""
+    here = os.path.abspath(path)
+    while True:
+        if os.path.lexists(here) and not os.path.isdir(here):
+            return Unreachable(f"{here} is a file, not a folder; give a folder (--store, --out, -o) or remove the file")
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
 
 
 def unusable_from_text(text: str, path: str | os.PathLike[str]) -> Unreachable | None:

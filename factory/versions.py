@@ -80,6 +80,18 @@ def tag_versions(refs: Refs) -> dict[Version, str]:
     return found
 
 
+def tag_at(refs: Refs, sha: str) -> tuple[str, str] | None:
+    """The release tag at ``sha`` as (version, tag name), the highest where several are; None when untagged.
+
+    The one-version rule: a revision that carries a ``vX.Y.Z`` tag gets that version however it was asked for
+    (a ``v<N>`` branch whose head it is, ``--revision``, a lock's commit), so it never gets a second one."""
+    tagged = [(v, t) for v, t in tag_versions(refs).items() if refs.tags[t] == sha]
+    if not tagged:
+        return None
+    version, tag = max(tagged)
+    return str(version), tag
+
+
 def major_branches(refs: Refs) -> dict[int, str]:
     """``v<N>`` branches -> N -> branch name."""
     return {int(b[1:]): b for b in refs.branches if b.startswith("v") and b[1:].isascii() and b[1:].isdigit()}

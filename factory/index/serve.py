@@ -132,6 +132,8 @@ class ServeArgs:
 
 def run_serve(args: ServeArgs) -> int:
     root = args.out
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: not a TCP port; give one from 1 to 65535 (0: any free port)")
     if not (root / "simple").is_dir():
         raise UsageError(f"{root} has no simple/ folder; run `kernel-factory index --out {root}` first")
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -13,8 +12,19 @@ from tempfile import gettempdir, mkdtemp
 
 from .. import config, report, space, versions
 from ..config import KernelSpec, Options
-from ..errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, Refused, UsageError, unusable, worst
-from ..plan import Job, Plan, check_options, make_plan, plan_lines
+from ..errors import (
+    EXIT_BUG,
+    EXIT_OK,
+    BadKernel,
+    FactoryError,
+    Refused,
+    Unreachable,
+    UsageError,
+    not_a_folder,
+    unusable,
+    worst,
+)
+from ..plan import Job, Plan, check_options, make_plan, misversioned_lines, plan_lines
 from ..record import Record
 from ..sources import open_source
 from ..sources.base import Source
@@ -210,32 +220,22 @@ def execute(
     return outcomes
 
 
-def _progress(total: int) -> Callable[[Outcome], None]:
-    """A progress bar on a terminal (tqdm); one line per wheel in logs; nothing with -q."""
-    count = [0]
-    bar = None
-    if report.quiet():
-        return lambda outcome: None
-    if sys.stderr.isatty() and total > 1:
-        from tqdm import tqdm
+def _describe(outcome: Outcome) -> tuple[str, int]:
+    """An item's progress line and its wheel's bytes (0 for a failed item)."""
+    if outcome.record is not None:
+        return f"built  {outcome.record.filename}", outcome.record.size
+    return f"failed {outcome.error or outcome.job.describe()}", 0
 
-        bar = tqdm(total=total, unit="wheel", desc="building", file=sys.stderr)
 
-    def tell(outcome: Outcome) -> None:
-        count[0] += 1
-        if outcome.record is not None:
-            status = f"built  {outcome.record.filename}"
-        else:
-            status = f"failed {outcome.error or outcome.job.describe()}"
-        if bar is not None:
-            bar.write(f"{status}", file=sys.stderr)
-            bar.update(1)
-            if count[0] == total:
-                bar.close()
-        else:
-            report.progress(f"[{count[0]}/{total}] {status}")
+def _progress(jobs: list[Job], opts: Options, work: Path, scratch: Path | None,
+              sizes: dict[tuple[str, str, str], int]) -> tuple[Callable[[Outcome], None], Callable[[], None]]:
+    """A bar with the bytes fetched and written on a terminal (tqdm; pipeline/progress.py); one line per wheel
+    in logs; nothing with -q."""
+    from . import progress
 
-    return tell
+    downloads = sorted({d for job in jobs for d in _source(job, opts).downloads()})
+    count = progress.Bytes(work, scratch, downloads)
+    return progress.progress(len(jobs), count, lambda job: sizes.get(job.key, 0), _describe)
 
 
 def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
@@ -246,16 +246,17 @@ def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
     return worst(codes)
 
 
-def check_space(jobs: list[Job], opts: Options, target: Path) -> None:
+def check_space(jobs: list[Job], opts: Options, target: Path) -> dict[tuple[str, str, str], int]:
     """Refuse, before anything is fetched, a plan whose known size does not fit in ``target`` (the store) or in
-    the scratch folder (exit 4)."""
-    sizes = []
+    the scratch folder (exit 4); each job's known size (by its key) for the progress bar."""
+    sizes = {}
     for job in jobs:
         found = _source(job, opts).sizes(job.sha, job.variant)
         if found is not None:
-            sizes.append(found)
+            sizes[job.key] = found
     scratch = Path(opts.scratch) if opts.scratch else Path(gettempdir())
-    space.check_plan(sizes, opts.jobs, target, scratch)
+    space.check_plan(list(sizes.values()), opts.jobs, target, scratch)
+    return {key: size[0] for key, size in sizes.items()}
 
 
 def _summarise(
@@ -308,6 +309,11 @@ def load_options(args: PlanArgs) -> Options:
     opts = config.resolve(args.flags)
     if args.lock:
         opts = replace(opts, kernels=specs_from_lock(args.lock))
+    elif not opts.kernels and config.find_config(args.flags) is None:
+        raise UsageError(
+            f"no {config.DEFAULT_CONFIG} in {Path.cwd()}: write one with a [[kernel]] table for each kernel to mirror "
+            "(README, Configuration; `make demo` uses the bundled one), or pass --config FILE or --lock kernels.lock"
+        )
     return opts
 
 
@@ -333,12 +339,24 @@ def _put_notices(opts: Options) -> None:
             report.raw_error(line)
 
 
+def output_folder(path: Path, flag: str) -> None:
+    """Refuse, before any work, a folder kernel-factory would make (--store, -o) where a file stands, or whose
+    parent folder does not exist (a typo would otherwise make a whole tree, even at /): exit 4, one line."""
+    if not path.is_dir() and (err := not_a_folder(str(path))) is not None:
+        raise err
+    parent = path.absolute().parent
+    if not path.exists() and not parent.is_dir():
+        raise Unreachable(f"{flag} {path}: its parent folder {parent} does not exist; create it first "
+                          f"(mkdir -p {parent}) or give another folder")
+
+
 def run_plan(args: PlanArgs) -> int:
     opts = load_options(args)
     store = open_store(opts.store)
     records = store.records()
     _warn_damaged(store.damaged)
     plan = make_plan(opts, records, _shard(args.shard))
+    _warn_damaged(misversioned_lines(plan))
     _put_notices(opts)
     if args.json:
         report.document(plan.to_json())
@@ -352,14 +370,20 @@ def run_build(args: BuildArgs) -> int:
     opts = load_options(args)
     shard = _shard(args.shard)
     check_options(opts)  # before the store is touched
+    early = None
+    if opts.store.local is not None:
+        output_folder(opts.store.local, "--store")
+        if not opts.store.local.exists():  # planned before the lock makes the folder: a bad config leaves none
+            early = make_plan(opts, [], shard)
     store = open_store(opts.store, opts)
     with store.lock():
         records = store.records()
         _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
-        plan = make_plan(opts, records, shard)
+        plan = early if early is not None and not records else make_plan(opts, records, shard)
         use_sources(plan)
         for line in plan_lines(plan):
             report.info(line, stderr=True)
+        _warn_damaged(misversioned_lines(plan))
         if not report.quiet():
             _put_notices(opts)
         held = {r.filename: r for r in records}
@@ -380,9 +404,12 @@ def run_build(args: BuildArgs) -> int:
         with store.work_dir(opts.scratch) as work:
             if plan.todo:
                 with space.scratch_dir(opts.scratch) as scratch:
-                    check_space(plan.todo, opts, Path(work))
-                    progress = _progress(len(plan.todo))
-                    outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
+                    sizes = check_space(plan.todo, opts, Path(work))
+                    tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
+                    try:
+                        outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch))
+                    finally:
+                        close()
     _summarise(outcomes, plan, args.json, args.debug)
     return exit_code(outcomes, plan)
 
@@ -402,6 +429,7 @@ def run_to_wheel(args: ToWheelArgs) -> int:
         if request.kind not in ("tag", "major"):
             raise UsageError(f"with --revision, VERSION must be 1.1.2 or a major version like 1, not {args.version!r}")
     opts = replace(opts, kernels=(spec,))
+    output_folder(args.out, "-o")
     plan = make_plan(opts, [])
     use_sources(plan)
     for line in plan_lines(plan):
@@ -419,9 +447,12 @@ def run_to_wheel(args: ToWheelArgs) -> int:
     outcomes = []
     if plan.todo:
         with space.scratch_dir(str(out), prefix=".tmp-work-") as work, space.scratch_dir(opts.scratch) as scratch:
-            check_space(plan.todo, opts, out)
-            progress = _progress(len(plan.todo))
-            outcomes = execute(plan.todo, opts, Path(work), deliver, progress, Path(scratch))
+            sizes = check_space(plan.todo, opts, out)
+            tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
+            try:
+                outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch))
+            finally:
+                close()
     wheels = [str(out / o.record.filename) for o in outcomes if o.record is not None]
     if not args.json:  # with --json the paths are in the document: stdout holds nothing else
         for path in wheels:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -54,6 +55,10 @@ class Plan:
     todo: list[Job] = field(default_factory=list)
     done: list[Job] = field(default_factory=list)  # already in the store
     refused: list[FactoryError] = field(default_factory=list)  # unknown variants and the like
+    # Wheels the store holds for a planned job under another version than the one-version rule gives it (built
+    # before the rule held): (the record, the version it should have). Their jobs are built again.
+    misversioned: list[tuple[Record, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what [[transformers]] tables mapped, for the plan's lines
     # The source each job came from, by (location, repo_id, repo_type): the build asks the same objects (and
     # their cached answers) instead of opening the repositories again.
     sources: dict[tuple[str, str | None, str | None], Source] = field(default_factory=dict)
@@ -72,6 +77,10 @@ class Plan:
             "build": [job(j) for j in self.todo],
             "in_store": [job(j) for j in self.done],
             "refused": [str(e) for e in self.refused],
+            "notes": list(self.notes),
+            "misversioned": [
+                {"wheel": r.filename, "version": r.kernel_version, "should_be": v} for r, v in self.misversioned
+            ],
         }
 
 
@@ -88,8 +97,9 @@ def check_allowed(location: str, repo_id: str | None, opts: Options, *, hub: boo
 
 def check_options(opts: Options) -> None:
     """Refuse a plan that cannot start (nothing to build, an organisation not allowed) before any work."""
-    if not opts.kernels:
-        raise UsageError("nothing to build: add [[kernel]] tables to factory.toml, or pass --config or --lock")
+    if not opts.kernels and not opts.transformers:
+        raise UsageError("nothing to build: add [[kernel]] (or [[transformers]]) tables to factory.toml, or pass "
+                         "--config or --lock")
     for spec in opts.kernels:
         check_allowed(spec.repo, spec.repo_id, opts)
 
@@ -105,19 +115,23 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
     if spec.sha is not None:  # pinned by a lock file: a release tag or a major branch at that commit names it
         sha = src.resolve(spec.sha)
         refs = src.refs()
-        tagged = [(v, t) for v, t in versions.tag_versions(refs).items() if refs.tags[t] == sha]
-        if tagged:
-            version, tag = max(tagged)
-            return [versions.Selected(sha, tag, str(version))]
         heads = [(n, b) for n, b in versions.major_branches(refs).items() if refs.branches[b] == sha]
-        if not heads:  # the major version comes from the variant's metadata.json when it is built
-            return [versions.Selected(sha, None, None)]
-        major, branch = max(heads)
-        chosen = [versions.Selected(sha, branch, None, major)]
+        if not heads:  # without a tag, the major version comes from the variant's metadata.json when it is built
+            chosen = [versions.Selected(sha, None, None)]
+        else:
+            major, branch = max(heads)
+            chosen = [versions.Selected(sha, branch, None, major)]
     elif spec.revision is not None:
         sha = src.resolve(spec.revision)
+        refs = src.refs()
         if spec.version_override:
-            return [versions.Selected(sha, None, spec.version_override)]
+            tagged = versions.tag_at(refs, sha)
+            if tagged is not None and tagged[0] != spec.version_override:
+                raise UsageError(
+                    f"{where}: revision {spec.revision!r} carries tag {tagged[1]}, so its version is {tagged[0]}, "
+                    f"not {spec.version_override} (one revision, one version); give VERSION {tagged[0]} or 1"
+                )
+            return [versions.Selected(sha, tagged[1] if tagged else None, spec.version_override)]
         request = versions.parse_request(spec.versions[0]) if spec.versions else None
         if request is None or request.kind != "major":
             raise UsageError(f"{where}: with a revision, VERSION must be a major version (1) or a version (1.1.2)")
@@ -134,12 +148,14 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
         chosen = []
         for text in spec.versions:
             chosen += versions.select(refs, versions.parse_request(text), where)
-    # One version per revision: a release tag wins over a major branch at the same commit (decided before
-    # counting commits, so a branch that loses costs no history look-up).
+    # One version per revision: a revision that carries a release tag gets the tag's version however it was
+    # asked for (a branch head, --revision, a lock), decided before counting commits, so that a tagged revision
+    # costs no history look-up.
     by_sha: dict[str, versions.Selected] = {}
     for sel in chosen:
-        if sel.sha not in by_sha or (sel.major is None and by_sha[sel.sha].major is not None):
-            by_sha[sel.sha] = sel
+        if (tagged := versions.tag_at(refs, sel.sha)) is not None:
+            sel = versions.Selected(sel.sha, tagged[1], tagged[0])
+        by_sha.setdefault(sel.sha, sel)
     key = spec.repo_id or src.repo_id or src.display
     chosen = [
         versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s
@@ -165,13 +181,17 @@ def plan_kernel(
     src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed, env=opts.environment)
     jobs: list[Job] = []
     refused: list[FactoryError] = []
+    unmatched = set(spec.variants) if spec.sha is None and not listed else set()
+    seen: set[str] = set()
     for sel in _selections(src, spec, known):
         names = src.variants(sel.sha)
+        seen.update(names)
+        unmatched -= {g for g in unmatched if any(fnmatch.fnmatchcase(n, g) for n in names)}
         where = f"{spec.repo_id or src.display}@{sel.ref or sel.sha[:12]}"
         if not names:
             refused.append(Refused(f"{where}: no build/ variants; is this a kernel repository?"))
             continue
-        if spec.sha is not None and spec.variants:
+        if spec.lock_hashes and spec.variants:
             for missing in sorted(set(spec.variants) - set(names)):
                 refused.append(Refused(f"{where}: locked variant {missing!r} is not in the repository"))
         for name in names:
@@ -199,7 +219,22 @@ def plan_kernel(
                     lock_hash=dict(spec.lock_hashes).get(name),
                 )
             )
+    if unmatched and seen:
+        raise unmatched_variants(spec.repo_id or src.display, sorted(unmatched), sorted(seen))
     return src, jobs, refused
+
+
+def unmatched_variants(where: str, patterns: list[str], names: list[str], shown: int = 8) -> UsageError:
+    """Variant globs that match nothing: a typo builds nothing, so say so (exit 2) with the variants there are,
+    nearest the first pattern first."""
+    nearest = difflib.get_close_matches(patterns[0], names, n=len(names), cutoff=0.0)
+    nearest += [n for n in names if n not in nearest]
+    listed = ", ".join(nearest[:shown]) + (f", ... ({len(names)} in all)" if len(names) > shown else "")
+    which = ", ".join(repr(p) for p in patterns)
+    return UsageError(
+        f"{where}: variant pattern{'s' if len(patterns) > 1 else ''} {which} match{'' if len(patterns) > 1 else 'es'}"
+        f" no build variant; fix variants (or --variants); the variants there are, nearest first: {listed}"
+    )
 
 
 def _complete(src: Source, jobs: list[Job]) -> list[Job]:
@@ -233,6 +268,23 @@ def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError],
     return out
 
 
+def _mapped(opts: Options, notes: list[str]) -> list[tuple[KernelSpec, bool]]:
+    """The kernel specs of the [[transformers]] tables (transformers' own mapping, read from its interpreter);
+    each is a Hub id, refused and skipped like a listed repository where it cannot be built (allow-orgs)."""
+    if not opts.transformers:
+        return []
+    from ..sources import transformers_map
+
+    out: list[tuple[KernelSpec, bool]] = []
+    for tspec in opts.transformers:
+        mapping = transformers_map.read_mapping(tspec.python)
+        made, skipped = transformers_map.specs(tspec, mapping)
+        notes.append(transformers_map.describe(tspec, mapping, made))
+        notes += [f"transformers: {line}" for line in skipped]
+        out += [(k, True) for k in made if (k, True) not in out]
+    return out
+
+
 def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] | None = None) -> Plan:
     records = list(records)
     known = {
@@ -240,12 +292,17 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
         for r in records
         if r.job_key is not None and r.kernel_version is not None
     }
-    have = {r.job_key for r in records if r.job_key is not None}
+    by_key: dict[tuple[str, str, str], list[Record]] = {}
+    for r in records:
+        if r.job_key is not None:
+            by_key.setdefault(r.job_key, []).append(r)
     plan = Plan()
     check_options(opts)
     from .shard import in_shard
 
-    for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment):
+    planned: set[tuple[str, str, str]] = set()
+
+    for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment) + _mapped(opts, plan.notes):
         try:
             src, jobs, refused = plan_kernel(spec, opts, known, listed=listed)
         except UsageError as exc:  # a listed repository without the requested versions: skip it, say so
@@ -254,18 +311,44 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             plan.refused.append(Refused(f"{spec.repo}: {exc}; skipped"))
             continue
         plan.refused += refused
+        jobs = [job for job in jobs if job.key not in planned]  # named by two tables (a [[transformers]] mapping)
+        planned.update(job.key for job in jobs)
         for job in jobs:
             plan.sources.setdefault((job.location, job.repo_id, job.repo_type), src)
         if shard is not None:  # partition the full plan, before dropping what the store holds
             jobs = [job for job in jobs if in_shard(job.key, *shard)]
-        plan.done += [job for job in jobs if job.key in have]
-        plan.todo += _complete(src, [job for job in jobs if job.key not in have])
+        held = {job.key for job in jobs if _held(job, by_key, plan.misversioned)}
+        plan.done += [job for job in jobs if job.key in held]
+        plan.todo += _complete(src, [job for job in jobs if job.key not in held])
     return plan
+
+
+def _held(job: Job, by_key: dict[tuple[str, str, str], list[Record]],
+          misversioned: list[tuple[Record, str]]) -> bool:
+    """Whether the store holds ``job``'s wheel under the job's version; a wheel of the job under another version
+    is added to ``misversioned`` and does not count (the right one is built beside it)."""
+    held = by_key.get(job.key, [])
+    if job.version is None:  # a lock's untagged commit: the version comes from metadata.json when built
+        return bool(held)
+    misversioned += [(r, job.version) for r in held if r.kernel_version != job.version]
+    return any(r.kernel_version == job.version for r in held)
+
+
+def misversioned_lines(plan: Plan) -> list[str]:
+    """One warning per wheel the store holds under the wrong version, naming it and the fix."""
+    return [
+        f"{r.filename}: {r.repo_id or r.source}@{(r.revision or '')[:12]} has version {v} (one revision, one "
+        f"version: its release tag wins), not {r.kernel_version}; the {v} wheel is built beside it. Remove "
+        f"files/{r.filename} with its .metadata and .json from the store, then run `kernel-factory index` "
+        "(README: One revision, one version)"
+        for r, v in plan.misversioned
+    ]
 
 
 def plan_lines(plan: Plan) -> list[str]:
     """What ``plan`` prints (and ``build`` on stderr before it starts): one line per job and refusal, a total."""
-    lines = [f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}" for job in plan.todo]
+    lines = list(plan.notes)
+    lines += [f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}" for job in plan.todo]
     lines += [f"  refuse {err}" for err in plan.refused]
     lines.append(f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, "
                  f"{len(plan.refused)} refused")

@@ -62,6 +62,10 @@ class Source(Protocol):
         """(bytes of build/<variant>/, bytes ``fetch`` writes into scratch for it), or None when not known."""
         ...
 
+    def downloads(self) -> list[Path]:
+        """Folders where a fetch in progress writes its partial files (``*.incomplete``), for progress; [] if none."""
+        ...
+
     def release(self) -> None:
         """Remove every folder ``fetch`` made (a variant can be gigabytes); a later fetch makes a fresh one."""
         ...

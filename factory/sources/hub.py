@@ -465,6 +465,10 @@ class HubSource:
         total = sum(size for path, size in self._sizes[sha].items() if path.startswith(prefix))
         return total, total  # the download into the cache, hard-linked (or copied) into scratch
 
+    def downloads(self) -> list[Path]:
+        """huggingface_hub downloads into ``blobs/<etag>.<hex>.incomplete`` of the repository's cache folder."""
+        return [self._storage(t) / "blobs" for t in self._types]
+
     def release(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -259,6 +259,9 @@ class LocalSource:
         """None: a git repository's files are hashed as they are checked out."""
         return set()
 
+    def downloads(self) -> list[Path]:
+        return []  # git archive unpacks into the scratch folder, which progress reads itself
+
     def release(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,6 +162,14 @@ def check_local(
         st, key = looked[name]
         before = stats.get(name)
         bad = None
+        if not stat.S_ISREG(st.st_mode):  # a folder where the wheel was: --repair cannot record it
+            wrote = True
+            what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            found.errors.append(_changed(str(files / name), name, what, f"remove it and {name}.json and "
+                                         f"{name}.metadata beside it (then run `kernel-factory index`)"))
+            drop.append(name)
+            seen[name] = f"!{key}"
+            continue
         if st.st_size != size:
             bad = f"{st.st_size} bytes where its record says {size}"
         elif before is not None and before not in (key, f"?{key}") and file_digest(files / name) != sha256:

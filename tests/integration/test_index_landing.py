@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from index_synth import add_kernel, make_wheel
 from kernel_factory.index.command import index_store
+from kernel_factory.index.pages import DEFAULT_BASE_URL
+from support import http_server
 
 pytestmark = pytest.mark.integration
 
@@ -99,3 +101,35 @@ def test_selector_filters_and_shows_commands(landing: Path, tmp_path: Path) -> N
     shown = [e.split("</a>")[0].rsplit(">", 1)[1] + " " + e.split('class="plat">')[1].split("<")[0].split(" ")[0]
              for e in entries if not e.startswith(" hidden")]
     assert sorted(set(shown)) == ["+torch213cu130cxx11 x86_64-linux", "universal any"]
+
+
+@pytest.fixture(scope="module")
+def unaddressed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index made without base-url."""
+    store = tmp_path_factory.mktemp("unaddressed") / "public"
+    for variant in ("torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"):
+        add_kernel(store, "img2grey", "1.1.2", variant, repo_id="kernels-community/img2grey")
+    index_store(str(store), store, None, DEFAULT_BASE_URL)
+    return store
+
+
+def test_without_base_url_the_pages_say_so_and_a_browser_fills_in_their_address(unaddressed: Path,
+                                                                                 tmp_path: Path) -> None:
+    pin = "pip install img2grey==1.1.2+torch213cu130cxx11 --index-url"
+    for page in ("index.html", "projects/img2grey/index.html"):
+        html = (unaddressed / page).read_text()
+        assert "127.0.0.1" not in html and "--index-url INDEX_URL/simple" in html
+        assert "This page does not know the address it is served from" in html
+        dom = chromium(tmp_path / "profile", "--dump-dom", (unaddressed / page).as_uri()).stdout
+        assert "--index-url INDEX_URL/simple" in dom  # from a file: nothing to derive, the note stays
+    with http_server(unaddressed) as url:
+        landing = chromium(tmp_path / "profile", "--dump-dom", f"{url}/").stdout
+        project_uri = f"{url}/projects/img2grey/#torch=2.13&backend=cuda+13.0&arch=x86_64-linux"
+        project = chromium(tmp_path / "profile", "--dump-dom", project_uri).stdout
+    for dom in (landing, project):
+        assert "INDEX_URL" not in dom
+        assert f"--index-url {url}/simple</code>" in dom
+        assert "<footer data-root=" in dom and f"Commands use {url}, the address this page was loaded from." in dom
+    assert f'data-cmd="{pin} {url}/simple"' in project
+    assert f"<code>pip install img2grey --index-url {url}/variants/torch213cu130cxx11/simple</code>" in project
+    assert f"kernel-factory which --index-url {url} --kernel img2grey" in project

@@ -64,7 +64,7 @@ def test_org_glob_picks_up_new_repositories(served: tuple[Proxy, Path], repos: P
     assert sorted(j["repo"] for j in plan(capsys)["build"]) == [f"{ORG}/gelu", f"{ORG}/relu"]
     assert main(["build", "--jobs", "1"]) == EXIT_OK
     assert sorted(p.name for p in (tmp_path / "public" / "files").glob("*.whl")) == [
-        "gelu-1.0.2-py3-none-any.whl", "relu-1.0.2-py3-none-any.whl"]
+        "gelu-1.0.1-py3-none-any.whl", "relu-1.0.1-py3-none-any.whl"]
 
     serve_repo(repos / "silu", mirrors, f"{ORG}/silu")  # appears on the Hub between two runs
     serve_repo(repos / "skip-me", mirrors, f"{ORG}/skip-me")  # and one that exclude leaves out
@@ -74,7 +74,7 @@ def test_org_glob_picks_up_new_repositories(served: tuple[Proxy, Path], repos: P
     capsys.readouterr()
     assert main(["build", "--jobs", "1"]) == EXIT_OK
     assert "plan: 1 to build, 2 already in the store, 0 refused" in capsys.readouterr().err
-    assert (tmp_path / "public" / "files" / "silu-1.0.2-py3-none-any.whl").is_file()
+    assert (tmp_path / "public" / "files" / "silu-1.0.1-py3-none-any.whl").is_file()
 
 
 def test_glob_config_errors(served: tuple[Proxy, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -90,10 +90,14 @@ def test_specifier_selects_every_matching_tag(example_repos: Path, tmp_path: Pat
 
 
 def test_revision_with_version(example_repos: Path, tmp_path: Path) -> None:
-    proc = kf("to-wheel", example_repos / "img2grey", "1", "--revision", "v1.1.0", "--variants",
-              "torch213-cxx11-cpu-x86_64-linux", "-o", tmp_path)
+    proc = kf("to-wheel", example_repos / "relu-nested", "1", "--revision", "v1", "-o", tmp_path / "a")
     assert proc.returncode == 0, proc.stderr
-    assert wheels(tmp_path) == ["img2grey-1.0.1+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"]
+    assert wheels(tmp_path / "a") == ["relu_nested-1.0.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"]
+    # a tagged revision keeps its tag's version (one revision, one version)
+    proc = kf("to-wheel", example_repos / "img2grey", "1", "--revision", "v1.1.0", "--variants",
+              "torch213-cxx11-cpu-x86_64-linux", "-o", tmp_path / "b")
+    assert proc.returncode == 0, proc.stderr
+    assert wheels(tmp_path / "b") == ["img2grey-1.1.0+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"]
 
 
 def test_noarch_kernel(example_repos: Path, tmp_path: Path) -> None:

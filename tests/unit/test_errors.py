@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
+from pathlib import Path
 
 import pytest
 from kernel_factory import space
@@ -77,7 +79,8 @@ def test_space_needed_by_a_plan() -> None:
 
 
 def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: pytest.CaptureFixture[str]) -> None:
-    from kernel_factory.pipeline import _progress, _summarise, failure
+    from kernel_factory.pipeline import _describe, _summarise, failure
+    from kernel_factory.pipeline.progress import Bytes, progress
 
     full = failure(_job("torch-cpu"), OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/store/files/.tmp-x"))
     assert full.exit_code == EXIT_UNREACHABLE and full.trace is None
@@ -88,9 +91,10 @@ def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: 
     except KeyError as exc:
         bug = failure(_job("torch-cuda"), exc)
     assert bug.exit_code == EXIT_BUG and bug.error == "org/r@v1 torch-cuda: KeyError: 'boom'"
-    report = _progress(2)
+    report, close = progress(2, Bytes(Path("."), None, []), lambda job: 0, _describe, stream=io.StringIO())
     report(full)
     report(bug)
+    close()
     err = capsys.readouterr().err
     assert "[1/2] failed org/r@v1: /store/files/.tmp-x: No space left on device;" in err
     assert "[2/2] failed org/r@v1 torch-cuda: KeyError: 'boom'" in err
@@ -102,3 +106,17 @@ def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: 
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and 'raise KeyError("boom")' in err
     assert exit_code([full, bug], Plan()) == EXIT_BUG
+
+
+def test_a_file_where_a_folder_is_wanted_is_unusable_naming_the_file(tmp_path: os.PathLike[str]) -> None:
+    afile = os.path.join(tmp_path, "afile")
+    with open(afile, "w") as f:
+        f.write("x")
+    want = f"{afile} is a file, not a folder; give a folder (--store, --out, -o) or remove the file"
+    for exc in (FileExistsError(errno.EEXIST, "File exists", afile),
+                NotADirectoryError(errno.ENOTDIR, "Not a directory", os.path.join(afile, "x", "y"))):
+        err = unusable(exc)
+        assert isinstance(err, Unreachable) and str(err) == want and err.exit_code == EXIT_UNREACHABLE
+    # an existing folder, or a link's two names (os.link, os.rename): not this fault
+    assert unusable(FileExistsError(errno.EEXIST, "File exists", os.fspath(tmp_path))) is None
+    assert unusable(FileExistsError(errno.EEXIST, "File exists", afile, None, os.path.join(tmp_path, "b"))) is None

@@ -164,7 +164,7 @@ def test_resolve_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opts = resolve_paths(ns())
     assert opts.store.local is not None
     assert opts.store.local.resolve() == opts.out.resolve() == (tmp_path / "public").resolve()
-    assert opts.base_url == "http://127.0.0.1:8000"
+    assert opts.base_url == "INDEX_URL"  # none given: the pages say so and fill in their own address
     opts = resolve_paths(ns(store=str(tmp_path), out=str(tmp_path / "o"), base_url="https://h/x/"))
     assert opts.out == tmp_path / "o" and opts.base_url == "https://h/x"
     with pytest.raises(UsageError, match="--out"):

@@ -1,0 +1,145 @@
+"""What ``build`` and ``to-wheel`` show while they work.
+
+On a terminal: a tqdm bar of wheels whose text says the bytes fetched and the wheel bytes written so far,
+the items in progress included (a CUDA variant of a gigabyte takes minutes). The workers are other processes,
+so the bytes are read from where they write, twice a second, by a thread of this process: the job folders in
+the scratch folder (what a git source unpacks, what a Hub fetch links in) and in the work folder (the wheel
+being written), and the ``*.incomplete`` downloads in the Hub cache of the repositories being built. In a log
+(not a terminal): one line per wheel. With ``-q``: nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from .. import report
+
+POLL_S = 0.5
+
+
+def folder_bytes(root: Path, prefix: str = "job-") -> int:
+    """The bytes of the regular files under ``root``'s ``prefix*`` folders (links not followed); 0 if none."""
+    total = 0
+    try:
+        tops = [e for e in os.scandir(root) if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return 0
+    stack = [t.path for t in tops]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue  # removed while we looked: a finished item
+        except OSError:
+            continue
+    return total
+
+
+def incomplete_bytes(folders: Iterable[Path]) -> int:
+    """The bytes of the downloads in progress (huggingface_hub's ``blobs/*.incomplete``) in ``folders``."""
+    total = 0
+    for folder in folders:
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".incomplete"):
+                        try:
+                            total += entry.stat(follow_symlinks=False).st_size
+                        except OSError:
+                            continue
+        except OSError:
+            continue
+    return total
+
+
+def size_text(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return f"{n} B"  # not reached
+
+
+class Bytes:
+    """The bytes fetched and written: those of finished items, plus what the folders hold for items in flight."""
+
+    def __init__(self, work: Path, scratch: Path | None, downloads: list[Path]) -> None:
+        self.work, self.scratch, self.downloads = work, scratch, downloads
+        self.fetched_done = 0
+        self.written_done = 0
+
+    def finished(self, fetched: int, written: int) -> None:
+        self.fetched_done += fetched
+        self.written_done += written
+
+    def text(self) -> str:
+        fetched = self.fetched_done + incomplete_bytes(self.downloads)
+        if self.scratch is not None:
+            fetched += folder_bytes(self.scratch)
+        written = self.written_done + folder_bytes(self.work)
+        return f"fetched {size_text(fetched)}, wheels written {size_text(written)}"
+
+
+class Poller:
+    """A thread that sets the bar's text from ``Bytes`` every ``POLL_S`` seconds until ``stop``."""
+
+    def __init__(self, bar: Any, count: Bytes) -> None:
+        self.bar, self.count = bar, count
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="build-progress", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(POLL_S):
+            self.bar.set_postfix_str(self.count.text())
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+        self.bar.set_postfix_str(self.count.text())
+
+
+def progress(total: int, count: Bytes, sizes: Callable[[Any], int], describe: Callable[[Any], tuple[str, int]],
+             stream: Any = None) -> tuple[Callable[[Any], None], Callable[[], None]]:
+    """(tell, close): ``tell(outcome)`` after each item, ``close()`` once all are done (or the run is stopped).
+
+    ``sizes(job)``: the bytes a job fetches (0 where not known); ``describe(outcome)``: (its line, its wheel's
+    bytes, 0 for a failed item)."""
+    stream = sys.stderr if stream is None else stream
+    if report.quiet():
+        return (lambda outcome: None), (lambda: None)
+    done = [0]
+    if not stream.isatty():
+        def log(outcome: Any) -> None:
+            done[0] += 1
+            report.progress(f"[{done[0]}/{total}] {describe(outcome)[0]}")
+
+        return log, (lambda: None)
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, unit="wheel", desc="building", file=stream, dynamic_ncols=True)
+    poller = Poller(bar, count)
+
+    def tell(outcome: Any) -> None:
+        line, written = describe(outcome)
+        count.finished(sizes(outcome.job), written)
+        bar.write(line, file=stream)
+        bar.update(1)
+
+    def close() -> None:
+        if not poller.done.is_set():
+            poller.stop()
+            bar.close()
+
+    return tell, close
