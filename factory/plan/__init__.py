@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from .. import variants as variants_mod
@@ -16,6 +16,16 @@ from ..sources import open_source
 from ..sources.base import Source
 from ..sources.hub_list import expand, is_glob
 from ..sources.local import looks_local
+from ..store.status import Status
+from .withhold import (
+    CLOSED,
+    Withheld,
+    deprecated_note,
+    project_status,
+    projects_by_source,
+    store_statuses,
+    withheld_line,
+)
 
 README_NAMES = ("README.md", "CARD.md")
 
@@ -59,6 +69,8 @@ class Plan:
     # before the rule held): (the record, the version it should have). Their jobs are built again.
     misversioned: list[tuple[Record, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what [[transformers]] tables mapped, for the plan's lines
+    # Projects whose PEP 792 status (archived, quarantined) leaves their new builds out: the operator's choice.
+    withheld: list[Withheld] = field(default_factory=list)
     # The source each job came from, by (location, repo_id, repo_type): the build asks the same objects (and
     # their cached answers) instead of opening the repositories again.
     sources: dict[tuple[str, str | None, str | None], Source] = field(default_factory=dict)
@@ -78,6 +90,9 @@ class Plan:
             "in_store": [job(j) for j in self.done],
             "refused": [str(e) for e in self.refused],
             "notes": list(self.notes),
+            "withheld": [
+                {"project": w.project, **w.status.to_json(), "jobs": w.jobs} for w in self.withheld
+            ],
             "misversioned": [
                 {"wheel": r.filename, "version": r.kernel_version, "should_be": v} for r, v in self.misversioned
             ],
@@ -285,8 +300,16 @@ def _mapped(opts: Options, notes: list[str]) -> list[tuple[KernelSpec, bool]]:
     return out
 
 
-def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] | None = None) -> Plan:
+def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] | None = None, *,
+              statuses: Mapping[str, Status] | None = None) -> Plan:
+    """The plan of ``opts`` against a store holding ``records``; ``statuses`` are its projects' PEP 792 statuses
+    (by default read from ``opts.store`` when records are given: see withhold.store_statuses)."""
     records = list(records)
+    if statuses is None:
+        statuses = store_statuses(opts.store, records)
+    projects = projects_by_source(records)
+    withheld: dict[str, Withheld] = {}
+    deprecated: set[str] = set()
     known = {
         (r.job_key[0], r.job_key[1]): r.kernel_version
         for r in records
@@ -319,7 +342,18 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             jobs = [job for job in jobs if in_shard(job.key, *shard)]
         held = {job.key for job in jobs if _held(job, by_key, plan.misversioned)}
         plan.done += [job for job in jobs if job.key in held]
-        plan.todo += _complete(src, [job for job in jobs if job.key not in held])
+        new = [job for job in jobs if job.key not in held]
+        if new and (found := project_status(new[0].key[0], new[0].repo_name, projects, statuses)) is not None:
+            name, status = found
+            if status.status in CLOSED:  # PEP 792: no new files; the store's wheels stay as they are
+                before = withheld.get(name)
+                withheld[name] = Withheld(name, status, len(new) + (before.jobs if before else 0))
+                new = []
+            elif status.status == "deprecated" and name not in deprecated:
+                deprecated.add(name)
+                plan.notes.append(deprecated_note(name, status))
+        plan.todo += _complete(src, new)
+    plan.withheld = list(withheld.values())
     return plan
 
 
@@ -334,9 +368,10 @@ def _held(job: Job, by_key: dict[tuple[str, str, str], list[Record]],
     return any(r.kernel_version == job.version for r in held)
 
 
-def misversioned_lines(plan: Plan) -> list[str]:
-    """One warning per wheel the store holds under the wrong version, naming it and the fix."""
-    return [
+def warning_lines(plan: Plan) -> list[str]:
+    """The plan's warnings: one per project whose status leaves its new builds out, one per wheel the store holds
+    under the wrong version, each naming the fix."""
+    return [withheld_line(w) for w in plan.withheld] + [
         f"{r.filename}: {r.repo_id or r.source}@{(r.revision or '')[:12]} has version {v} (one revision, one "
         f"version: its release tag wins), not {r.kernel_version}; the {v} wheel is built beside it. Remove "
         f"files/{r.filename} with its .metadata and .json from the store, then run `kernel-factory index` "
@@ -345,11 +380,15 @@ def misversioned_lines(plan: Plan) -> list[str]:
     ]
 
 
+misversioned_lines = warning_lines  # the name factory/pipeline imports
+
+
 def plan_lines(plan: Plan) -> list[str]:
     """What ``plan`` prints (and ``build`` on stderr before it starts): one line per job and refusal, a total."""
     lines = list(plan.notes)
     lines += [f"  build  {job.describe()}  -> {job.version or '(version from metadata.json)'}" for job in plan.todo]
     lines += [f"  refuse {err}" for err in plan.refused]
+    withheld = sum(w.jobs for w in plan.withheld)
     lines.append(f"plan: {len(plan.todo)} to build, {len(plan.done)} already in the store, "
-                 f"{len(plan.refused)} refused")
+                 f"{len(plan.refused)} refused" + (f", {withheld} left out by project status" if withheld else ""))
     return lines

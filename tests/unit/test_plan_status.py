@@ -1,0 +1,117 @@
+"""PEP 792 project status in the plan: an archived or quarantined project takes no new builds (left out, one
+warning per project, not a refusal); a deprecated one builds, with a note; what the store holds is unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kernel_factory import plan as plan_mod
+from kernel_factory.config import KernelSpec, Location, Options
+from kernel_factory.plan import make_plan, plan_lines, warning_lines
+from kernel_factory.record import Record
+from kernel_factory.sources.base import Refs
+from kernel_factory.store.status import Status, to_bytes
+
+OLD = "b" * 40  # tagged v1.0.0, in the store
+NEW = "a" * 40  # v1's head, tagged v1.1.0: a new build
+VARIANTS = ["torch29-cxx11-cpu-x86_64-linux", "torch29-cxx11-cu128-x86_64-linux"]
+REPO = "kernels-community/img2grey"
+
+
+class FakeSource:
+    repo_id: str | None = REPO
+    name = "img2grey"
+    display = REPO
+
+    def refs(self) -> Refs:
+        return Refs(branches={"main": NEW, "v1": NEW}, tags={"v1.1.0": NEW, "v1.0.0": OLD})
+
+    def resolve(self, revision: str) -> str:
+        return {**self.refs().branches, **self.refs().tags}.get(revision, revision)
+
+    def commit_count(self, sha: str) -> int:
+        return 1
+
+    def commit_time(self, sha: str) -> int:
+        return 0
+
+    def variants(self, sha: str) -> list[str]:
+        return VARIANTS
+
+    def read_text(self, sha: str, path: str) -> str | None:
+        return None
+
+
+@pytest.fixture(autouse=True)
+def source(monkeypatch: pytest.MonkeyPatch) -> FakeSource:
+    src = FakeSource()
+    monkeypatch.setattr(plan_mod, "open_source", lambda *a, **k: src)
+    return src
+
+
+def opts(store: Path | None = None) -> Options:
+    spec = KernelSpec(repo=REPO, versions=("==1.0.0", "==1.1.0"))
+    o = Options(kernels=(spec,), allow_orgs=("kernels-community",))
+    return o if store is None else Options(kernels=(spec,), allow_orgs=o.allow_orgs, store=Location.parse(str(store)))
+
+
+def held(name: str = "img2grey") -> list[Record]:
+    """The store's wheels of v1.0.0 (both variants), under the project ``name``."""
+    return [
+        Record(filename=f"{name}-1.0.0+{i}-py3-none-any.whl", name=name, version=f"1.0.0+{i}", sha256="0" * 64,
+               size=1, metadata_sha256="0" * 64, requires_python=None, upload_time="2025-04-07T10:00:00Z",
+               kernel_version="1.0.0", label=str(i), variant=v, repo_id=REPO, revision=OLD, ref="v1.0.0")
+        for i, v in enumerate(VARIANTS)
+    ]
+
+
+@pytest.mark.parametrize("status", ["archived", "quarantined"])
+def test_a_closed_project_takes_no_new_build(status: str) -> None:
+    plan = make_plan(opts(), held(), statuses={"img2grey": Status(status, "no longer maintained")})
+    assert plan.todo == [] and plan.refused == []
+    assert [(j.sha, j.variant) for j in plan.done] == [(OLD, v) for v in VARIANTS]  # the store's wheels stay
+    assert [(w.project, w.status.status, w.jobs) for w in plan.withheld] == [("img2grey", status, 2)]
+    assert warning_lines(plan) == [
+        f"img2grey: project status {status} (no longer maintained): 2 new build(s) left out of the plan (PEP 792: "
+        "an archived or quarantined project takes no new files); `kernel-factory status img2grey active` builds "
+        "it again"
+    ]
+    assert plan_lines(plan)[-1] == "plan: 0 to build, 2 already in the store, 0 refused, 2 left out by project status"
+    assert plan.to_json()["withheld"] == [
+        {"project": "img2grey", "status": status, "reason": "no longer maintained", "jobs": 2}
+    ]
+
+
+def test_active_and_other_projects_build() -> None:
+    for statuses in ({}, {"img2grey": Status("active", "back")}, {"other": Status("archived")}):
+        plan = make_plan(opts(), held(), statuses=statuses)
+        assert [(j.sha, j.version) for j in plan.todo] == [(NEW, "1.1.0")] * 2
+        assert plan.withheld == [] and warning_lines(plan) == [] and plan.notes == []
+
+
+def test_deprecated_builds_with_a_note() -> None:
+    plan = make_plan(opts(), held(), statuses={"img2grey": Status("deprecated", "use img2grey2")})
+    assert len(plan.todo) == 2 and plan.withheld == [] and warning_lines(plan) == []
+    assert plan.notes == ["img2grey: project status deprecated (use img2grey2): built as usual"]
+
+
+def test_the_project_is_the_stores_wheel_name_not_the_repository_name() -> None:
+    """metadata.json's 'name' names the project: its status counts, a project named like the repository does not."""
+    statuses = {"img2grey": Status("archived")}
+    assert len(make_plan(opts(), held("grey_kernels"), statuses=statuses).todo) == 2
+    plan = make_plan(opts(), held("grey_kernels"), statuses={"grey-kernels": Status("quarantined")})
+    assert plan.todo == [] and [w.project for w in plan.withheld] == ["grey-kernels"]
+
+
+def test_a_repository_the_store_lacks_is_matched_by_its_name() -> None:
+    plan = make_plan(opts(), [], statuses={"img2grey": Status("archived")})
+    assert plan.todo == [] and [(w.project, w.jobs) for w in plan.withheld] == [("img2grey", 4)]
+
+
+def test_the_status_is_read_from_the_store(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "project-status.json").write_bytes(to_bytes({"img2grey": Status("archived")}))
+    plan = make_plan(opts(tmp_path), held())
+    assert plan.todo == [] and [w.status for w in plan.withheld] == [Status("archived")]
+    assert len(make_plan(opts(tmp_path), []).todo) == 4  # no records (to-wheel): no store, no status read
