@@ -58,12 +58,14 @@ def test_a_file_given_as_a_folder_is_one_line_exit_4(args: tuple[str, ...], exam
 @pytest.mark.parametrize(("args", "flag"), [
     (("build", "--store", "{missing}"), "--store"),
     (("to-wheel", "{repos}/pyonly", "0.2.0", "-o", "{missing}"), "-o"),
+    (("index", "--out", "{missing}"), "--out"),
+    (("index", "--store", "{here}", "--out", "{missing}"), "--out"),
 ])
 def test_a_folder_whose_parent_is_missing_is_refused_not_made(args: tuple[str, ...], flag: str,
                                                                example_repos: Path, tmp_path: Path) -> None:
     (tmp_path / "factory.toml").write_text(f'[[kernel]]\nrepo = "{example_repos}/pyonly"\ntags = ">=0.2"\n')
     missing = tmp_path / "no-such-root" / "store"
-    proc = kf(*[a.format(missing=missing, repos=example_repos) for a in args], cwd=tmp_path)
+    proc = kf(*[a.format(missing=missing, repos=example_repos, here=tmp_path) for a in args], cwd=tmp_path)
     assert proc.returncode == 4, proc.stderr
     assert one_error_line(proc.stderr) == (
         f"{flag} {missing}: its parent folder {missing.parent} does not exist; create it first "
