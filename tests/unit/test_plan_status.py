@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from kernel_factory import plan as plan_mod
 from kernel_factory.config import KernelSpec, Location, Options
+from kernel_factory.errors import EXIT_REFUSED
 from kernel_factory.plan import make_plan, plan_lines, warning_lines
 from kernel_factory.record import Record
 from kernel_factory.sources.base import Refs
-from kernel_factory.store.status import Status, to_bytes
+from kernel_factory.store.status import BadStatusFile, Status, to_bytes
 
 OLD = "b" * 40  # tagged v1.0.0, in the store
 NEW = "a" * 40  # v1's head, tagged v1.1.0: a new build
@@ -115,3 +116,16 @@ def test_the_status_is_read_from_the_store(tmp_path: Path) -> None:
     plan = make_plan(opts(tmp_path), held())
     assert plan.todo == [] and [w.status for w in plan.withheld] == [Status("archived")]
     assert len(make_plan(opts(tmp_path), []).todo) == 4  # no records (to-wheel): no store, no status read
+
+
+def test_a_damaged_status_file_stops_the_plan(tmp_path: Path) -> None:
+    """Which projects take no new files is unknown: nothing is planned (exit 3, as index stops), the fix named."""
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "project-status.json").write_text('{"schema": 1, "projects": {"img2grey": {"status": "x"}}}')
+    with pytest.raises(BadStatusFile) as caught:
+        make_plan(opts(tmp_path), held())
+    assert caught.value.exit_code == EXIT_REFUSED
+    assert str(caught.value) == (
+        f"{tmp_path}/files/project-status.json: img2grey: status 'x' is not one of active, archived, quarantined, "
+        "deprecated; fix the file, or remove it and set each status again with `kernel-factory status PROJECT STATUS`"
+    )
