@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from support import kf
 
@@ -58,3 +59,19 @@ def test_archived_project_builds_nothing_new_until_active(example_repos: Path, t
     assert "plan: 1 to build, 1 already in the store, 0 refused" in proc.stderr.splitlines()
     assert "left out" not in proc.stderr
     assert wheels(store) == [OLD, NEW]
+
+
+def test_quarantined_on_an_s3_store_builds_nothing_new(example_repos: Path, tmp_path: Path, s3: Any) -> None:
+    """CI shards build into an s3:// store: the status kept in the bucket holds their new builds back too."""
+    s3.create_bucket(Bucket="kstore")
+    url, repo = "s3://kstore/store", example_repos / "img2grey"
+    cfg = config(tmp_path, repo, 'tags = "==1.1.0"')
+    assert kf("build", "--config", cfg, "--store", url, "-q").returncode == 0
+    proc = kf("status", "img2grey", "quarantined", "--store", url, "--out", tmp_path / "site", "-q")
+    assert proc.returncode == 0, proc.stderr
+
+    proc = kf("build", "--config", config(tmp_path, repo, 'tags = ">=1.1.0"'), "--store", url)
+    assert proc.returncode == 0, proc.stderr
+    assert WARNING.replace("archived (no longer maintained)", "quarantined") in proc.stderr.splitlines()
+    listed = s3.list_objects_v2(Bucket="kstore", Prefix="store/files/")["Contents"]
+    assert sorted(o["Key"] for o in listed if o["Key"].endswith(".whl")) == [f"store/files/{OLD}"]
