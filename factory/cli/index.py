@@ -37,10 +37,17 @@ def execute(ns: argparse.Namespace) -> int:
 
 def check_out(value: str) -> None:
     """Refuse, before any work, an ``--out`` folder where a file stands or whose parent folder does not exist (a
-    typo would otherwise make a whole tree): exit 4, one line, nothing created; as ``build --store`` does."""
+    typo would otherwise make a whole tree): exit 4, one line, nothing created; the words of ``build --store``'s
+    check (pipeline.output_folder, not imported here: it would cost every index run the pipeline's imports)."""
     from ..config import Location
-    from ..pipeline import output_folder
+    from ..errors import Unreachable, not_a_folder
 
-    local = Location.parse(value).local
-    if local is not None:
-        output_folder(local, "--out")
+    path = Location.parse(value).local
+    if path is None:
+        return
+    if not path.is_dir() and (err := not_a_folder(str(path))) is not None:
+        raise err
+    parent = path.absolute().parent
+    if not path.exists() and not parent.is_dir():
+        raise Unreachable(f"--out {path}: its parent folder {parent} does not exist; create it first "
+                          f"(mkdir -p {parent}) or give another folder")
