@@ -348,6 +348,9 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             if status.status in CLOSED:  # PEP 792: no new files; the store's wheels stay as they are
                 before = withheld.get(name)
                 withheld[name] = Withheld(name, status, len(new) + (before.jobs if before else 0))
+                # no right-version wheel is built beside a misversioned one: named again once the project is active
+                left_out = {job.key for job in new}
+                plan.misversioned = [(r, v) for r, v in plan.misversioned if r.job_key not in left_out]
                 new = []
             elif status.status == "deprecated" and name not in deprecated:
                 deprecated.add(name)

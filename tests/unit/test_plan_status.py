@@ -3,6 +3,7 @@ warning per project, not a refusal); a deprecated one builds, with a note; what 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,14 @@ def test_a_damaged_status_file_stops_the_plan(tmp_path: Path) -> None:
         f"{tmp_path}/files/project-status.json: img2grey: status 'x' is not one of active, archived, quarantined, "
         "deprecated; fix the file, or remove it and set each status again with `kernel-factory status PROJECT STATUS`"
     )
+
+
+def test_a_misversioned_wheel_of_a_closed_project_is_not_said_to_be_rebuilt() -> None:
+    """The store holds v1.1.0's revision under 1.0.9 (built before the tag): the plan would build 1.1.0 beside it
+    and say so; an archived project builds nothing, so nothing claims it will."""
+    wrong = [replace(r, kernel_version="1.0.9", revision=NEW, ref="v1") for r in held()[:1]]
+    active = make_plan(opts(), wrong, statuses={})
+    assert [r for r, _ in active.misversioned] == wrong and len(warning_lines(active)) == 1
+    plan = make_plan(opts(), wrong, statuses={"img2grey": Status("archived")})
+    assert plan.todo == [] and plan.misversioned == [] and [w.jobs for w in plan.withheld] == [4]
+    assert len(warning_lines(plan)) == 1 and warning_lines(plan)[0].startswith("img2grey: project status archived")
