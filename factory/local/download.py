@@ -330,7 +330,7 @@ def _check_lock_hash(want: Want, variant: str, package: str, folder: Path, files
             if files_lock_hash(paths, lfs_paths) == expected:
                 return
     raise Refused(f"{wheel}: its files do not match the kernels.lock hash of {want.repo_id} {variant} "
-                  f"({expected[:19]}...); nothing was installed: re-lock with `kernels lock` or check the index")
+                  f"({expected[:19]}...); nothing was installed: check the index, or re-lock with `kernels lock` (docs/download.md)")
 
 
 def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scratch: Path

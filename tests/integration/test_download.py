@@ -228,10 +228,12 @@ def test_old_lock_format_and_an_unlocked_dependency(
     pyonly = sha_of(example_repos, "pyonly", "v0.2.0")
     project = tmp_path / "project"
     project.mkdir()
-    h = {"hash": "sha256-" + "0" * 64, "hash_type": "git_lfs_concat"}
-    (project / "kernels.lock").write_text(json.dumps([
-        {"repo_id": "example/img2grey", "sha": new, "variants": {CPU: h}},
-        {"repo_id": "example/pydep", "sha": pydep, "variants": {"torch-universal": h}},
+    from test_download_checks import git_lock_hash
+
+    (project / "kernels.lock").write_text(json.dumps([  # the hashes are checked: the Hub's own, from git
+        {"repo_id": "example/img2grey", "sha": new},  # no variants, no hashes: nothing to check
+        {"repo_id": "example/pydep", "sha": pydep, "variants": {"torch-universal": {  # a nested build
+            "hash": git_lock_hash(site.parent / "pydep", pydep, "torch-universal"), "hash_type": "git_lfs_concat"}}},
     ]))
     cache = tmp_path / "cache"
     proc = download(project, index, torch_venv, cache)
