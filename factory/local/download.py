@@ -37,7 +37,7 @@ from packaging.utils import canonicalize_name
 
 from .. import report, simple
 from ..atomic import file_digest, write_bytes
-from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, worst
+from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
 from ..record import PROVENANCE
 from ..safe_text import printable
 from ..variants import parse
@@ -428,8 +428,8 @@ def run_download(args: DownloadArgs) -> int:
         root.mkdir(parents=True, exist_ok=True)
         with hubcache.scratch(root) as tmp:
             return _download(locked, url, env, root, session, tmp)
-    except OSError as exc:
-        err = unusable(exc, root)
+    except OSError as exc:  # shutil.Error (a copy's list of failures) carries its errno in its text only
+        err = unusable(exc, root) if not isinstance(exc, shutil.Error) else unusable_from_text(str(exc), root)
         if err is None:
             raise
         what = str(err).partition("; ")[0]  # "<path>: No space left on device"
