@@ -6,9 +6,9 @@ inflated, provenance rewritten. Every run goes through the installed tool; huggi
 is the independent oracle of the cache after each one (what it holds, and that it has nothing to warn about).
 """
 
+# ruff: noqa: F811  (the fixtures of test_download.py, imported, are parameters here)
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
@@ -113,7 +113,7 @@ def provenance_of(wheel: Path) -> dict[str, Any]:
 # -- the lock's hashes ------------------------------------------------------------------------------------------
 
 
-def test_the_old_locks_hashes_are_checked(example_repos: Path, site: Path, torch_venv: Path,  # noqa: F811
+def test_the_old_locks_hashes_are_checked(example_repos: Path, site: Path, torch_venv: Path,
                                           tmp_path: Path) -> None:
     img = sha_of(example_repos, "img2grey", "v1.1.2")
     pyonly = sha_of(example_repos, "pyonly", "v0.2.0")
@@ -162,7 +162,7 @@ def test_the_old_locks_hashes_are_checked(example_repos: Path, site: Path, torch
 
 
 @pytest.fixture
-def bare(site: Path, tmp_path: Path) -> Path:  # noqa: F811
+def bare(site: Path, tmp_path: Path) -> Path:
     """A copy of the site without the records (files/<wheel>.json): a plain mirror."""
     copy = tmp_path / "bare"
     shutil.copytree(site, copy)
@@ -197,7 +197,7 @@ def test_without_records_the_provenance_decides(example_repos: Path, bare: Path,
     assert "no build on" not in gone.stderr and cache_state(tmp_path / "c2") == {}
 
 
-def test_a_locked_commit_the_index_lacks_is_named_with_records(example_repos: Path, site: Path,  # noqa: F811
+def test_a_locked_commit_the_index_lacks_is_named_with_records(example_repos: Path, site: Path,
                                                               torch_venv: Path, tmp_path: Path) -> None:
     missing = "c" * 40
     with http_server(site) as url:
@@ -223,7 +223,8 @@ def test_a_wheel_of_another_repository_is_refused(example_repos: Path, bare: Pat
         proc = download(lock(tmp_path / "p", [new_lock("example/img2grey", sha_of(example_repos, "pyonly", "v0.2.0"),
                                                         0)]), url, torch_venv, cache)
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert proc.stderr.splitlines()[0] == f"error: {PYONLY} comes from example/pyonly, not example/img2grey; fix the index"
+    assert proc.stderr.splitlines()[0] == (
+        f"error: {PYONLY} comes from example/pyonly, not example/img2grey; fix the index")
     assert cache_state(cache) == {} and scratch_left(cache) == []
 
 
@@ -238,8 +239,9 @@ def test_control_characters_from_the_wheel_are_escaped(example_repos: Path, bare
         ("kernel-depends", [{"repo-id": "example/\x1b]0;owned\x07", "version": 1}],
          f"error: {PYONLY}: its kernel-depends names 'example/\\x1b]0;owned\\x07', which is not an org/name "
          "repository id; rebuild it"),
-        ("variant", "torch\x1b[31m-universal", f"error: {PYONLY}: its kernel_factory.json names variant "
-                                                "'torch\\x1b[31m-universal', whose label is not the wheel's; rebuild it"),
+        ("variant", "torch\x1b[31m-universal",
+         f"error: {PYONLY}: its kernel_factory.json names variant 'torch\\x1b[31m-universal', whose label is not "
+         "the wheel's; rebuild it"),
     ]:
         wheel = rezip(bare / "files" / PYONLY, tmp_path / PYONLY, provenance={**prov, field: value})
         shutil.copy(wheel, bare / "files" / PYONLY)
@@ -346,7 +348,7 @@ def test_a_file_not_in_the_record_or_not_matching_it_is_refused(example_repos: P
 # -- secrets, mistakes -----------------------------------------------------------------------------------------
 
 
-def test_the_password_is_never_printed(example_repos: Path, site: Path, torch_venv: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_the_password_is_never_printed(example_repos: Path, site: Path, torch_venv: Path, tmp_path: Path) -> None:
     copy = tmp_path / "site"
     shutil.copytree(site, copy)
     wheel = copy / "files" / PYONLY
@@ -376,12 +378,13 @@ def test_the_password_is_never_printed(example_repos: Path, site: Path, torch_ve
     assert cache_state(tmp_path / "cache") == {}
 
 
-def test_an_index_url_naming_simple_and_a_misspelt_kernel(site: Path, torch_venv: Path,  # noqa: F811
+def test_an_index_url_naming_simple_and_a_misspelt_kernel(site: Path, torch_venv: Path,
                                                           tmp_path: Path) -> None:
     with http_server(site) as url:
         for args in (["download", lock(tmp_path / "p", [new_lock("example/pyonly", "a" * 40, 0)]), "--python",
                       torch_venv], ["which", "--python", torch_venv, "--kernel", "pyonly"]):
-            proc = kf(*args, "--index-url", f"{url}/simple/", env=clean_env(KERNELS_CACHE=str(tmp_path / "c")))
+            proc = kf(*[str(a) for a in args], "--index-url", f"{url}/simple/",
+                      env=clean_env(KERNELS_CACHE=str(tmp_path / "c")))
             assert proc.returncode == 2, proc.stderr
             assert proc.stderr.splitlines() == [
                 f"error: --index-url {url}/simple/ names a simple/ root; give the index root, the folder holding "
@@ -401,7 +404,7 @@ def test_an_index_url_naming_simple_and_a_misspelt_kernel(site: Path, torch_venv
 # -- a full disk ----------------------------------------------------------------------------------------------
 
 
-def test_a_full_cache_places_all_or_nothing(example_repos: Path, site: Path, torch_venv: Path,  # noqa: F811
+def test_a_full_cache_places_all_or_nothing(example_repos: Path, site: Path, torch_venv: Path,
                                             tmp_path: Path) -> None:
     """The cache on a tmpfs filled up but for N KiB, for growing N: each run places both kernels, or exits 4 with
     one line and nothing of it visible (needs root to mount, as test_disk_faults.py; skipped otherwise)."""
@@ -470,7 +473,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_foreve
 """
 
 
-def test_a_killed_run_leaves_nothing_the_cache_scan_warns_about(example_repos: Path, site: Path,  # noqa: F811
+def test_a_killed_run_leaves_nothing_the_cache_scan_warns_about(example_repos: Path, site: Path,
                                                                 torch_venv: Path, tmp_path: Path) -> None:
     """kill -9 of the main process alone while it downloads the second kernel's wheel."""
     from support import free_port, wait_http
