@@ -185,6 +185,7 @@ def _fetch_wheel(choice: Choice, url: str, session: Any, into: Path) -> Path:
                         if resp.status_code != 200:
                             raise Unreachable(f"--index-url: {w.url} answered HTTP {resp.status_code}; "
                                               "check the index")
+                        simple.check_link(str(resp.url), url)  # a redirect leaves the origin no more than a link
                         for chunk in resp.iter_content(_CHUNK):
                             take(chunk)
                 except requests.RequestException as exc:

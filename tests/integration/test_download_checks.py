@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from huggingface_hub import scan_cache_dir
 from support import clean_env, http_server, kf, run
-from test_download import CPU, download, sha_of, site, torch_venv  # noqa: F401  (module fixtures reused)
+from test_download import CPU, download, leftovers, sha_of, site, torch_venv  # noqa: F401  (module fixtures reused)
 
 pytestmark = pytest.mark.integration
 PYONLY = "pyonly-0.2.0-py3-none-any.whl"
@@ -441,7 +441,7 @@ def test_a_full_cache_places_all_or_nothing(example_repos: Path, site: Path, tor
                     ": No space left on device; nothing was installed: make room there, or point KERNELS_CACHE at "
                     "another folder"), proc.stderr
                 assert state == {} and scratch_left(cache) == []
-                assert sorted(p.name for p in cache.iterdir()) in ([], [".locks"])
+                assert leftovers(cache) == []
     finally:
         if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
@@ -458,7 +458,12 @@ class H(http.server.SimpleHTTPRequestHandler):
     def __init__(self, *a, **k):
         super().__init__(*a, directory=str(root), **k)
     def do_GET(self):
-        if self.path.endswith(".whl"):
+        if self.path.endswith(".whl") and sys.argv[3] == "redirect" and self.headers["Host"].startswith("127."):
+            self.send_response(302)
+            self.send_header("Location", f"http://localhost:{sys.argv[2]}{self.path}")
+            self.end_headers()
+            return
+        if self.path.endswith(".whl") and sys.argv[3] == "stall":
             data = (root / self.path.lstrip("/")).read_bytes()
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
@@ -479,15 +484,16 @@ def test_a_killed_run_leaves_nothing_the_cache_scan_warns_about(example_repos: P
     from support import free_port, wait_http
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-c", STALL, str(site), str(port)], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, "-c", STALL, str(site), str(port), "stall"], stdout=subprocess.PIPE,
+                              text=True)
     cache = tmp_path / "cache"
     try:
         wait_http(f"http://127.0.0.1:{port}/simple/")
         project = lock(tmp_path / "p", [new_lock("example/pyonly", sha_of(example_repos, "pyonly", "v0.2.0"), 0)])
         proc = subprocess.Popen([sys.executable, "-m", "kernel_factory", "download", str(project), "--index-url",
                                  f"http://127.0.0.1:{port}", "--python", str(torch_venv)],
-                                env=clean_env(KERNELS_CACHE=str(cache)), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                env=clean_env(KERNELS_CACHE=str(cache)), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
         assert server.stdout is not None
         assert server.stdout.readline().strip() == "STALLED"
         time.sleep(0.5)
@@ -497,5 +503,29 @@ def test_a_killed_run_leaves_nothing_the_cache_scan_warns_about(example_repos: P
     finally:
         server.kill()
         server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()
     assert cache_state(cache) == {}  # no warnings: the partial wheel lies in .locks/, which the scan skips
     assert [p.name for p in cache.iterdir()] == [".locks"]
+
+
+def test_a_redirect_off_the_origin_is_refused(example_repos: Path, site: Path, torch_venv: Path,
+                                             tmp_path: Path) -> None:
+    """The index answers the wheel with a redirect to another host name (the same server): refused as a link."""
+    from support import free_port, wait_http
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", STALL, str(site), str(port), "redirect"])
+    cache = tmp_path / "cache"
+    try:
+        wait_http(f"http://127.0.0.1:{port}/simple/")
+        project = lock(tmp_path / "p", [new_lock("example/pyonly", sha_of(example_repos, "pyonly", "v0.2.0"), 0)])
+        proc = download(project, f"http://127.0.0.1:{port}", torch_venv, cache)
+    finally:
+        server.kill()
+        server.wait(10)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines()[0] == (
+        f"error: http://127.0.0.1:{port} links to http://localhost:{port}/files/{PYONLY}, which is not on the index's "
+        "own origin; nothing is read from there: fix the index")
+    assert cache_state(cache) == {} and scratch_left(cache) == []
