@@ -80,6 +80,7 @@ class Got:
     depends: list[dict[str, Any]]
     folder: Path | None = None  # None: already in the cache
     files: dict[str, str] = field(default_factory=dict)
+    package: str = ""  # the wheel's package folder (its provenance's "package")
 
 
 # -- the cache's own record of what this command placed --------------------------------------------------------
@@ -115,7 +116,11 @@ def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
         if entry.get("sha256") != choice.wheel.sha256 or not hubcache.is_ours(snapshot):
             continue
         folder = snapshot / "build" / variant
-        if folder.is_dir() and not folder.is_symlink() and _file_hashes(folder) == entry.get("files"):
+        files = entry.get("files")
+        if folder.is_dir() and not folder.is_symlink() and isinstance(files, dict) and _file_hashes(folder) == files:
+            # the lock's hashes hold for what is there, as for a new download (a lock may gain hashes meanwhile)
+            wheelcheck.check_lock_hash(dict(want.hashes), want.repo_id, variant, str(entry.get("package")), folder,
+                                       files, choice.wheel.filename)
             return Got(want, choice.wheel.filename, choice.wheel.sha256, sha, variant, list(entry.get("depends") or []))
     return None
 
@@ -125,7 +130,8 @@ def _remember(root: Path, got: Got) -> None:
     if not hubcache.is_ours(snapshot):
         return  # the Hub's own snapshot of this commit: nothing of ours to record there
     data = _placed(root, got.want.repo_id, got.sha)
-    data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends}
+    data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends,
+                         "package": got.package}
     write_bytes(snapshot / FILES, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
 
 
@@ -245,7 +251,8 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
         wheelcheck.check_lock_hash(dict(want.hashes), want.repo_id, variant, str(prov["package"]), folder, files,
                                    choice.wheel.filename)
         depends = [d for d in prov.get("kernel-depends") or [] if isinstance(d, dict)]
-        return Got(want, choice.wheel.filename, choice.wheel.sha256, revision, variant, depends, folder, files), []
+        return Got(want, choice.wheel.filename, choice.wheel.sha256, revision, variant, depends, folder, files,
+                   str(prov["package"])), []
     if want.sha is not None and others:
         return None, [f"{want.repo_id} at {want.sha[:12]} ({want.why}): {url} has no build of that commit; the builds "
                       f"there that fit {env.label} on {env.arch}-{env.os} are of other commits:",

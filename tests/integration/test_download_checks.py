@@ -153,9 +153,16 @@ def test_the_old_locks_hashes_are_checked(example_repos: Path, site: Path, torch
         good = download(lock(tmp_path / "good", [
             {"repo_id": "example/pyonly", "sha": pyonly, "variants": {"torch-universal": {"hash": good_py}}}]),
             url, torch_venv, cache)
-    assert good.returncode == 0, good.stdout + good.stderr
-    assert cache_state(cache) == {"example/pyonly": [pyonly]}
-    assert scratch_left(cache) == []
+        assert good.returncode == 0, good.stdout + good.stderr
+        assert cache_state(cache) == {"example/pyonly": [pyonly]}
+        assert scratch_left(cache) == []
+        # What is already in the cache is held to the lock's hash as well.
+        again = download(lock(tmp_path / "again", [
+            {"repo_id": "example/pyonly", "sha": pyonly, "variants": {"torch-universal": {"hash": other}}}]),
+            url, torch_venv, cache)
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert again.stderr.splitlines()[0].startswith(
+        f"error: {PYONLY}: its files do not match the kernels.lock hash of example/pyonly torch-universal")
 
 
 # -- the wheel's own word, without records -------------------------------------------------------------------
