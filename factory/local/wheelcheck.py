@@ -53,7 +53,11 @@ def _record(zf: zipfile.ZipFile, wheel: str) -> dict[str, str]:
         raise Refused(f"{wheel} carries no .dist-info/RECORD; rebuild it with kernel-factory")
     out = {}
     text = _read_capped(zf, names[0], MAX_RECORD, wheel).decode("utf-8", "replace")
-    for row in csv.reader(io.StringIO(text)):
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise Refused(f"{wheel}: its RECORD is not CSV ({printable(str(exc), 200)}); rebuild it") from None
+    for row in rows:
         if len(row) >= 2 and row[1].startswith("sha256="):
             b64 = row[1].removeprefix("sha256=")
             try:

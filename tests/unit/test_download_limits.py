@@ -221,3 +221,55 @@ def test_every_line_and_the_document_lose_the_password(capsys: pytest.CaptureFix
     doc = json.loads(got.out[got.out.index("{"):])
     assert doc == {"url": URL.replace("user:s3cr3t@", ""), "list": [URL.replace("user:s3cr3t@", "")] * 1 + [
         {"k": URL.replace("user:s3cr3t@", "")}], URL.replace("user:s3cr3t@", ""): 1, "n": 2}
+
+
+def test_the_executable_bit_is_kept_and_only_it(tmp_path: Path) -> None:
+    path = tmp_path / "k-1.0-py3-none-any.whl"
+    members = {**GOOD, "k/run.sh": b"#!/bin/sh\n", "k-1.0.dist-info/kernel_factory.json": json.dumps(PROV).encode()}
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100755 if name.endswith(".sh") else 0o100644) << 16
+            zf.writestr(info, data)
+        zf.writestr("k-1.0.dist-info/RECORD", "".join(f"{n},sha256={b64(d)},\n" for n, d in members.items()))
+    _, folder, _ = wheelcheck.unpack(path, tmp_path / "out")
+    assert (folder / "run.sh").stat().st_mode & 0o777 == 0o755
+    assert (folder / "__init__.py").stat().st_mode & 0o111 == 0
+
+
+def test_a_record_that_is_not_csv_is_one_line(tmp_path: Path) -> None:
+    path = wheel(tmp_path, GOOD, record={"x" * 200_000: "sha256=AAAA"})
+    with pytest.raises(Refused, match=r"^k-1.0-py3-none-any.whl: its RECORD is not CSV \(field larger than"):
+        wheelcheck.unpack(path, tmp_path / "out")
+
+
+def test_only_the_dist_infos_record_counts(tmp_path: Path) -> None:
+    """A file named like a RECORD inside the package is a package file, not a second RECORD."""
+    _, folder, files = wheelcheck.unpack(wheel(tmp_path, {**GOOD, "k/x.dist-info/RECORD": b"a,b,c\n"}),
+                                         tmp_path / "out")
+    assert (folder / "x.dist-info" / "RECORD").read_bytes() == b"a,b,c\n" and "x.dist-info/RECORD" in files
+
+
+@pytest.mark.parametrize("package", ["not-an-id", 5, None])
+def test_a_provenance_without_a_package_is_refused(tmp_path: Path, package: object) -> None:
+    with pytest.raises(Refused, match="its kernel_factory.json names no package; rebuild it with kernel-factory"):
+        wheelcheck.unpack(wheel(tmp_path, GOOD, prov={**PROV, "package": package}), tmp_path / "out")
+
+
+def test_a_record_of_exactly_the_limit_is_read_and_one_byte_more_refused(tmp_path: Path) -> None:
+    for extra, ok in ((0, True), (1, False)):
+        path = wheel(tmp_path, GOOD)
+        with zipfile.ZipFile(path) as zf:
+            rows = zf.read("k-1.0.dist-info/RECORD")
+        pad = wheelcheck.MAX_RECORD - len(rows) + extra  # in rows of "p,,\n" (4 bytes) and one of the rest
+        filler = b"p,,\n" * ((pad - 3) // 4) + b"q" * ((pad - 3) % 4) + b",,\n"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data in {**GOOD, "k-1.0.dist-info/kernel_factory.json": json.dumps(PROV).encode()}.items():
+                zf.writestr(name, data)
+            zf.writestr("k-1.0.dist-info/RECORD", rows + filler)
+        out = tmp_path / f"out{extra}"
+        if ok:
+            assert wheelcheck.unpack(path, out)[2].keys() == {"__init__.py", "metadata.json", "sub/lib.so"}
+        else:
+            with pytest.raises(Refused, match="RECORD inflates to more than 8388608 bytes"):
+                wheelcheck.unpack(path, out)
