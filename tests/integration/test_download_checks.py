@@ -487,7 +487,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_foreve
 
 def test_a_killed_run_leaves_nothing_the_cache_scan_warns_about(example_repos: Path, site: Path,
                                                                 torch_venv: Path, tmp_path: Path) -> None:
-    """kill -9 of the main process alone while it downloads the second kernel's wheel."""
+    """kill -9 of the main process alone while it downloads a wheel (the server sends half, then stalls)."""
     from support import free_port, wait_http
 
     port = free_port()
