@@ -13,6 +13,10 @@ says what kind of line it has and this module decides where it goes:
 - ``output``: a line on stdout as given, always (``which``'s table, ``serve``'s address).
 
 With ``--json`` stdout holds the document only: ``result`` and ``info`` lines meant for stdout go to stderr.
+
+Every line and every string of the document goes through ``redact_url`` here, at the sink: the user and
+password of a URL (``--index-url https://user:token@host``) never reach the output, whichever message or
+field carries them.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import json as _json
 import sys
 from typing import Any
+
+from .safe_text import redact_url
 
 _quiet = False
 _json_mode = False
@@ -40,40 +46,54 @@ def _human(stderr: bool) -> Any:
     return sys.stderr if stderr or _json_mode else sys.stdout
 
 
+def _redacted(doc: object) -> object:
+    if isinstance(doc, str):
+        return redact_url(doc)
+    if isinstance(doc, dict):
+        return {_redacted(k): _redacted(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [_redacted(v) for v in doc]
+    return doc
+
+
+def _print(text: str, file: Any, end: str = "\n") -> None:
+    print(redact_url(text), file=file, end=end, flush=True)
+
+
 def result(line: str, *, stderr: bool = False) -> None:
-    print(line, file=_human(stderr), flush=True)
+    _print(line, _human(stderr))
 
 
 def info(line: str, *, stderr: bool = False) -> None:
     if not _quiet:
-        print(line, file=_human(stderr), flush=True)
+        _print(line, _human(stderr))
 
 
 def progress(line: str) -> None:
     if not _quiet:
-        print(line, file=sys.stderr, flush=True)
+        _print(line, sys.stderr)
 
 
 def detail(line: str) -> None:
     if _verbose:
-        print(line, file=sys.stderr, flush=True)
+        _print(line, sys.stderr)
 
 
 def warn(text: str) -> None:
-    print(f"warning: {text}", file=sys.stderr, flush=True)
+    _print(f"warning: {text}", sys.stderr)
 
 
 def error(text: str) -> None:
-    print(f"error: {text}", file=sys.stderr, flush=True)
+    _print(f"error: {text}", sys.stderr)
 
 
 def raw_error(text: str, end: str = "\n") -> None:
-    print(text, file=sys.stderr, end=end, flush=True)
+    _print(text, sys.stderr, end)
 
 
 def document(doc: object) -> None:
-    print(_json.dumps(doc, indent=2), flush=True)
+    print(_json.dumps(_redacted(doc), indent=2), flush=True)
 
 
 def output(line: str) -> None:
-    print(line, flush=True)
+    _print(line, sys.stdout)

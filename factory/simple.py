@@ -19,10 +19,12 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from .errors import Refused, Unreachable
+from .errors import Refused, Unreachable, UsageError
 from .record import PEP691_JSON
 from .safe_text import printable
 
+#: The most bytes read from one page (a project page, the root's project list, a record): a bigger one is refused.
+MAX_PAGE = 32 * 1024 * 1024
 ACCEPT = f"{PEP691_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 USER_AGENT = "kernel-factory"
 # The characters a wheel file name can hold (PEP 427 escapes everything else to "_").
@@ -50,6 +52,7 @@ class Wheel:
     tags: frozenset[Tag]
     yanked: bool
     sha256: str | None = None
+    size: int | None = None  # what the page says (PEP 700), where it says it
 
     @property
     def label(self) -> str | None:
@@ -106,7 +109,7 @@ def wheels(links: list[Link], where: str) -> list[Wheel]:
         except InvalidWheelFilename:
             raise Refused(f"{where} lists '{printable(name)}', which is not a valid wheel file name; fix the index"
                           ) from None
-        out.append(Wheel(name, link.url, version, tags, link.yanked, link.sha256))
+        out.append(Wheel(name, link.url, version, tags, link.yanked, link.sha256, link.size))
     return out
 
 
@@ -126,21 +129,103 @@ def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str
     if local is not None:
         page = local / "index.json" if url.endswith("/") or local.is_dir() else local
         try:
-            return page.read_bytes(), PEP691_JSON if page.name == "index.json" else "application/octet-stream"
+            with open(page, "rb") as f:
+                body = f.read(MAX_PAGE + 1)
         except FileNotFoundError:
+            return None
+        except IsADirectoryError:
             return None
         except OSError as exc:
             raise Unreachable(f"{what}: cannot read {page} ({exc.strerror}); check the path") from None
+        _cap(len(body), str(page))
+        return body, PEP691_JSON if page.name == "index.json" else "application/octet-stream"
     try:
-        resp = session.get(url, headers={"Accept": ACCEPT, "User-Agent": USER_AGENT}, timeout=60)
+        with session.get(url, headers={"Accept": ACCEPT, "User-Agent": USER_AGENT}, timeout=60, stream=True) as resp:
+            if resp.status_code in (404, 410):
+                return None
+            if resp.status_code != 200:
+                raise Unreachable(f"{what}: {url} answered HTTP {resp.status_code}; check the URL and credentials")
+            chunks, size = [], 0
+            for chunk in resp.iter_content(1 << 16):
+                size += len(chunk)
+                _cap(size, url)
+                chunks.append(chunk)
+            return b"".join(chunks), str(resp.headers.get("Content-Type", ""))
     except requests.RequestException as exc:
         raise Unreachable(f"{what}: cannot reach {url} ({type(exc).__name__}); check the URL and that the index "
                           "is served") from None
-    if resp.status_code in (404, 410):
+
+
+def _cap(size: int, where: str) -> None:
+    if size > MAX_PAGE:
+        raise Refused(f"{where} is bigger than {MAX_PAGE // (1024 * 1024)} MiB, more than any index page should be; "
+                      "check the index")
+
+
+def index_root(url: str) -> str:
+    """``--index-url`` as the index root (no trailing slash); UsageError for a URL that names a simple/ root (the
+    index root, the folder holding simple/ and variants/, is wanted)."""
+    root = url.rstrip("/")
+    path = urlsplit(root).path if "://" in root else root
+    if path == "simple" or path.endswith("/simple") or path.endswith("/+simple"):
+        parent = root.rsplit("/", 1)[0]
+        raise UsageError(f"--index-url {url} names a simple/ root; give the index root, the folder holding simple/ "
+                         f"and variants/: --index-url {parent}")
+    return root
+
+
+def origin(url: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of an http(s) URL; None for anything else (a file:// URL, a folder)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
         return None
-    if resp.status_code != 200:
-        raise Unreachable(f"{what}: {url} answered HTTP {resp.status_code}; check the URL and credentials")
-    return resp.content, str(resp.headers.get("Content-Type", ""))
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def check_link(link: str, root: str) -> None:
+    """Refused unless ``link`` (a URL a page of the index at ``root`` gave) is on the index's own origin: an
+    http(s) index links only to its own scheme, host and port; a file:// URL only from a local index."""
+    if origin(root) is not None:
+        ok = origin(link) == origin(root)
+    else:
+        ok = link.startswith("file://") or "://" not in link
+    if not ok:
+        raise Refused(f"{root} links to {printable(link, 200)}, which is not on the index's own origin; nothing "
+                      "is read from there: fix the index")
+
+
+def project_names(url: str, session: Any, what: str = "--index-url") -> list[str]:
+    """The project names the index root's ``simple/`` page lists (PEP 691 JSON or PEP 503 HTML); [] where it
+    lists none or cannot be read."""
+    from pypi_simple import IndexPage
+
+    try:
+        got = fetch(f"{url}/simple/", session, what)
+    except (Refused, Unreachable):
+        return []
+    if got is None:
+        return []
+    media = got[1].split(";", 1)[0].strip().lower()
+    try:
+        if media == PEP691_JSON or media == "application/json":
+            page = IndexPage.from_json_data(json.loads(got[0]))
+        else:
+            page = IndexPage.from_html(got[0])
+    except Exception:  # a malformed page: no suggestions, the caller's message stands
+        return []
+    return list(page.projects)
+
+
+def did_you_mean(project: str, url: str, session: Any) -> str:
+    """``; did you mean NAME?`` from the index's project list (difflib), or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(project, project_names(url, session), n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(printable(c, 100) for c in close)}?" if close else ""
 
 
 def project_page(url: str, project: str, session: Any, what: str = "--index-url") -> list[Link] | None:

@@ -46,6 +46,9 @@ MODULES = {  # module -> the unit tests that cover it
     "store/adopt.py": ["tests/unit/test_adopt_read.py", "tests/unit/test_index_write.py",
                        "tests/unit/test_index_rerun.py", "tests/unit/test_report.py",
                        "tests/unit/test_adopt_write.py", "tests/unit/test_adopt_repair.py"],
+    "local/wheelcheck.py": ["tests/unit/test_download_limits.py"],
+    "local/download.py": ["tests/unit/test_download_select.py", "tests/unit/test_download_limits.py"],
+    "local/which.py": ["tests/unit/test_download_select.py", "tests/unit/test_which_variant.py"],
 }
 
 

@@ -11,8 +11,10 @@ DESCRIPTION = (
     "interpreter's torch from --index-url, check its sha256 and unpack it into the Hub cache\n"
     "(KERNELS_CACHE, else HF_HUB_CACHE) as kernels download does, with the kernels they depend on, so that\n"
     "load_kernel and get_locked_kernel work offline. Nothing is written unless every kernel is found;\n"
-    "a second run downloads nothing. Exit 3: a kernel the index lacks, no build for this torch, a hash\n"
-    "mismatch; exit 4: the index unreachable or the cache full or read-only."
+    "a second run downloads nothing. Every wheel is checked against the index page's sha256 and size, its\n"
+    "RECORD, the lock's commit and repository (and an old lock's hashes); links must stay on the index's\n"
+    "origin. Exit 3: a kernel or commit the index lacks, no build for this torch, a check failed;\n"
+    "exit 4: the index unreachable or the cache full or read-only (nothing of the run is left)."
 )
 EXAMPLE = (
     "kernel-factory download . --index-url https://kernels.example.com\n"

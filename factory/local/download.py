@@ -23,7 +23,8 @@ import json
 import os
 import shutil
 import tempfile
-import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,20 +32,20 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from .. import report, simple
-from ..atomic import TMP_PREFIX, file_digest, write_bytes
-from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, worst
+from ..atomic import file_digest, write_bytes
+from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
 from ..record import PROVENANCE
 from ..safe_text import printable
 from ..variants import parse
 from ..verify.lockfile import LockedKernel, read_lock
-from . import hubcache
+from . import hubcache, wheelcheck
 from .probe import Environment, probe, resolve_python
 from .which import Choice, NoProject, build_lines, candidates, nearest
 
 #: Beside the snapshot's hubcache marker: what each variant's files were when this command placed them.
 FILES = ".kernel-factory-download.json"
 _CHUNK = 1 << 20
-
+MAX_WHEEL = 4 * 1024**3  #: bytes of one wheel downloaded (less where the page gives the wheel's size)
 
 @dataclass(frozen=True)
 class DownloadArgs:
@@ -64,6 +65,7 @@ class Want:
     refs: tuple[str, ...] = ()
     major: int | None = None
     why: str = "kernels.lock"
+    hashes: tuple[tuple[str, str], ...] = ()  # an old-format lock's (variant, "sha256-<hex>") git_lfs_concat hashes
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Got:
     depends: list[dict[str, Any]]
     folder: Path | None = None  # None: already in the cache
     files: dict[str, str] = field(default_factory=dict)
+    package: str = ""  # the wheel's package folder (its provenance's "package")
 
 
 # -- the cache's own record of what this command placed --------------------------------------------------------
@@ -113,7 +116,11 @@ def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
         if entry.get("sha256") != choice.wheel.sha256 or not hubcache.is_ours(snapshot):
             continue
         folder = snapshot / "build" / variant
-        if folder.is_dir() and not folder.is_symlink() and _file_hashes(folder) == entry.get("files"):
+        files = entry.get("files")
+        if folder.is_dir() and not folder.is_symlink() and isinstance(files, dict) and _file_hashes(folder) == files:
+            # the lock's hashes hold for what is there, as for a new download (a lock may gain hashes meanwhile)
+            wheelcheck.check_lock_hash(dict(want.hashes), want.repo_id, variant, str(entry.get("package")), folder,
+                                       files, choice.wheel.filename)
             return Got(want, choice.wheel.filename, choice.wheel.sha256, sha, variant, list(entry.get("depends") or []))
     return None
 
@@ -123,7 +130,8 @@ def _remember(root: Path, got: Got) -> None:
     if not hubcache.is_ours(snapshot):
         return  # the Hub's own snapshot of this commit: nothing of ours to record there
     data = _placed(root, got.want.repo_id, got.sha)
-    data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends}
+    data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends,
+                         "package": got.package}
     write_bytes(snapshot / FILES, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
 
 
@@ -146,23 +154,36 @@ def _record_revision(url: str, session: Any) -> str | None:
     return revision if isinstance(revision, str) else None
 
 
-def _fetch_wheel(choice: Choice, session: Any, into: Path) -> Path:
-    """The wheel, downloaded into ``into`` and checked against the sha256 the index page gives."""
+def _fetch_wheel(choice: Choice, url: str, session: Any, into: Path) -> Path:
+    """The wheel, downloaded into ``into`` and checked against the sha256 (and size) the index page gives."""
     import requests
 
     w = choice.wheel
     if not w.sha256:
         raise Refused(f"{choice.root} gives no sha256 for {w.filename}; publish the index with hashes")
+    simple.check_link(w.url, url)
+    limit = min(MAX_WHEEL, w.size) if w.size is not None and w.size >= 0 else MAX_WHEEL
     dest = into / w.filename
     digest = hashlib.sha256()
     local = simple.local_path(w.url) if w.url.startswith("file://") else None
+    size = 0
+
+    def take(chunk: bytes) -> None:
+        nonlocal size
+        size += len(chunk)
+        if size > limit:
+            raise Refused(f"{w.filename}: more than the {limit} bytes "
+                          f"{'the index page gives' if limit == w.size else 'a wheel may have'}; nothing was "
+                          "installed: republish the wheel or check the mirror")
+        digest.update(chunk)
+        out.write(chunk)
+
     try:
         with open(dest, "wb") as out:
             if local is not None:
                 with open(local, "rb") as f:
                     while chunk := f.read(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
+                        take(chunk)
             else:
                 try:
                     with session.get(w.url, stream=True, timeout=60,
@@ -170,9 +191,9 @@ def _fetch_wheel(choice: Choice, session: Any, into: Path) -> Path:
                         if resp.status_code != 200:
                             raise Unreachable(f"--index-url: {w.url} answered HTTP {resp.status_code}; "
                                               "check the index")
+                        simple.check_link(str(resp.url), url)  # a redirect leaves the origin no more than a link
                         for chunk in resp.iter_content(_CHUNK):
-                            digest.update(chunk)
-                            out.write(chunk)
+                            take(chunk)
                 except requests.RequestException as exc:
                     raise Unreachable(f"--index-url: cannot download {w.url} ({type(exc).__name__}); "
                                       "check the network") from None
@@ -185,92 +206,79 @@ def _fetch_wheel(choice: Choice, session: Any, into: Path) -> Path:
     return dest
 
 
-def _unpack(wheel: Path, into: Path) -> tuple[dict[str, Any], Path]:
-    """(provenance, the package folder unpacked into ``into``) of a kernel wheel."""
-    with zipfile.ZipFile(wheel) as zf:
-        names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{PROVENANCE}")]
-        if len(names) != 1:
-            raise Refused(f"{wheel.name} carries no {PROVENANCE}; it was not built by kernel-factory")
-        try:
-            prov = json.loads(zf.read(names[0]))
-        except ValueError:
-            raise Refused(f"{wheel.name}: its {PROVENANCE} is not valid JSON; rebuild it") from None
-        package = prov.get("package") if isinstance(prov, dict) else None
-        if not isinstance(package, str) or not package.isidentifier():
-            raise Refused(f"{wheel.name}: its {PROVENANCE} names no package; rebuild it with kernel-factory")
-        folder = into / "build"
-        for info in zf.infolist():
-            if info.is_dir() or not info.filename.startswith(package + "/"):
-                continue
-            rel = info.filename[len(package) + 1:]
-            parts = rel.split("/")
-            if "\\" in rel or any(p in ("", ".", "..") for p in parts):
-                raise Refused(f"{wheel.name}: member '{printable(info.filename)}' is not a plain relative path")
-            target = folder.joinpath(*parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst, _CHUNK)
-            if (info.external_attr >> 16) & 0o111:
-                target.chmod(0o755)
-    return prov, folder
-
-
 def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scratch: Path
           ) -> tuple[Got | None, list[str]]:
-    """The kernel, found on the index (downloaded, unpacked) or in the cache; else (None, why lines)."""
+    """The kernel, found on the index (downloaded, unpacked, checked) or in the cache; else (None, why lines)."""
     project = str(canonicalize_name(want.repo_id.split("/", 1)[1]))
     try:
         found, every = candidates(url, project, env, session, yanked=True)
-    except NoProject:
-        return None, [f"{want.repo_id} ({want.why}): {url} has no project {project} (no simple/{project}/ page); "
-                      "publish it there or fix --index-url"]
+    except NoProject as exc:
+        return None, [f"{want.repo_id} ({want.why}): {url} has no project {project} (no simple/{project}/ page)"
+                      f"{exc.hint}; publish it there or fix --index-url"]
     if want.major is not None:
         found = [c for c in found if c.wheel.version.major == want.major]
     repo = hubcache.repo_folder(root, want.repo_id)
+    others: dict[str, str] = {}  # the commits of the fitting wheels that are not the locked one -> their version
     for choice in found:
         sha = want.sha or hubcache.read_ref(repo, f"v{want.major}")
         cached = _cached(root, want, sha, choice) if sha else None
         if cached is not None:
             return cached, []
         if want.sha is not None:
+            simple.check_link(choice.wheel.url, url)
             hint = _record_revision(choice.wheel.url, session)
             if hint is not None and hint != want.sha:
+                others.setdefault(hint, str(choice.wheel.version))
                 continue
         into = Path(tempfile.mkdtemp(dir=scratch))
-        wheel = _fetch_wheel(choice, session, into)
-        prov, folder = _unpack(wheel, into)
+        wheel = _fetch_wheel(choice, url, session, into)
+        prov, folder, files = wheelcheck.unpack(wheel, into)
         wheel.unlink()
         if prov.get("repo_id") != want.repo_id:
-            raise Refused(f"{choice.wheel.filename} comes from {printable(str(prov.get('repo_id')))}, not "
+            raise Refused(f"{choice.wheel.filename} comes from {printable(str(prov.get('repo_id')), 200)}, not "
                           f"{want.repo_id}; fix the index")
         revision, variant = prov.get("revision"), prov.get("variant")
         if not isinstance(revision, str) or not hubcache.SHA.fullmatch(revision):
             raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names no commit; rebuild it from a revision")
         if want.sha is not None and revision != want.sha:
+            others.setdefault(revision, str(choice.wheel.version))
             shutil.rmtree(into)
             continue
-        if not isinstance(variant, str) or parse(variant).label != choice.wheel.label:
-            raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names variant '{printable(str(variant))}', "
-                          "whose label is not the wheel's; rebuild it")
+        if not isinstance(variant, str) or not hubcache.valid_ref(variant) or \
+                parse(variant).label != choice.wheel.label:
+            raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names variant '{printable(str(variant), 200)}'"
+                          ", whose label is not the wheel's; rebuild it")
+        wheelcheck.check_lock_hash(dict(want.hashes), want.repo_id, variant, str(prov["package"]), folder, files,
+                                   choice.wheel.filename)
         depends = [d for d in prov.get("kernel-depends") or [] if isinstance(d, dict)]
-        files = _file_hashes(folder)
-        return Got(want, choice.wheel.filename, choice.wheel.sha256, revision, variant, depends, folder, files), []
+        return Got(want, choice.wheel.filename, choice.wheel.sha256, revision, variant, depends, folder, files,
+                   str(prov["package"])), []
+    if want.sha is not None and others:
+        return None, [f"{want.repo_id} at {want.sha[:12]} ({want.why}): {url} has no build of that commit; the builds "
+                      f"there that fit {env.label} on {env.arch}-{env.os} are of other commits:",
+                      *(f"  {sha[:12]}  {version}" for sha, version in others.items()),
+                      "  publish a build of the locked commit, or re-lock with `kernels lock`"]
     at = f" at {want.sha[:12]}" if want.sha else f" version {want.major}"
     return None, [f"{want.repo_id}{at} ({want.why}): no build on {url} fits {env.label} on {env.arch}-{env.os}; "
                   "builds there are, nearest first:", *build_lines(nearest(every, env))]
+
+
+def _want(lk: LockedKernel, why: str = "kernels.lock") -> Want:
+    return Want(lk.repo_id, lk.sha, (lk.ref,) if lk.ref else (), None, why, tuple(sorted(lk.hashes.items())))
 
 
 def _depends(got: Got, locked: dict[str, LockedKernel]) -> list[Want]:
     out = []
     for dep in got.depends:
         repo_id, version = dep.get("repo-id"), dep.get("version")
-        if not isinstance(repo_id, str) or repo_id.count("/") != 1:
-            continue
+        if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(map(hubcache.valid_ref,
+                                                                                  repo_id.split("/"))):
+            raise Refused(f"{got.wheel}: its kernel-depends names '{printable(str(repo_id), 200)}', which is not an "
+                          "org/name repository id; rebuild it")
         why = f"kernel-depends of {got.want.repo_id}"
         major = version if isinstance(version, int) and not isinstance(version, bool) else None
         if repo_id in locked:
-            lk = locked[repo_id]
-            out.append(Want(repo_id, lk.sha, (lk.ref,) if lk.ref else (), None, why))
+            out.append(_want(locked[repo_id], why))
         elif major is not None:
             out.append(Want(repo_id, None, (f"v{major}",), major, why))
     return out
@@ -282,6 +290,7 @@ def _depends(got: Got, locked: dict[str, LockedKernel]) -> list[Want]:
 def run_download(args: DownloadArgs) -> int:
     if not args.index_url:
         raise UsageError("download needs --index-url URL (the index kernel-factory publishes)")
+    url = simple.index_root(args.index_url)
     lock_path = Path(args.project_dir) / "kernels.lock"
     if not lock_path.is_file():
         raise UsageError(f"{lock_path}: no such file; run `kernels lock {args.project_dir}` first, or give the "
@@ -289,14 +298,13 @@ def run_download(args: DownloadArgs) -> int:
     locked = {lk.repo_id: lk for lk in read_lock(lock_path)}
     env = probe(resolve_python(args.python))
     root = hubcache.cache_root(os.environ)
-    url = args.index_url.rstrip("/")
     session = simple.session()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}download-", dir=root) as tmp:
-            return _download(locked, url, env, root, session, Path(tmp))
-    except OSError as exc:
-        err = unusable(exc, root)
+        with hubcache.scratch(root) as tmp:
+            return _download(locked, url, env, root, session, tmp)
+    except OSError as exc:  # shutil.Error (a copy's list of failures) carries its errno in its text only
+        err = unusable(exc, root) if not isinstance(exc, shutil.Error) else unusable_from_text(str(exc), root)
         if err is None:
             raise
         what = str(err).partition("; ")[0]  # "<path>: No space left on device"
@@ -306,7 +314,7 @@ def run_download(args: DownloadArgs) -> int:
 
 def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root: Path, session: Any,
               scratch: Path) -> int:
-    queue = [Want(lk.repo_id, lk.sha, (lk.ref,) if lk.ref else ()) for lk in locked.values()]
+    queue = [_want(lk) for lk in locked.values()]
     done: dict[str, Got] = {}
     problems: list[tuple[int, list[str]]] = []
     failed: set[str] = set()
@@ -316,6 +324,8 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
             continue
         try:
             got, why = _find(want, url, env, root, session, scratch)
+            if got is not None:
+                queue += _depends(got, locked)
         except Refused as exc:
             got, why = None, [str(exc)]
         if got is None:
@@ -323,41 +333,81 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
             problems.append((Refused.exit_code, why))
             continue
         done[want.repo_id] = got
-        queue += _depends(got, locked)
     if problems:
         for _, lines in problems:
-            report.error(lines[0])
+            report.error(printable(lines[0]))
             for line in lines[1:]:
-                report.raw_error(line)
+                report.raw_error(printable(line))
         report.raw_error(f"nothing was installed in {root}")
         return worst(code for code, _ in problems)
+    return _place_all(list(done.values()), root)
+
+
+@contextmanager
+def _all_or_nothing(root: Path, gots: list[Got]) -> Iterator[None]:
+    """On an OSError (a full disk) while placing, the snapshots and refs this run made are taken away again, so
+    that nothing of the run is visible; the error goes on."""
+    snapshots = {g.want.repo_id: hubcache.repo_folder(root, g.want.repo_id) / "snapshots" / g.sha for g in gots}
+    new = {k: p for k, p in snapshots.items() if not os.path.lexists(p)}
+    refs = {hubcache.repo_folder(root, g.want.repo_id) / "refs" / r: hubcache.read_ref(
+        hubcache.repo_folder(root, g.want.repo_id), r) for g in gots for r in g.want.refs if hubcache.valid_ref(r)}
+    repos = {p.parent.parent for p in snapshots.values() if not os.path.lexists(p.parent.parent)}
+    try:
+        yield
+    except OSError:
+        for path, old in refs.items():
+            if old is None:
+                path.unlink(missing_ok=True)
+            elif hubcache.read_ref(path.parent.parent, path.name) != old:
+                path.write_text(old, encoding="ascii")
+        for path in new.values():
+            shutil.rmtree(path, ignore_errors=True)
+        for repo in repos:
+            shutil.rmtree(repo, ignore_errors=True)
+        raise
+
+
+def _place_all(gots: list[Got], root: Path) -> int:
+    """Every checked kernel into the cache: the snapshots first, then the refs (none move before every snapshot
+    is there)."""
     notes: list[str] = []
     fetched, code = 0, EXIT_OK
-    for got in done.values():
-        state = "already there"
-        if got.folder is not None:
-            try:
-                target = hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder,
-                                        refs=[r for r in got.want.refs if hubcache.valid_ref(r)], link=False,
-                                        notes=notes)
-            except hubcache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
-                report.error(str(exc))
-                code = exc.exit_code
-                continue
-            if not hubcache.is_ours(target.parent.parent):  # the Hub's own download of this commit and variant
-                report.info(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  (the Hub's copy, already there)")
-                continue
-            if _file_hashes(target) != got.files:
-                report.error(f"{target} holds other files than {got.wheel} (an earlier wheel of this commit); "
-                             "left as it is: remove that folder and run again")
-                code = Refused.exit_code
-                continue
-            _remember(root, got)
-            fetched += 1
-            state = "downloaded"
-        report.info(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {got.wheel}  ({state})")
+    lines: list[str] = []
+    with _all_or_nothing(root, gots):
+        placed: list[Got] = []
+        for got in gots:
+            state = "already there"
+            if got.folder is not None:
+                try:
+                    target = hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder, files=got.files,
+                                            refs=[], origin="download", notes=notes)
+                except hubcache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
+                    report.error(printable(str(exc)))
+                    code = exc.exit_code
+                    continue
+                if not hubcache.is_ours(target.parent.parent):  # the Hub's own download of this commit and variant
+                    lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  (the Hub's copy, already there)")
+                    placed.append(got)
+                    continue
+                if _file_hashes(target) != got.files:
+                    report.error(f"{target} holds other files than {got.wheel} (an earlier wheel of this commit); "
+                                 "left as it is: remove that folder and run again")
+                    code = Refused.exit_code
+                    continue
+                _remember(root, got)
+                fetched += 1
+                state = "downloaded"
+            placed.append(got)
+            lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {got.wheel}  ({state})")
+        for got in placed:
+            refs = [r for r in got.want.refs if hubcache.valid_ref(r)]
+            if refs and got.folder is not None:  # place again, now with the refs: the snapshot is there already
+                hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder, files=got.files, refs=refs,
+                               origin="download", notes=notes)
+    for line in lines:
+        report.info(printable(line))
     for note in notes:
-        report.raw_error(f"note: {note}")
-    report.info(f"{len(done)} kernel{'s' if len(done) != 1 else ''} in {root}: {fetched} downloaded, "
-                f"{len(done) - fetched} already there")
+        report.raw_error(printable(f"note: {note}"))
+    report.info(f"{len(gots)} kernel{'s' if len(gots) != 1 else ''} in {root}: {fetched} downloaded, "
+                f"{len(gots) - fetched} already there")
     return code

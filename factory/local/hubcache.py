@@ -23,10 +23,11 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..atomic import TMP_PREFIX, unique
+from ..atomic import TMP_PREFIX, file_digest, unique
 from ..errors import Refused
 
 MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
@@ -184,8 +185,10 @@ def place(
     variant: str,
     source: Path,
     *,
+    files: Mapping[str, str] | None = None,
     refs: Iterable[str],
-    link: bool,
+    origin: str = "",
+    link: bool = False,
     notes: list[str] | None = None,
 ) -> Path:
     """Make ``source`` (a kernel's build variant folder: ``__init__.py``, ``metadata.json``) the cached
@@ -198,6 +201,9 @@ def place(
     _check(repo_id, sha, variant, refs)
     if not (source / "metadata.json").is_file():
         raise CacheConflict(f"{repo_id}: {source} holds no metadata.json, which kernels loads; reinstall the wheel")
+    for rel, sha256 in (files or {}).items():  # the bytes are checked before they become visible
+        if file_digest(source / rel) != sha256:
+            raise CacheConflict(f"{repo_id}: {source / rel} is not the file its wheel's RECORD names; reinstall it")
     repo = repo_folder(root, repo_id)
     repo.mkdir(parents=True, exist_ok=True)
     target = _place_snapshot(repo, repo_id, sha, variant, source, link)
@@ -206,3 +212,17 @@ def place(
         if note and notes is not None:
             notes.append(note)
     return target
+
+
+@contextmanager
+def scratch(root: Path) -> Iterator[Path]:
+    """A private temporary folder inside the cache (under ``.locks/``, which huggingface_hub's scan_cache_dir
+    skips), removed on every exit path."""
+    locks = root / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    path = locks / f"{TMP_PREFIX}{unique()}"
+    path.mkdir(mode=0o700)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

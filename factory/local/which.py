@@ -48,7 +48,11 @@ def read_project(url: str, session: Any = None) -> list[Wheel] | None:
 
 
 class NoProject(UsageError):
-    """The index has no page for the project."""
+    """The index has no page for the project; ``hint`` is a "did you mean" from the index's project list."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,9 @@ def candidates(url: str, project: str, env: Environment, session: Any = None, *,
                     key=lambda w: (w.version, w.filename), reverse=True)
     combined = read_project(f"{url}/simple/{project}/", session)
     if combined is None:
-        raise NoProject(f"--kernel {project}: no such project at {url}/simple/; check the name and --index-url")
+        hint = simple.did_you_mean(project, url, session)
+        raise NoProject(f"--kernel {printable(project)}: no such project at {url}/simple/"
+                        f"{hint or '; check the name and --index-url'}", hint)
     generic = sorted((w for w in combined if (yanked or not w.yanked) and w.label in (None, env.backend) and
                       fits_platform(w, env)), key=lambda w: (w.version, w.filename), reverse=True)
     seen = {w.filename for w in newest}
@@ -160,7 +166,7 @@ def run_which(args: WhichArgs) -> int:
     ]
     code = EXIT_OK
     if args.kernel and args.index_url:
-        url = args.index_url.rstrip("/")
+        url = simple.index_root(args.index_url)
         project = str(canonicalize_name(args.kernel))
         choice, wheels = choose(url, project, env)
         doc.update({"index_url": url, "kernel": project})
@@ -173,7 +179,7 @@ def run_which(args: WhichArgs) -> int:
             builds = nearest(wheels, env)
             doc.update({"fits": False, "builds": builds})
             code = EXIT_REFUSED
-            lines.append(f"no build of {project} at {url} fits {env.label} on {env.arch}-{env.os}; "
+            lines.append(f"no build of {printable(project)} at {url} fits {env.label} on {env.arch}-{env.os}; "
                          f"builds there are, nearest first:")
             lines += build_lines(builds)
     if args.json:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,10 +205,14 @@ def _object_id(path: Path, lfs: bool) -> bytes:
 
 def lock_hash(variant_dir: Path, lfs_paths: Collection[str] = ()) -> str:
     """The ``git_lfs_concat`` hash of a fetched variant folder (build/<variant>/)."""
-    files = [(rel.encode("utf-8"), variant_dir / rel) for rel in walk(variant_dir)]
+    return files_lock_hash([(rel, variant_dir / rel) for rel in walk(variant_dir)], lfs_paths)
+
+
+def files_lock_hash(files: Iterable[tuple[str, Path]], lfs_paths: Collection[str] = ()) -> str:
+    """The ``git_lfs_concat`` hash of a variant's files given as (path relative to build/<variant>/, file)."""
     lfs = set(lfs_paths)
     m = hashlib.sha256()
-    for rel, full in sorted(files):
+    for rel, full in sorted((rel.encode("utf-8"), full) for rel, full in files):
         m.update(rel)
         m.update(_object_id(full, rel.decode("utf-8") in lfs))
     return f"sha256-{m.hexdigest()}"

@@ -141,6 +141,13 @@ def wheel_gets(index: str, site: Path) -> list[str]:
             if '"GET ' in line and line.split('"GET ', 1)[1].split()[0].endswith(".whl")]
 
 
+def leftovers(cache: Path) -> list[str]:
+    """What a run left in the cache folder, but for an empty ``.locks/`` (huggingface_hub makes it too; the
+    temporary folders of a run lie in it, and must be gone)."""
+    locks = cache / ".locks"
+    return sorted(p.name for p in cache.iterdir() if p != locks or any(locks.iterdir()))
+
+
 def download(project: Path, index: str, python: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     return kf("download", project, "--index-url", index, "--python", python, env=clean_env(KERNELS_CACHE=str(cache)))
 
@@ -228,10 +235,12 @@ def test_old_lock_format_and_an_unlocked_dependency(
     pyonly = sha_of(example_repos, "pyonly", "v0.2.0")
     project = tmp_path / "project"
     project.mkdir()
-    h = {"hash": "sha256-" + "0" * 64, "hash_type": "git_lfs_concat"}
-    (project / "kernels.lock").write_text(json.dumps([
-        {"repo_id": "example/img2grey", "sha": new, "variants": {CPU: h}},
-        {"repo_id": "example/pydep", "sha": pydep, "variants": {"torch-universal": h}},
+    from test_download_checks import git_lock_hash
+
+    (project / "kernels.lock").write_text(json.dumps([  # the hashes are checked: the Hub's own, from git
+        {"repo_id": "example/img2grey", "sha": new},  # no variants, no hashes: nothing to check
+        {"repo_id": "example/pydep", "sha": pydep, "variants": {"torch-universal": {  # a nested build
+            "hash": git_lock_hash(site.parent / "pydep", pydep, "torch-universal"), "hash_type": "git_lfs_concat"}}},
     ]))
     cache = tmp_path / "cache"
     proc = download(project, index, torch_venv, cache)
@@ -269,7 +278,7 @@ def test_a_build_for_another_torch_is_refused_with_what_exists(
         f"nothing was installed in {cache}",
     ]
     assert proc.stdout == ""
-    assert list(cache.iterdir()) == []
+    assert leftovers(cache) == []
     assert wheel_gets(index, site)[before:] == []  # never downloaded, never imported
 
 
@@ -307,7 +316,7 @@ def test_a_hash_mismatch_installs_nothing(
     first = proc.stderr.splitlines()[0]
     assert first.startswith("error: pyonly-0.2.0-py3-none-any.whl: sha256 ") and first.endswith(
         "gives; nothing was installed: republish the wheel or check the mirror"), first
-    assert sorted(p.name for p in cache.iterdir()) == []  # img2grey, which was fine, is not there either
+    assert leftovers(cache) == []  # img2grey, which was fine, is not there either
 
 
 def test_unreachable_index_exits_4(torch_venv: Path, tmp_path: Path) -> None:
@@ -348,7 +357,7 @@ def test_a_full_cache_exits_4_and_a_rerun_completes(
         assert proc.stderr.splitlines()[-1].endswith(
             ": No space left on device; nothing was installed: make room there, or point KERNELS_CACHE at another "
             "folder"), proc.stderr
-        assert list(cache.iterdir()) == []  # no temporary folder left behind
+        assert leftovers(cache) == []  # no temporary folder left behind
         filler.unlink()
         again = download(project, index, torch_venv, cache)
         assert again.returncode == 0, again.stderr

@@ -104,12 +104,22 @@ def test_candidates_best_first(store: Path) -> None:
 
 def test_dependencies_take_the_lock_when_it_has_them() -> None:
     got = Got(Want("a/top", "1" * 40), "top.whl", None, "1" * 40, "torch-universal", [
-        {"repo-id": "b/locked", "version": 1}, {"repo-id": "c/free", "version": 2}, {"repo-id": "bad"}])
+        {"repo-id": "b/locked", "version": 1}, {"repo-id": "c/free", "version": 2}])
     locked = {"b/locked": LockedKernel("b/locked", "2" * 40, ref="v1")}
     assert _depends(got, locked) == [
         Want("b/locked", "2" * 40, ("v1",), None, "kernel-depends of a/top"),
         Want("c/free", None, ("v2",), 2, "kernel-depends of a/top"),
     ]
+
+
+@pytest.mark.parametrize("bad", ["bad", "a/b/c", "org/\x1b[31mred", "../x"])
+def test_a_dependency_that_is_no_repository_id_is_refused_escaped(bad: str) -> None:
+    got = Got(Want("a/top", "1" * 40), "top.whl", None, "1" * 40, "torch-universal", [{"repo-id": bad}])
+    with pytest.raises(Refused) as info:
+        _depends(got, {})
+    assert str(info.value) == (f"top.whl: its kernel-depends names '{printable(bad)}', which is not an org/name "
+                               "repository id; rebuild it")
+    assert "\x1b" not in str(info.value)
 
 
 def test_a_second_run_trusts_the_cache_only_while_its_files_match(tmp_path: Path) -> None:

@@ -1,0 +1,160 @@
+"""A downloaded kernel wheel, unpacked and checked: what ``download`` puts into the Hub cache, and nothing else.
+
+``unpack`` reads the provenance file (at most ``MAX_PROVENANCE`` bytes) and the RECORD, refuses a wheel of more
+than ``MAX_MEMBERS`` files or whose package folder inflates to more than ``MAX_RATIO`` times the wheel's size
+(``MAX_UNPACKED`` at most: a zip bomb), and checks every file against its RECORD sha256 as it is written.
+``check_lock_hash`` checks the unpacked files against an old-format kernels.lock's ``git_lfs_concat`` hash.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import Refused
+from ..record import PROVENANCE
+from ..safe_text import printable
+from ..verify.lockfile import files_lock_hash
+
+_CHUNK = 1 << 20
+
+# What is read from a wheel, at most (docs/download.md). A page is capped in simple.py (MAX_PAGE), a wheel's
+# download in download.py (MAX_WHEEL).
+MAX_UNPACKED = 16 * 1024**3  #: bytes one wheel's package folder may unpack to
+MAX_RATIO = 100  #: ... and at most this many times the wheel's own size (a zip bomb is refused)
+MAX_MEMBERS = 10_000  #: files in one wheel
+MAX_PROVENANCE = 64 * 1024  #: bytes of the provenance file (kernel_factory.json)
+MAX_RECORD = 8 * 1024 * 1024  #: bytes of the wheel's RECORD
+_TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, inside it in the wheel
+
+
+
+def _read_capped(zf: zipfile.ZipFile, name: str, limit: int, wheel: str) -> bytes:
+    too_big = Refused(f"{wheel}: {name} inflates to more than {limit} bytes (a zip bomb?); rebuild the wheel")
+    if zf.getinfo(name).file_size > limit:
+        raise too_big
+    with zf.open(name) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise too_big
+    return data
+
+
+def _record(zf: zipfile.ZipFile, wheel: str) -> dict[str, str]:
+    """The wheel's RECORD: member name -> sha256 hex (the urlsafe-base64 digests PEP 376 writes, decoded)."""
+    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
+    if len(names) != 1:
+        raise Refused(f"{wheel} carries no .dist-info/RECORD; rebuild it with kernel-factory")
+    out = {}
+    text = _read_capped(zf, names[0], MAX_RECORD, wheel).decode("utf-8", "replace")
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise Refused(f"{wheel}: its RECORD is not CSV ({printable(str(exc), 200)}); rebuild it") from None
+    for row in rows:
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            b64 = row[1].removeprefix("sha256=")
+            try:
+                out[row[0]] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+            except ValueError:
+                raise Refused(f"{wheel}: its RECORD entry for '{printable(row[0], 200)}' is not a sha256 digest; "
+                              "rebuild it") from None
+    return out
+
+
+def unpack(wheel: Path, into: Path) -> tuple[dict[str, Any], Path, dict[str, str]]:
+    """(provenance, the package folder unpacked into ``into``, its files: path -> sha256 hex) of a kernel wheel,
+    every file checked against the wheel's RECORD as it is written."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            return _unpack_zip(zf, wheel.name, wheel.stat().st_size, into)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
+        raise Refused(f"{wheel.name} is not a readable zip file ({printable(str(exc), 200)}); republish the wheel"
+                      ) from None
+
+
+def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
+                ) -> tuple[dict[str, Any], Path, dict[str, str]]:
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise Refused(f"{name} holds {len(infos)} files, more than the {MAX_MEMBERS} a kernel wheel may; rebuild it")
+    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{PROVENANCE}")]
+    if len(names) != 1:
+        raise Refused(f"{name} carries no {PROVENANCE}; it was not built by kernel-factory")
+    try:
+        prov = json.loads(_read_capped(zf, names[0], MAX_PROVENANCE, name))
+    except (ValueError, RecursionError):
+        raise Refused(f"{name}: its {PROVENANCE} is not valid JSON; rebuild it") from None
+    package = prov.get("package") if isinstance(prov, dict) else None
+    if not isinstance(package, str) or not package.isidentifier():
+        raise Refused(f"{name}: its {PROVENANCE} names no package; rebuild it with kernel-factory")
+    members = [i for i in infos if not i.is_dir() and i.filename.startswith(package + "/")]
+    total = sum(i.file_size for i in members)
+    limit = min(MAX_UNPACKED, max(MAX_RATIO * wheel_size, _CHUNK))
+    if total > limit:
+        raise Refused(f"{name}: its files inflate to {total} bytes, more than the {limit} allowed for a wheel of "
+                      f"{wheel_size} bytes (a zip bomb?); nothing was installed: rebuild the wheel")
+    record = _record(zf, name)
+    folder = into / "build"
+    files: dict[str, str] = {}
+    for info in members:
+        rel = info.filename[len(package) + 1:]
+        parts = rel.split("/")
+        if "\\" in rel or any(p in ("", ".", "..") for p in parts):
+            raise Refused(f"{name}: member '{printable(info.filename)}' is not a plain relative path")
+        expected = record.get(info.filename)
+        if expected is None:
+            raise Refused(f"{name}: '{printable(info.filename)}' is not in its RECORD; rebuild the wheel")
+        target = folder.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with zf.open(info) as src, open(target, "xb") as dst:
+            while chunk := src.read(_CHUNK):
+                digest.update(chunk)
+                dst.write(chunk)
+        if digest.hexdigest() != expected:
+            raise Refused(f"{name}: '{printable(info.filename)}' does not match its RECORD sha256; nothing was "
+                          "installed: republish the wheel")
+        if (info.external_attr >> 16) & 0o111:
+            target.chmod(0o755)
+        files[rel] = expected
+    if "metadata.json" not in files:
+        raise Refused(f"{name}: its package {package} holds no metadata.json, which kernels loads; rebuild it")
+    return prov, folder, files
+
+
+def _is_binary(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return b"\0" in f.read(8000)  # git's own test for a binary file, which the Hub keeps in Git LFS
+
+
+def check_lock_hash(hashes: dict[str, str], repo_id: str, variant: str, package: str, folder: Path,
+                    files: dict[str, str], wheel: str) -> None:
+    """Refused unless the files match the old-format kernels.lock's ``git_lfs_concat`` hash of ``variant``.
+
+    The hash is over the Hub's paths (build/<variant>/...): the wheel's package folder is that folder (a flat
+    build) or the package folder inside it, with metadata.json beside it (a nested build). Which files the Hub
+    kept in Git LFS is not in the wheel: none, or the binary ones (the Hub's rule)."""
+    if not hashes:
+        return
+    expected = hashes.get(variant)
+    if expected is None:
+        raise Refused(f"{wheel}: kernels.lock locks {repo_id} for {', '.join(sorted(hashes))}, not "
+                      f"{printable(variant)}; re-lock with `kernels lock`, or build that variant")
+    flat = [(rel, folder / rel) for rel in files]
+    nested = [(rel if rel in _TOP_META else f"{package}/{rel}", folder / rel) for rel in files]
+    binary = {rel for rel in files if _is_binary(folder / rel)}
+    for paths in (flat, nested):
+        lfs = binary if paths is flat else {f"{package}/{rel}" if rel not in _TOP_META else rel for rel in binary}
+        for lfs_paths in (set(), lfs):
+            if files_lock_hash(paths, lfs_paths) == expected:
+                return
+    raise Refused(f"{wheel}: its files do not match the kernels.lock hash of {repo_id} {variant} "
+                  f"({expected[:19]}...); nothing was installed: check the index, or re-lock with `kernels lock` "
+                  "(docs/download.md)")
