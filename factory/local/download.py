@@ -338,7 +338,8 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
         if got.folder is not None:
             try:
                 target = hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder,
-                                        refs=[r for r in got.want.refs if hubcache.valid_ref(r)], link=False,
+                                        refs=[r for r in got.want.refs if hubcache.valid_ref(r)], files=got.files,
+                                        origin="download",
                                         notes=notes)
             except hubcache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
                 report.error(str(exc))

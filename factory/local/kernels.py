@@ -25,10 +25,11 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from .. import report as reporter  # report() below is this module's own
+from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, EXIT_REFUSED
 from ..record import PROVENANCE, read_provenance
 from ..verify import metadata as kernelmeta
-from . import loaders
+from . import claims, loaders
 from .checks import Environment, check_kernel, detect_environment, installed_version
 from .hubcache import cache_root
 from .installed import InstalledKernel
@@ -74,6 +75,10 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     problems: list[str] = []
     if prov_error:
         problems.append(f"its {PROVENANCE} is not valid JSON ({prov_error}): reinstall the wheel")
+    else:
+        claim = claims.claim_problem(dist_name, dist.version, prov)
+        if claim:
+            problems.append(claim)
     pkg = _package(dist, prov)
     folder = Path(str(dist.locate_file(pkg or dist_name))).absolute()
     meta: dict[str, Any] = {}
@@ -116,9 +121,10 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
     revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
     ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
+    files, files_problem = claims.record_files(dist, pkg) if pkg else ((), f"its {PROVENANCE} names no package")
     return InstalledKernel(
         dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
-        revision, ref,
+        revision, ref, files, files_problem, (folder / claims.SIGSTORE).is_file(),
     )
 
 
@@ -230,6 +236,7 @@ class LocalKernelsArgs:
     shell: bool = False
     check: bool = False
     cache: str | None = None
+    allow_orgs: tuple[str, ...] = DEFAULT_ORGS  # organisations whose kernels --cache may place
 
 
 def run_local_kernels(args: LocalKernelsArgs) -> int:
@@ -242,7 +249,7 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     placed: list[str] = []
     notes: list[str] = []
     if args.cache is not None:
-        placed, notes = loaders.install(root, usable(kernels)[0])
+        placed, notes = loaders.install(root, usable(kernels)[0], args.allow_orgs)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
     def loading_paths(k: InstalledKernel, value: str) -> list[loaders.LoadPath]:
