@@ -31,6 +31,7 @@ from ..record import PROVENANCE, read_provenance
 from ..verify import metadata as kernelmeta
 from . import claims, loaders
 from .checks import Environment, check_kernel, detect_environment, installed_version
+from .claims import SIGSTORE
 from .hubcache import cache_root
 from .installed import InstalledKernel
 
@@ -207,7 +208,7 @@ def report(
         lines.append("the kernels library is not installed, so get_kernel cannot run: pip install kernels")
     provided = {k.key for k in keep}
     shadowed = {id(k): why for k, why in left if not k.problems}
-    loading = 0
+    loading = unreached = 0
     paths_fail = False
     for k in kernels:
         reasons = [shadowed[id(k)]] if id(k) in shadowed else []
@@ -217,11 +218,22 @@ def report(
         else:
             loading += 1
             lines.append(f"{k.title}: would load from {k.folder}")
-            for lp in loading_paths(k, value) if loading_paths else []:
+            found = loading_paths(k, value) if loading_paths else []
+            for lp in found:
                 lines.append(lp.line())
                 paths_fail |= every_path and not lp.ok
+            unreached += bool(found) and not any(lp.ok for lp in found)
+        if k.signed:
+            lines.append(f"  signed: carries the Hub's {SIGSTORE} (kept in the Hub cache by --cache; "
+                         "`kernels verify-signature` checks it)")
     if kernels:
-        lines.append(f"{loading if has_kernels_lib else 0} of {len(kernels)} installed kernels would load")
+        count = loading if has_kernels_lib else 0
+        if unreached and count:
+            lines.append(f"{count} of {len(kernels)} installed kernels would load with LOCAL_KERNELS set "
+                         f"(eval \"$(kernel-factory local-kernels --shell)\"); {unreached} of them through no "
+                         "loading path as this environment is now")
+        else:
+            lines.append(f"{count} of {len(kernels)} installed kernels would load")
     (err if shell else out).extend(lines)
     ok = has_kernels_lib and loading == len(kernels) and not paths_fail
     return out, err, EXIT_OK if ok else EXIT_REFUSED
