@@ -258,7 +258,7 @@ def results(python: Path, script: Path, sha: str, lock: Path, step: str, home: P
 
 
 def lk(python: Path, *flags: str) -> str:
-    org = ["--allow-org", "example"] if "--cache" in flags else []  # example/act: not an organisation allowed by default
+    org = ["--allow-org", "example"] if "--cache" in flags else []  # example: not an organisation allowed by default
     return f'eval "$("{python}" -m kernel_factory local-kernels {" ".join([*flags, *org])})"'
 
 

@@ -226,7 +226,7 @@ def test_a_damaged_blob_is_named_and_not_used(tmp_path: Path, pkg: Path) -> None
     blobs.mkdir(parents=True)
     digest = hashes(pkg)["__init__.py"]
     (blobs / digest).write_text("not those bytes")
-    with pytest.raises(hubcache.CacheConflict, match=rf"{blobs / digest}: a blob whose bytes are not the ones its name"):
+    with pytest.raises(hubcache.CacheConflict, match=rf"{blobs / digest}: a blob whose bytes are not the ones"):
         place(root, pkg)
     assert sorted(p.name for p in blobs.iterdir()) == [digest]
     assert not (root / "kernels--org--act" / "snapshots" / SHA).exists()
