@@ -95,7 +95,8 @@ def test_cache_root_as_kernels_and_huggingface_hub_resolve_it() -> None:
 
 
 def test_place_writes_what_huggingface_hub_writes(tmp_path: Path, pkg: Path) -> None:
-    root, notes = tmp_path / "cache", []
+    root = tmp_path / "cache"
+    notes: list[str] = []
     got = place(root, pkg, refs=("v1", "v1.0.0"), notes=notes)
     repo = root / "kernels--org--act"
     assert got == repo / "snapshots" / SHA / "build" / VARIANT and notes == []
