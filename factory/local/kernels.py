@@ -17,6 +17,7 @@ import importlib.metadata as im
 import json
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,10 @@ from ..verify import metadata as kernelmeta
 from . import claims, loaders
 from .checks import Environment, check_kernel, detect_environment, installed_version
 from .claims import SIGSTORE
+from .environment import from_facts
 from .hubcache import cache_root
 from .installed import InstalledKernel
+from .probe import resolve_python, run_probe, sys_path
 
 # metadata.json fields that kernels 0.17 refuses to load without.
 REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
@@ -188,6 +191,7 @@ def report(
     path: list[str] | None = None,
     loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
     every_path: bool = False,
+    python: str | None = None,
 ) -> tuple[list[str], list[str], int]:
     """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``. ``loading_paths``
     (kernel, LOCAL_KERNELS value in effect) -> what each kernels loading path does for a loadable kernel;
@@ -197,7 +201,10 @@ def report(
     out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
     err: list[str] = []
     if not kernels:
-        err.append(f"no kernel wheels are installed here (none has .dist-info/{PROVENANCE})")
+        where = python or sys.executable
+        err.append(f"no kernel wheels are installed in the environment of {where} (none has .dist-info/{PROVENANCE}): "
+                   "run `python -m kernel_factory local-kernels` with the python that runs your code, or pass "
+                   "--python PY")
     if not check:
         err += [f"left out {k.title}: {why}" for k, why in left]
         return out, err, EXIT_REFUSED if left else EXIT_OK
@@ -249,14 +256,20 @@ class LocalKernelsArgs:
     check: bool = False
     cache: str | None = None
     allow_orgs: tuple[str, ...] = DEFAULT_ORGS  # organisations whose kernels --cache may place
+    python: str | None = None  # inspect this interpreter's environment instead of this one's
 
 
 def run_local_kernels(args: LocalKernelsArgs) -> int:
     """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not;
     with ``--cache``, first place the installed kernels in the Hub cache."""
-    kernels = find_kernels()
-    env = detect_environment() if args.check and kernels else None  # imports torch: only when needed
-    has_lib = installed_version("kernels", None) is not None
+    python = resolve_python(args.python) if args.python else None
+    path = sys_path(python) if python else None
+    kernels = find_kernels(path)
+    if python and args.check and kernels:  # that interpreter's torch, asked in its own process
+        env: Environment | None = from_facts(run_probe(python), torch_version=installed_version("torch", path))
+    else:
+        env = detect_environment() if args.check and kernels else None  # imports torch: only when needed
+    has_lib = installed_version("kernels", path) is not None
     root = Path(args.cache).absolute() if args.cache else cache_root(os.environ)
     placed: list[str] = []
     notes: list[str] = []
@@ -267,8 +280,9 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     def loading_paths(k: InstalledKernel, value: str) -> list[loaders.LoadPath]:
         return loaders.paths(k, root, dict(environ, LOCAL_KERNELS=value) if args.shell else environ)
 
-    out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib,
-                            loading_paths=loading_paths if args.check else None, every_path=args.cache is not None)
+    out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib, path=path,
+                            loading_paths=loading_paths if args.check else None, every_path=args.cache is not None,
+                            python=python)
     if args.shell and args.cache:
         out.append(f"export KERNELS_CACHE={shlex.quote(str(root))}")
     for line in out:

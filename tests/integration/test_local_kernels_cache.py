@@ -16,13 +16,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import cached_venv, run
+from support import cached_venv, kf, run
 from test_kernels_loaders import files_of, scan
 from test_local_kernels_offline import KERNELS_REQ, kernel_venv, offline_env
 
@@ -270,3 +271,26 @@ def test_a_kill_9_mid_write_leaves_nothing_scan_cache_dir_warns_about(tmp_path: 
     assert list(own.iterdir()) == []  # the killed run's scratch was swept
     assert scan(cache) == {"example/act": {SHA1: ["v1", "v1.0.0"]}}
     assert files_of(cache / SNAP / SHA1 / "build" / VARIANT) == files_of(site_of(python) / "act")
+
+
+def test_run_from_the_tools_own_venv_it_names_where_it_looked_and_takes_python(
+    tmp_path: Path, kernels_site: str
+) -> None:
+    """kernel-factory installed in its own venv (pipx-style) sees none of the user's kernels: it says which
+    interpreter it looked in, and --python (an interpreter or a venv folder) looks in the user's."""
+    python = kernel_venv(tmp_path / "venv", kernels_site, kernel_wheel(tmp_path / "w"))
+    bare = kf("local-kernels", env=offline_env())
+    assert bare.returncode == 0, bare.stderr
+    assert bare.stderr.splitlines() == [
+        f"no kernel wheels are installed in the environment of {sys.executable} (none has "
+        ".dist-info/kernel_factory.json): run `python -m kernel_factory local-kernels` with the python that runs "
+        "your code, or pass --python PY"]
+    got = kf("local-kernels", "--python", python, env=offline_env())
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == f"example/act={site_of(python)}/act\n"
+    check = kf("local-kernels", "--python", tmp_path / "venv", "--check", env=offline_env())
+    assert check.stdout.splitlines()[0] == f"act (example/act) 1.0.0: would load from {site_of(python)}/act", check
+    missing = kf("local-kernels", "--python", tmp_path / "nope" / "python", env=offline_env())
+    assert missing.returncode == 2
+    assert missing.stderr.strip().endswith(f"--python {tmp_path}/nope/python: no such interpreter; give the path of a "
+                                           "python executable")
