@@ -46,6 +46,11 @@ MODULES = {  # module -> the unit tests that cover it
     "store/adopt.py": ["tests/unit/test_adopt_read.py", "tests/unit/test_index_write.py",
                        "tests/unit/test_index_rerun.py", "tests/unit/test_report.py",
                        "tests/unit/test_adopt_write.py", "tests/unit/test_adopt_repair.py"],
+    "local/hubcache.py": ["tests/unit/test_hubcache.py"],
+    "local/cacheplace.py": ["tests/unit/test_hubcache.py"],
+    "local/cachestage.py": ["tests/unit/test_hubcache.py"],
+    "local/cachefs.py": ["tests/unit/test_hubcache.py"],
+    "local/claims.py": ["tests/unit/test_local_kernels.py"],
 }
 
 
