@@ -133,7 +133,10 @@ def check_files(files: Mapping[str, str], where: str) -> None:
 def source_files(source: Path, where: str) -> list[str]:
     """Every file below ``source`` (posix paths relative to it), ``__pycache__`` folders left out; CacheRefused
     for a link or anything that is neither a folder nor a file (never followed)."""
-    st = os.lstat(source)
+    try:
+        st = os.lstat(source)
+    except FileNotFoundError:
+        raise CacheRefused(f"{where}: {source} is missing (uninstalled meanwhile?); reinstall the wheel") from None
     if not stat.S_ISDIR(st.st_mode):
         raise CacheRefused(f"{where}: {source} is not a folder (a link?); reinstall the wheel")
     found: list[str] = []

@@ -5,6 +5,7 @@ oracle of every cache written here."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -369,6 +370,104 @@ def test_blob_mode_follows_the_folder_less_write_bits(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert list(blobs.iterdir()) == []
+
+def test_where_no_links_can_be_made_the_snapshot_holds_copies(tmp_path: Path, pkg: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """vfat, exFAT: os.symlink fails with EPERM; the files are copied into the snapshot, as huggingface_hub does."""
+    big = os.urandom(3 << 20)  # more than one read
+    (pkg / "ops").mkdir()
+    (pkg / "ops" / "deep").mkdir()
+    (pkg / "ops" / "deep" / "weights.bin").write_bytes(big)
+
+    def no_links(*args: object, **kw: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "symlink", no_links)
+    got = place(tmp_path / "cache", pkg)
+    assert hashes(got) == hashes(pkg)
+    assert (got / "ops" / "deep" / "weights.bin").read_bytes() == big
+    assert not any(p.is_symlink() for p in got.rglob("*"))
+    assert all(stat.S_IMODE(p.stat().st_mode) & 0o222 == 0 for p in got.rglob("*") if p.is_file())
+    assert scan(tmp_path / "cache") == {"org/act": {SHA: ["v1"]}}
+
+
+def test_files_with_the_same_bytes_share_one_blob(tmp_path: Path, pkg: Path) -> None:
+    (pkg / "a.py").write_text("same\n")
+    (pkg / "b.py").write_text("same\n")
+    (pkg / "c.py").write_text("other\n")
+    got = place(tmp_path / "cache", pkg)
+    assert hashes(got) == hashes(pkg)
+    assert os.readlink(got / "a.py") == os.readlink(got / "b.py")
+    assert len(list((tmp_path / "cache" / "kernels--org--act" / "blobs").iterdir())) == 5
+    assert scan(tmp_path / "cache") == {"org/act": {SHA: ["v1"]}}
+
+
+def test_a_failed_move_takes_back_the_blobs_it_added(tmp_path: Path, pkg: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "cache"
+    blobs = root / "kernels--org--act" / "blobs"
+    blobs.mkdir(parents=True)
+    (root / "kernels--org--act" / "snapshots").mkdir()
+    kept = hashes(pkg)["__init__.py"]
+    (blobs / kept).write_bytes((pkg / "__init__.py").read_bytes())  # there before: not this run's to remove
+
+    def full(*args: object, **kw: object) -> bool:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(hubcache, "move_in", full)
+    with pytest.raises(Unreachable, match=rf"the Hub cache {root}: No space left on device \(nothing of this kernel"):
+        place(root, pkg)
+    assert [p.name for p in blobs.iterdir()] == [kept]
+    assert scan(root) == {"org/act": {}} and not (root / "kernels--org--act" / "refs").exists()
+    no_scratch_left(root)
+
+
+def test_a_snapshot_missing_its_blob_or_holding_a_special_file_is_left_alone(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    got = place(root, pkg)
+    blob = root / "kernels--org--act" / "blobs" / hashes(pkg)["__init__.py"]
+    blob.unlink()
+    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+        place(root, pkg)
+    blob.mkdir()  # a folder where the blob should be
+    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+        place(root, pkg)
+    other = got.parent / "torch213-cxx11-cpu-x86_64-linux"
+    os.mkfifo(other)
+    with pytest.raises(hubcache.CacheLink, match=rf"{other}: a symbolic link in the Hub cache"):
+        hubcache.place(root, "org/act", SHA, other.name, pkg, files=hashes(pkg), refs=[], origin="download")
+
+
+def test_a_marker_that_is_a_link_names_no_origin(tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"origin": "download"}))
+    (snap / hubcache.MARKER).symlink_to(tmp_path / "elsewhere.json")
+    assert hubcache.origin_of(snap) is None and not hubcache.is_ours(snap)
+    (snap / hubcache.MARKER).unlink()
+    (snap / hubcache.MARKER).write_text(json.dumps({"origin": "download"}))
+    assert hubcache.origin_of(snap) == "download" and hubcache.is_ours(snap)
+    (snap / hubcache.MARKER).write_text(json.dumps({"origin": "pip"}))
+    assert hubcache.origin_of(snap) is None
+
+
+def test_refs_are_readable_by_all_and_read_without_links_or_junk(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    old = os.umask(0o022)
+    try:
+        place(root, pkg)
+    finally:
+        os.umask(old)
+    repo = root / "kernels--org--act"
+    assert stat.S_IMODE((repo / "refs" / "v1").stat().st_mode) == 0o644  # as huggingface_hub leaves a ref
+    (repo / "refs" / "main").write_bytes(b"\xff\xfe")
+    assert hubcache.read_ref(repo, "main") is None
+    (repo / "refs" / "v2").symlink_to(repo / "refs" / "v1")
+    assert hubcache.read_ref(repo, "v2") is None and hubcache.read_ref(repo, "v1") == SHA
+    link = tmp_path / "snap-link"
+    link.symlink_to(repo / "snapshots" / SHA)
+    assert hubcache.is_ours(repo / "snapshots" / SHA) and not hubcache.is_ours(link)
+
 
 def test_one_environment_one_machine_name_one_label() -> None:
     assert machine("AMD64", "Windows") == ("x86_64", "windows")
