@@ -167,8 +167,9 @@ def test_files_that_are_not_the_listed_ones_are_refused_and_nothing_is_written(t
     (pkg / "extra.py").unlink()
     with pytest.raises(hubcache.CacheRefused, match=r"layers/gone\.py is missing"):
         place(root, pkg, files={**listed, "layers/gone.py": "0" * 64})
-    with pytest.raises(hubcache.CacheRefused, match=r"layers/__init__\.py does not hold the bytes listed for it"):
-        place(root, pkg, files={**listed, "layers/__init__.py": "0" * 64})
+    for wrong in ("0" * 64, "f" * 64):  # a listed hash that sorts below the file's, and one above
+        with pytest.raises(hubcache.CacheRefused, match=r"layers/__init__\.py does not hold the bytes listed for it"):
+            place(root, pkg, files={**listed, "layers/__init__.py": wrong})
     with pytest.raises(hubcache.CacheRefused, match=r"'\.\./x' is not a plain relative path"):
         place(root, pkg, files={**listed, "../x": "0" * 64})
     with pytest.raises(hubcache.CacheRefused, match=r"not a sha256 hex digest"):
@@ -207,6 +208,8 @@ def test_a_planted_link_anywhere_refuses_and_nothing_is_written_outside(tmp_path
         place(root, pkg)
     assert tree(elsewhere) == {"precious": hashlib.sha256(b"keep").hexdigest()}
     assert link.is_symlink()
+    if "/refs" in where:  # refused before anything was placed, not after the snapshot
+        assert not (root / "kernels--org--act" / "snapshots" / SHA).exists()
     no_scratch_left(root)
 
 
@@ -462,6 +465,10 @@ def test_refs_are_readable_by_all_and_read_without_links_or_junk(tmp_path: Path,
     assert stat.S_IMODE((repo / "refs" / "v1").stat().st_mode) == 0o644  # as huggingface_hub leaves a ref
     (repo / "refs" / "main").write_bytes(b"\xff\xfe")
     assert hubcache.read_ref(repo, "main") is None
+    (repo / "x").write_text(SHA)
+    assert hubcache.read_ref(repo, "../x") is None  # not a ref name: never a path
+    for folder in (repo / "snapshots" / SHA, repo / "snapshots" / SHA / "build" / VARIANT / "layers"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # others of a shared cache can read it
     (repo / "refs" / "v2").symlink_to(repo / "refs" / "v1")
     assert hubcache.read_ref(repo, "v2") is None and hubcache.read_ref(repo, "v1") == SHA
     link = tmp_path / "snap-link"
