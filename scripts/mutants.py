@@ -49,6 +49,11 @@ MODULES = {  # module -> the unit tests that cover it
     "local/wheelcheck.py": ["tests/unit/test_download_limits.py"],
     "local/download.py": ["tests/unit/test_download_select.py", "tests/unit/test_download_limits.py"],
     "local/which.py": ["tests/unit/test_download_select.py", "tests/unit/test_which_variant.py"],
+    "local/hubcache.py": ["tests/unit/test_hubcache.py"],
+    "local/cacheplace.py": ["tests/unit/test_hubcache.py"],
+    "local/cachestage.py": ["tests/unit/test_hubcache.py"],
+    "local/cachefs.py": ["tests/unit/test_hubcache.py"],
+    "local/claims.py": ["tests/unit/test_local_kernels.py"],
 }
 
 

@@ -23,9 +23,20 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="say which installed kernels would load, and why not")
     p.add_argument("--cache", nargs="?", const="", metavar="DIR",
                    help="also put them in the Hub cache kernels reads (DIR: that folder, exported as KERNELS_CACHE)")
+    p.add_argument("--python", metavar="PY",
+                   help="look in the environment of this interpreter (or venv folder) instead of this one's")
+    p.add_argument("--allow-org", action="append", default=[], metavar="ORG", dest="allow_org",
+                   help="also let kernels of this organisation into the Hub cache (repeatable; default: "
+                        "kernels-community, and KERNEL_FACTORY_ALLOW_ORGS)")
 
 
 def execute(ns: argparse.Namespace) -> int:
+    import os
+
+    from ..config import DEFAULT_ORGS
     from ..local.kernels import LocalKernelsArgs, run_local_kernels
 
-    return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check, cache=ns.cache))
+    env_orgs = [o for o in os.environ.get("KERNEL_FACTORY_ALLOW_ORGS", "").split(",") if o]
+    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *env_orgs, *(o for v in ns.allow_org for o in v.split(",") if o)]))
+    return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check, cache=ns.cache, allow_orgs=orgs,
+                                              python=ns.python))

@@ -1,4 +1,5 @@
-"""Write the Hugging Face Hub cache layout that the kernels library reads offline, without damaging it.
+"""The one writer of the Hugging Face Hub cache that the kernels library reads offline (``download`` and
+``local-kernels --cache``), written as huggingface_hub writes it.
 
 kernels 0.17 loads a kernel offline from ``<root>/kernels--<org>--<name>/``:
 
@@ -10,33 +11,37 @@ kernels 0.17 loads a kernel offline from ``<root>/kernels--<org>--<name>/``:
 
 ``<root>`` is ``$KERNELS_CACHE``, else huggingface_hub's ``HF_HUB_CACHE`` (``cache_root``).
 
-``place`` only adds. A snapshot that kernel-factory wrote carries ``MARKER``; one without it came from the Hub
-(or from someone else) and is never written into. A ref is written only when it is absent, already holds this
-sha, or points at a snapshot that kernel-factory wrote (a reinstalled wheel moves it); a ref that points
-elsewhere is left as it is and a note says so. Every file and folder appears by a rename, so a reader sees
-the old state or the new one.
+``place`` writes content-addressed, read-only ``blobs/<sha256 hex>`` and a snapshot of relative links to them
+(copies where links cannot be made), each byte checked against the hashes it is given (a wheel's RECORD, a
+lock's) before the snapshot becomes visible, by one rename. A snapshot is immutable: what sits at a commit is
+that commit's checked bytes, never a link into an environment. A snapshot kernel-factory wrote carries
+``MARKER``; one without it came from the Hub (or someone else) and is never written into. A variant already in
+a snapshot is left as it is: the same bytes are a no-op, other bytes are refused (CacheConflict). A ref is
+written only when it is absent, already holds this sha, or names a snapshot that kernel-factory wrote; one that
+names another commit is left as it is, and a note says so. Every folder from the root down is opened without
+following links (cachefs.py); staging happens in a private scratch folder (cachestage.py).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
-import shutil
+import stat
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
-from ..atomic import TMP_PREFIX, file_digest, unique
-from ..errors import Refused
+from ..errors import UNUSABLE_ERRNOS, Unreachable
+from .cachefs import CacheLink, Folder, planted, remove
+from .cacheplace import MARKER, ORIGINS, CacheConflict, Placing, move_in, origin_of
+from .cachestage import CacheRefused, blob_mode, check_files, scratch_folder, source_files
 
-MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
 SHA = re.compile(r"[0-9a-f]{40}")
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-class CacheConflict(Refused):
-    """The Hub cache already holds other content where this kernel would go; nothing was changed there."""
+__all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheLink", "CacheRefused", "cache_root", "is_ours",
+           "origin_of", "place", "read_ref", "repo_folder", "scratch", "valid_ref"]
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -66,18 +71,43 @@ def valid_ref(ref: str) -> bool:
     return bool(_REF.fullmatch(ref)) and not SHA.fullmatch(ref)
 
 
+def _real(path: Path, want: int) -> bool:
+    try:
+        return stat.S_IFMT(os.lstat(path).st_mode) == want
+    except OSError:
+        return False
+
+
 def is_ours(snapshot: Path) -> bool:
-    return (snapshot / MARKER).is_file()
+    """Whether ``snapshot`` (a real folder, not a link) carries kernel-factory's MARKER (a regular file)."""
+    return _real(snapshot, stat.S_IFDIR) and _real(snapshot / MARKER, stat.S_IFREG)
 
 
 def read_ref(repo: Path, ref: str) -> str | None:
+    """The commit ``refs/<ref>`` names, read without following a link; None where there is none."""
+    if not valid_ref(ref) or not _real(repo, stat.S_IFDIR) or not _real(repo / "refs", stat.S_IFDIR):
+        return None
     try:
-        return (repo / "refs" / ref).read_text(encoding="ascii").strip() or None
+        with Folder(os.open(repo / "refs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), repo / "refs") as refs:
+            data = refs.read_small(ref, 256)
+        return data.decode("ascii").strip() or None if data is not None else None
     except (OSError, UnicodeDecodeError):
         return None
 
 
-def _check(repo_id: str, sha: str, variant: str, refs: list[str]) -> None:
+@contextlib.contextmanager
+def scratch(root: Path) -> Iterator[Path]:
+    """A private temporary folder inside the cache at ``root`` (``.locks/kernel-factory/run-*``: the same file
+    system, skipped by scan_cache_dir), removed on every exit path; stale ones of killed runs are swept first."""
+    try:
+        top = Folder.root(root)
+    except OSError as exc:
+        raise _unusable(exc, root) from None
+    with top, scratch_folder(top) as run:
+        yield run.path
+
+
+def _check(repo_id: str, sha: str, variant: str, refs: list[str], origin: str) -> None:
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(_REF.fullmatch(p) for p in parts):
         raise CacheConflict(f"{repo_id!r} is not an org/name repository id; rebuild the wheel with --repo-id")
@@ -88,94 +118,57 @@ def _check(repo_id: str, sha: str, variant: str, refs: list[str]) -> None:
     for ref in refs:
         if not valid_ref(ref):
             raise CacheConflict(f"{repo_id}: {ref!r} is not a branch or tag name")
+    if origin not in ORIGINS:
+        raise ValueError(f"origin {origin!r} is not one of {', '.join(ORIGINS)}")
 
 
-def _new_variant(build_tmp: Path, source: Path, link: bool) -> None:
-    if link:
-        os.symlink(source.absolute(), build_tmp, target_is_directory=True)
-    else:
-        shutil.copytree(source, build_tmp, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-
-
-def _place_snapshot(repo: Path, repo_id: str, sha: str, variant: str, source: Path, link: bool) -> Path:
-    snapshot = repo / "snapshots" / sha
-    target = snapshot / "build" / variant
-    if snapshot.exists() and not is_ours(snapshot):
-        if target.is_dir():
-            return target  # the Hub's own download of this commit has this variant: it loads as it is
-        raise CacheConflict(
-            f"{repo_id}: snapshot {sha} in {repo.parent} came from the Hub without build/{variant}; left as it is: "
-            f"load it with the Hub's variant, or point KERNELS_CACHE at another folder"
-        )
-    if not snapshot.exists():
-        tmp = repo / f"{TMP_PREFIX}{unique()}"
-        try:
-            (tmp / "build").mkdir(parents=True)
-            (tmp / MARKER).write_text(json.dumps({"repo_id": repo_id, "commit": sha}) + "\n", encoding="utf-8")
-            _new_variant(tmp / "build" / variant, source, link)
-            snapshot.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.rename(tmp, snapshot)
-                return target
-            except OSError:
-                if not snapshot.exists():
-                    raise
-                # another run placed it meanwhile: judge what is there now
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return _place_snapshot(repo, repo_id, sha, variant, source, link)
-    # Our own snapshot: add or repoint this variant.
-    if target.is_symlink() and link and Path(os.readlink(target)) == source.absolute():
-        return target
-    if target.exists() and not target.is_symlink() and not link:
-        return target  # a copy of this commit's variant is already there
-    tmp_variant = snapshot / "build" / f"{TMP_PREFIX}{unique()}"
-    old = snapshot / "build" / f"{TMP_PREFIX}{unique()}"
+def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> str | None:
+    """Point ``refs/<ref>`` at the commit when that damages nothing; else the note saying why it was left."""
+    legacy_folder = repo_folder(p.root, p.repo_id, "model")
+    legacy = read_ref(legacy_folder, ref) if ref.startswith("v") else None
+    if legacy and legacy != p.sha:
+        return (f"{p.repo_id}: refs/{ref} in {legacy_folder.name} names {legacy}, and kernels reads it first; left as "
+                f"it is: use revision='{p.sha}' or a lock file")
+    name = f"ref-{ref}"
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=run.fd)
     try:
-        _new_variant(tmp_variant, source, link)
-        if link and (target.is_symlink() or not target.exists()):
-            os.replace(tmp_variant, target)  # a symlink replaces a symlink atomically
-        else:  # a folder cannot replace anything in one rename: move the old one aside first
-            if target.is_symlink() or target.exists():
-                os.rename(target, old)
-            os.rename(tmp_variant, target)
+        os.write(fd, p.sha.encode("ascii"))  # huggingface_hub writes refs without a newline
+        os.fchmod(fd, mode)
+        os.fsync(fd)
     finally:
-        for leftover in (tmp_variant, old):
-            if leftover.is_symlink():
-                leftover.unlink()
-            elif leftover.exists():
-                shutil.rmtree(leftover, ignore_errors=True)
-    return target
-
-
-def _write_ref(root: Path, repo: Path, repo_id: str, ref: str, sha: str) -> str | None:
-    """Point ``refs/<ref>`` at ``sha`` when that damages nothing; else the note saying why it was left."""
-    legacy = read_ref(repo_folder(root, repo_id, "model"), ref) if ref.startswith("v") else None
-    if legacy and legacy != sha:
-        return (f"{repo_id}: refs/{ref} in {repo_folder(root, repo_id, 'model').name} names {legacy}, and kernels "
-                f"reads it first; left as it is: use revision='{sha}' or a lock file")
-    path = repo / "refs" / ref
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{unique()}"
-    tmp.write_text(sha, encoding="ascii")  # huggingface_hub writes refs without a newline
-    try:
+        os.close(fd)
+    with repo.sub("refs", create=True) as refs, repo.sub("snapshots") as snaps:
         for _ in range(3):
             try:
-                os.link(tmp, path)  # create only if absent, atomically
+                os.link(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd, follow_symlinks=False)  # only if absent
+                refs.fsync()
                 return None
             except FileExistsError:
                 pass
-            have = read_ref(repo, ref)
-            if have == sha:
+            if refs.kind(ref) != "file":
+                raise planted(refs.path / ref, "file")
+            data = refs.read_small(ref, 256)
+            have = data.decode("ascii", "replace").strip() if data is not None else None
+            if have == p.sha:
                 return None
-            if have is None or not SHA.fullmatch(have) or not is_ours(repo / "snapshots" / have):
-                return (f"{repo_id}: refs/{ref} in {root} names {have or 'an unreadable commit'}, which kernel-factory "
-                        f"did not write; left as it is: use revision='{sha}' or a lock file")
-            os.replace(tmp, path)  # a ref we wrote for an earlier install of this kernel: move it
+            if not have or not SHA.fullmatch(have) or not is_ours(snaps.path / have):
+                return (f"{p.repo_id}: refs/{ref} in {p.root} names {have or 'an unreadable commit'}, which "
+                        f"kernel-factory did not write; left as it is: use revision='{p.sha}' or a lock file")
+            os.rename(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd)  # a ref we wrote earlier: move it
+            refs.fsync()
             return None
-        return f"{repo_id}: refs/{ref} in {root} keeps changing; left as it is"
-    finally:
-        tmp.unlink(missing_ok=True)
+    return f"{p.repo_id}: refs/{ref} in {p.root} keeps changing; left as it is"
+
+
+def _precheck_refs(repo: Folder, refs: list[str]) -> None:
+    """A planted link at refs/ or any refs/<ref> refuses before anything is written."""
+    kind = repo.kind("refs")
+    if kind is None:
+        return
+    with repo.sub("refs") as folder:
+        for ref in refs:
+            if folder.kind(ref) not in (None, "file"):
+                raise planted(folder.path / ref, "file")
 
 
 def place(
@@ -185,44 +178,87 @@ def place(
     variant: str,
     source: Path,
     *,
-    files: Mapping[str, str] | None = None,
+    files: Mapping[str, str],
     refs: Iterable[str],
-    origin: str = "",
-    link: bool = False,
+    origin: str,
     notes: list[str] | None = None,
 ) -> Path:
-    """Make ``source`` (a kernel's build variant folder: ``__init__.py``, ``metadata.json``) the cached
-    ``<root>/kernels--org--name/snapshots/<sha>/build/<variant>`` (a symlink with ``link``, else a copy) and
-    point each of ``refs`` (``v1``, ``main``) at ``sha``; returns the variant folder kernels will load.
+    """Place ``source`` (a kernel's build variant folder) as ``<root>/kernels--org--name/snapshots/<sha>/build/
+    <variant>``, every file checked against ``files`` (posix path relative to ``source`` -> sha256 hex), and
+    point each of ``refs`` at ``sha``; returns the variant folder kernels will load. ``origin`` ("download" or
+    "local-kernels") goes in the snapshot's marker.
 
-    Existing Hub content is never changed: a ref that names another commit is left, with a line appended to
-    ``notes``; a Hub snapshot of this commit that lacks the variant raises CacheConflict (nothing written)."""
+    Refuses (CacheRefused) a file of ``source`` that ``files`` does not list, one it lists that is missing, or
+    bytes that differ; (CacheLink) a link anywhere in the cache where it would read or write; (CacheConflict)
+    other bytes at this commit. A full or read-only cache raises Unreachable. In each case nothing of this call
+    is left in the cache. A ref that names another commit is left, with a line appended to ``notes``."""
     refs = list(refs)
-    _check(repo_id, sha, variant, refs)
-    if not (source / "metadata.json").is_file():
+    _check(repo_id, sha, variant, refs, origin)
+    files = dict(files)
+    check_files(files, repo_id)
+    if "metadata.json" not in files:
         raise CacheConflict(f"{repo_id}: {source} holds no metadata.json, which kernels loads; reinstall the wheel")
-    for rel, sha256 in (files or {}).items():  # the bytes are checked before they become visible
-        if file_digest(source / rel) != sha256:
-            raise CacheConflict(f"{repo_id}: {source / rel} is not the file its wheel's RECORD names; reinstall it")
-    repo = repo_folder(root, repo_id)
-    repo.mkdir(parents=True, exist_ok=True)
-    target = _place_snapshot(repo, repo_id, sha, variant, source, link)
-    for ref in refs:
-        note = _write_ref(root, repo, repo_id, ref, sha)
-        if note and notes is not None:
-            notes.append(note)
-    return target
-
-
-@contextmanager
-def scratch(root: Path) -> Iterator[Path]:
-    """A private temporary folder inside the cache (under ``.locks/``, which huggingface_hub's scan_cache_dir
-    skips), removed on every exit path."""
-    locks = root / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    path = locks / f"{TMP_PREFIX}{unique()}"
-    path.mkdir(mode=0o700)
+    have = source_files(source, repo_id)
+    extra, missing = sorted(set(have) - set(files)), sorted(set(files) - set(have))
+    if extra:
+        raise CacheRefused(f"{repo_id}: {source / extra[0]} is not one of the files listed for this kernel (a file "
+                           "added after install?); nothing was placed: reinstall it (pip install --force-reinstall)")
+    if missing:
+        raise CacheRefused(f"{repo_id}: {source / missing[0]} is missing; nothing was placed: reinstall it "
+                           "(pip install --force-reinstall)")
+    p = Placing(root, repo_id, sha, variant, source, files, origin)
+    name = repo_folder(root, repo_id).name
     try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+        with Folder.root(root) as top, scratch_folder(top) as run:
+            made = [f for f in (name, f"{name}/snapshots", f"{name}/blobs") if top.kind(f) is None]
+            try:
+                with top.sub(name, create=True) as repo:
+                    _precheck_refs(repo, refs)
+                    with repo.sub("snapshots", create=True) as snaps, repo.sub("blobs", create=True) as blobs:
+                        mode = blob_mode(blobs)
+                        _place(p, run, snaps, blobs, mode, notes)
+                    for ref in refs:
+                        note = _write_ref(p, repo, run, ref, mode | 0o200)
+                        if note and notes is not None:
+                            notes.append(note)
+            except BaseException:
+                for folder in reversed(made):  # the folders this call made, if they are still empty
+                    with contextlib.suppress(OSError):
+                        os.rmdir(folder, dir_fd=top.fd)
+                raise
+    except OSError as exc:
+        raise _unusable(exc, root) from None
+    return repo_folder(root, repo_id) / "snapshots" / sha / "build" / variant
+
+
+def _unusable(exc: OSError, root: Path) -> Exception:
+    """A full, read-only or forbidden cache -> Unreachable (exit 4) in one line; any other OSError as it is."""
+    if exc.errno not in UNUSABLE_ERRNOS:
+        return exc
+    text = exc.strerror or os.strerror(exc.errno or 0)
+    return Unreachable(f"the Hub cache {root}: {text} (nothing of this kernel was left there); free space or fix "
+                       "its permissions, or give another folder: --cache DIR or KERNELS_CACHE")
+
+
+def _place(p: Placing, run: Folder, snaps: Folder, blobs: Folder, mode: int, notes: list[str] | None) -> None:
+    staged: set[str] | None = None
+    try:
+        for _ in range(3):
+            how = p.judge(snaps, blobs)
+            if how == "keep":
+                return
+            if staged is None:
+                staged = p.stage(run, blobs, mode)
+            if run.kind("tree") is not None:
+                remove(run, "tree")  # an earlier attempt's
+            p.tree(run, blobs, mode, with_marker=how == "new")
+            p.publish_blobs(run, blobs, staged)
+            if move_in(run, snaps, p, how, notes):
+                p.new_blobs.clear()  # referenced now
+                return
+            staged = {want for want in staged if run.kind(f"b-{want}") == "file"}
+        raise CacheConflict(f"{p.where} keeps changing while it is placed; left as it is: run again")
+    except BaseException:
+        p.withdraw_blobs(blobs)
+        raise
+

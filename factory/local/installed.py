@@ -23,6 +23,9 @@ class InstalledKernel:
     problems: tuple[str, ...] = ()  # why LOCAL_KERNELS cannot point at it at all
     revision: str | None = None  # the commit it was built from (provenance), a sha for a Hub build
     ref: str | None = None  # the branch or tag that named that commit (provenance)
+    files: tuple[tuple[str, str], ...] = ()  # the package folder's files as RECORD lists them: (path, sha256 hex)
+    files_problem: str | None = None  # why RECORD cannot vouch for the package folder's bytes (None: it can)
+    signed: bool = False  # the package carries the Hub's metadata.json.sigstore
 
     @property
     def title(self) -> str:

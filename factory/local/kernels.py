@@ -17,6 +17,7 @@ import importlib.metadata as im
 import json
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +26,17 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from .. import report as reporter  # report() below is this module's own
+from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, EXIT_REFUSED
 from ..record import PROVENANCE, read_provenance
 from ..verify import metadata as kernelmeta
-from . import loaders
+from . import claims, loaders
 from .checks import Environment, check_kernel, detect_environment, installed_version
+from .claims import SIGSTORE
+from .environment import from_facts
 from .hubcache import cache_root
 from .installed import InstalledKernel
+from .probe import resolve_python, run_probe, sys_path
 
 # metadata.json fields that kernels 0.17 refuses to load without.
 REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
@@ -74,6 +79,10 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     problems: list[str] = []
     if prov_error:
         problems.append(f"its {PROVENANCE} is not valid JSON ({prov_error}): reinstall the wheel")
+    else:
+        claim = claims.claim_problem(dist_name, dist.version, prov)
+        if claim:
+            problems.append(claim)
     pkg = _package(dist, prov)
     folder = Path(str(dist.locate_file(pkg or dist_name))).absolute()
     meta: dict[str, Any] = {}
@@ -116,9 +125,10 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
     revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
     ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
+    files, files_problem = claims.record_files(dist, pkg) if pkg else ((), f"its {PROVENANCE} names no package")
     return InstalledKernel(
         dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
-        revision, ref,
+        revision, ref, files, files_problem, (folder / claims.SIGSTORE).is_file(),
     )
 
 
@@ -181,6 +191,7 @@ def report(
     path: list[str] | None = None,
     loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
     every_path: bool = False,
+    python: str | None = None,
 ) -> tuple[list[str], list[str], int]:
     """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``. ``loading_paths``
     (kernel, LOCAL_KERNELS value in effect) -> what each kernels loading path does for a loadable kernel;
@@ -190,7 +201,10 @@ def report(
     out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
     err: list[str] = []
     if not kernels:
-        err.append(f"no kernel wheels are installed here (none has .dist-info/{PROVENANCE})")
+        where = python or sys.executable
+        err.append(f"no kernel wheels are installed in the environment of {where} (none has .dist-info/{PROVENANCE}): "
+                   "run `python -m kernel_factory local-kernels` with the python that runs your code, or pass "
+                   "--python PY")
     if not check:
         err += [f"left out {k.title}: {why}" for k, why in left]
         return out, err, EXIT_REFUSED if left else EXIT_OK
@@ -201,7 +215,7 @@ def report(
         lines.append("the kernels library is not installed, so get_kernel cannot run: pip install kernels")
     provided = {k.key for k in keep}
     shadowed = {id(k): why for k, why in left if not k.problems}
-    loading = 0
+    loading = unreached = 0
     paths_fail = False
     for k in kernels:
         reasons = [shadowed[id(k)]] if id(k) in shadowed else []
@@ -211,11 +225,22 @@ def report(
         else:
             loading += 1
             lines.append(f"{k.title}: would load from {k.folder}")
-            for lp in loading_paths(k, value) if loading_paths else []:
+            found = loading_paths(k, value) if loading_paths else []
+            for lp in found:
                 lines.append(lp.line())
                 paths_fail |= every_path and not lp.ok
+            unreached += bool(found) and not any(lp.ok for lp in found)
+        if k.signed:
+            lines.append(f"  signed: carries the Hub's {SIGSTORE} (kept in the Hub cache by --cache; "
+                         "`kernels verify-signature` checks it)")
     if kernels:
-        lines.append(f"{loading if has_kernels_lib else 0} of {len(kernels)} installed kernels would load")
+        count = loading if has_kernels_lib else 0
+        if unreached and count:
+            lines.append(f"{count} of {len(kernels)} installed kernels would load with LOCAL_KERNELS set "
+                         f"(eval \"$(kernel-factory local-kernels --shell)\"); {unreached} of them through no "
+                         "loading path as this environment is now")
+        else:
+            lines.append(f"{count} of {len(kernels)} installed kernels would load")
     (err if shell else out).extend(lines)
     ok = has_kernels_lib and loading == len(kernels) and not paths_fail
     return out, err, EXIT_OK if ok else EXIT_REFUSED
@@ -230,26 +255,34 @@ class LocalKernelsArgs:
     shell: bool = False
     check: bool = False
     cache: str | None = None
+    allow_orgs: tuple[str, ...] = DEFAULT_ORGS  # organisations whose kernels --cache may place
+    python: str | None = None  # inspect this interpreter's environment instead of this one's
 
 
 def run_local_kernels(args: LocalKernelsArgs) -> int:
     """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not;
     with ``--cache``, first place the installed kernels in the Hub cache."""
-    kernels = find_kernels()
-    env = detect_environment() if args.check and kernels else None  # imports torch: only when needed
-    has_lib = installed_version("kernels", None) is not None
+    python = resolve_python(args.python) if args.python else None
+    path = sys_path(python) if python else None
+    kernels = find_kernels(path)
+    if python and args.check and kernels:  # that interpreter's torch, asked in its own process
+        env: Environment | None = from_facts(run_probe(python), torch_version=installed_version("torch", path))
+    else:
+        env = detect_environment() if args.check and kernels else None  # imports torch: only when needed
+    has_lib = installed_version("kernels", path) is not None
     root = Path(args.cache).absolute() if args.cache else cache_root(os.environ)
     placed: list[str] = []
     notes: list[str] = []
     if args.cache is not None:
-        placed, notes = loaders.install(root, usable(kernels)[0])
+        placed, notes = loaders.install(root, usable(kernels)[0], args.allow_orgs)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
     def loading_paths(k: InstalledKernel, value: str) -> list[loaders.LoadPath]:
         return loaders.paths(k, root, dict(environ, LOCAL_KERNELS=value) if args.shell else environ)
 
-    out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib,
-                            loading_paths=loading_paths if args.check else None, every_path=args.cache is not None)
+    out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib, path=path,
+                            loading_paths=loading_paths if args.check else None, every_path=args.cache is not None,
+                            python=python)
     if args.shell and args.cache:
         out.append(f"export KERNELS_CACHE={shlex.quote(str(root))}")
     for line in out:

@@ -8,16 +8,18 @@ kernels 0.17 has two offline sources (docs/local-kernels.md, "Every loading path
   ``LayerRepository`` and ``FuncRepository``, and ``snapshots/<sha>/build/<variant>`` is what
   ``revision=<sha>``, the locked repositories, ``get_locked_kernel`` and ``load_kernel`` load.
 
-``install`` writes each installed kernel wheel into the cache (``hubcache.place``, a symlink to the installed
-package folder, at the commit its provenance names); ``paths`` says, for one kernel, what each path will load.
+``install`` writes each installed kernel wheel into the cache (``hubcache.place``: a checked copy of the installed
+package folder, content-addressed, at the commit its provenance names); ``paths`` says, for one kernel, what each
+path will load.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import Refused
 from . import hubcache
 from .installed import InstalledKernel
 
@@ -44,27 +46,30 @@ def why_not_cacheable(k: InstalledKernel) -> str | None:
     return None
 
 
-def install(root: Path, kernels: list[InstalledKernel]) -> tuple[list[str], list[str]]:
-    """Place every cacheable kernel in ``root``; (one line per kernel placed, notes and refusals)."""
+def install(root: Path, kernels: list[InstalledKernel], allow_orgs: Collection[str]) -> tuple[list[str], list[str]]:
+    """Place every cacheable kernel of an allowed organisation in ``root``, checked against its RECORD; (one line
+    per kernel placed, notes and refusals). A full or unusable cache raises Unreachable (the kernels placed
+    before it stay: each kernel is placed whole or not at all)."""
     done: list[str] = []
     notes: list[str] = []
     for k in kernels:
         why = why_not_cacheable(k)
+        if why is None and k.repo_id and k.repo_id.split("/")[0] not in allow_orgs:
+            org = k.repo_id.split("/")[0]
+            why = f"the organisation {org} is not allowed in the Hub cache (add --allow-org {org} if you trust it)"
+        if why is None and k.files_problem:
+            why = k.files_problem
         if why:
             notes.append(f"not in the Hub cache: {k.title}: {why}; only LOCAL_KERNELS serves it")
             continue
         assert k.repo_id and k.revision and k.variant
         try:
-            where = hubcache.place(root, k.repo_id, k.revision, k.variant, k.folder, refs=refs_of(k), link=True,
-                                   notes=notes)
-        except hubcache.CacheConflict as exc:
+            where = hubcache.place(root, k.repo_id, k.revision, k.variant, k.folder, files=dict(k.files),
+                                   refs=refs_of(k), origin="local-kernels", notes=notes)
+        except Refused as exc:
             notes.append(f"not in the Hub cache: {exc}")
             continue
-        except OSError as exc:
-            notes.append(f"not in the Hub cache: {k.title}: cannot write {exc.filename or root} ({exc.strerror}); "
-                         "give a writable folder: --cache DIR")
-            continue
-        done.append(f"{k.key}: {where} -> {k.folder}")
+        done.append(f"{k.key}: {where} ({len(k.files)} files checked against {k.dist}'s RECORD)")
     return done, notes
 
 
@@ -91,18 +96,23 @@ def _fitting(build: Path) -> tuple[str | None, list[str]]:
     return (None if variant is None else variant.variant_str), names
 
 
-def _snapshot_loads(root: Path, repo_id: str, sha: str) -> tuple[bool, str]:
+def _snapshot_loads(root: Path, repo_id: str, sha: str, k: InstalledKernel) -> tuple[bool, str]:
     """Does ``snapshots/<sha>`` in the cache hold a variant kernels would load here (and whose is it)?"""
     snap = hubcache.repo_folder(root, repo_id) / "snapshots" / sha
-    if not snap.is_dir():
+    if not snap.is_dir() or snap.is_symlink():
         return False, f"{snap} does not exist: run `kernel-factory local-kernels --cache`"
     chosen, names = _fitting(snap / "build")
     if chosen is None:
         if names:
             return False, f"{snap}: none of its build variants ({', '.join(names)}) fits this system"
-        return False, (f"{snap} holds no build variant folder (a link to an uninstalled wheel?): "
-                       "run `kernel-factory local-kernels --cache` again")
-    who = "this wheel" if hubcache.is_ours(snap) else "a download from the Hub"
+        return False, f"{snap} holds no build variant folder: run `kernel-factory local-kernels --cache` again"
+    origin = hubcache.origin_of(snap)
+    if not hubcache.is_ours(snap):
+        who = "a download from the Hub"
+    elif sha == k.revision and chosen == k.variant:
+        who = f"this wheel's commit and variant, checked and placed by kernel-factory {origin or ''}".rstrip()
+    else:
+        who = f"placed by kernel-factory {origin or ''} from another wheel, not this one ({k.revision})"
     return True, f"{snap / 'build' / chosen} ({who})"
 
 
@@ -126,7 +136,7 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str]) -> list[LoadPa
                          f"{why}, so it cannot be in the Hub cache they read"))
         return out
     sha = k.revision
-    snap_ok, snap_why = _snapshot_loads(root, k.repo_id, sha)
+    snap_ok, snap_why = _snapshot_loads(root, k.repo_id, sha, k)
     if mapped:
         out.append(LoadPath("get_kernel, has_kernel (any version= or revision=)", True, "through LOCAL_KERNELS"))
     if ref is not None:
@@ -136,7 +146,7 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str]) -> list[LoadPa
         elif mapped:
             vok, vwhy = True, f"refs/{ref} names {have}, and LOCAL_KERNELS loads this wheel for it"
         else:
-            vok, vwhy = _snapshot_loads(root, k.repo_id, have)
+            vok, vwhy = _snapshot_loads(root, k.repo_id, have, k)
             vwhy = f"refs/{ref} names {have}: {vwhy}"
         names = "LayerRepository, FuncRepository"
         names = names if mapped else f"get_kernel, has_kernel, {names}"

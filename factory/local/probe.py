@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import UsageError
 from .environment import Environment, from_facts
 
-__all__ = ["MARK", "PROBE", "Environment", "environment", "probe", "resolve_python", "run_probe"]
+__all__ = ["MARK", "PROBE", "Environment", "environment", "probe", "resolve_python", "run_probe", "sys_path"]
 
 MARK = "KF-PROBE "
 PROBE = (Path(__file__).parent / "facts.py").read_text(encoding="utf-8")
@@ -43,6 +43,24 @@ def run_probe(python: str) -> dict[str, Any]:
             return facts
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
     raise UsageError(f"--python {python}: the probe failed ({tail}); is it a Python 3 interpreter?")
+
+
+def sys_path(python: str) -> list[str]:
+    """``sys.path`` of the interpreter ``python`` (run in an empty folder), where its packages are installed."""
+    code = "import json, sys; print('" + MARK + "' + json.dumps(sys.path))"
+    try:
+        with tempfile.TemporaryDirectory(prefix="kernel-factory-probe-") as tmp:
+            proc = subprocess.run([python, "-c", code], cwd=tmp, capture_output=True, text=True, timeout=60)
+    except (FileNotFoundError, PermissionError):
+        raise UsageError(f"--python {python}: no such interpreter; give the path of a python executable") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"--python {python}: did not answer within 60 s") from None
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARK):
+            found = json.loads(line[len(MARK):])
+            if isinstance(found, list) and all(isinstance(p, str) for p in found):
+                return [p for p in found if p]
+    raise UsageError(f"--python {python}: it did not say where its packages are; is it a Python 3 interpreter?")
 
 
 def environment(facts: dict[str, Any]) -> Environment:

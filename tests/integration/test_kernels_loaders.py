@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from hub_server import git, hf_env, hub, make_kernel_repo, serve_repo
+from huggingface_hub import scan_cache_dir
 from kernel_factory.verify.digest import compute
 from support import ROOT, cached_venv, clean_env, kf, run
 from test_local_kernels_offline import KERNELS_REQ, hand_wheel, kernel_venv, offline_env
@@ -223,6 +224,19 @@ def tree(root: Path) -> dict[str, str]:
     return out
 
 
+def files_of(folder: Path) -> dict[str, str]:
+    """Every file below ``folder`` (read through links) -> its sha256; bytecode left out."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def scan(cache: Path) -> dict[str, dict[str, list[str]]]:
+    """huggingface_hub's own reading of the cache (the oracle): no warnings; {repo id: {commit: its refs}}."""
+    info = scan_cache_dir(cache)
+    assert info.warnings == [], info.warnings
+    return {r.repo_id: {rev.commit_hash: sorted(rev.refs) for rev in r.revisions} for r in info.repos}
+
+
 def setup(tmp_path: Path, kernels_site: str, act: tuple[Path, str]) -> tuple[Path, Path, str, Path]:
     wheel, sha = act
     lock = tmp_path / "kernels.lock"
@@ -244,7 +258,8 @@ def results(python: Path, script: Path, sha: str, lock: Path, step: str, home: P
 
 
 def lk(python: Path, *flags: str) -> str:
-    return f'eval "$("{python}" -m kernel_factory local-kernels {" ".join(flags)})"'
+    org = ["--allow-org", "example"] if "--cache" in flags else []  # example: not an organisation allowed by default
+    return f'eval "$("{python}" -m kernel_factory local-kernels {" ".join([*flags, *org])})"'
 
 
 def test_every_loading_path_works_offline_after_local_kernels_cache(
@@ -267,8 +282,10 @@ def test_every_loading_path_works_offline_after_local_kernels_cache(
     assert after == WITH_CACHE
     snap = home / "hub" / "kernels--example--act" / "snapshots" / sha
     site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
-    assert os.readlink(snap / "build" / "torch-universal") == f"{site}/act"
+    assert not (snap / "build" / "torch-universal").is_symlink()  # a checked copy, not a link into the venv
+    assert files_of(snap / "build" / "torch-universal") == files_of(Path(site) / "act")
     assert (home / "hub" / "kernels--example--act" / "refs" / "v1").read_text() == sha
+    assert scan(home / "hub") == {REPO_ID: {sha: ["v1", "v1.0.0"]}}
     # The cache alone, without LOCAL_KERNELS, serves them all too.
     alone = results(python, script, sha, lock, "unset LOCAL_KERNELS", home)
     assert alone == WITH_CACHE
@@ -296,11 +313,14 @@ def test_check_tells_each_path(tmp_path: Path, kernels_site: str, act: tuple[Pat
         "exist: run `kernel-factory local-kernels --cache`",
         f"  LockedLayerRepository, LockedFuncRepository, get_locked_kernel, load_kernel (lock on {sha}): no, "
         f"{cache}/kernels--example--act/snapshots/{sha} does not exist: run `kernel-factory local-kernels --cache`",
-        "1 of 1 installed kernels would load",
+        '1 of 1 installed kernels would load with LOCAL_KERNELS set (eval "$(kernel-factory local-kernels --shell)"); '
+        "1 of them through no loading path as this environment is now",
     ]
-    done = run(python, "-m", "kernel_factory", "local-kernels", "--cache", "--check", env=env, check=False)
+    done = run(python, "-m", "kernel_factory", "local-kernels", "--cache", "--check", "--allow-org", "example",
+               env=env, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    variant = f"{cache}/kernels--example--act/snapshots/{sha}/build/torch-universal (this wheel)"
+    variant = (f"{cache}/kernels--example--act/snapshots/{sha}/build/torch-universal (this wheel's commit and "
+               "variant, checked and placed by kernel-factory local-kernels)")
     assert done.stdout.splitlines() == [
         f"act (example/act) 1.0.0: would load from {site}/act",
         f"  get_kernel, has_kernel, LayerRepository, FuncRepository (version=1): yes, refs/v1 names {sha}: {variant}",
@@ -353,20 +373,27 @@ def test_existing_hub_cache_is_left_as_it_was_and_still_loads(
     other = "2" * 40
     hub_download(cache, REPO_ID, other, {"build/torch-universal/metadata.json": b"{}"}, {"main": other})
     before = tree(cache)
-    proc = run(python, "-m", "kernel_factory", "local-kernels", "--cache", env=offline_env(HF_HOME=str(home)),
-               check=False)
+    proc = run(python, "-m", "kernel_factory", "local-kernels", "--cache", "--allow-org", "example",
+               env=offline_env(HF_HOME=str(home)), check=False)
     assert proc.returncode == 0, proc.stderr
     site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
     snap = cache / "kernels--example--act" / "snapshots" / sha
-    assert proc.stderr.splitlines() == [f"in the Hub cache: example/act: {snap}/build/torch-universal -> {site}/act"]
+    installed = files_of(Path(site) / "act")
+    assert proc.stderr.splitlines() == [
+        f"in the Hub cache: example/act: {snap}/build/torch-universal ({len(installed)} files checked against act's "
+        "RECORD)"]
     after = tree(cache)
     assert {k: v for k, v in after.items() if k in before} == before  # nothing that was there changed
-    assert sorted(k for k in after if k not in before) == sorted([
-        f"kernels--example--act/snapshots/{sha}", f"kernels--example--act/snapshots/{sha}/build",
-        f"kernels--example--act/snapshots/{sha}/build/torch-universal",
+    new = {k for k in after if k not in before and not k.startswith(".locks")}
+    variant = f"kernels--example--act/snapshots/{sha}/build/torch-universal"
+    assert new == {
+        f"kernels--example--act/snapshots/{sha}", f"kernels--example--act/snapshots/{sha}/build", variant,
         f"kernels--example--act/snapshots/{sha}/.kernel-factory.json",
         "kernels--example--act/refs/v1", "kernels--example--act/refs/v1.0.0",
-    ])
+        *(f"{variant}/{rel}" for rel in installed), *(f"{variant}/{rel.rpartition('/')[0]}" for rel in installed
+                                                       if "/" in rel),
+    } | ({f"kernels--example--act/blobs/{digest}" for digest in installed.values()} - set(before))
+    assert scan(cache) == {"example/hubrelu": {hub_sha: ["v1"]}, REPO_ID: {other: ["main"], sha: ["v1", "v1.0.0"]}}
     script = tmp_path / "hub_load.py"
     script.write_text(HUB_LOAD)
     loaded = run(python, script, env=offline_env(HF_HOME=str(home)), check=False)
@@ -375,7 +402,7 @@ def test_existing_hub_cache_is_left_as_it_was_and_still_loads(
         f"hubrelu {cache}/kernels--example--hubrelu/snapshots/{hub_sha}/build/torch-universal/__init__.py",
         f"act {snap}/build/torch-universal/__init__.py",
     ]
-    assert os.readlink(snap / "build" / "torch-universal") == f"{site}/act"  # the installed wheel is what loads
+    assert files_of(snap / "build" / "torch-universal") == installed  # the installed wheel's bytes are what loads
 
 
 def test_a_hub_ref_is_never_moved(tmp_path: Path, kernels_site: str, act: tuple[Path, str]) -> None:
@@ -390,7 +417,7 @@ def test_a_hub_ref_is_never_moved(tmp_path: Path, kernels_site: str, act: tuple[
         "build/torch-universal/__init__.py": b"def silu_and_mul(x):\n    return 'hub'\n",
         "build/torch-universal/metadata.json": json.dumps(meta).encode()}, {"v1": other})
     before = tree(cache)
-    proc = run(python, "-m", "kernel_factory", "local-kernels", "--cache", "--check",
+    proc = run(python, "-m", "kernel_factory", "local-kernels", "--cache", "--check", "--allow-org", "example",
                env=offline_env(HF_HOME=str(home)), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (f"example/act: refs/v1 in {cache} names {other}, which kernel-factory did not write; left as it is: "
@@ -411,7 +438,8 @@ def test_a_wheel_for_another_torch_is_refused_with_the_reason(
     python = kernel_venv(tmp_path / "venv", kernels_site, act[0], old)
     home = tmp_path / "hf-home"
     env = offline_env(HF_HOME=str(home))
-    proc = run(python, "-m", "kernel_factory", "local-kernels", "--cache", "--check", env=env, check=False)
+    proc = run(python, "-m", "kernel_factory", "local-kernels", "--cache", "--check", "--allow-org", "example",
+               env=env, check=False)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert ("oldgrey (example/oldgrey) 1.0.0+torch27cu128cxx11: built for torch 2.7 but torch 2.13.0+cpu is installed"
             in proc.stdout)

@@ -135,12 +135,20 @@ def test_several_kernels_at_once_and_check(tmp_path: Path, kernels_site: str, ke
     assert [e.split("=")[0] for e in value.split(":")] == ["example/img2grey", "example/pyonly", "example/relu-nested"]
     check = local_kernels(python, "--check", home=home)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert check.stdout.splitlines()[-1] == "3 of 3 installed kernels would load"
+    # no loading path reaches them until LOCAL_KERNELS is set (or --cache): the summary says so
+    assert check.stdout.splitlines()[-1] == unreached(3, 3)
     script = tmp_path / "load.py"
     script.write_text(LOAD + LOAD_MORE)
     proc = run(python, script, env=offline_env(HF_HOME=str(home), LOCAL_KERNELS=value), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [line.split()[0] for line in proc.stdout.splitlines()] == ["img2grey", "relu", "pyonly"]
+
+
+def unreached(loading: int, total: int) -> str:
+    """--check's summary where the kernels that would load are reached by no loading path yet (issue 36)."""
+    return (f"{loading} of {total} installed kernels would load with LOCAL_KERNELS set "
+            f'(eval "$(kernel-factory local-kernels --shell)"); {loading} of them through no loading path as this '
+            "environment is now")
 
 
 def hand_wheel(out: Path, *, variant: str, label: str, torch_req: str) -> Path:
@@ -204,7 +212,7 @@ def test_check_names_a_torch_mismatch(tmp_path: Path, kernels_site: str, kernel_
         "a CUDA build but torch 2.13.0+cpu has no CUDA: pip install --force-reinstall 'oldgrey==1.0.0' "
         "from the variants/torch213cpucxx11/simple index, or install a CUDA build of torch"
     )
-    assert lines[2] == "1 of 2 installed kernels would load"
+    assert lines[2] == unreached(1, 2)
 
 
 def named_wheel(out: Path, dist: str, meta_name: str) -> Path:
@@ -258,7 +266,7 @@ def test_check_agrees_with_get_kernel_on_kernel_names(tmp_path: Path, kernels_si
         f"scale_bad (example/scale-bad) 1.0.0: {site}/scale_bad/metadata.json: kernels.get_kernel would refuse it: "
         "Cannot parse metadata: Invalid kernel name `scale_bad`. Name must: - Start with a lowercase letter (a-z)"
     ), lines[1]
-    assert lines[2] == "1 of 2 installed kernels would load"
+    assert lines[2] == unreached(1, 2)
     script = tmp_path / "agree.py"
     script.write_text(AGREE)
     value = f"example/scale-add={site}/scale_add:example/scale-bad={site}/scale_bad"

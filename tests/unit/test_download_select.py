@@ -135,7 +135,8 @@ def test_a_second_run_trusts_the_cache_only_while_its_files_match(tmp_path: Path
     (source / "metadata.json").write_text("{}")
     root = tmp_path / "cache"
     want = Want("org/k", sha)
-    target = hubcache.place(root, "org/k", sha, "torch-universal", source, refs=[], link=False)
+    target = hubcache.place(root, "org/k", sha, "torch-universal", source, refs=[], files=_file_hashes(source),
+                            origin="download")
     _remember(root, Got(want, name, "ab" * 32, sha, "torch-universal", [], source, _file_hashes(source)))
     _, version, _, tags = parse_wheel_filename(name)
     same = Choice(simple.Wheel(name, "u", version, tags, False, "ab" * 32), "r")

@@ -1,24 +1,33 @@
-"""local/hubcache.py: the Hub cache layout kernels reads, written without changing what is there; and the one
-Environment of local/ (machine name and label derived once)."""
+"""local/hubcache.py: the one writer of the Hub cache (content-addressed blobs, snapshots of links to them, refs),
+checked against the files it is promised, never through a link, never changing what is there; and the one
+Environment of local/ (machine name and label derived once). huggingface_hub's scan_cache_dir is the independent
+oracle of every cache written here."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
-from kernel_factory.local import hubcache
+from huggingface_hub import scan_cache_dir
+from kernel_factory.errors import Unreachable
+from kernel_factory.local import cachestage, hubcache
 from kernel_factory.local.checks import Environment, main_label
 from kernel_factory.local.environment import machine
 
 SHA, SHA2, HUB = "a" * 40, "b" * 40, "c" * 40
+VARIANT = "torch-universal"
 
 
 def tree(root: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".locks"]  # the private scratch folder: scan_cache_dir skips it
         for name in dirnames + filenames:
             p = Path(dirpath) / name
             rel = str(p.relative_to(root))
@@ -27,14 +36,40 @@ def tree(root: Path) -> dict[str, str]:
     return out
 
 
+def hashes(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
 @pytest.fixture
 def pkg(tmp_path: Path) -> Path:
     """An installed kernel package folder."""
     folder = tmp_path / "site" / "act"
-    folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text("")
+    (folder / "layers").mkdir(parents=True)
+    (folder / "__init__.py").write_text("X = 1\n")
+    (folder / "layers" / "__init__.py").write_text("Y = 2\n")
     (folder / "metadata.json").write_text(json.dumps({"name": "act", "version": 1}))
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"bytecode")  # what pip compiles: never placed
     return folder
+
+
+def place(root: Path, pkg: Path, sha: str = SHA, refs: tuple[str, ...] = ("v1",), origin: str = "local-kernels",
+          notes: list[str] | None = None, files: dict[str, str] | None = None) -> Path:
+    return hubcache.place(root, "org/act", sha, VARIANT, pkg, files=hashes(pkg) if files is None else files,
+                          refs=refs, origin=origin, notes=notes)
+
+
+def scan(root: Path) -> dict[str, object]:
+    """What scan_cache_dir sees: no warnings allowed; {repo id: {sha: sorted refs}}."""
+    info = scan_cache_dir(root)
+    assert info.warnings == [], info.warnings
+    return {r.repo_id: {rev.commit_hash: sorted(rev.refs) for rev in r.revisions} for r in info.repos}
+
+
+def no_scratch_left(root: Path) -> None:
+    own = root / ".locks" / "kernel-factory"
+    assert not own.exists() or list(own.iterdir()) == []
 
 
 def hub_snapshot(root: Path, sha: str, variant: str, refs: dict[str, str], repo: str = "kernels--org--act") -> None:
@@ -60,83 +95,385 @@ def test_cache_root_as_kernels_and_huggingface_hub_resolve_it() -> None:
     assert hubcache.cache_root({"KERNELS_CACHE": ""}) == Path(home) / ".cache" / "huggingface" / "hub"
 
 
-def test_place_writes_the_layout_kernels_reads(tmp_path: Path, pkg: Path) -> None:
+def test_place_writes_what_huggingface_hub_writes(tmp_path: Path, pkg: Path) -> None:
     root = tmp_path / "cache"
     notes: list[str] = []
-    got = hubcache.place(root, "org/act", SHA, "torch-universal", pkg, refs=["v1", "v1.0.0"], link=True, notes=notes)
+    got = place(root, pkg, refs=("v1", "v1.0.0"), notes=notes)
     repo = root / "kernels--org--act"
-    assert got == repo / "snapshots" / SHA / "build" / "torch-universal"
-    assert os.readlink(got) == str(pkg)
-    assert (repo / "refs" / "v1").read_text() == SHA  # no newline, as huggingface_hub writes refs
-    assert (repo / "refs" / "v1.0.0").read_text() == SHA
-    assert hubcache.is_ours(repo / "snapshots" / SHA) and notes == []
-    assert not [p for p in repo.rglob(".tmp-*")]
-    before = tree(root)
-    hubcache.place(root, "org/act", SHA, "torch-universal", pkg, refs=["v1"], link=True, notes=notes)
-    assert tree(root) == before and notes == []  # twice: nothing changes
+    assert got == repo / "snapshots" / SHA / "build" / VARIANT and notes == []
+    want = hashes(pkg)
+    assert "__pycache__/x.cpython-311.pyc" not in want
+    assert hashes(got) == want  # every file, read through the links: the installed bytes, no bytecode
+    for rel, digest in want.items():
+        link = got / rel
+        assert os.readlink(link) == "../" * (4 + rel.count("/")) + f"blobs/{digest}"  # relative, as the Hub's
+        blob = repo / "blobs" / digest
+        assert blob.is_file() and not blob.is_symlink()
+        assert stat.S_IMODE(blob.stat().st_mode) & 0o222 == 0  # read-only
+        assert blob.stat().st_ino != (pkg / rel).stat().st_ino  # a copy, never the environment's inode
+    assert (repo / "refs" / "v1").read_bytes() == SHA.encode() == (repo / "refs" / "v1.0.0").read_bytes()
+    assert json.loads((repo / "snapshots" / SHA / hubcache.MARKER).read_text()) == {
+        "repo_id": "org/act", "commit": SHA, "origin": "local-kernels"}
+    assert hubcache.origin_of(repo / "snapshots" / SHA) == "local-kernels"
+    assert scan(root) == {"org/act": {SHA: ["v1", "v1.0.0"]}}
+    no_scratch_left(root)
 
 
-def test_a_reinstalled_wheel_moves_only_refs_kernel_factory_wrote(tmp_path: Path, pkg: Path) -> None:
+def test_an_environment_changing_later_never_changes_the_snapshot(tmp_path: Path, pkg: Path) -> None:
     root = tmp_path / "cache"
-    hubcache.place(root, "org/act", SHA, "torch-universal", pkg, refs=["v1"], link=True)
-    hubcache.place(root, "org/act", SHA2, "torch-universal", pkg, refs=["v1"], link=True)
-    assert (root / "kernels--org--act" / "refs" / "v1").read_text() == SHA2
+    got = place(root, pkg)
+    before = hashes(got)
+    with open(pkg / "__init__.py", "r+b") as f:  # an in-place write, as no installer does but anyone may
+        f.write(b"EVIL")
+    (pkg / "metadata.json").unlink()  # an uninstall
+    assert hashes(got) == before
+    assert scan(root) == {"org/act": {SHA: ["v1"]}}
+
+
+def test_the_same_bytes_again_are_a_no_op_and_other_bytes_are_refused(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    place(root, pkg, origin="download")
+    before = tree(root)
+    place(root, pkg)  # local-kernels after download, same bytes: nothing changes
+    assert tree(root) == before
+    (pkg / "__init__.py").write_text("X = 2\n")  # another build of the same commit and variant
+    with pytest.raises(hubcache.CacheConflict, match=r"already holds build/torch-universal with other bytes "
+                                                       r"\(written by download\); left as it is"):
+        place(root, pkg)
+    assert tree(root) == before
+    no_scratch_left(root)
+
+
+def test_a_new_commit_moves_a_ref_kernel_factory_wrote(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    place(root, pkg, sha=SHA)
+    (pkg / "__init__.py").write_text("X = 2\n")
+    place(root, pkg, sha=SHA2)
+    repo = root / "kernels--org--act"
+    assert hubcache.read_ref(repo, "v1") == SHA2
+    assert scan(root) == {"org/act": {SHA: [], SHA2: ["v1"]}}
+    # both commits keep their own bytes, and share the blobs that did not change
+    assert (repo / "snapshots" / SHA / "build" / VARIANT / "__init__.py").read_text() == "X = 1\n"
+    assert (repo / "snapshots" / SHA2 / "build" / VARIANT / "__init__.py").read_text() == "X = 2\n"
+    assert len(list((repo / "blobs").iterdir())) == 4
+
+
+def test_files_that_are_not_the_listed_ones_are_refused_and_nothing_is_written(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    listed = hashes(pkg)
+    (pkg / "extra.py").write_text("import os\n")
+    with pytest.raises(hubcache.CacheRefused, match=r"extra\.py is not one of the files listed"):
+        place(root, pkg, files=listed)
+    (pkg / "extra.py").unlink()
+    with pytest.raises(hubcache.CacheRefused, match=r"layers/gone\.py is missing"):
+        place(root, pkg, files={**listed, "layers/gone.py": "0" * 64})
+    for wrong in ("0" * 64, "f" * 64):  # a listed hash that sorts below the file's, and one above
+        with pytest.raises(hubcache.CacheRefused, match=r"layers/__init__\.py does not hold the bytes listed for it"):
+            place(root, pkg, files={**listed, "layers/__init__.py": wrong})
+    with pytest.raises(hubcache.CacheRefused, match=r"'\.\./x' is not a plain relative path"):
+        place(root, pkg, files={**listed, "../x": "0" * 64})
+    with pytest.raises(hubcache.CacheRefused, match=r"not a sha256 hex digest"):
+        place(root, pkg, files={**listed, "__init__.py": "sha256=abc"})
+    without = {k: v for k, v in listed.items() if k != "metadata.json"}
+    (pkg / "metadata.json").unlink()
+    with pytest.raises(hubcache.CacheConflict, match="holds no metadata.json"):
+        place(root, pkg, files=without)
+    assert scan(root) == {}
+    assert tree(root) == {}  # not even the folders
+    no_scratch_left(root)
+
+
+def test_a_link_in_the_source_is_refused(tmp_path: Path, pkg: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s")
+    (pkg / "ops.py").symlink_to(secret)
+    files = {**hashes(pkg)}
+    with pytest.raises(hubcache.CacheRefused, match=r"ops\.py is a link or a special file"):
+        place(tmp_path / "cache", pkg, files=files)
+
+
+@pytest.mark.parametrize("where", ["kernels--org--act", "kernels--org--act/snapshots", "kernels--org--act/blobs",
+                                   "kernels--org--act/refs", "kernels--org--act/refs/v1",
+                                   f"kernels--org--act/snapshots/{SHA}", f"kernels--org--act/snapshots/{SHA}/build"])
+def test_a_planted_link_anywhere_refuses_and_nothing_is_written_outside(tmp_path: Path, pkg: Path, where: str) -> None:
+    root, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious").write_text("keep")
+    link = root / where
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(elsewhere)
+    if "snapshots/" in where:  # the link sits in a Hub snapshot's place
+        link.parent.parent.joinpath("refs").mkdir(exist_ok=True)
+    with pytest.raises(hubcache.CacheLink, match=rf"{link} -> {elsewhere}: a symbolic link in the Hub cache"):
+        place(root, pkg)
+    assert tree(elsewhere) == {"precious": hashlib.sha256(b"keep").hexdigest()}
+    assert link.is_symlink()
+    if "/refs" in where:  # refused before anything was placed, not after the snapshot
+        assert not (root / "kernels--org--act" / "snapshots" / SHA).exists()
+    no_scratch_left(root)
+
+
+def test_a_planted_variant_link_in_a_hub_snapshot_refuses(tmp_path: Path, pkg: Path) -> None:
+    root, elsewhere = tmp_path / "cache", tmp_path / "home-folder"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text("mine")
+    build = root / "kernels--org--act" / "snapshots" / SHA / "build"
+    build.mkdir(parents=True)
+    (build / VARIANT).symlink_to(elsewhere)
+    with pytest.raises(hubcache.CacheLink, match="a symbolic link in the Hub cache"):
+        place(root, pkg)
+    assert (elsewhere / "notes.txt").read_text() == "mine" and (build / VARIANT).is_symlink()
+
+
+def test_a_damaged_blob_is_named_and_not_used(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    blobs = root / "kernels--org--act" / "blobs"
+    blobs.mkdir(parents=True)
+    digest = hashes(pkg)["__init__.py"]
+    (blobs / digest).write_text("not those bytes")
+    with pytest.raises(hubcache.CacheConflict, match=rf"{blobs / digest}: a blob whose bytes are not the ones"):
+        place(root, pkg)
+    assert sorted(p.name for p in blobs.iterdir()) == [digest]
+    assert not (root / "kernels--org--act" / "snapshots" / SHA).exists()
+
+
+def test_an_earlier_link_into_an_environment_is_replaced_by_a_checked_copy(tmp_path: Path, pkg: Path) -> None:
+    """What local-kernels --cache wrote before: our marker, and build/<variant> a link to site-packages."""
+    root = tmp_path / "cache"
+    snap = root / "kernels--org--act" / "snapshots" / SHA
+    (snap / "build").mkdir(parents=True)
+    (snap / hubcache.MARKER).write_text(json.dumps({"repo_id": "org/act", "commit": SHA}))
+    (snap / "build" / VARIANT).symlink_to(pkg)
+    notes: list[str] = []
+    got = place(root, pkg, notes=notes)
+    assert not got.is_symlink() and got.is_dir() and hashes(got) == hashes(pkg)
+    assert notes == [f"org/act: snapshot {SHA} in {root}: build/{VARIANT} was a link to {pkg} left by an earlier "
+                     "kernel-factory; now a checked copy"]
+    assert (pkg / "__init__.py").is_file()  # the environment is untouched
+    assert scan(root) == {"org/act": {SHA: ["v1"]}}
 
 
 def test_a_hub_ref_is_left_with_a_note(tmp_path: Path, pkg: Path) -> None:
     root = tmp_path / "cache"
-    hub_snapshot(root, HUB, "torch-universal", {"v1": HUB, "main": HUB})
-    before = tree(root)
+    hub_snapshot(root, HUB, "torch-cpu", {"v1": HUB, "main": HUB})
+    before = tree(root / "kernels--org--act" / "snapshots" / HUB)
     notes: list[str] = []
-    hubcache.place(root, "org/act", SHA, "torch-universal", pkg, refs=["v1", "main"], link=True, notes=notes)
-    after = tree(root)
-    assert {k: v for k, v in after.items() if k in before} == before
-    assert notes == [
-        f"org/act: refs/{ref} in {root} names {HUB}, which kernel-factory did not write; left as it is: "
-        f"use revision='{SHA}' or a lock file" for ref in ("v1", "main")
-    ]
+    place(root, pkg, refs=("v1", "main"), notes=notes)
+    repo = root / "kernels--org--act"
+    assert hubcache.read_ref(repo, "v1") == HUB and hubcache.read_ref(repo, "main") == HUB
+    assert notes == [f"org/act: refs/{r} in {root} names {HUB}, which kernel-factory did not write; left as it is: "
+                     f"use revision='{SHA}' or a lock file" for r in ("v1", "main")]
+    assert tree(repo / "snapshots" / HUB) == before
+    assert scan(root) == {"org/act": {HUB: ["main", "v1"], SHA: []}}
 
 
 def test_a_legacy_models_ref_wins_in_kernels_so_it_is_named(tmp_path: Path, pkg: Path) -> None:
     root = tmp_path / "cache"
-    hub_snapshot(root, HUB, "torch-universal", {"v1": HUB}, repo="models--org--act")
+    hub_snapshot(root, HUB, "torch-cpu", {"v1": HUB}, repo="models--org--act")
     notes: list[str] = []
-    hubcache.place(root, "org/act", SHA, "torch-universal", pkg, refs=["v1"], link=True, notes=notes)
-    assert not (root / "kernels--org--act" / "refs" / "v1").exists()
+    place(root, pkg, notes=notes)
     assert notes == [f"org/act: refs/v1 in models--org--act names {HUB}, and kernels reads it first; left as it is: "
                      f"use revision='{SHA}' or a lock file"]
+    assert hubcache.read_ref(root / "kernels--org--act", "v1") is None
 
 
 def test_a_hub_snapshot_of_the_same_commit(tmp_path: Path, pkg: Path) -> None:
     root = tmp_path / "cache"
-    hub_snapshot(root, SHA, "torch-universal", {})
+    hub_snapshot(root, SHA, VARIANT, {})
     before = tree(root)
-    # with this variant: it is what loads, untouched
-    got = hubcache.place(root, "org/act", SHA, "torch-universal", pkg, refs=[], link=True)
-    assert got == root / "kernels--org--act" / "snapshots" / SHA / "build" / "torch-universal"
-    assert tree(root) == before
-    # without it: refused, nothing written into it
-    with pytest.raises(hubcache.CacheConflict, match=f"snapshot {SHA} in .* came from the Hub without "
-                       "build/torch213-cxx11-cpu-x86_64-linux; left as it is"):
-        hubcache.place(root, "org/act", SHA, "torch213-cxx11-cpu-x86_64-linux", pkg, refs=["v1"], link=True)
+    got = place(root, pkg, refs=())
+    assert got == root / "kernels--org--act" / "snapshots" / SHA / "build" / VARIANT and tree(root) == before
+    with pytest.raises(hubcache.CacheConflict, match="came from the Hub without build/torch213-cxx11-cpu-x86_64-linux"):
+        hubcache.place(root, "org/act", SHA, "torch213-cxx11-cpu-x86_64-linux", pkg, files=hashes(pkg), refs=["v1"],
+                       origin="download")
     assert tree(root) == before
 
 
-def test_copy_mode_and_bad_input(tmp_path: Path, pkg: Path) -> None:
+def test_a_second_variant_joins_our_snapshot(tmp_path: Path, pkg: Path) -> None:
     root = tmp_path / "cache"
-    (pkg / "__pycache__").mkdir()
-    (pkg / "__pycache__" / "x.pyc").write_bytes(b"")
-    got = hubcache.place(root, "org/act", SHA, "torch-universal", pkg, refs=["v1"], link=False)
-    assert not got.is_symlink() and sorted(p.name for p in got.iterdir()) == ["__init__.py", "metadata.json"]
-    with pytest.raises(hubcache.CacheConflict, match="'worktree' is not a 40-digit commit sha"):
-        hubcache.place(root, "org/act", "worktree", "torch-universal", pkg, refs=[], link=True)
-    with pytest.raises(hubcache.CacheConflict, match="'act' is not an org/name repository id"):
-        hubcache.place(root, "act", SHA, "torch-universal", pkg, refs=[], link=True)
-    with pytest.raises(hubcache.CacheConflict, match="'../x' is not a branch or tag name"):
-        hubcache.place(root, "org/act", SHA, "torch-universal", pkg, refs=["../x"], link=True)
-    with pytest.raises(hubcache.CacheConflict, match="holds no metadata.json"):
-        hubcache.place(root, "org/act", SHA2, "torch-universal", tmp_path, refs=[], link=True)
-    assert not (root / "kernels--org--act" / "snapshots" / SHA2).exists()
+    place(root, pkg)
+    other = "torch213-cxx11-cpu-x86_64-linux"
+    got = hubcache.place(root, "org/act", SHA, other, pkg, files=hashes(pkg), refs=["v1"], origin="download")
+    assert hashes(got) == hashes(pkg)
+    assert sorted(p.name for p in got.parent.iterdir()) == sorted([VARIANT, other])
+    assert hubcache.origin_of(got.parent.parent) == "local-kernels"  # the snapshot's first writer
+    assert scan(root) == {"org/act": {SHA: ["v1"]}}
+
+
+def test_bad_input(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    files = hashes(pkg)
+    with pytest.raises(hubcache.CacheConflict, match="not a 40-digit commit sha"):
+        hubcache.place(root, "org/act", "worktree", VARIANT, pkg, files=files, refs=[], origin="download")
+    with pytest.raises(hubcache.CacheConflict, match="not an org/name repository id"):
+        hubcache.place(root, "act", SHA, VARIANT, pkg, files=files, refs=[], origin="download")
+    with pytest.raises(hubcache.CacheConflict, match="not a branch or tag name"):
+        hubcache.place(root, "org/act", SHA, VARIANT, pkg, files=files, refs=["../x"], origin="download")
+    with pytest.raises(ValueError, match="origin 'pip'"):
+        hubcache.place(root, "org/act", SHA, VARIANT, pkg, files=files, refs=[], origin="pip")
+    assert not root.exists()
+
+
+def test_scratch_is_private_removed_on_every_exit_and_skipped_by_scan(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    with hubcache.scratch(root) as tmp:
+        assert tmp.parent == root / ".locks" / "kernel-factory"
+        assert stat.S_IMODE(tmp.stat().st_mode) == 0o700
+        (tmp / "half-written").write_bytes(b"x")
+        assert scan(root) == {}
+    assert not tmp.exists()
+    with pytest.raises(RuntimeError), hubcache.scratch(root) as tmp2:
+        raise RuntimeError("boom")
+    assert not tmp2.exists()
+
+
+def test_a_killed_runs_scratch_is_swept_and_a_live_ones_is_not(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    own = root / ".locks" / "kernel-factory"
+    dead, live = own / "run-dead", own / "run-live"
+    for run in (dead, live):
+        run.mkdir(parents=True)
+        (run / "owner").write_text("")
+        (run / "blob").write_text("half")
+    holder = os.open(live / "owner", os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # a run still working (in another process, as flock sees it)
+    try:
+        with hubcache.scratch(root):
+            pass
+        assert not dead.exists() and live.is_dir()
+    finally:
+        os.close(holder)
+
+
+def test_a_scratch_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    root, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root.mkdir()
+    (root / ".locks").symlink_to(elsewhere)
+    with pytest.raises(Unreachable, match=r"\.locks -> .*elsewhere: a symbolic link"), hubcache.scratch(root):
+        pass
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_the_hubs_signature_travels_with_the_variant(tmp_path: Path, pkg: Path) -> None:
+    (pkg / "metadata.json.sigstore").write_text('{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}')
+    got = place(tmp_path / "cache", pkg)
+    assert (got / "metadata.json.sigstore").read_bytes() == (pkg / "metadata.json.sigstore").read_bytes()
+
+
+def test_blob_mode_follows_the_folder_less_write_bits(tmp_path: Path) -> None:
+    from kernel_factory.local.cachefs import Folder
+
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    old = os.umask(0o027)
+    try:
+        with Folder.root(blobs) as folder:
+            assert cachestage.blob_mode(folder) == 0o440
+    finally:
+        os.umask(old)
+    assert list(blobs.iterdir()) == []
+
+def test_where_no_links_can_be_made_the_snapshot_holds_copies(tmp_path: Path, pkg: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """vfat, exFAT: os.symlink fails with EPERM; the files are copied into the snapshot, as huggingface_hub does."""
+    big = os.urandom(3 << 20)  # more than one read
+    (pkg / "ops").mkdir()
+    (pkg / "ops" / "deep").mkdir()
+    (pkg / "ops" / "deep" / "weights.bin").write_bytes(big)
+
+    def no_links(*args: object, **kw: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "symlink", no_links)
+    got = place(tmp_path / "cache", pkg)
+    assert hashes(got) == hashes(pkg)
+    assert (got / "ops" / "deep" / "weights.bin").read_bytes() == big
+    assert not any(p.is_symlink() for p in got.rglob("*"))
+    assert all(stat.S_IMODE(p.stat().st_mode) & 0o222 == 0 for p in got.rglob("*") if p.is_file())
+    assert scan(tmp_path / "cache") == {"org/act": {SHA: ["v1"]}}
+
+
+def test_files_with_the_same_bytes_share_one_blob(tmp_path: Path, pkg: Path) -> None:
+    (pkg / "a.py").write_text("same\n")
+    (pkg / "b.py").write_text("same\n")
+    (pkg / "c.py").write_text("other\n")
+    got = place(tmp_path / "cache", pkg)
+    assert hashes(got) == hashes(pkg)
+    assert os.readlink(got / "a.py") == os.readlink(got / "b.py")
+    assert len(list((tmp_path / "cache" / "kernels--org--act" / "blobs").iterdir())) == 5
+    assert scan(tmp_path / "cache") == {"org/act": {SHA: ["v1"]}}
+
+
+def test_a_failed_move_takes_back_the_blobs_it_added(tmp_path: Path, pkg: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "cache"
+    blobs = root / "kernels--org--act" / "blobs"
+    blobs.mkdir(parents=True)
+    (root / "kernels--org--act" / "snapshots").mkdir()
+    kept = hashes(pkg)["__init__.py"]
+    (blobs / kept).write_bytes((pkg / "__init__.py").read_bytes())  # there before: not this run's to remove
+
+    def full(*args: object, **kw: object) -> bool:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(hubcache, "move_in", full)
+    with pytest.raises(Unreachable, match=rf"the Hub cache {root}: No space left on device \(nothing of this kernel"):
+        place(root, pkg)
+    assert [p.name for p in blobs.iterdir()] == [kept]
+    assert scan(root) == {"org/act": {}} and not (root / "kernels--org--act" / "refs").exists()
+    no_scratch_left(root)
+
+
+def test_a_snapshot_missing_its_blob_or_holding_a_special_file_is_left_alone(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    got = place(root, pkg)
+    blob = root / "kernels--org--act" / "blobs" / hashes(pkg)["__init__.py"]
+    blob.unlink()
+    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+        place(root, pkg)
+    blob.mkdir()  # a folder where the blob should be
+    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+        place(root, pkg)
+    other = got.parent / "torch213-cxx11-cpu-x86_64-linux"
+    os.mkfifo(other)
+    with pytest.raises(hubcache.CacheLink, match=rf"{other}: a symbolic link in the Hub cache"):
+        hubcache.place(root, "org/act", SHA, other.name, pkg, files=hashes(pkg), refs=[], origin="download")
+
+
+def test_a_marker_that_is_a_link_names_no_origin(tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"origin": "download"}))
+    (snap / hubcache.MARKER).symlink_to(tmp_path / "elsewhere.json")
+    assert hubcache.origin_of(snap) is None and not hubcache.is_ours(snap)
+    (snap / hubcache.MARKER).unlink()
+    (snap / hubcache.MARKER).write_text(json.dumps({"origin": "download"}))
+    assert hubcache.origin_of(snap) == "download" and hubcache.is_ours(snap)
+    (snap / hubcache.MARKER).write_text(json.dumps({"origin": "pip"}))
+    assert hubcache.origin_of(snap) is None
+
+
+def test_refs_are_readable_by_all_and_read_without_links_or_junk(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    old = os.umask(0o022)
+    try:
+        place(root, pkg)
+    finally:
+        os.umask(old)
+    repo = root / "kernels--org--act"
+    assert stat.S_IMODE((repo / "refs" / "v1").stat().st_mode) == 0o644  # as huggingface_hub leaves a ref
+    (repo / "refs" / "main").write_bytes(b"\xff\xfe")
+    assert hubcache.read_ref(repo, "main") is None
+    (repo / "x").write_text(SHA)
+    assert hubcache.read_ref(repo, "../x") is None  # not a ref name: never a path
+    for folder in (repo / "snapshots" / SHA, repo / "snapshots" / SHA / "build" / VARIANT / "layers"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # others of a shared cache can read it
+    (repo / "refs" / "v2").symlink_to(repo / "refs" / "v1")
+    assert hubcache.read_ref(repo, "v2") is None and hubcache.read_ref(repo, "v1") == SHA
+    link = tmp_path / "snap-link"
+    link.symlink_to(repo / "snapshots" / SHA)
+    assert hubcache.is_ours(repo / "snapshots" / SHA) and not hubcache.is_ours(link)
 
 
 def test_one_environment_one_machine_name_one_label() -> None:

@@ -184,12 +184,43 @@ def test_equals_sign_in_folder_is_fine(tmp_path: Path) -> None:
     assert _parse_local_kernel_overrides(value) == {"org/img2grey": folder}
 
 
-def test_two_distributions_for_one_repo_id(site: Path) -> None:
-    install(site, "img2grey", "1.1.2", repo_id="org/img2grey", meta=metadata("img2grey"))
-    install(site, "img2grey-fork", "1.1.3", repo_id="org/img2grey", meta=metadata("img2grey"), package="img2grey2")
+def test_two_distributions_for_one_kernel_name(site: Path) -> None:
+    install(site, "img2grey", "1.1.2", meta=metadata("img2grey"))
+    install(site, "img2grey-fork", "1.1.3", meta=metadata("img2grey"), package="img2grey2")
     keep, left = usable(find_kernels([str(site)]))
     assert [k.dist for k in keep] == ["img2grey"]
     assert "pip uninstall one of 'img2grey' and 'img2grey-fork'" in left[0][1]
+
+
+def test_only_the_distribution_of_a_kernels_name_may_claim_it(site: Path) -> None:
+    """A dependency named fast-activation-helpers whose provenance claims kernels-community/activation is not
+    that kernel: not in LOCAL_KERNELS, and said why; the real one (any spelling of its name) is."""
+    install(site, "fast-activation-helpers", "1.0.0", repo_id="kernels-community/activation",
+            meta=metadata("activation"), package="activation")
+    install(site, "Img2Grey", "1.1.2", repo_id="org/img2grey", meta=metadata("img2grey"), package="img2grey")
+    keep, left = usable(find_kernels([str(site)]))
+    assert [k.dist for k in keep] == ["Img2Grey"]
+    assert [why for _, why in left] == [
+        "the distribution 'fast-activation-helpers' claims kernels-community/activation, whose project is "
+        "'activation': only a distribution of that name may; pip uninstall 'fast-activation-helpers' unless you "
+        "trust it, and install activation's wheel"]
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("repo_id", "org/x\x1b[2Jy", "'repo_id' holds a control character"),
+    ("repo_id", "org/x/y", "repo_id 'org/x/y' is not a Hub repository id (org/name)"),
+    ("revision", "a" * 40 + "\x07", "'revision' holds a control character"),
+    ("variant", "../../etc", "variant '../../etc' is not shaped like a build variant's name"),
+    ("repo_id", ["org/img2grey"], "'repo_id' must be a string, not list"),
+])
+def test_a_provenance_that_fails_a_records_checks_claims_nothing(site: Path, field: str, value: Any, why: str) -> None:
+    install(site, "img2grey", "1.1.2", repo_id="org/img2grey", meta=metadata("img2grey"))
+    info = site / "img2grey-1.1.2.dist-info" / "kernel_factory.json"
+    info.write_text(json.dumps({**json.loads(info.read_text()), field: value}))
+    keep, left = usable(find_kernels([str(site)]))
+    assert keep == []
+    assert [w for _, w in left] == [f"its kernel_factory.json fails the checks a record passes ({why}): reinstall "
+                                    "the wheel from your index"]
 
 
 def one(site: Path, **kw: Any) -> InstalledKernel:

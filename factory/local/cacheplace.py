@@ -1,0 +1,231 @@
+"""Placing one variant in the Hub cache: judging what is there, staging the checked bytes, moving them in.
+
+hubcache.py's ``place`` drives it; see there for the rules. Every cache folder is a ``cachefs.Folder``
+(opened without following links); staging happens in the private scratch folder (cachestage.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import Refused
+from .cachefs import Folder, planted, relative_blob, sha256_fd
+from .cachestage import CacheRefused, stage_file
+
+MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
+ORIGINS = ("download", "local-kernels")  # who wrote it: the marker's "origin"
+_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS)  # vfat, exFAT: no symbolic links
+
+
+class CacheConflict(Refused):
+    """The Hub cache already holds other content where this kernel would go; nothing was changed there."""
+
+
+def origin_of(snapshot: Path) -> str | None:
+    """Who wrote a kernel-factory snapshot (MARKER's "origin": "download" or "local-kernels")."""
+    try:
+        fd = os.open(snapshot / MARKER, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            data = json.loads(os.read(fd, 65536))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return None
+    origin = data.get("origin") if isinstance(data, dict) else None
+    return origin if origin in ORIGINS else None
+
+
+def holds(folder: Folder, files: Mapping[str, str], blobs: Folder, prefix: str = "") -> set[str] | None:
+    """The files of a placed variant if each is ``files``' bytes (a link to its blob, or a copy that hashes to
+    it), else None. ``__pycache__`` (written by Python on import) is left out."""
+    seen: set[str] = set()
+    for name in folder.names():
+        rel = prefix + name
+        kind = folder.kind(name)
+        if kind == "dir":
+            if name == "__pycache__":
+                continue
+            with folder.sub(name) as sub:
+                inner = holds(sub, files, blobs, rel + "/")
+            if inner is None:
+                return None
+            seen |= inner
+            continue
+        want = files.get(rel)
+        if want is None:
+            return None
+        if kind == "link":
+            if os.readlink(name, dir_fd=folder.fd) != relative_blob(rel, want) or blobs.kind(want) != "file":
+                return None
+        elif kind == "file":
+            fd = folder.open_file(name)
+            try:
+                if sha256_fd(fd) != want:
+                    return None
+            finally:
+                os.close(fd)
+        else:
+            return None
+        seen.add(rel)
+    return seen
+
+
+class Placing:
+    """One ``place`` call: the cache's folders, opened, and what it staged in its scratch folder."""
+
+    def __init__(self, root: Path, repo_id: str, sha: str, variant: str, source: Path, files: Mapping[str, str],
+                 origin: str) -> None:
+        self.root, self.repo_id, self.sha, self.variant = root, repo_id, sha, variant
+        self.source, self.files, self.origin = source, files, origin
+        self.where = f"{repo_id}: snapshot {sha} in {root}"
+        self.new_blobs: list[tuple[str, int]] = []  # (hex, inode) linked into blobs/ by this call
+
+    def judge(self, snaps: Folder, blobs: Folder) -> str:
+        """"new" (no snapshot), "add" (our snapshot without the variant), "relink" (our snapshot where an
+        earlier kernel-factory left a link to an environment), "keep" (the variant is there: the Hub's, or the
+        same bytes); CacheConflict or CacheLink otherwise."""
+        kind = snaps.kind(self.sha)
+        if kind is None:
+            return "new"
+        if kind != "dir":
+            raise planted(snaps.path / self.sha)
+        with snaps.sub(self.sha) as snap:
+            ours = snap.kind(MARKER) == "file"
+            if snap.kind("build") is None:
+                raise CacheConflict(f"{self.where} has no build/ folder; left as it is: remove that snapshot, or "
+                                    "point KERNELS_CACHE at another folder")
+            with snap.sub("build") as build:
+                vkind = build.kind(self.variant)
+                if vkind is None and ours:
+                    return "add"
+                if vkind is None:
+                    raise CacheConflict(f"{self.where} came from the Hub without build/{self.variant}; left as it "
+                                        "is: load it with the Hub's variant, or point KERNELS_CACHE at another folder")
+                if vkind == "link" and ours:
+                    return "relink"
+                if vkind != "dir":
+                    raise planted(build.path / self.variant)
+                if not ours:
+                    return "keep"  # the Hub's own download of this commit and variant: it loads as it is
+                with build.sub(self.variant) as have:
+                    same = holds(have, self.files, blobs) == set(self.files)
+        if same:
+            return "keep"
+        who = origin_of(snaps.path / self.sha) or "kernel-factory"
+        raise CacheConflict(f"{self.where} already holds build/{self.variant} with other bytes (written by {who}); "
+                            "left as it is: a commit's snapshot never changes; remove that snapshot to replace it")
+
+    def stage(self, run: Folder, blobs: Folder, mode: int) -> set[str]:
+        """Check every file's bytes: a blob already in the cache is read back, any other file is copied into
+        ``run`` as ``b-<hex>``; the hex digests staged there."""
+        staged: set[str] = set()
+        for rel in sorted(self.files):
+            want = self.files[rel]
+            if want in staged:
+                continue
+            if blobs.kind(want) is not None:
+                self.check_blob(blobs, want)
+                continue
+            got = stage_file(self.source, rel, run, f"b-{want}", mode)
+            if got != want:
+                raise CacheRefused(f"{self.repo_id}: {self.source / rel} does not hold the bytes listed for it "
+                                   f"(sha256 {got}, listed {want}); nothing was placed: reinstall it "
+                                   "(pip install --force-reinstall)")
+            staged.add(want)
+        return staged
+
+    def check_blob(self, blobs: Folder, want: str) -> None:
+        fd = blobs.open_file(want)
+        try:
+            ok = sha256_fd(fd) == want
+        finally:
+            os.close(fd)
+        if not ok:
+            raise CacheConflict(f"{blobs.path / want}: a blob whose bytes are not the ones its name says; nothing was "
+                                "placed: remove that file and run again")
+
+    def tree(self, run: Folder, blobs: Folder, mode: int, with_marker: bool) -> None:
+        """``run/tree``: the snapshot (``with_marker``: MARKER and build/<variant>/...) or the variant folder."""
+        os.mkdir("tree", 0o755, dir_fd=run.fd)
+        top = run.path / "tree"
+        base = top / "build" / self.variant if with_marker else top
+        if with_marker:
+            marker = {"repo_id": self.repo_id, "commit": self.sha, "origin": self.origin}
+            fd = os.open(top / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(marker, sort_keys=True) + "\n")
+                os.fchmod(f.fileno(), mode)
+        base.mkdir(parents=True, exist_ok=True)
+        for rel, want in sorted(self.files.items()):
+            path = base / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.symlink(relative_blob(rel, want), path)
+            except OSError as exc:
+                if exc.errno not in _NO_LINKS:
+                    raise
+                self.copy_blob(run, blobs, want, path, mode)  # as huggingface_hub does where links are not possible
+
+    def copy_blob(self, run: Folder, blobs: Folder, want: str, path: Path, mode: int) -> None:
+        fd = run.open_file(f"b-{want}") if run.kind(f"b-{want}") == "file" else blobs.open_file(want)
+        try:
+            with open(path, "xb") as out:
+                os.lseek(fd, 0, os.SEEK_SET)
+                while chunk := os.read(fd, 1 << 20):
+                    out.write(chunk)
+                os.fchmod(out.fileno(), mode)
+        finally:
+            os.close(fd)
+
+    def publish_blobs(self, run: Folder, blobs: Folder, staged: set[str]) -> None:
+        for want in sorted(staged):
+            try:
+                os.link(f"b-{want}", want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd, follow_symlinks=False)
+            except FileExistsError:
+                self.check_blob(blobs, want)  # another run placed the same bytes meanwhile
+                continue
+            self.new_blobs.append((want, os.stat(f"b-{want}", dir_fd=run.fd, follow_symlinks=False).st_ino))
+        blobs.fsync()
+
+    def withdraw_blobs(self, blobs: Folder) -> None:
+        """Remove the blobs this call added (a failed place leaves nothing it wrote in the cache)."""
+        for want, ino in self.new_blobs:
+            st = blobs.lstat(want)
+            if st is not None and st.st_ino == ino:
+                with contextlib.suppress(OSError):
+                    os.unlink(want, dir_fd=blobs.fd)
+        self.new_blobs.clear()
+
+
+def move_in(run: Folder, snaps: Folder, p: Placing, how: str, notes: list[str] | None) -> bool:
+    """Rename the staged tree into place; False where another run placed something there first."""
+    try:
+        if how == "new":
+            os.rename("tree", p.sha, src_dir_fd=run.fd, dst_dir_fd=snaps.fd)
+            snaps.fsync()
+            return True
+        with snaps.sub(p.sha) as snap, snap.sub("build") as build:
+            if how == "relink":
+                old = os.readlink(p.variant, dir_fd=build.fd)
+                os.rename(p.variant, "old-link", src_dir_fd=build.fd, dst_dir_fd=run.fd)
+                try:
+                    os.rename("tree", p.variant, src_dir_fd=run.fd, dst_dir_fd=build.fd)
+                except OSError:
+                    os.rename("old-link", p.variant, src_dir_fd=run.fd, dst_dir_fd=build.fd)
+                    raise
+                if notes is not None:
+                    notes.append(f"{p.where}: build/{p.variant} was a link to {old} left by an earlier "
+                                 "kernel-factory; now a checked copy")
+            else:
+                os.rename("tree", p.variant, src_dir_fd=run.fd, dst_dir_fd=build.fd)
+            build.fsync()
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            return False
+        raise

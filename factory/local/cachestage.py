@@ -1,0 +1,212 @@
+"""The private scratch folder inside a Hub cache, and the checked copies of a variant's files staged in it.
+
+Scratch lives at ``<cache>/.locks/kernel-factory/run-<random>/`` (mode 0700): on the cache's own file system,
+so a staged file becomes a blob by a link or a rename and never by a second copy, and under ``.locks``, the one
+folder of the cache root that huggingface_hub's ``scan_cache_dir`` skips (it keeps its own lock files there,
+in ``.locks/<repo folder>/``, a name that never clashes with ``kernel-factory``). Each run holds an exclusive
+``flock`` on ``run-*/owner`` while it works; the next run removes every ``run-*`` whose lock it can take (its
+owner was killed), so a kill -9 leaves only private scratch that the next run sweeps.
+
+A staged file is the installed file's bytes copied (or reflinked, where the file system shares extents:
+a copy-on-write clone, so a later write to the installed file never reaches the cache) and hashed as they are
+in the copy, which no one else can write: the bytes checked are the bytes placed. Never a hard link to the
+installed file: it would share an inode with the environment, and an in-place write there would change the
+commit's bytes in the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePosixPath
+
+from ..errors import Unreachable, unusable
+from .cachefs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, sha256_fd
+
+LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
+OWN = "kernel-factory"  # our folder in it: LOCKS/OWN/run-<random>/
+RUN_PREFIX = "run-"
+OWNER = "owner"  # the flock'ed file of a live run
+STALE_S = 3600.0  # a run folder without its owner file (killed between mkdir and open) is swept after this
+MAX_FILE_BYTES = 16 << 30  # no file of a kernel variant is near this
+MAX_FILES = 100_000
+FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
+SKIPPED = ("__pycache__",)  # never placed: bytecode is not part of a variant (nor of its digest)
+
+
+class CacheRefused(CacheLink):
+    """The files to place do not match what they were promised to be (RECORD, the lock's hashes)."""
+
+
+def _sweep(own: Folder) -> None:
+    """Remove the run folders whose owner is gone (its flock can be taken), never through a link."""
+    for name in own.names():
+        if not name.startswith(RUN_PREFIX) or own.kind(name) != "dir":
+            continue
+        try:
+            with own.sub(name) as run:
+                try:
+                    fd = os.open(OWNER, FILE_FLAGS, dir_fd=run.fd)
+                except FileNotFoundError:
+                    st = own.lstat(name)
+                    if st is None or time.time() - st.st_mtime < STALE_S:
+                        continue
+                else:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:
+                        continue  # a live run holds it
+                    finally:
+                        os.close(fd)
+            remove(own, name)  # by descriptors: links inside are removed, never followed
+        except (OSError, CacheLink):
+            continue  # another run swept it first, or it is not ours to judge
+
+
+@contextlib.contextmanager
+def scratch_folder(root: Folder) -> Iterator[Folder]:
+    """A new private folder ``<root>/.locks/kernel-factory/run-<random>`` (0700), removed on every exit path;
+    stale ones of killed runs are swept first."""
+    try:
+        locks = root.sub(LOCKS, create=True)
+        try:
+            own = locks.sub(OWN, create=True)
+        finally:
+            locks.close()
+    except CacheLink as exc:
+        raise Unreachable(f"{exc}; the Hub cache's private folder must be a real folder") from None
+    except OSError as exc:
+        raise unusable(exc, root.path / LOCKS) or exc from None
+    with own:
+        _sweep(own)
+        name = f"{RUN_PREFIX}{os.urandom(8).hex()}"
+        try:
+            os.mkdir(name, 0o700, dir_fd=own.fd)
+        except OSError as exc:
+            raise unusable(exc, own.path) or exc from None
+        try:
+            with own.sub(name) as run:
+                fd = os.open(OWNER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FILE_FLAGS, 0o600, dir_fd=run.fd)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    yield run
+                finally:
+                    os.close(fd)
+        finally:
+            with contextlib.suppress(OSError, CacheLink):
+                remove(own, name)
+
+
+def blob_mode(blobs: Folder) -> int:
+    """The mode huggingface_hub gives a blob (that of a file freshly made in ``blobs/``: the folder's setgid,
+    default ACL and the umask decide), less every write bit: a commit's bytes are read-only."""
+    name = f".tmp-mode-{os.urandom(8).hex()}"
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FILE_FLAGS, 0o666, dir_fd=blobs.fd)
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+        os.unlink(name, dir_fd=blobs.fd)
+    return mode & ~0o222
+
+
+def check_files(files: Mapping[str, str], where: str) -> None:
+    """Every path of ``files`` is a plain relative posix path and every hash a sha256 hex digest."""
+    if len(files) > MAX_FILES:
+        raise CacheRefused(f"{where}: more than {MAX_FILES} files, more than a kernel variant holds")
+    for rel, digest in files.items():
+        parts = PurePosixPath(rel).parts
+        bad = (not rel or rel.startswith("/") or "\\" in rel or str(PurePosixPath(rel)) != rel
+               or any(p in (".", "..") for p in parts) or any(ord(c) < 32 or ord(c) == 127 for c in rel))
+        if bad:
+            raise CacheRefused(f"{where}: {rel!r} is not a plain relative path; reinstall the wheel")
+        if len(digest) != 64 or digest.strip("0123456789abcdef"):
+            raise CacheRefused(f"{where}: the hash given for {rel} is not a sha256 hex digest; reinstall the wheel")
+
+
+def source_files(source: Path, where: str) -> list[str]:
+    """Every file below ``source`` (posix paths relative to it), ``__pycache__`` folders left out; CacheRefused
+    for a link or anything that is neither a folder nor a file (never followed)."""
+    try:
+        st = os.lstat(source)
+    except FileNotFoundError:
+        raise CacheRefused(f"{where}: {source} is missing (uninstalled meanwhile?); reinstall the wheel") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise CacheRefused(f"{where}: {source} is not a folder (a link?); reinstall the wheel")
+    found: list[str] = []
+    todo = [("", source)]
+    while todo:
+        prefix, folder = todo.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in SKIPPED:
+                        todo.append((rel + "/", Path(entry.path)))
+                elif entry.is_file(follow_symlinks=False):
+                    if not entry.name.endswith(".pyc"):
+                        found.append(rel)
+                else:
+                    raise CacheRefused(f"{where}: {entry.path} is a link or a special file, which a kernel wheel "
+                                       "never installs; reinstall the wheel")
+                if len(found) > MAX_FILES:
+                    raise CacheRefused(f"{where}: more than {MAX_FILES} files below {source}")
+    return sorted(found)
+
+
+def _clone(src: int, dst: int) -> bool:
+    """Share ``src``'s extents with the new file ``dst`` (copy-on-write) where the file system can."""
+    try:
+        fcntl.ioctl(dst, FICLONE, src)
+    except OSError:
+        return False
+    return True
+
+
+def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str:
+    """Copy ``source/rel`` (never through a link) to the new file ``name`` in ``run``, made ``mode``, fsynced;
+    the sha256 hex digest of the copy's bytes."""
+    src = os.open(source / rel, FILE_FLAGS)
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheRefused(f"{source / rel}: not a regular file; reinstall the wheel")
+        if st.st_size > MAX_FILE_BYTES:
+            raise CacheRefused(f"{source / rel}: larger than {MAX_FILE_BYTES >> 30} GiB; not a kernel's file")
+        dst = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | FILE_FLAGS, 0o600, dir_fd=run.fd)
+        try:
+            if _clone(src, dst):
+                digest = sha256_fd(dst)  # the clone's own bytes
+            else:
+                digest = _copy(src, dst, source / rel)
+            os.fchmod(dst, mode)
+            os.fsync(dst)
+        finally:
+            os.close(dst)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise planted(source / rel, "file") from None
+        raise
+    finally:
+        os.close(src)
+    return digest
+
+
+def _copy(src: int, dst: int, where: Path) -> str:
+    h = hashlib.sha256()
+    total = 0
+    while chunk := os.read(src, CHUNK):
+        total += len(chunk)
+        if total > MAX_FILE_BYTES:
+            raise CacheRefused(f"{where}: grew past {MAX_FILE_BYTES >> 30} GiB while read; not a kernel's file")
+        h.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dst, view):]
+    return h.hexdigest()
