@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,18 @@ from ..atomic import TMP_PREFIX, Tree, write_bytes
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES, Record
-from ..store.catalog import Catalog, CatalogDamaged, Gaps, local_catalog, refresh, settled
+from ..store.catalog import (
+    CATALOG_FILE,
+    Catalog,
+    CatalogDamaged,
+    Gaps,
+    damage,
+    local_catalog,
+    rebuilt,
+    refresh,
+    settled,
+    sqlite_problem,
+)
 from .pages import (
     DEFAULT_BASE_URL,
     environment,
@@ -366,11 +378,6 @@ def _catalog_note(catalog: Catalog, warnings: list[str] | None) -> None:
         warnings.append(f"warning: {catalog.note}")
 
 
-def _damaged(exc: CatalogDamaged, warnings: list[str] | None) -> None:
-    if warnings is not None:
-        warnings.append(f"warning: {exc}; the catalog is not used, rebuilt from the records")
-
-
 def index_with_adoption(
     store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
     kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
@@ -381,25 +388,59 @@ def index_with_adoption(
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
     left out add one line each to ``damaged``. ``rescan``: read and check every record, and render and compare
-    every page, even when ``files/`` and the pages look unchanged (store/catalog.py ``refresh``). A catalog that
-    holds a row that fails the record checks is rebuilt from the records (one line in ``notes``). Every record's
-    wheel and ``.metadata`` are compared with it (store/filecheck.py): what cannot be put right adds a line to
-    ``damaged``, what was (a ``.metadata`` written again, with ``repair`` a record of a changed wheel) a line to
-    ``notes``.
+    every page, even when ``files/`` and the pages look unchanged (store/catalog.py ``refresh``). A catalog found
+    damaged at any step (a row that fails the record checks, a file SQLite finds malformed) is named in one line
+    of ``notes`` and rebuilt from the records in the same run; any other SQLite error is Unreachable (exit 4).
+    Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py): what cannot be put right
+    adds a line to ``damaged``, what was (a ``.metadata`` written again, with ``repair`` a record of a changed
+    wheel) a line to ``notes``.
     """
-    from ..store import filecheck
-
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
     if loc.local is None:
         count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, notes, allow_kernel_names)
         return count, result, adopted
     root = loc.local
-    files = root / FILES
     if wheels:
-        files.mkdir(parents=True, exist_ok=True)
-    catalog = local_catalog(root)
-    _catalog_note(catalog, notes)
+        (root / FILES).mkdir(parents=True, exist_ok=True)
+    try:
+        catalog = local_catalog(root)
+    except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
+        raise sqlite_problem(os.fspath(root / FILES / CATALOG_FILE), exc) from None
+    try:
+        _catalog_note(catalog, notes)
+        lines: tuple[list[str], list[str]] = ([], [])
+
+        def attempt(again: bool) -> tuple[int, IndexResult]:
+            lines[0].clear()  # this attempt's lines, kept only if it holds up
+            lines[1].clear()
+            return _index_local(root, out, catalog, templates, base_url, wheels, adopted, kernels, lines[0],
+                                lines[1], allow_kernel_names, rescan or again, repair)  # fmt: skip
+
+        def warn(line: str) -> None:
+            if notes is not None:
+                notes.append(f"warning: {line}")
+
+        count, index = rebuilt(catalog, attempt, warn)
+        if damaged is not None:
+            damaged.extend(lines[0])
+        if notes is not None:
+            notes.extend(lines[1])
+        return count, index, adopted
+    finally:
+        catalog.close()
+
+
+def _index_local(
+    root: Path, out: Path, catalog: Catalog, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
+    adopted: list[tuple[Path, Any]], kernels: Iterable[str], damaged: list[str], notes: list[str],
+    allow_kernel_names: bool, rescan: bool, repair: bool,
+) -> tuple[int, IndexResult]:  # fmt: skip
+    """One attempt of ``index_with_adoption`` over a local store; ``adopted`` takes each folder adopted (a second
+    attempt, over a rebuilt catalog, adopts only the folders the first did not reach)."""
+    from ..store import filecheck
+
+    files = root / FILES
     shards = None
     workers = _workers()
     if workers > 1 and catalog.path != ":memory:" and catalog.count() == 0:  # every record is read: see shards.py
@@ -417,7 +458,10 @@ def index_with_adoption(
         runs = []
         if wheels:
             from . import folders
+        done = {folder for folder, _result in adopted}
         for folder in wheels:
+            if folder in done:
+                continue
             run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
             adopted.append((folder, run.result))
             runs.append(run)
@@ -427,41 +471,26 @@ def index_with_adoption(
                 shards.changed(changed)
             if listing is not None:
                 listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
-        if damaged is not None:  # a wheel adopted again has its record back: not a gap any more
-            damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
+        # a wheel adopted again has its record back: not a gap any more
+        damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
         if len(known) != count:
             catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
-        try:
-            found = filecheck.check_local(root, catalog, repair, listed, shards.checked if shards else None)
-            hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
-            if shards is not None:
-                shards.changed(found.touched)
-            index = build_index(out, catalog, templates, base_url, before, touched | found.touched, rescan, notes,
-                                hidden, shards)  # fmt: skip
-        except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
-            _damaged(exc, notes)
-            if shards is not None:
-                shards.close()
-            catalog.reset()
-            refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
-            lines = []
-            found = filecheck.check_local(root, catalog, repair, listed)
-            hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
-            index = build_index(out, catalog, templates, base_url, None, (), True, None, hidden)
-        if damaged is not None:
-            damaged.extend(lines)
+        found = filecheck.check_local(root, catalog, repair, listed, shards.checked if shards else None)
+        hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
+        if shards is not None:
+            shards.changed(found.touched)
+        index = build_index(out, catalog, templates, base_url, None if rescan else before, touched | found.touched,
+                            rescan, notes, hidden, shards)  # fmt: skip
         _found(found, damaged, notes)
         filecheck.keep(files, catalog, found)
         if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
             settled(catalog, files)
             for run in runs:
                 folders.remember(catalog, run)
-        return catalog.count(), index, adopted
+        return catalog.count(), index
     finally:
         if shards is not None:
             shards.close()
-        catalog.close()
 
 
 def _index_s3(
@@ -484,8 +513,10 @@ def _index_s3(
             hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
             result = build_index(out, remote, templates, base_url, generation, changed | found.touched, rescan,
                                  warnings, hidden)  # fmt: skip
-        except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
-            _damaged(exc, warnings)
+        except (CatalogDamaged, sqlite3.DatabaseError) as exc:  # nothing it said is trusted: made again
+            problem = damage(exc, remote.path)
+            if warnings is not None:
+                warnings.append(f"warning: {problem}; the catalog is not used, rebuilt from the records")
             remote.close()
             remote, generation, changed = s3.catalog(True, fresh=True)
             lines = []
@@ -561,7 +592,10 @@ def _run_index(opts: IndexOptions) -> int:
         opts.allow_kernel_names, opts.rescan, opts.repair, notes,
     )  # fmt: skip
     for line in notes:
-        report.info(line, stderr=True)
+        if line.startswith("warning: "):
+            report.warn(line.removeprefix("warning: "))  # shown under -q too
+        else:
+            report.info(line, stderr=True)
     for folder, result in results:
         refused += len(result.refused)
         adopted += result.adopted
