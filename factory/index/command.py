@@ -58,11 +58,9 @@ if TYPE_CHECKING:
     import jinja2
 
     from ..store.filecheck import FileCheck
-    from .shards import Shards
 
 PAGE_DIRS = ("simple", "variants", "projects")
-PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core (and a
-# first index of that many reads them there: index/shards.py)
+PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
 
 
 def _workers() -> int:
@@ -220,7 +218,7 @@ def _roots(
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
     touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
-    hidden: frozenset[str] = frozenset(), shards: Shards | None = None,
+    hidden: frozenset[str] = frozenset(),
 ) -> IndexResult:  # fmt: skip
     """Bring the pages in ``out`` up to date with ``catalog``.
 
@@ -228,8 +226,7 @@ def build_index(
     touched; with a state of that generation, only those projects are rendered again, and those of any page
     whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
     with the disk. A state file that fails its check adds a line to ``warnings`` and is not used. ``hidden``:
-    wheels left out of every page (look-alikes, see ``refuse_lookalikes``). ``shards``: the workers that read
-    this run's records (index/shards.py); a full build has them render the pages of the projects they hold.
+    wheels left out of every page (look-alikes, see ``refuse_lookalikes``).
     """
     fp = fingerprint(templates, base_url)
     if hidden:  # another set of wheels left out: every page again
@@ -257,14 +254,7 @@ def build_index(
     wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
     workers = _workers()
     rest: Iterable[str] | None = wanted  # the projects rendered here (None: all)
-    done = shards.collect(labels, hidden) if wanted is None and shards is not None else None
-    if done is not None:  # the workers that read the records rendered their pages meanwhile
-        paths, entries, page_stats, rest = done
-        writer.paths |= paths
-        projects.update((name, entry) for name, entry in entries.items() if name not in rest)
-        stats.update(page_stats)
-        had_pages = True  # theirs: those of projects gone since are removed below
-    elif wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
+    if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
         writer.paths |= _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
                                          hidden)  # fmt: skip
         rest = ()
@@ -441,56 +431,42 @@ def _index_local(
     from ..store import filecheck
 
     files = root / FILES
-    shards = None
-    workers = _workers()
-    if workers > 1 and catalog.path != ":memory:" and catalog.count() == 0:  # every record is read: see shards.py
-        from .shards import Shards
-
-        shards = Shards(files, out, templates, base_url, workers)
-    try:
-        before = catalog.generation()
-        listed = not rescan and filecheck.unchanged(files, catalog)  # before this run's adoption writes there
-        # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
-        gaps = Gaps(os.fspath(files))
-        listing, touched = refresh(catalog, files, damaged, rescan, gaps, shards.read_rows if shards else None)
-        known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
-        count = len(known)
-        runs = []
-        if wheels:
-            from . import folders
-        done = {folder for folder, _result in adopted}
-        for folder in wheels:
-            if folder in done:
-                continue
-            run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
-            adopted.append((folder, run.result))
-            runs.append(run)
-            changed = catalog.apply_rows(run.result.rows, ())
-            touched |= changed
-            if shards is not None:
-                shards.changed(changed)
-            if listing is not None:
-                listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
-        # a wheel adopted again has its record back: not a gap any more
-        damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
-        if len(known) != count:
-            catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        found = filecheck.check_local(root, catalog, repair, listed, shards.checked if shards else None)
-        hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
-        if shards is not None:
-            shards.changed(found.touched)
-        index = build_index(out, catalog, templates, base_url, None if rescan else before, touched | found.touched,
-                            rescan, notes, hidden, shards)  # fmt: skip
-        _found(found, damaged, notes)
-        filecheck.keep(files, catalog, found)
-        if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
-            settled(catalog, files)
-            for run in runs:
-                folders.remember(catalog, run)
-        return catalog.count(), index
-    finally:
-        if shards is not None:
-            shards.close()
+    before = catalog.generation()
+    listed = not rescan and filecheck.unchanged(files, catalog)  # before this run's adoption writes there
+    # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
+    gaps = Gaps(os.fspath(files))
+    listing, touched = refresh(catalog, files, damaged, rescan, gaps)
+    known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
+    count = len(known)
+    runs = []
+    if wheels:
+        from . import folders
+    done = {folder for folder, _result in adopted}
+    for folder in wheels:
+        if folder in done:
+            continue
+        run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
+        adopted.append((folder, run.result))
+        runs.append(run)
+        changed = catalog.apply_rows(run.result.rows, ())
+        touched |= changed
+        if listing is not None:
+            listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
+    # a wheel adopted again has its record back: not a gap any more
+    damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
+    if len(known) != count:
+        catalog.set_meta("variants", json.dumps(known, sort_keys=True))
+    found = filecheck.check_local(root, catalog, repair, listed)
+    hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
+    index = build_index(out, catalog, templates, base_url, None if rescan else before, touched | found.touched,
+                        rescan, notes, hidden)  # fmt: skip
+    _found(found, damaged, notes)
+    filecheck.keep(files, catalog, found)
+    if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
+        settled(catalog, files)
+        for run in runs:
+            folders.remember(catalog, run)
+    return catalog.count(), index
 
 
 def _index_s3(

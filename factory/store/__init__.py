@@ -78,8 +78,8 @@ def load_records(
     if loc.local is None:
         records = sorted(opened.records(), key=lambda r: r.filename)  # read one by one: the bucket is not written
     else:
-        from ..record import FILES
         from .. import report
+        from ..record import FILES
         from .catalog import local_catalog, rebuilt, refresh, sqlite_problem
 
         try:

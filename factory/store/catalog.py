@@ -454,8 +454,7 @@ class Gaps:
 
 def label_backends(wheels: Iterable[tuple[str | None, int, str | None]]) -> dict[str, str | None]:
     """Every variant label -> its backend, from (label, noarch, backend) of wheels: that of its arch wheels,
-    else of its noarch wheels; the least where they differ (``Catalog.label_backends``; index/shards.py gives
-    the rows it is about to write)."""
+    else of its noarch wheels; the least where they differ (``Catalog.label_backends``)."""
     least: dict[tuple[str, int], str | None] = {}
     for label, noarch, backend in wheels:
         if label is not None:
@@ -513,31 +512,21 @@ def record_key(st: os.stat_result) -> str:
     return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
-RowReader = Callable[[list[str], dict[str, str], list[str]], "list[Row] | None"]  # see ``sync``'s read_rows
-
-
 def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
-    rescan: bool = False, read_rows: Callable[[list[str], dict[str, str]], list[Row] | None] | None = None,
+    rescan: bool = False,
 ) -> set[str]:  # fmt: skip
     """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records with ``read``; projects touched.
 
     ``read`` yields (wheel, record or None when it vanished or cannot be read, the record file's text or None)
     for the wheel names it is given.
     ``rescan``: read every listed record, whatever its key, and write the rows of those that differ.
-    ``read_rows``: tried first (but by ``rescan`` of a catalog with rows), given the wheels to read and the
-    listing: the rows of the records that pass the checks (the others it names as ``read`` does), or None to
-    leave them to ``read`` (index/shards.py reads a first index's records in worker processes this way).
     """
     have = catalog.keys()
     changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]
     if not changed and not removed:
         return set()
-    rows = read_rows(changed, listing) if read_rows is not None and (not rescan or not have) else None
-    if rows is not None:
-        got = {row[0] for row in rows}
-        return catalog.apply_rows(rows, [*removed, *(w for w in changed if w not in got and w in have)])
     upserts: list[tuple[str, Record, str | None]] = []
     for wheel, record, text in read(changed):
         if record is None:
@@ -627,7 +616,7 @@ def stat_state(st: os.stat_result) -> str:
 
 def refresh(
     catalog: Catalog, files: Path, damaged: list[str] | None = None, rescan: bool = False,
-    gaps: Gaps | None = None, read_rows: RowReader | None = None,
+    gaps: Gaps | None = None,
 ) -> tuple[dict[str, str] | None, set[str]]:  # fmt: skip
     """Bring ``catalog`` up to date with ``files/``; (wheel -> key of every record there, or None when nothing
     was listed because the catalog matches the folder; the projects touched).
@@ -637,8 +626,7 @@ def refresh(
     synced; its stat is kept only when no record was left out and every wheel and record is paired, so a
     damaged record or an unpaired file is named again on every run until it is fixed. ``rescan`` lists and
     reads every record regardless (after a record was edited in place). Unpaired files go to ``gaps`` when
-    given, else one line each to ``damaged``. ``read_rows``: see ``sync``; it is also given the list that
-    takes the lines of the records it leaves out.
+    given, else one line each to ``damaged``.
     """
     state = folder_state(files)
     if not rescan and state and catalog.meta(FILES_STATE) == state:
@@ -646,8 +634,7 @@ def refresh(
     left_out: list[str] = []
     found = Gaps(os.fspath(files)) if gaps is None else gaps
     listing = list_local(files, left_out, found)
-    touched = sync(catalog, listing, read_local(files, left_out), rescan,
-                   None if read_rows is None else lambda wheels, keys: read_rows(wheels, keys, left_out))
+    touched = sync(catalog, listing, read_local(files, left_out), rescan)
     if gaps is None:
         left_out.extend(found.lines())
     if damaged is not None:

@@ -6,8 +6,7 @@ The catalog says which records the pages show; this compares them with the files
 - a local wheel whose stat (inode, mtime, ctime, size) or whose record (its catalog key) changed since the
   last run that checked it is hashed again and compared with the record's sha256 (both are kept in the
   catalog's meta ``wheel_stats``; a wheel seen for the first time is taken at its size, as adoption or the
-  build has just hashed it; a first index's workers compare those sizes as they read the records, and this
-  takes their stats); one whose stat and record are those of the last check, and whose ``.metadata``
+  build has just hashed it); one whose stat and record are those of the last check, and whose ``.metadata``
   is there, was compared then (its size with that record's): only the others' rows are read;
 - a record's ``.metadata`` must exist (local: the folder's listing; S3: the bucket's listing); a missing one
   is written again from the wheel's METADATA when that hashes to the record's ``metadata_sha256``.
@@ -103,15 +102,11 @@ def unchanged(files: Path, catalog: Catalog) -> bool:
 
 def check_local(
     root: Path, catalog: Catalog, repair: bool = False, listed: bool | None = None,
-    first: dict[str, tuple[str, str]] | None = None,
 ) -> FileCheck:  # fmt: skip
     """Compare every record in ``catalog`` with its wheel and ``.metadata`` under ``root/files``.
 
     ``listed``: ``unchanged`` as it was before this run's own writes to files/ (wheels adopted, whose rows are in
-    ``catalog``); default: asked now. ``first``: wheel -> (its stat key, its record's key) of wheels whose size
-    another process of this run compared with that record (index/shards.py): a wheel seen for the first time
-    is taken from it, if its row still has that key. Call ``keep`` once the run has written what it writes
-    there."""
+    ``catalog``); default: asked now. Call ``keep`` once the run has written what it writes there."""
     files = root / FILES
     found = FileCheck()
     try:
@@ -140,10 +135,6 @@ def check_local(
     for name, row_key in catalog.keys().items():
         if wheels is not None and name not in wheels:
             continue  # a record without its wheel: the listing names it (store/catalog.py)
-        taken = first.get(name) if first is not None and name not in stats else None
-        if taken is not None and taken[1] == row_key and (metadata is None or f"{name}.metadata" in metadata):
-            seen[name] = f"{taken[0]}/{row_key}"  # its first look: its size is its record's
-            continue
         try:
             st = os.stat(prefix + name)
         except FileNotFoundError:
