@@ -32,9 +32,7 @@ from ..record import FILES, Record
 from ..store.catalog import (
     CATALOG_FILE,
     Catalog,
-    CatalogDamaged,
     Gaps,
-    damage,
     local_catalog,
     rebuilt,
     refresh,
@@ -479,26 +477,32 @@ def _index_s3(
     from ..store.s3 import S3Store
 
     s3 = S3Store(url)
-    remote, generation, changed = s3.catalog(rescan)
+    try:
+        remote, generation, changed = s3.catalog(rescan)
+    except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
+        raise sqlite_problem(url, exc) from None
     _catalog_note(remote, warnings)
     write_bytes(out / STORE_FILE, json.dumps({"store": url}).encode())  # where publish finds the wheels
-    lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
+    lines: list[str] = []  # what the attempt that holds up finds
+
+    def attempt(again: bool) -> tuple[FileCheck, IndexResult]:
+        lines.clear()
+        touched = changed
+        if again:  # the catalog, emptied, made again from the records
+            s3.unsaved = True
+            touched = s3.refresh(remote, True)
+        found = filecheck.check_s3(s3, remote)
+        hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
+        result = build_index(out, remote, templates, base_url, None if again else generation,
+                             touched | found.touched, rescan or again, warnings, hidden)  # fmt: skip
+        return found, result
+
+    def warn(line: str) -> None:
+        if warnings is not None:
+            warnings.append(f"warning: {line}")
+
     try:
-        try:
-            found = filecheck.check_s3(s3, remote)
-            hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
-            result = build_index(out, remote, templates, base_url, generation, changed | found.touched, rescan,
-                                 warnings, hidden)  # fmt: skip
-        except (CatalogDamaged, sqlite3.DatabaseError) as exc:  # nothing it said is trusted: made again
-            problem = damage(exc, remote.path)
-            if warnings is not None:
-                warnings.append(f"warning: {problem}; the catalog is not used, rebuilt from the records")
-            remote.close()
-            remote, generation, changed = s3.catalog(True, fresh=True)
-            lines = []
-            found = filecheck.check_s3(s3, remote)
-            hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
-            result = build_index(out, remote, templates, base_url, None, (), True, None, hidden)
+        found, result = rebuilt(remote, attempt, warn)
         s3.damaged.extend(lines)
         _found(found, damaged, warnings)
         s3.save(remote)

@@ -117,19 +117,19 @@ class S3Store:
         """The s3:// URL of an object key, for messages."""
         return f"s3://{self.bucket}/{key}"
 
-    def catalog(self, rescan: bool = False, fresh: bool = False) -> tuple[Catalog, str, set[str]]:
+    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
         """The store's catalog (``files/.catalog.sqlite`` in the bucket) brought up to date with one listing;
         (catalog, its generation before, the projects touched).
 
         A record is read only when its ETag differs from the catalog's key for it, so an unchanged store
         costs the listing and one GET; a changed catalog is put back by ``save`` once the run has checked it.
-        ``rescan``: read every record; ``fresh``: start from an empty catalog (the bucket's failed a check).
+        ``rescan``: read every record.
         Wheels without a record add one line each to ``damaged``.
         """
         listing = self.listing = self._listing()
         key = self.key(CATALOG_FILE)
         data: bytes | None = None
-        if key in listing and not fresh:
+        if key in listing:
             try:
                 data = self.get(key)
             except Unreachable:
@@ -140,7 +140,15 @@ class S3Store:
             path.write_bytes(data)
         catalog = Catalog(path, scratch=folder)
         before = catalog.generation()
+        self.unsaved = data is None
+        return catalog, before, self.refresh(catalog, rescan)
+
+    def refresh(self, catalog: Catalog, rescan: bool = False) -> set[str]:
+        """Bring ``catalog`` up to date with the listing ``catalog()`` took; the projects touched (see
+        ``catalog``; index/command.py calls it again on a catalog rebuilt after damage)."""
         from . import check as record_check
+
+        listing = self.listing
 
         self.damaged = []
         cut = len(self.files_prefix) + 1
@@ -176,8 +184,8 @@ class S3Store:
             return found
 
         touched = sync(catalog, records, read, rescan)
-        self.unsaved = bool(touched) or data is None or catalog.note is not None  # put back by ``save``
-        return catalog, before, touched
+        self.unsaved = self.unsaved or bool(touched) or catalog.note is not None  # put back by ``save``
+        return touched
 
     def save(self, catalog: Catalog) -> None:
         """Put the catalog back if ``catalog()`` or the file check changed it (``unsaved``): one PUT; a refused
