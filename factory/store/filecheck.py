@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..atomic import file_digest, write_bytes
 from ..errors import Refused
@@ -241,69 +241,78 @@ def _repair(root: Path, name: str, found: FileCheck, redo: list[tuple[str, Any, 
     return True
 
 
-def check_s3(store: Any, catalog: Catalog) -> FileCheck:
-    """The S3 store's records (``catalog``) against the listing ``store.catalog()`` took (``store.listing``):
-    each wheel object's size; its ETag against the one it had when it last matched (kept in the catalog's
-    ``wheel_stats``; another ETag: the object is read and hashed); and each ``.metadata`` object's existence
-    (one missing is put back from the wheel when the credentials allow it). A changed ``wheel_stats`` marks the
-    catalog to be put back (``store.save``)."""
+class Files(Protocol):
+    """The files of a store without a local folder, as the file check reads them (store/s3.py's S3Store)."""
+
+    def file_listing(self) -> dict[str, tuple[int, str]]: ...  # file name in files/ -> (size, ETag)
+
+    def read_file(self, name: str) -> bytes: ...  # Unreachable where it cannot be read
+
+    def write_file(self, name: str, data: bytes, sha256: str) -> None: ...  # Unreachable where it cannot
+
+    def file_url(self, name: str) -> str: ...
+
+    def catalog_changed(self) -> None: ...
+
+
+def check_s3(store: Files, catalog: Catalog) -> FileCheck:
+    """The S3 store's records (``catalog``) against the listing its ``catalog()`` took: each wheel object's size;
+    its ETag against the one it had when it last matched (kept in the catalog's ``wheel_stats``; another ETag:
+    the object is read and hashed); and each ``.metadata`` object's existence (one missing is put back from the
+    wheel when the credentials allow it). A changed ``wheel_stats`` marks the catalog to be put back."""
     found = FileCheck()
-    listing: dict[str, tuple[int, str]] = store.listing
+    listing = store.file_listing()
     saved = catalog.meta(STATS)
     stats: dict[str, str] = json.loads(saved) if saved else {}
     seen: dict[str, str] = {}
     drop: list[str] = []
     for name, size, sha256, metadata_sha256 in _rows(catalog):
-        key = store.key(name)
-        if key not in listing:
+        if name not in listing:
             continue
-        got, etag = listing[key]
+        got, etag = listing[name]
         before = stats.get(name)
         what = None
         if got != size:
             what = f"{got} bytes where its record says {size}"
-        elif before is not None and before != etag and _sha256_of(store, key) != sha256:
+        elif before is not None and before != etag and _sha256_of(store, name) != sha256:
             what = "its sha256 differs from its record's"
         if what is not None:
-            found.errors.append(_changed(store.object_url(key), name, what, REBUILD_FIX))
+            found.errors.append(_changed(store.file_url(name), name, what, REBUILD_FIX))
             drop.append(name)
             seen[name] = f"!{etag}"  # never its ETag: read and hashed again next run
             continue
         seen[name] = etag
-        if metadata_sha256 and store.key(f"{name}.metadata") not in listing:
+        if metadata_sha256 and f"{name}.metadata" not in listing:
             _put_s3_metadata(store, name, metadata_sha256, found)
     if drop:
         found.touched |= catalog.apply([], drop)
     if seen != stats:
         catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
-        store.unsaved = True
+        store.catalog_changed()
     return found
 
 
-def _sha256_of(store: Any, key: str) -> str:
-    """The sha256 of an object's bytes ("" where it cannot be read, which no record holds)."""
+def _sha256_of(store: Files, name: str) -> str:
+    """The sha256 of a file's bytes ("" where it cannot be read, which no record holds)."""
     from ..errors import Unreachable
 
     try:
-        return hashlib.sha256(store.get(key)).hexdigest()
+        return hashlib.sha256(store.read_file(name)).hexdigest()
     except Unreachable:
         return ""
 
 
-def _put_s3_metadata(store: Any, name: str, metadata_sha256: str, found: FileCheck) -> None:
-    from botocore.exceptions import BotoCoreError, ClientError
+def _put_s3_metadata(store: Files, name: str, metadata_sha256: str, found: FileCheck) -> None:
+    from ..errors import Unreachable
 
-    from ..s3util import put_bytes
-
-    where = store.object_url(store.key(f"{name}.metadata"))
-    metadata = _metadata_again(lambda: store.get(store.key(name)), where, name, metadata_sha256,
+    where = store.file_url(f"{name}.metadata")
+    metadata = _metadata_again(lambda: store.read_file(name), where, name, metadata_sha256,
                                "build the wheel again", found)  # fmt: skip
     if metadata is None:
         return
     try:
-        put_bytes(store.client, metadata, store.bucket, store.key(f"{name}.metadata"), metadata_sha256,
-                  store.put_options)  # fmt: skip
-    except (BotoCoreError, ClientError) as exc:
+        store.write_file(f"{name}.metadata", metadata, metadata_sha256)
+    except Unreachable as exc:
         found.errors.append(f"{where} is missing (pip gets a 404 for it) and cannot be written: {exc}")
         return
     found.notes.append(f"{where} was missing: written again from its wheel")

@@ -65,6 +65,30 @@ class S3Store:
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(exc) from None
 
+    def file_listing(self) -> dict[str, tuple[int, str]]:
+        """File name in files/ -> (size, ETag), from the listing ``catalog()`` took (filecheck.Files)."""
+        cut = len(self.files_prefix) + 1
+        return {k[cut:]: v for k, v in self.listing.items() if k.startswith(f"{self.files_prefix}/")}
+
+    def read_file(self, name: str) -> bytes:
+        """The bytes of a file in files/ (Unreachable where it cannot be read)."""
+        return self.get(self.key(name))
+
+    def write_file(self, name: str, data: bytes, sha256: str) -> None:
+        """Put a file in files/ (Unreachable where it cannot be written: read-only credentials)."""
+        try:
+            put_bytes(self.client, data, self.bucket, self.key(name), sha256, self.put_options)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+
+    def file_url(self, name: str) -> str:
+        """The s3:// URL of a file in files/, for messages."""
+        return self.object_url(self.key(name))
+
+    def catalog_changed(self) -> None:
+        """The catalog changed after ``catalog()``: ``save`` puts it back."""
+        self.unsaved = True
+
     def get(self, key: str) -> bytes:
         """An object's bytes (Unreachable where it cannot be read)."""
         try:
