@@ -12,14 +12,19 @@ description and example, not this docstring.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from types import ModuleType
 
 from .. import __version__, report
-from ..errors import EXIT_BUG, FactoryError, unusable
+from ..errors import EXIT_BUG, EXIT_UNREACHABLE, FactoryError, unusable
 from ..safe_text import redact_url
 from . import build, download, index, local_kernels, plan, prune, publish, serve, status, to_wheel, unyank, which, yank
+
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a process that SIGTERM ended
 
 SUBCOMMANDS: tuple[ModuleType, ...] = (to_wheel, plan, build, index, publish, serve, local_kernels, which, download,
                                        yank, unyank, status, prune)
@@ -85,9 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.configure(quiet=ns.quiet, json=getattr(ns, "json", False), verbose=ns.verbose)
     if ns.verbose:
         _log_verbosely(debug=ns.verbose > 1)
+    terminate = threading.current_thread() is threading.main_thread()  # signal handlers live in the main thread
+    previous = signal.signal(signal.SIGTERM, _terminated) if terminate else None
     try:
         return _execute(ns)
     finally:
+        if terminate:
+            signal.signal(signal.SIGTERM, previous)
         report.configure()  # the defaults again: main() may run more than once in one process (tests)
 
 
@@ -110,11 +119,28 @@ def _execute(ns: argparse.Namespace) -> int:
             _traceback()
         report.error(str(err))
         return err.exit_code
+    except Terminated:
+        report.raw_error("terminated")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         report.raw_error("interrupted")
         return 130
+    except BrokenProcessPool:
+        if ns.debug:
+            _traceback()
+        report.error("a worker process was killed, by the OOM killer or a signal; run again (with fewer --jobs if "
+                     "memory is short)")
+        return EXIT_UNREACHABLE
     except Exception:
         return _bug()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (docker stop, a cancelled CI job, timeout): handled as Ctrl-C is, so that every cleanup runs."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -33,6 +33,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def execute(ns: argparse.Namespace) -> int:
     from ..publish.run import PublishArgs, run_publish
+    from ..store.lock import folder_lock
 
     return run_publish(PublishArgs(flags=flags_of(ns, NAME), to=ns.to, repository=ns.repository,
-                                   dry_run=ns.dry_run, json=ns.json))
+                                   dry_run=ns.dry_run, json=ns.json), folder_lock)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,16 @@ from ..atomic import TMP_PREFIX, Tree, write_bytes
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import FILES, Record
-from ..store.catalog import Catalog, CatalogDamaged, Gaps, local_catalog, refresh, settled
+from ..store.catalog import (
+    CATALOG_FILE,
+    Catalog,
+    Gaps,
+    local_catalog,
+    rebuilt,
+    refresh,
+    settled,
+    sqlite_problem,
+)
 from .pages import (
     DEFAULT_BASE_URL,
     environment,
@@ -48,11 +58,9 @@ if TYPE_CHECKING:
     import jinja2
 
     from ..store.filecheck import FileCheck
-    from .shards import Shards
 
 PAGE_DIRS = ("simple", "variants", "projects")
-PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core (and a
-# first index of that many reads them there: index/shards.py)
+PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
 
 
 def _workers() -> int:
@@ -210,7 +218,7 @@ def _roots(
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
     touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
-    hidden: frozenset[str] = frozenset(), shards: Shards | None = None,
+    hidden: frozenset[str] = frozenset(),
 ) -> IndexResult:  # fmt: skip
     """Bring the pages in ``out`` up to date with ``catalog``.
 
@@ -218,8 +226,7 @@ def build_index(
     touched; with a state of that generation, only those projects are rendered again, and those of any page
     whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
     with the disk. A state file that fails its check adds a line to ``warnings`` and is not used. ``hidden``:
-    wheels left out of every page (look-alikes, see ``refuse_lookalikes``). ``shards``: the workers that read
-    this run's records (index/shards.py); a full build has them render the pages of the projects they hold.
+    wheels left out of every page (look-alikes, see ``refuse_lookalikes``).
     """
     fp = fingerprint(templates, base_url)
     if hidden:  # another set of wheels left out: every page again
@@ -247,14 +254,7 @@ def build_index(
     wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
     workers = _workers()
     rest: Iterable[str] | None = wanted  # the projects rendered here (None: all)
-    done = shards.collect(labels, hidden) if wanted is None and shards is not None else None
-    if done is not None:  # the workers that read the records rendered their pages meanwhile
-        paths, entries, page_stats, rest = done
-        writer.paths |= paths
-        projects.update((name, entry) for name, entry in entries.items() if name not in rest)
-        stats.update(page_stats)
-        had_pages = True  # theirs: those of projects gone since are removed below
-    elif wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
+    if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
         writer.paths |= _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
                                          hidden)  # fmt: skip
         rest = ()
@@ -368,11 +368,6 @@ def _catalog_note(catalog: Catalog, warnings: list[str] | None) -> None:
         warnings.append(f"warning: {catalog.note}")
 
 
-def _damaged(exc: CatalogDamaged, warnings: list[str] | None) -> None:
-    if warnings is not None:
-        warnings.append(f"warning: {exc}; the catalog is not used, rebuilt from the records")
-
-
 def index_with_adoption(
     store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
     kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
@@ -383,14 +378,13 @@ def index_with_adoption(
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
     left out add one line each to ``damaged``. ``rescan``: read and check every record, and render and compare
-    every page, even when ``files/`` and the pages look unchanged (store/catalog.py ``refresh``). A catalog that
-    holds a row that fails the record checks is rebuilt from the records (one line in ``notes``). Every record's
-    wheel and ``.metadata`` are compared with it (store/filecheck.py): what cannot be put right adds a line to
-    ``damaged``, what was (a ``.metadata`` written again, with ``repair`` a record of a changed wheel) a line to
-    ``notes``.
+    every page, even when ``files/`` and the pages look unchanged (store/catalog.py ``refresh``). A catalog found
+    damaged at any step (a row that fails the record checks, a file SQLite finds malformed) is named in one line
+    of ``notes`` and rebuilt from the records in the same run; any other SQLite error is Unreachable (exit 4).
+    Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py): what cannot be put right
+    adds a line to ``damaged``, what was (a ``.metadata`` written again, with ``repair`` a record of a changed
+    wheel) a line to ``notes``.
     """
-    from ..store import filecheck
-
     adopted: list[tuple[Path, Any]] = []
     loc = Location.of(store)
     use_withdrawals(read_withdrawals(loc))  # project statuses, a prune under way (store/status.py, retain.py)
@@ -398,73 +392,82 @@ def index_with_adoption(
         count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, notes, allow_kernel_names)
         return count, result, adopted
     root = loc.local
-    files = root / FILES
     if wheels:
-        files.mkdir(parents=True, exist_ok=True)
-    catalog = local_catalog(root)
-    _catalog_note(catalog, notes)
-    shards = None
-    workers = _workers()
-    if workers > 1 and catalog.path != ":memory:" and catalog.count() == 0:  # every record is read: see shards.py
-        from .shards import Shards
-
-        shards = Shards(files, out, templates, base_url, workers)
+        (root / FILES).mkdir(parents=True, exist_ok=True)
     try:
-        before = catalog.generation()
-        listed = not rescan and filecheck.unchanged(files, catalog)  # before this run's adoption writes there
-        # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
-        gaps = Gaps(os.fspath(files))
-        listing, touched = refresh(catalog, files, damaged, rescan, gaps, shards.read_rows if shards else None)
-        known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
-        count = len(known)
-        runs = []
-        if wheels:
-            from . import folders
-        for folder in wheels:
-            run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
-            adopted.append((folder, run.result))
-            runs.append(run)
-            changed = catalog.apply_rows(run.result.rows, ())
-            touched |= changed
-            if shards is not None:
-                shards.changed(changed)
-            if listing is not None:
-                listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
-        if damaged is not None:  # a wheel adopted again has its record back: not a gap any more
-            damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
-        if len(known) != count:
-            catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-        lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
-        try:
-            found = filecheck.check_local(root, catalog, repair, listed, shards.checked if shards else None)
-            hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
-            if shards is not None:
-                shards.changed(found.touched)
-            index = build_index(out, catalog, templates, base_url, before, touched | found.touched, rescan, notes,
-                                hidden, shards)  # fmt: skip
-        except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
-            _damaged(exc, notes)
-            if shards is not None:
-                shards.close()
-            catalog.reset()
-            refresh(catalog, files, [], True, Gaps(os.fspath(files)))  # its lines were given above
-            lines = []
-            found = filecheck.check_local(root, catalog, repair, listed)
-            hidden = refuse_lookalikes(catalog, allow_kernel_names, lines)
-            index = build_index(out, catalog, templates, base_url, None, (), True, None, hidden)
+        catalog = local_catalog(root)
+    except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
+        raise sqlite_problem(os.fspath(root / FILES / CATALOG_FILE), exc) from None
+    try:
+        _catalog_note(catalog, notes)
+        lines: tuple[list[str], list[str]] = ([], [])
+
+        def attempt(again: bool) -> tuple[int, IndexResult]:
+            lines[0].clear()  # this attempt's lines, kept only if it holds up
+            lines[1].clear()
+            return _index_local(root, out, catalog, templates, base_url, wheels, adopted, kernels, lines[0],
+                                lines[1], allow_kernel_names, rescan or again, repair)  # fmt: skip
+
+        def warn(line: str) -> None:
+            if notes is not None:
+                notes.append(f"warning: {line}")
+
+        count, index = rebuilt(catalog, attempt, warn)
         if damaged is not None:
-            damaged.extend(lines)
-        _found(found, damaged, notes)
-        filecheck.keep(files, catalog, found)
-        if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
-            settled(catalog, files)
-            for run in runs:
-                folders.remember(catalog, run)
-        return catalog.count(), index, adopted
+            damaged.extend(lines[0])
+        if notes is not None:
+            notes.extend(lines[1])
+        return count, index, adopted
     finally:
-        if shards is not None:
-            shards.close()
         catalog.close()
+
+
+def _index_local(
+    root: Path, out: Path, catalog: Catalog, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
+    adopted: list[tuple[Path, Any]], kernels: Iterable[str], damaged: list[str], notes: list[str],
+    allow_kernel_names: bool, rescan: bool, repair: bool,
+) -> tuple[int, IndexResult]:  # fmt: skip
+    """One attempt of ``index_with_adoption`` over a local store; ``adopted`` takes each folder adopted (a second
+    attempt, over a rebuilt catalog, adopts only the folders the first did not reach)."""
+    from ..store import filecheck
+
+    files = root / FILES
+    before = catalog.generation()
+    listed = not rescan and filecheck.unchanged(files, catalog)  # before this run's adoption writes there
+    # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
+    gaps = Gaps(os.fspath(files))
+    listing, touched = refresh(catalog, files, damaged, rescan, gaps)
+    known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
+    count = len(known)
+    runs = []
+    if wheels:
+        from . import folders
+    done = {folder for folder, _result in adopted}
+    for folder in wheels:
+        if folder in done:
+            continue
+        run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
+        adopted.append((folder, run.result))
+        runs.append(run)
+        changed = catalog.apply_rows(run.result.rows, ())
+        touched |= changed
+        if listing is not None:
+            listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
+    # a wheel adopted again has its record back: not a gap any more
+    damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
+    if len(known) != count:
+        catalog.set_meta("variants", json.dumps(known, sort_keys=True))
+    found = filecheck.check_local(root, catalog, repair, listed)
+    hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
+    index = build_index(out, catalog, templates, base_url, None if rescan else before, touched | found.touched,
+                        rescan, notes, hidden)  # fmt: skip
+    _found(found, damaged, notes)
+    filecheck.keep(files, catalog, found)
+    if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
+        settled(catalog, files)
+        for run in runs:
+            folders.remember(catalog, run)
+    return catalog.count(), index
 
 
 def _index_s3(
@@ -477,24 +480,32 @@ def _index_s3(
     from ..store.s3 import S3Store
 
     s3 = S3Store(url)
-    remote, generation, changed = s3.catalog(rescan)
+    try:
+        remote, generation, changed = s3.catalog(rescan)
+    except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
+        raise sqlite_problem(url, exc) from None
     _catalog_note(remote, warnings)
     write_bytes(out / STORE_FILE, json.dumps({"store": url}).encode())  # where publish finds the wheels
-    lines: list[str] = []  # what this attempt finds; kept only if the catalog's rows hold up
+    lines: list[str] = []  # what the attempt that holds up finds
+
+    def attempt(again: bool) -> tuple[FileCheck, IndexResult]:
+        lines.clear()
+        touched = changed
+        if again:  # the catalog, emptied, made again from the records
+            s3.unsaved = True
+            touched = s3.refresh(remote, True)
+        found = filecheck.check_s3(s3, remote)
+        hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
+        result = build_index(out, remote, templates, base_url, None if again else generation,
+                             touched | found.touched, rescan or again, warnings, hidden)  # fmt: skip
+        return found, result
+
+    def warn(line: str) -> None:
+        if warnings is not None:
+            warnings.append(f"warning: {line}")
+
     try:
-        try:
-            found = filecheck.check_s3(s3, remote)
-            hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
-            result = build_index(out, remote, templates, base_url, generation, changed | found.touched, rescan,
-                                 warnings, hidden)  # fmt: skip
-        except CatalogDamaged as exc:  # nothing it said is trusted: the catalog is made again from the records
-            _damaged(exc, warnings)
-            remote.close()
-            remote, generation, changed = s3.catalog(True, fresh=True)
-            lines = []
-            found = filecheck.check_s3(s3, remote)
-            hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
-            result = build_index(out, remote, templates, base_url, None, (), True, None, hidden)
+        found, result = rebuilt(remote, attempt, warn)
         s3.damaged.extend(lines)
         _found(found, damaged, warnings)
         s3.save(remote)
@@ -564,7 +575,10 @@ def _run_index(opts: IndexOptions) -> int:
         opts.allow_kernel_names, opts.rescan, opts.repair, notes,
     )  # fmt: skip
     for line in notes:
-        report.info(line, stderr=True)
+        if line.startswith("warning: "):
+            report.warn(line.removeprefix("warning: "))  # shown under -q too
+        else:
+            report.info(line, stderr=True)
     for folder, result in results:
         refused += len(result.refused)
         adopted += result.adopted

@@ -21,6 +21,7 @@ import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ..config import Options
 
 T = TypeVar("T")
+StoreLock = Callable[[Path, float], AbstractContextManager[None]]  # (store folder, seconds to wait) -> its lock
 RECORD_CAP = 256 * 1024  # bytes of a record read to learn a wheel's sha256 (store/check.py's MAX_RECORD_BYTES)
 
 
@@ -308,7 +310,17 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
     return root
 
 
-def run_publish(args: PublishArgs) -> int:
+def _store_lock(root: Path, opts: Options, lock: StoreLock | None) -> AbstractContextManager[None]:
+    """The store lock of ``root`` (``lock``: store/lock.py's ``folder_lock``, which the CLI hands down) for the
+    whole publish: no `index` or `build` changes the folder between its listing and the last copy, so the pages
+    copied link only files copied before them. A folder this user cannot write has no writer to wait for (as
+    for `index`)."""
+    if lock is None or not os.access(root, os.W_OK):
+        return nullcontext()
+    return lock(root, opts.environment.lock_wait_s)
+
+
+def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
     """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
     from .. import config
 
@@ -327,7 +339,8 @@ def run_publish(args: PublishArgs) -> int:
         for line in notices(dest.display, opts):
             report.raw_error(line)
     try:
-        summary = publish(root, dest, dry_run=dry_run)
+        with _store_lock(root, opts, lock):
+            summary = publish(root, dest, dry_run=dry_run)
     finally:
         dest.close()
     if dry_run:

@@ -6,6 +6,7 @@ for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -77,17 +78,25 @@ def load_records(
     if loc.local is None:
         records = sorted(opened.records(), key=lambda r: r.filename)  # read one by one: the bucket is not written
     else:
+        from .. import report
         from ..record import FILES
-        from .catalog import CatalogDamaged, refresh
+        from .catalog import local_catalog, rebuilt, refresh, sqlite_problem
 
-        catalog = opened.catalog(rescan)[0]
         try:
-            try:
-                records = catalog.records()
-            except CatalogDamaged:  # a row that fails the record checks: the catalog is rebuilt from the records
-                catalog.reset()
-                refresh(catalog, loc.local / FILES, [], True)
-                records = catalog.records()
+            catalog = local_catalog(loc.local)
+        except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
+            raise sqlite_problem(str(loc.local / FILES), exc) from None
+        files = loc.local / FILES
+        try:
+            if catalog.note is not None:
+                report.warn(catalog.note)
+
+            def attempt(again: bool) -> list[Record]:
+                opened.damaged = []
+                refresh(catalog, files, opened.damaged, rescan or again)
+                return catalog.records()
+
+            records = rebuilt(catalog, attempt, report.warn)
         finally:
             catalog.close()
     if damaged is not None:

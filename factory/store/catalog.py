@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
@@ -33,11 +34,13 @@ from ..atomic import LinkRefused, real_folder, refuse_link, unique
 from ..record import FIELDS, FILES, Record
 from . import check
 
+T = TypeVar("T")
 CATALOG_FILE = ".catalog.sqlite"
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
 FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 NOARCH = "torch-noarch"  # the framework of noarch wheels (listed in the variant roots of their backend)
+BUSY_TIMEOUT_S = 5.0  # how long a write waits for another connection's transaction before "database is locked"
 SCHEMA = "3:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
 
 _TABLES = """
@@ -56,7 +59,50 @@ Got = tuple[str, "Record | None", "str | None"]  # what a ``sync`` read gives: w
 
 
 class CatalogDamaged(Exception):
-    """A row that fails the record checks: the catalog is not to be trusted, and is rebuilt from the records."""
+    """A row that fails the record checks, or a file SQLite finds damaged: the catalog is not to be trusted,
+    and is rebuilt from the records (index/command.py, in the same run)."""
+
+
+def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
+    """What a SQLite error on the catalog means: CatalogDamaged where the file is damaged or not a database (it is
+    a cache: rebuilt from the records), else Unreachable (exit 4) naming the cause and the fix: a full disk, a
+    database another process holds locked, a file that cannot be written."""
+    from ..errors import Unreachable
+
+    text = str(exc)
+    if not isinstance(exc, sqlite3.OperationalError) or "malformed" in text or "not a database" in text:
+        return CatalogDamaged(f"{path}: {text}")
+    if "full" in text:
+        fix = "free space on that file system, then run again"
+    elif "locked" in text or "busy" in text:
+        fix = "another process holds the catalog open (a reader's transaction); end it, then run again"
+    else:
+        fix = "make that file writable (or remove it: it is a cache, rebuilt from the records), then run again"
+    return Unreachable(f"{path}: {text}; {fix}")
+
+
+def damage(exc: Exception, path: str) -> CatalogDamaged:
+    """``exc`` (CatalogDamaged or a SQLite error) as the catalog's damage; any other SQLite error is raised as
+    what ``sqlite_problem`` makes of it."""
+    problem = exc if isinstance(exc, CatalogDamaged) else sqlite_problem(path, exc)  # type: ignore[arg-type]
+    if not isinstance(problem, CatalogDamaged):
+        raise problem from None
+    return problem
+
+
+def rebuilt(catalog: Catalog, attempt: Callable[[bool], T], warn: Callable[[str], None]) -> T:
+    """``attempt(False)``; where it finds the catalog damaged (a row that fails the record checks, a file SQLite
+    finds malformed), ``warn`` names it in one line, the catalog starts again empty and ``attempt(True)`` runs
+    (it reads every record again). Any other SQLite error, in either attempt, is raised as Unreachable (exit 4)."""
+    try:
+        return attempt(False)
+    except (CatalogDamaged, sqlite3.DatabaseError) as exc:
+        warn(f"{damage(exc, catalog.path)}; the catalog is not used, rebuilt from the records")
+    try:
+        catalog.reset()
+        return attempt(True)
+    except sqlite3.DatabaseError as exc:
+        raise sqlite_problem(catalog.path, exc) from None
 
 
 def _master(db: sqlite3.Connection) -> set[tuple[str, str, str | None]]:
@@ -111,28 +157,47 @@ class Catalog:
         self._checked: dict[str, Record] = {}  # a row's JSON text -> its record, for rows of checked records
         try:
             self.db = self._open()
-        except sqlite3.DatabaseError:  # not a database, or damaged: it is a cache, start again
+        except sqlite3.DatabaseError as exc:  # not a database, or damaged: it is a cache, start again
+            problem = sqlite_problem(self.path, exc)
+            if not isinstance(problem, CatalogDamaged):
+                raise problem from None
+            self.note = f"{problem}; not used, rebuilt from the records"
             self._discard()
             self.db = self._open()
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None)
-        db.execute("PRAGMA synchronous=OFF")  # a cache: a torn file is detected and rebuilt
-        db.execute("PRAGMA journal_mode=MEMORY")
+        """SQLite's rollback journal (``<file>-journal``), synced: a run killed at any instant (SIGTERM, kill -9,
+        a full disk) leaves the catalog as its last transaction did, which the next open rolls back to."""
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+        try:
+            db.execute("PRAGMA journal_mode=TRUNCATE")  # the journal stays (emptied): files/'s own stat does not
+            db.execute("PRAGMA synchronous=FULL")  # change with each write (folder_state)
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def _discard(self) -> None:
+        """Remove the file and its journal (a journal left beside a new file would be rolled into it)."""
         if self.path != ":memory:":
-            Path(self.path).unlink(missing_ok=True)
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                Path(self.path + suffix).unlink(missing_ok=True)
 
     def _open(self) -> sqlite3.Connection:
         """The database, made again unless it holds exactly the catalog's tables and indexes (no trigger, no view:
         SQL that would run on our own writes) and this schema's rows."""
         db = self._connect()
-        master = _master(db)
+        try:
+            master = _master(db)
+        except BaseException:
+            db.close()
+            raise
         if master == _expected_master():
             schema = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
             if schema is not None and schema[0] == SCHEMA:
+                if self.path != ":memory:" and not os.path.exists(self.path + "-journal"):
+                    db.execute("INSERT OR REPLACE INTO meta VALUES ('journal', '')")  # makes it, before files/'s
+                    # stat is taken (refresh)
                 return db
         elif master:
             found = sorted({kind for kind, _name, _sql in master} - {"table", "index"})
@@ -239,7 +304,11 @@ class Catalog:
                 db.execute("UPDATE meta SET value=? WHERE name='generation'", (unique(),))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite may have rolled back itself (a full disk)
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the journal rolls it back at the next open
             self._keys = None  # read again from the rolled-back table
             raise
         return touched
@@ -385,8 +454,7 @@ class Gaps:
 
 def label_backends(wheels: Iterable[tuple[str | None, int, str | None]]) -> dict[str, str | None]:
     """Every variant label -> its backend, from (label, noarch, backend) of wheels: that of its arch wheels,
-    else of its noarch wheels; the least where they differ (``Catalog.label_backends``; index/shards.py gives
-    the rows it is about to write)."""
+    else of its noarch wheels; the least where they differ (``Catalog.label_backends``)."""
     least: dict[tuple[str, int], str | None] = {}
     for label, noarch, backend in wheels:
         if label is not None:
@@ -444,31 +512,21 @@ def record_key(st: os.stat_result) -> str:
     return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
-RowReader = Callable[[list[str], dict[str, str], list[str]], "list[Row] | None"]  # see ``sync``'s read_rows
-
-
 def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
-    rescan: bool = False, read_rows: Callable[[list[str], dict[str, str]], list[Row] | None] | None = None,
+    rescan: bool = False,
 ) -> set[str]:  # fmt: skip
     """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records with ``read``; projects touched.
 
     ``read`` yields (wheel, record or None when it vanished or cannot be read, the record file's text or None)
     for the wheel names it is given.
     ``rescan``: read every listed record, whatever its key, and write the rows of those that differ.
-    ``read_rows``: tried first (but by ``rescan`` of a catalog with rows), given the wheels to read and the
-    listing: the rows of the records that pass the checks (the others it names as ``read`` does), or None to
-    leave them to ``read`` (index/shards.py reads a first index's records in worker processes this way).
     """
     have = catalog.keys()
     changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]
     if not changed and not removed:
         return set()
-    rows = read_rows(changed, listing) if read_rows is not None and (not rescan or not have) else None
-    if rows is not None:
-        got = {row[0] for row in rows}
-        return catalog.apply_rows(rows, [*removed, *(w for w in changed if w not in got and w in have)])
     upserts: list[tuple[str, Record, str | None]] = []
     for wheel, record, text in read(changed):
         if record is None:
@@ -521,15 +579,15 @@ def local_catalog(root: Path) -> Catalog:
     real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
     if files.is_dir() and os.access(files, os.W_OK):
         path = files / CATALOG_FILE
-        try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
-            st = os.lstat(path)
-        except FileNotFoundError:
-            pass
-        else:
+        for each in (path, files / f"{CATALOG_FILE}-journal"):
+            try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
+                st = os.lstat(each)
+            except FileNotFoundError:
+                continue
             if stat.S_ISLNK(st.st_mode):
-                raise refuse_link(path, "catalog")
+                raise refuse_link(each, "catalog")
             if not stat.S_ISREG(st.st_mode):
-                raise LinkRefused(f"{path}: not a regular file, where kernel-factory keeps its catalog; remove it")
+                raise LinkRefused(f"{each}: not a regular file, where kernel-factory keeps its catalog; remove it")
         return Catalog(path)
     return Catalog(":memory:")
 
@@ -558,7 +616,7 @@ def stat_state(st: os.stat_result) -> str:
 
 def refresh(
     catalog: Catalog, files: Path, damaged: list[str] | None = None, rescan: bool = False,
-    gaps: Gaps | None = None, read_rows: RowReader | None = None,
+    gaps: Gaps | None = None,
 ) -> tuple[dict[str, str] | None, set[str]]:  # fmt: skip
     """Bring ``catalog`` up to date with ``files/``; (wheel -> key of every record there, or None when nothing
     was listed because the catalog matches the folder; the projects touched).
@@ -568,8 +626,7 @@ def refresh(
     synced; its stat is kept only when no record was left out and every wheel and record is paired, so a
     damaged record or an unpaired file is named again on every run until it is fixed. ``rescan`` lists and
     reads every record regardless (after a record was edited in place). Unpaired files go to ``gaps`` when
-    given, else one line each to ``damaged``. ``read_rows``: see ``sync``; it is also given the list that
-    takes the lines of the records it leaves out.
+    given, else one line each to ``damaged``.
     """
     state = folder_state(files)
     if not rescan and state and catalog.meta(FILES_STATE) == state:
@@ -577,8 +634,7 @@ def refresh(
     left_out: list[str] = []
     found = Gaps(os.fspath(files)) if gaps is None else gaps
     listing = list_local(files, left_out, found)
-    touched = sync(catalog, listing, read_local(files, left_out), rescan,
-                   None if read_rows is None else lambda wheels, keys: read_rows(wheels, keys, left_out))
+    touched = sync(catalog, listing, read_local(files, left_out), rescan)
     if gaps is None:
         left_out.extend(found.lines())
     if damaged is not None:

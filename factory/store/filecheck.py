@@ -6,8 +6,7 @@ The catalog says which records the pages show; this compares them with the files
 - a local wheel whose stat (inode, mtime, ctime, size) or whose record (its catalog key) changed since the
   last run that checked it is hashed again and compared with the record's sha256 (both are kept in the
   catalog's meta ``wheel_stats``; a wheel seen for the first time is taken at its size, as adoption or the
-  build has just hashed it; a first index's workers compare those sizes as they read the records, and this
-  takes their stats); one whose stat and record are those of the last check, and whose ``.metadata``
+  build has just hashed it); one whose stat and record are those of the last check, and whose ``.metadata``
   is there, was compared then (its size with that record's): only the others' rows are read;
 - a record's ``.metadata`` must exist (local: the folder's listing; S3: the bucket's listing); a missing one
   is written again from the wheel's METADATA when that hashes to the record's ``metadata_sha256``.
@@ -33,7 +32,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..atomic import file_digest, write_bytes
 from ..errors import Refused
@@ -104,15 +103,11 @@ def unchanged(files: Path, catalog: Catalog) -> bool:
 
 def check_local(
     root: Path, catalog: Catalog, repair: bool = False, listed: bool | None = None,
-    first: dict[str, tuple[str, str]] | None = None,
 ) -> FileCheck:  # fmt: skip
     """Compare every record in ``catalog`` with its wheel and ``.metadata`` under ``root/files``.
 
     ``listed``: ``unchanged`` as it was before this run's own writes to files/ (wheels adopted, whose rows are in
-    ``catalog``); default: asked now. ``first``: wheel -> (its stat key, its record's key) of wheels whose size
-    another process of this run compared with that record (index/shards.py): a wheel seen for the first time
-    is taken from it, if its row still has that key. Call ``keep`` once the run has written what it writes
-    there."""
+    ``catalog``); default: asked now. Call ``keep`` once the run has written what it writes there."""
     files = root / FILES
     found = FileCheck()
     try:
@@ -141,10 +136,6 @@ def check_local(
     for name, row_key in catalog.keys().items():
         if wheels is not None and name not in wheels:
             continue  # a record without its wheel: the listing names it (store/catalog.py)
-        taken = first.get(name) if first is not None and name not in stats else None
-        if taken is not None and taken[1] == row_key and (metadata is None or f"{name}.metadata" in metadata):
-            seen[name] = f"{taken[0]}/{row_key}"  # its first look: its size is its record's
-            continue
         try:
             st = os.stat(prefix + name)
         except FileNotFoundError:
@@ -259,69 +250,78 @@ def _repair(root: Path, name: str, found: FileCheck, redo: list[tuple[str, Any, 
     return True
 
 
-def check_s3(store: Any, catalog: Catalog) -> FileCheck:
-    """The S3 store's records (``catalog``) against the listing ``store.catalog()`` took (``store.listing``):
-    each wheel object's size; its ETag against the one it had when it last matched (kept in the catalog's
-    ``wheel_stats``; another ETag: the object is read and hashed); and each ``.metadata`` object's existence
-    (one missing is put back from the wheel when the credentials allow it). A changed ``wheel_stats`` marks the
-    catalog to be put back (``store.save``)."""
+class Files(Protocol):
+    """The files of a store without a local folder, as the file check reads them (store/s3.py's S3Store)."""
+
+    def file_listing(self) -> dict[str, tuple[int, str]]: ...  # file name in files/ -> (size, ETag)
+
+    def read_file(self, name: str) -> bytes: ...  # Unreachable where it cannot be read
+
+    def write_file(self, name: str, data: bytes, sha256: str) -> None: ...  # Unreachable where it cannot
+
+    def file_url(self, name: str) -> str: ...
+
+    def catalog_changed(self) -> None: ...
+
+
+def check_s3(store: Files, catalog: Catalog) -> FileCheck:
+    """The S3 store's records (``catalog``) against the listing its ``catalog()`` took: each wheel object's size;
+    its ETag against the one it had when it last matched (kept in the catalog's ``wheel_stats``; another ETag:
+    the object is read and hashed); and each ``.metadata`` object's existence (one missing is put back from the
+    wheel when the credentials allow it). A changed ``wheel_stats`` marks the catalog to be put back."""
     found = FileCheck()
-    listing: dict[str, tuple[int, str]] = store.listing
+    listing = store.file_listing()
     saved = catalog.meta(STATS)
     stats: dict[str, str] = json.loads(saved) if saved else {}
     seen: dict[str, str] = {}
     drop: list[str] = []
     for name, size, sha256, metadata_sha256 in _rows(catalog):
-        key = store.key(name)
-        if key not in listing:
+        if name not in listing:
             continue
-        got, etag = listing[key]
+        got, etag = listing[name]
         before = stats.get(name)
         what = None
         if got != size:
             what = f"{got} bytes where its record says {size}"
-        elif before is not None and before != etag and _sha256_of(store, key) != sha256:
+        elif before is not None and before != etag and _sha256_of(store, name) != sha256:
             what = "its sha256 differs from its record's"
         if what is not None:
-            found.errors.append(_changed(store.object_url(key), name, what, REBUILD_FIX))
+            found.errors.append(_changed(store.file_url(name), name, what, REBUILD_FIX))
             drop.append(name)
             seen[name] = f"!{etag}"  # never its ETag: read and hashed again next run
             continue
         seen[name] = etag
-        if metadata_sha256 and store.key(f"{name}.metadata") not in listing:
+        if metadata_sha256 and f"{name}.metadata" not in listing:
             _put_s3_metadata(store, name, metadata_sha256, found)
     if drop:
         found.touched |= catalog.apply([], drop)
     if seen != stats:
         catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
-        store.unsaved = True
+        store.catalog_changed()
     return found
 
 
-def _sha256_of(store: Any, key: str) -> str:
-    """The sha256 of an object's bytes ("" where it cannot be read, which no record holds)."""
+def _sha256_of(store: Files, name: str) -> str:
+    """The sha256 of a file's bytes ("" where it cannot be read, which no record holds)."""
     from ..errors import Unreachable
 
     try:
-        return hashlib.sha256(store.get(key)).hexdigest()
+        return hashlib.sha256(store.read_file(name)).hexdigest()
     except Unreachable:
         return ""
 
 
-def _put_s3_metadata(store: Any, name: str, metadata_sha256: str, found: FileCheck) -> None:
-    from botocore.exceptions import BotoCoreError, ClientError
+def _put_s3_metadata(store: Files, name: str, metadata_sha256: str, found: FileCheck) -> None:
+    from ..errors import Unreachable
 
-    from ..s3util import put_bytes
-
-    where = store.object_url(store.key(f"{name}.metadata"))
-    metadata = _metadata_again(lambda: store.get(store.key(name)), where, name, metadata_sha256,
+    where = store.file_url(f"{name}.metadata")
+    metadata = _metadata_again(lambda: store.read_file(name), where, name, metadata_sha256,
                                "build the wheel again", found)  # fmt: skip
     if metadata is None:
         return
     try:
-        put_bytes(store.client, metadata, store.bucket, store.key(f"{name}.metadata"), metadata_sha256,
-                  store.put_options)  # fmt: skip
-    except (BotoCoreError, ClientError) as exc:
+        store.write_file(f"{name}.metadata", metadata, metadata_sha256)
+    except Unreachable as exc:
         found.errors.append(f"{where} is missing (pip gets a 404 for it) and cannot be written: {exc}")
         return
     found.notes.append(f"{where} was missing: written again from its wheel")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import math
 import os
 import stat
 import time
@@ -116,8 +117,10 @@ def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[Non
         before = os.fstat(fd)
         try:
             _write_pid(fd)
-            if before.st_size:  # the last holder did not clear it (killed): its leftovers may be anywhere below
-                atomic.remove_stale_tmp(root, time.time())
+            if before.st_size:  # the last holder did not clear it (killed): its leftovers may be anywhere below;
+                # every writer of the store holds this lock, so each one is a leftover, whatever its time says
+                # (a clock stepped back, an NFS server's clock ahead of this one)
+                atomic.remove_stale_tmp(root, math.inf)
             yield
         finally:
             HELD_FDS.discard(fd)

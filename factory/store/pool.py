@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -46,6 +47,7 @@ def _watch_parent(parent: int) -> None:
 def init_worker(parent: int) -> None:
     """Run first in each worker process (``parent`` is the main process's PID)."""
     _close_inherited_locks()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the main process's handler (cli) is for the main process only
     linked = die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)

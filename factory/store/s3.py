@@ -65,6 +65,30 @@ class S3Store:
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(exc) from None
 
+    def file_listing(self) -> dict[str, tuple[int, str]]:
+        """File name in files/ -> (size, ETag), from the listing ``catalog()`` took (filecheck.Files)."""
+        cut = len(self.files_prefix) + 1
+        return {k[cut:]: v for k, v in self.listing.items() if k.startswith(f"{self.files_prefix}/")}
+
+    def read_file(self, name: str) -> bytes:
+        """The bytes of a file in files/ (Unreachable where it cannot be read)."""
+        return self.get(self.key(name))
+
+    def write_file(self, name: str, data: bytes, sha256: str) -> None:
+        """Put a file in files/ (Unreachable where it cannot be written: read-only credentials)."""
+        try:
+            put_bytes(self.client, data, self.bucket, self.key(name), sha256, self.put_options)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+
+    def file_url(self, name: str) -> str:
+        """The s3:// URL of a file in files/, for messages."""
+        return self.object_url(self.key(name))
+
+    def catalog_changed(self) -> None:
+        """The catalog changed after ``catalog()``: ``save`` puts it back."""
+        self.unsaved = True
+
     def get(self, key: str) -> bytes:
         """An object's bytes (Unreachable where it cannot be read)."""
         try:
@@ -117,19 +141,19 @@ class S3Store:
         """The s3:// URL of an object key, for messages."""
         return f"s3://{self.bucket}/{key}"
 
-    def catalog(self, rescan: bool = False, fresh: bool = False) -> tuple[Catalog, str, set[str]]:
+    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
         """The store's catalog (``files/.catalog.sqlite`` in the bucket) brought up to date with one listing;
         (catalog, its generation before, the projects touched).
 
         A record is read only when its ETag differs from the catalog's key for it, so an unchanged store
         costs the listing and one GET; a changed catalog is put back by ``save`` once the run has checked it.
-        ``rescan``: read every record; ``fresh``: start from an empty catalog (the bucket's failed a check).
+        ``rescan``: read every record.
         Wheels without a record add one line each to ``damaged``.
         """
         listing = self.listing = self._listing()
         key = self.key(CATALOG_FILE)
         data: bytes | None = None
-        if key in listing and not fresh:
+        if key in listing:
             try:
                 data = self.get(key)
             except Unreachable:
@@ -140,7 +164,15 @@ class S3Store:
             path.write_bytes(data)
         catalog = Catalog(path, scratch=folder)
         before = catalog.generation()
+        self.unsaved = data is None
+        return catalog, before, self.refresh(catalog, rescan)
+
+    def refresh(self, catalog: Catalog, rescan: bool = False) -> set[str]:
+        """Bring ``catalog`` up to date with the listing ``catalog()`` took; the projects touched (see
+        ``catalog``; index/command.py calls it again on a catalog rebuilt after damage)."""
         from . import check as record_check
+
+        listing = self.listing
 
         self.damaged = []
         cut = len(self.files_prefix) + 1
@@ -176,8 +208,8 @@ class S3Store:
             return found
 
         touched = sync(catalog, records, read, rescan)
-        self.unsaved = bool(touched) or data is None or catalog.note is not None  # put back by ``save``
-        return catalog, before, touched
+        self.unsaved = self.unsaved or bool(touched) or catalog.note is not None  # put back by ``save``
+        return touched
 
     def save(self, catalog: Catalog) -> None:
         """Put the catalog back if ``catalog()`` or the file check changed it (``unsaved``): one PUT; a refused

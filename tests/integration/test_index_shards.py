@@ -1,8 +1,6 @@
-"""The first index of a store of records made elsewhere (no catalog) reads, checks and renders its records in
-per-share workers (index/shards.py): the same pages and the same lines as a store whose catalog is read in one
-process, with records damaged, a variant kernels' parser refuses, a wheel gone, a wheel changed, a .metadata
-gone and a wheel adopted in the same run (the projects whose rows change after the workers read them are
-rendered by the main process)."""
+"""The first index of a store of records made elsewhere (no catalog): the same pages and the same lines as a
+store whose catalog was made as its records were, with records damaged, a variant kernels' parser refuses, a
+wheel gone, a wheel changed, a .metadata gone and a wheel adopted in the same run."""
 
 from __future__ import annotations
 

@@ -210,7 +210,7 @@ def test_index_render_main_killed_alone_workers_end_and_rerun_matches(
     wheel_folders: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """Every other kill hits the first index of a store of records made elsewhere (no catalog: its records are
-    read and rendered by per-share workers, index/shards.py); the others a full render from the catalog."""
+    read, then rendered by the full render's pool); the others a full render from the catalog."""
     _, wheels = wheel_folders
     store = tmp_path / "store"
     rerun_at_once("index", "--store", store, "--wheels", wheels)

@@ -100,7 +100,7 @@ def test_a_row_changed_behind_the_catalog_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_labels_of_rows_are_those_the_catalog_gives_once_it_holds_them() -> None:
-    """index/shards.py starts its workers with the labels of the rows it is about to write."""
+    """label_backends of rows gives what Catalog.label_backends gives once they are written."""
     from kernel_factory.store.catalog import label_backends
 
     def row(n: int, label: str | None, backend: str | None, noarch: int) -> tuple[Any, ...]:
