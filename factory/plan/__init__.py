@@ -7,8 +7,8 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from .. import report, versions
 from .. import variants as variants_mod
-from .. import versions
 from ..config import Environment, KernelSpec, Options
 from ..errors import FactoryError, NotAllowed, Refused, UsageError
 from ..record import Record
@@ -235,7 +235,10 @@ def plan_kernel(
                 )
             )
     if unmatched and seen:
-        raise unmatched_variants(spec.repo_id or src.display, sorted(unmatched), sorted(seen))
+        error = unmatched_variants(spec.repo_id or src.display, sorted(unmatched), sorted(seen))
+        if len(unmatched) == len(set(spec.variants)):
+            raise error  # nothing of this kernel would be built: a typo, or the wrong kernel
+        report.warn(str(error))  # the other patterns match: what they match is built
     return src, jobs, refused
 
 

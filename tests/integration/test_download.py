@@ -142,10 +142,12 @@ def wheel_gets(index: str, site: Path) -> list[str]:
 
 
 def leftovers(cache: Path) -> list[str]:
-    """What a run left in the cache folder, but for an empty ``.locks/`` (huggingface_hub makes it too; the
-    temporary folders of a run lie in it, and must be gone)."""
+    """What a run left in the cache folder, but for an empty ``.locks/`` (huggingface_hub makes it too) holding
+    at most an empty ``kernel-factory/`` (the temporary folders of a run lie in it, and must be gone)."""
     locks = cache / ".locks"
-    return sorted(p.name for p in cache.iterdir() if p != locks or any(locks.iterdir()))
+    ours = locks / "kernel-factory"  # the writer's scratch folders live in it (local/cachestage.py)
+    in_locks = [p for p in locks.iterdir() if p != ours or any(ours.iterdir())] if locks.is_dir() else []
+    return sorted(p.name for p in cache.iterdir() if p != locks or in_locks)
 
 
 def download(project: Path, index: str, python: Path, cache: Path) -> subprocess.CompletedProcess[str]:

@@ -43,8 +43,12 @@ def cache_state(cache: Path) -> dict[str, list[str]]:
 
 
 def scratch_left(cache: Path) -> list[str]:
+    """What is in ``.locks/`` but an empty ``kernel-factory/`` (the writer's scratch folders live in it)."""
     locks = cache / ".locks"
-    return sorted(p.name for p in locks.iterdir()) if locks.is_dir() else []
+    ours = locks / "kernel-factory"
+    if not locks.is_dir():
+        return []
+    return sorted(p.name for p in locks.iterdir() if p != ours or any(ours.iterdir()))
 
 
 def lock(project: Path, entries: list[dict[str, Any]]) -> Path:
