@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from tempfile import gettempdir, mkdtemp
@@ -32,6 +34,8 @@ from ..store import open_store
 from ..store.pool import worker_pool
 from ..variants import parse as parse_variant
 from ..wheel import stages
+from . import flow
+from .flow import Fetched
 
 
 @dataclass(frozen=True)
@@ -108,29 +112,54 @@ def _worker_imports() -> None:
     load_auditwheel()
 
 
-def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Path, bytes, Record]:
-    """Fetch one variant into ``scratch`` and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
+def fetch_one(job: Job, opts: Options, scratch: Path) -> Fetched:
+    """Fetch one variant into a job folder made in ``scratch``, with what its conversion needs from the source
+    (runs in a fetch worker: everything here waits on the source, little on the CPU)."""
+    src = _source(job, opts)
+    start, clock = time.time(), time.perf_counter()
+    folder = Path(mkdtemp(prefix="job-", dir=scratch))
+    try:
+        root = _own(src.fetch(job.sha, job.variant, into=folder), folder)
+        seconds = time.perf_counter() - clock
+        lfs = frozenset(src.lfs_paths(job.sha, job.variant)) if job.lock_hash is not None else frozenset()
+        version = job.version or _version_from_metadata(job, root / "build" / job.variant, src)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        src.release()  # the tree moved out of the source's own folder: release removes nothing it needs
+    return Fetched(root, folder, version, lfs, seconds, start, start + seconds)
+
+
+def _own(root: Path, folder: Path) -> Path:
+    """A fetched tree made in ``folder``, moved to ``folder``/tree, out of the source's temporary folder (which
+    ``release`` removes); a tree elsewhere (a checked-out repository read in place) is left where it is."""
+    if not Path(os.path.abspath(root)).is_relative_to(os.path.abspath(folder)):
+        return root
+    own = folder / "tree"
+    os.rename(root, own)
+    return own
+
+
+def convert_fetched(job: Job, opts: Options, out_dir: Path, fetched: Fetched) -> tuple[Path, bytes, Record]:
+    """Check a fetched variant and turn it into a wheel in ``out_dir`` (runs in a conversion worker)."""
     from ..wheel.convert import WheelInput, convert
 
     stages.reset()
-    src = _source(job, opts)
-    with stages.timed("fetch"):
-        root = src.fetch(job.sha, job.variant, into=scratch)
-    variant_dir = root / "build" / job.variant
+    start = time.time()
+    variant_dir = fetched.root / "build" / job.variant
     if job.lock_hash is not None:
         from ..verify.lockfile import verify_lock_hash
 
-        lfs = src.lfs_paths(job.sha, job.variant)
-        verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=lfs, where=f"build/{job.variant}")
+        verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=fetched.lfs, where=f"build/{job.variant}")
     if opts.verify_signatures:
         from ..verify.signature import verify_signature
 
         verify_signature(variant_dir, f"build/{job.variant}")
-    version = job.version or _version_from_metadata(job, variant_dir, src)
     inp = WheelInput(
         variant_dir=variant_dir,
         target=parse_variant(job.variant),
-        kernel_version=version,
+        kernel_version=fetched.version,
         repo_name=job.repo_name,
         repo_id=job.repo_id,
         source=job.source,
@@ -143,8 +172,19 @@ def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Pa
         allow_no_digest=job.allow_no_digest,
     )
     result = convert(inp, out_dir)
-    stages.dump(opts.environment.stages_file, variant=job.variant)
+    # The timeline: when this variant was fetched and converted, on the wall clock every process shares.
+    stages.dump(opts.environment.stages_file, variant=job.variant, fetch=fetched.seconds,
+                fetch_start=fetched.start, fetch_end=fetched.end, convert_start=start, convert_end=time.time())
     return result
+
+
+def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Path, bytes, Record]:
+    """Fetch one variant into ``scratch`` and turn it into a wheel in ``out_dir``."""
+    fetched = fetch_one(job, opts, scratch)
+    try:
+        return convert_fetched(job, opts, out_dir, fetched)
+    finally:
+        fetched.remove()
 
 
 def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
@@ -160,25 +200,39 @@ def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
                    exit_code=EXIT_BUG, trace="".join(traceback.format_exception(exc)))
 
 
-def _run(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) -> tuple[Path, bytes, Record] | Outcome:
+Built = tuple[Path, bytes, Record]
+
+
+def _run(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) -> Built | Outcome:
     # Sources fetch into the run's scratch folder (--scratch, else TMPDIR), removed with it: worker processes
     # end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
     # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
     try:
         out_dir = Path(mkdtemp(prefix="job-", dir=out_dir))
-        into = Path(mkdtemp(prefix="job-", dir=scratch)) if scratch is not None else out_dir
-        return build_one(job, opts, out_dir, into)
+        return build_one(job, opts, out_dir, scratch if scratch is not None else out_dir)
+    except Exception as exc:
+        return failure(job, exc, out_dir)
+
+
+def _fetch(job: Job, opts: Options, scratch: Path) -> Fetched | Outcome:
+    """A fetch worker's task: the fetched variant, or the job's failure."""
+    try:
+        return fetch_one(job, opts, scratch)
+    except Exception as exc:
+        return failure(job, exc, scratch)
+
+
+def _convert(job: Job, opts: Options, work: Path, fetched: Fetched) -> Built | Outcome:
+    """A conversion worker's task: the wheel in a job folder of ``work``, or the job's failure; the fetched
+    folder is removed either way."""
+    out_dir = work
+    try:
+        out_dir = Path(mkdtemp(prefix="job-", dir=work))
+        return convert_fetched(job, opts, out_dir, fetched)
     except Exception as exc:
         return failure(job, exc, out_dir)
     finally:
-        _drop_fetched(job)
-
-
-def _drop_fetched(job: Job) -> None:
-    """Remove what the job's source fetched once the wheel is written (a variant can be gigabytes)."""
-    src = _SOURCES.get((job.location, job.repo_id, job.repo_type))
-    if src is not None:
-        src.release()
+        fetched.remove()
 
 
 def execute(
@@ -189,10 +243,11 @@ def execute(
     progress: Callable[[Outcome], None],
     scratch: Path | None = None,
 ) -> list[Outcome]:
-    """Build every job (in ``opts.jobs`` processes), handing each finished wheel to ``deliver`` in this process."""
+    """Build every job, handing each finished wheel to ``deliver`` in this process: fetch workers run ahead of
+    ``opts.jobs`` conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here."""
     outcomes: list[Outcome] = []
 
-    def finish(job: Job, result: tuple[Path, bytes, Record] | Outcome) -> None:
+    def finish(job: Job, result: Built | Outcome) -> None:
         if isinstance(result, Outcome):
             outcome = result
         else:
@@ -204,19 +259,23 @@ def execute(
         outcomes.append(outcome)
         progress(outcome)
 
-    if opts.jobs <= 1 or len(jobs) <= 1:
+    converters, fetchers = flow.lanes(opts.jobs, len(jobs))
+    if fetchers == 0:
         for job in jobs:
             finish(job, _run(job, opts, work, scratch))
         return outcomes
+    into = scratch if scratch is not None else work
     _worker_imports()
-    with worker_pool(min(opts.jobs, len(jobs))) as pool:  # workers drop the store lock, die with this process
-        pending: dict[Future[tuple[Path, bytes, Record] | Outcome], Job] = {
-            pool.submit(_run, job, opts, work, scratch): job for job in jobs
-        }
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                finish(pending.pop(fut), fut.result())
+    # workers drop the store lock, die with this process
+    with worker_pool(fetchers) as fetch_pool, worker_pool(converters) as convert_pool:
+
+        def fetch(job: Job) -> Future[Fetched | Built | Outcome]:
+            return fetch_pool.submit(_fetch, job, opts, into)
+
+        def convert(job: Job, fetched: Fetched) -> Future[Built | Outcome]:
+            return convert_pool.submit(_convert, job, opts, work, fetched)
+
+        flow.pipelined(jobs, fetch, convert, finish, converters, fetchers)
     return outcomes
 
 
@@ -255,7 +314,7 @@ def check_space(jobs: list[Job], opts: Options, target: Path) -> dict[tuple[str,
         if found is not None:
             sizes[job.key] = found
     scratch = Path(opts.scratch) if opts.scratch else Path(gettempdir())
-    space.check_plan(list(sizes.values()), opts.jobs, target, scratch)
+    space.check_plan(list(sizes.values()), flow.held(*flow.lanes(opts.jobs, len(jobs))), target, scratch)
     return {key: size[0] for key, size in sizes.items()}
 
 
