@@ -240,7 +240,7 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
                     run([kf, "index", "--store", where, "--out", str(pages)], env, "index of the S3 store"),
                     run([kf, "publish", "--store", str(pages), "--to", where], env, "publish of the pages"),
                 ]
-                for name, step in zip(("build", "index", "publish"), s3_steps):
+                for name, step in zip(("build", "index", "publish"), s3_steps, strict=True):
                     keep(f"s3 store: {name}", step)
                 keep("s3 store: whole", Step(sum(s.seconds for s in s3_steps), max(s.max_proc_mb for s in s3_steps)))
                 shutil.rmtree(pages)

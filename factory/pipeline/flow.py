@@ -17,14 +17,16 @@ scratch folder is removed with everything in it (pipeline/__init__.py).
 from __future__ import annotations
 
 import shutil
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 FETCHERS = 2  # downloads at once: two keep a link busy between files; more split the same link
+UPLOADS = 4  # wheels handed to an s3:// store at once, while the next ones are fetched and converted
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -101,3 +103,28 @@ def pipelined(
     finally:
         for _job, got in ready:
             got.remove()
+
+
+class Background:
+    """Runs tasks on ``threads`` threads of this process, while the flow goes on; ``submit`` waits while every
+    thread is busy, so the wheels waiting for their upload stay few (they take room in the work folder).
+    A task must not raise: it turns its own failure into its job's outcome."""
+
+    def __init__(self, threads: int) -> None:
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="deliver")
+        self._slots = threading.Semaphore(threads)
+
+    def submit(self, task: Callable[[], None]) -> None:
+        self._slots.acquire()
+
+        def run() -> None:
+            try:
+                task()
+            finally:
+                self._slots.release()
+
+        self._pool.submit(run)
+
+    def close(self) -> None:
+        """Wait for the tasks handed over (an upload in flight ends whole, even after Ctrl-C)."""
+        self._pool.shutdown(wait=True)
