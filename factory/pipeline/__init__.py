@@ -118,14 +118,15 @@ def execute(
             return outcomes
         into = scratch if scratch is not None else work
         worker_imports()
-        # workers drop the store lock, die with this process
-        with worker_pool(fetchers) as fetch_pool, worker_pool(converters) as convert_pool:
+        # One pool, forked at once: the flow never runs more fetches or conversions than it has workers for
+        # either, so no task waits behind another. Workers drop the store lock, die with this process.
+        with worker_pool(converters + fetchers) as pool:
 
             def fetch(job: Job) -> Future[Fetched | Built | Outcome]:
-                return fetch_pool.submit(fetch_task, job, opts, into)
+                return pool.submit(fetch_task, job, opts, into)
 
             def convert(job: Job, fetched: Fetched) -> Future[Built | Outcome]:
-                return convert_pool.submit(convert_task, job, opts, work, fetched)
+                return pool.submit(convert_task, job, opts, work, fetched)
 
             flow.pipelined(jobs, fetch, convert, finish, converters, fetchers)
     finally:

@@ -1,11 +1,13 @@
 """Fetching runs ahead of converting: the link stays busy while the cores convert.
 
-A build's jobs go through two stages, each in its own worker processes (store/pool.py: they end with this
-process and never hold its store lock):
+A build's jobs go through two stages, run by one pool of ``converters + fetchers`` worker processes
+(store/pool.py: they end with this process and never hold its store lock):
 
-- fetch (``fetchers`` processes, two at most: as many downloads as a link likes) puts a variant's files into
+- fetch (``fetchers`` at once, two at most: as many downloads as a link likes) puts a variant's files into
   the job's own folder in the scratch folder and hands that folder on;
-- convert (``converters`` processes, ``--jobs``) turns a fetched folder into a wheel and removes the folder.
+- convert (``converters`` at once, ``--jobs``) turns a fetched folder into a wheel and removes the folder.
+
+Never more of either run than the pool has workers for them, so a task never waits behind another.
 
 Fetched folders wait for a free converter, oldest first. A fetch starts only while fewer than
 ``converters + fetchers`` trees are in scratch (being fetched, waiting or being converted): that bound is
