@@ -186,6 +186,11 @@ def bucket(endpoint: str, name: str) -> None:
                  region_name="us-east-1").create_bucket(Bucket=name)
 
 
+def hub_env(endpoint: str, home: Path) -> dict[str, str]:
+    """huggingface_hub pointed at the bench's Hub; the tests' 5 s timeouts are too short for a loaded machine."""
+    return {**hf_env(endpoint, home), "HF_HUB_ETAG_TIMEOUT": "60", "HF_HUB_DOWNLOAD_TIMEOUT": "60"}
+
+
 def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[str], olah: OlahServer,
              s3: str, work: Path, total_in: int) -> bool:
     kf = str(BIN / "kernel-factory")
@@ -201,8 +206,8 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
     for n in range(args.runs):
         tag = f"{rate:g}-{n}"
         with link(olah, rate) as endpoint:
-            hub_env = {**os.environ, **hf_env(endpoint, work / f"hf-dl-{tag}")}
-            keep("download alone", run([sys.executable, __file__, "--download-job", REPO_ID, *variants], hub_env,
+            dl_env = {**os.environ, **hub_env(endpoint, work / f"hf-dl-{tag}")}
+            keep("download alone", run([sys.executable, __file__, "--download-job", REPO_ID, *variants], dl_env,
                                        "the download alone"))
             shutil.rmtree(work / f"hf-dl-{tag}")
             out = work / f"wheels-{tag}"
@@ -213,7 +218,7 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
             store = work / f"store-{tag}"
             stages = work / f"stages-{tag}.jsonl"
             cfg = config(work, str(store), args.jobs)
-            env = {**os.environ, **hf_env(endpoint, work / f"hf-{tag}"), **s3_env(s3),
+            env = {**os.environ, **hub_env(endpoint, work / f"hf-{tag}"), **s3_env(s3),
                    "KERNEL_FACTORY_STAGES": str(stages)}
             bucket(s3, f"site-{n}-{int(rate)}")
             steps = {
@@ -231,7 +236,7 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
             if args.s3_store:
                 bucket(s3, f"store-{n}-{int(rate)}")
                 s3_cfg = config(work, f"s3://store-{n}-{int(rate)}/public", args.jobs)
-                env = {**env, **hf_env(endpoint, work / f"hf-s3-{tag}")}
+                env = {**env, **hub_env(endpoint, work / f"hf-s3-{tag}")}
                 env.pop("KERNEL_FACTORY_STAGES")
                 where = f"s3://store-{n}-{int(rate)}/public"
                 pages = work / f"pages-{tag}"
@@ -290,7 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         work = Path(tmp)
-        serve_repo(repo, work / "mirrors", REPO_ID)
+        mirror = serve_repo(repo, work / "mirrors", REPO_ID)
+        # olah reads each file whole through gitdb before it sends a byte: a blob stored as a delta of another
+        # slice takes gitdb many seconds (past the client's read timeout); stored whole, a fraction of one.
+        subprocess.run(["git", "-C", str(mirror), "-c", "pack.compression=1", "repack", "-a", "-d", "-F",
+                        "--window=0", "--depth=0"], check=True, capture_output=True)
         (work / "fast_olah.py").write_text(FAST_OLAH)
         olah = OlahServer(work / "mirrors", work / "olah", command=[sys.executable, str(work / "fast_olah.py")])
         olah.start()
