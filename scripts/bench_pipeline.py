@@ -265,6 +265,9 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
     ratio = best["whole run"].seconds / best[floor].seconds
     largest = max(s.max_proc_mb for s in best.values())
     ok = ratio <= target and largest < RSS_TARGET_MB
+    slowest = max(("download alone", "convert alone"), key=lambda name: best[name].seconds)
+    print(f"  whole run / the slowest stage alone ({slowest}): "
+          f"{best['whole run'].seconds / best[slowest].seconds:.2f}x")
     print(f"  whole run / {floor}: {ratio:.2f}x (target {target}x); largest process {largest:.0f} MB "
           f"(target < {RSS_TARGET_MB} MB): {'met' if ok else 'MISSED'}")
     return ok
