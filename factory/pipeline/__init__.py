@@ -30,7 +30,9 @@ from ..store import open_store
 from ..store.pool import worker_pool
 from . import flow
 from .flow import Fetched
-from .jobs import Built, Outcome, convert_task, failure, fetch_task, run_here, source_of, use_sources, worker_imports
+from .jobs import Built, convert_task, fetch_task, run_here, source_of, use_sources, worker_imports
+from .jobs import Outcome as Outcome  # re-exported: the outcome of a job, and its failure
+from .jobs import failure as failure
 
 
 @dataclass(frozen=True)
