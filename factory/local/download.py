@@ -303,6 +303,11 @@ def run_download(args: DownloadArgs) -> int:
         root.mkdir(parents=True, exist_ok=True)
         with hubcache.scratch(root) as tmp:
             return _download(locked, url, env, root, session, tmp)
+    except hubcache.CacheUnusable as exc:  # the writer's own line names no run: this one says nothing was installed
+        err = unusable(exc.error, root)
+        what = str(err or exc).partition("; ")[0]
+        raise Unreachable(f"{what}; nothing was installed: make room there, or point KERNELS_CACHE at another "
+                          "folder") from None
     except OSError as exc:  # shutil.Error (a copy's list of failures) carries its errno in its text only
         err = unusable(exc, root) if not isinstance(exc, shutil.Error) else unusable_from_text(str(exc), root)
         if err is None:
@@ -354,7 +359,7 @@ def _all_or_nothing(root: Path, gots: list[Got]) -> Iterator[None]:
     repos = {p.parent.parent for p in snapshots.values() if not os.path.lexists(p.parent.parent)}
     try:
         yield
-    except OSError:
+    except (OSError, hubcache.CacheUnusable):
         for path, old in refs.items():
             if old is None:
                 path.unlink(missing_ok=True)

@@ -40,8 +40,8 @@ SHA = re.compile(r"[0-9a-f]{40}")
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-__all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheLink", "CacheRefused", "cache_root", "is_ours",
-           "origin_of", "place", "read_ref", "repo_folder", "scratch", "valid_ref"]
+__all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheLink", "CacheRefused", "CacheUnusable", "cache_root",
+           "is_ours", "origin_of", "place", "read_ref", "repo_folder", "scratch", "valid_ref"]
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -231,13 +231,22 @@ def place(
     return repo_folder(root, repo_id) / "snapshots" / sha / "build" / variant
 
 
+class CacheUnusable(Unreachable):
+    """The cache is full, read-only or forbidden (exit 4); ``error`` is the OSError, for a caller that placed
+    other kernels in this run and takes them away again (download's all or nothing)."""
+
+    def __init__(self, message: str, error: OSError) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 def _unusable(exc: OSError, root: Path) -> Exception:
-    """A full, read-only or forbidden cache -> Unreachable (exit 4) in one line; any other OSError as it is."""
+    """A full, read-only or forbidden cache -> CacheUnusable (exit 4) in one line; any other OSError as it is."""
     if exc.errno not in UNUSABLE_ERRNOS:
         return exc
     text = exc.strerror or os.strerror(exc.errno or 0)
-    return Unreachable(f"the Hub cache {root}: {text} (nothing of this kernel was left there); free space or fix "
-                       "its permissions, or give another folder: --cache DIR or KERNELS_CACHE")
+    return CacheUnusable(f"the Hub cache {root}: {text} (nothing of this kernel was left there); free space or fix "
+                         "its permissions, or give another folder: --cache DIR or KERNELS_CACHE", exc)
 
 
 def _place(p: Placing, run: Folder, snaps: Folder, blobs: Folder, mode: int, notes: list[str] | None) -> None:

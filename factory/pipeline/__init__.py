@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
-import traceback
+import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from tempfile import gettempdir, mkdtemp
+from tempfile import gettempdir
 
 from .. import config, report, space, versions
 from ..config import KernelSpec, Options
@@ -21,17 +22,17 @@ from ..errors import (
     Unreachable,
     UsageError,
     not_a_folder,
-    unusable,
     worst,
 )
 from ..plan import Job, Plan, check_options, make_plan, misversioned_lines, plan_lines
 from ..record import Record
-from ..sources import open_source
-from ..sources.base import Source
 from ..store import open_store
 from ..store.pool import worker_pool
-from ..variants import parse as parse_variant
-from ..wheel import stages
+from . import flow
+from .flow import Fetched
+from .jobs import Built, convert_task, fetch_task, run_here, source_of, use_sources, worker_imports
+from .jobs import Outcome as Outcome  # re-exported: the outcome of a job, and its failure
+from .jobs import failure as failure
 
 
 @dataclass(frozen=True)
@@ -66,121 +67,6 @@ class ToWheelArgs:
     debug: bool = False
 
 
-_SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    job: Job
-    record: Record | None = None
-    error: str | None = None  # one line: the cause
-    exit_code: int = EXIT_OK
-    trace: str | None = None  # the traceback of an unexpected exception (a bug), shown under --debug
-
-
-def use_sources(plan: Plan) -> None:
-    """Build from the sources the plan opened (their answers are cached: no repository is opened twice)."""
-    _SOURCES.update(plan.sources)
-
-
-def _source(job: Job, opts: Options) -> Source:
-    key = (job.location, job.repo_id, job.repo_type)
-    if key not in _SOURCES:
-        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type, env=opts.environment)
-    return _SOURCES[key]
-
-
-def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
-    from ..verify import metadata as kernelmeta
-
-    major = kernelmeta.load(variant_dir, f"build/{job.variant}").version  # BadKernel on hostile JSON
-    if not isinstance(major, int) or isinstance(major, bool):
-        raise BadKernel(f"{job.describe()}: no tag at this revision and metadata.json has no integer 'version'")
-    return versions.branch_version(major, src.commit_count(job.sha))
-
-
-def _worker_imports() -> None:
-    """What each worker would import for its first wheel (the converter, auditwheel, pyelftools: about 0.15 s of
-    CPU), imported once in this process before the workers fork, so that they share it."""
-    from ..audit.elf import load_auditwheel
-    from ..wheel import convert  # noqa: F401
-
-    load_auditwheel()
-
-
-def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Path, bytes, Record]:
-    """Fetch one variant into ``scratch`` and turn it into a wheel in ``out_dir`` (runs in a worker process)."""
-    from ..wheel.convert import WheelInput, convert
-
-    stages.reset()
-    src = _source(job, opts)
-    with stages.timed("fetch"):
-        root = src.fetch(job.sha, job.variant, into=scratch)
-    variant_dir = root / "build" / job.variant
-    if job.lock_hash is not None:
-        from ..verify.lockfile import verify_lock_hash
-
-        lfs = src.lfs_paths(job.sha, job.variant)
-        verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=lfs, where=f"build/{job.variant}")
-    if opts.verify_signatures:
-        from ..verify.signature import verify_signature
-
-        verify_signature(variant_dir, f"build/{job.variant}")
-    version = job.version or _version_from_metadata(job, variant_dir, src)
-    inp = WheelInput(
-        variant_dir=variant_dir,
-        target=parse_variant(job.variant),
-        kernel_version=version,
-        repo_name=job.repo_name,
-        repo_id=job.repo_id,
-        source=job.source,
-        revision=job.sha,
-        ref=job.ref,
-        commit_time=job.commit_time,
-        readme=job.readme,
-        manylinux=opts.manylinux,
-        accept_higher_policy=opts.accept_higher_policy,
-        allow_no_digest=job.allow_no_digest,
-    )
-    result = convert(inp, out_dir)
-    stages.dump(opts.environment.stages_file, variant=job.variant)
-    return result
-
-
-def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
-    """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback.
-
-    ``where``: the folder the job was writing in, named when the OSError names no file (a write to an open file)."""
-    if isinstance(exc, OSError) and (err := unusable(exc, where)) is not None:
-        exc = err
-    if isinstance(exc, FactoryError):
-        return Outcome(job, error=f"{job.where}: {exc}", exit_code=exc.exit_code)
-    detail = str(exc).splitlines()[0] if str(exc) else ""
-    return Outcome(job, error=f"{job.describe()}: {type(exc).__name__}{': ' + detail if detail else ''}",
-                   exit_code=EXIT_BUG, trace="".join(traceback.format_exception(exc)))
-
-
-def _run(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) -> tuple[Path, bytes, Record] | Outcome:
-    # Sources fetch into the run's scratch folder (--scratch, else TMPDIR), removed with it: worker processes
-    # end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
-    # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
-    try:
-        out_dir = Path(mkdtemp(prefix="job-", dir=out_dir))
-        into = Path(mkdtemp(prefix="job-", dir=scratch)) if scratch is not None else out_dir
-        return build_one(job, opts, out_dir, into)
-    except Exception as exc:
-        return failure(job, exc, out_dir)
-    finally:
-        _drop_fetched(job)
-
-
-def _drop_fetched(job: Job) -> None:
-    """Remove what the job's source fetched once the wheel is written (a variant can be gigabytes)."""
-    src = _SOURCES.get((job.location, job.repo_id, job.repo_type))
-    if src is not None:
-        src.release()
-
-
 def execute(
     jobs: list[Job],
     opts: Options,
@@ -188,35 +74,66 @@ def execute(
     deliver: Callable[[Job, Path, bytes, Record], None],
     progress: Callable[[Outcome], None],
     scratch: Path | None = None,
+    uploads: int = 0,
 ) -> list[Outcome]:
-    """Build every job (in ``opts.jobs`` processes), handing each finished wheel to ``deliver`` in this process."""
+    """Build every job, handing each finished wheel to ``deliver``: fetch workers run ahead of ``opts.jobs``
+    conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here. ``deliver``
+    runs in this process: on the main thread, or with ``uploads`` on that many threads (a remote store's
+    uploads overlap the next conversions; ``deliver`` must then be thread-safe)."""
     outcomes: list[Outcome] = []
+    lock = threading.Lock()
 
-    def finish(job: Job, result: tuple[Path, bytes, Record] | Outcome) -> None:
+    def record(outcome: Outcome) -> None:
+        with lock:
+            outcomes.append(outcome)
+            progress(outcome)
+
+    def handed(job: Job, result: Built) -> Outcome:
+        try:
+            deliver(job, *result)
+            return Outcome(job, record=result[2])
+        except (FactoryError, OSError) as exc:  # the store full, read-only, unreachable or refusing the wheel
+            return failure(job, exc)
+
+    def in_background(job: Job, result: Built) -> None:
+        try:
+            outcome = handed(job, result)
+        except Exception as exc:  # a bug: its job fails with the traceback, as in a worker
+            outcome = failure(job, exc)
+        record(outcome)
+
+    background = flow.Background(uploads) if uploads > 0 else None
+
+    def finish(job: Job, result: Built | Outcome) -> None:
         if isinstance(result, Outcome):
-            outcome = result
+            record(result)
+        elif background is None:
+            record(handed(job, result))
         else:
-            try:
-                deliver(job, *result)
-                outcome = Outcome(job, record=result[2])
-            except (FactoryError, OSError) as exc:  # the store full, read-only, or refusing the wheel
-                outcome = failure(job, exc)
-        outcomes.append(outcome)
-        progress(outcome)
+            background.submit(functools.partial(in_background, job, result))
 
-    if opts.jobs <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            finish(job, _run(job, opts, work, scratch))
-        return outcomes
-    _worker_imports()
-    with worker_pool(min(opts.jobs, len(jobs))) as pool:  # workers drop the store lock, die with this process
-        pending: dict[Future[tuple[Path, bytes, Record] | Outcome], Job] = {
-            pool.submit(_run, job, opts, work, scratch): job for job in jobs
-        }
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                finish(pending.pop(fut), fut.result())
+    converters, fetchers = flow.lanes(opts.jobs, len(jobs))
+    try:
+        if fetchers == 0:
+            for job in jobs:
+                finish(job, run_here(job, opts, work, scratch))
+            return outcomes
+        into = scratch if scratch is not None else work
+        worker_imports()
+        # One pool, forked at once: the flow never runs more fetches or conversions than it has workers for
+        # either, so no task waits behind another. Workers drop the store lock, die with this process.
+        with worker_pool(converters + fetchers) as pool:
+
+            def fetch(job: Job) -> Future[Fetched | Built | Outcome]:
+                return pool.submit(fetch_task, job, opts, into)
+
+            def convert(job: Job, fetched: Fetched) -> Future[Built | Outcome]:
+                return pool.submit(convert_task, job, opts, work, fetched)
+
+            flow.pipelined(jobs, fetch, convert, finish, converters, fetchers)
+    finally:
+        if background is not None:
+            background.close()
     return outcomes
 
 
@@ -233,7 +150,7 @@ def _progress(jobs: list[Job], opts: Options, work: Path, scratch: Path | None,
     in logs; nothing with -q."""
     from . import progress
 
-    downloads = sorted({d for job in jobs for d in _source(job, opts).downloads()})
+    downloads = sorted({d for job in jobs for d in source_of(job, opts).downloads()})
     count = progress.Bytes(work, scratch, downloads)
     return progress.progress(len(jobs), count, lambda job: sizes.get(job.key, 0), _describe)
 
@@ -251,11 +168,11 @@ def check_space(jobs: list[Job], opts: Options, target: Path) -> dict[tuple[str,
     the scratch folder (exit 4); each job's known size (by its key) for the progress bar."""
     sizes = {}
     for job in jobs:
-        found = _source(job, opts).sizes(job.sha, job.variant)
+        found = source_of(job, opts).sizes(job.sha, job.variant)
         if found is not None:
             sizes[job.key] = found
     scratch = Path(opts.scratch) if opts.scratch else Path(gettempdir())
-    space.check_plan(list(sizes.values()), opts.jobs, target, scratch)
+    space.check_plan(list(sizes.values()), flow.held(*flow.lanes(opts.jobs, len(jobs))), target, scratch)
     return {key: size[0] for key, size in sizes.items()}
 
 
@@ -388,16 +305,20 @@ def run_build(args: BuildArgs) -> int:
             _put_notices(opts)
         held = {r.filename: r for r in records}
 
+        claims = threading.Lock()  # an s3:// store's uploads run on several threads
+
         def deliver(job: Job, wheel: Path, meta: bytes, rec: Record) -> None:
-            other = held.get(rec.filename)
-            if other is not None and other.job_key != rec.job_key:  # never overwrite another kernel's wheel
-                origin = f"{other.repo_id or other.source}@{other.ref or (other.revision or '')[:12]} {other.variant}"
-                raise Refused(
-                    f"{job.describe()}: makes {rec.filename}, which the store already holds from {origin}; "
-                    "give one of them another metadata.json 'name', or leave one out of the config"
-                )
+            with claims:
+                other = held.get(rec.filename)
+                if other is not None and other.job_key != rec.job_key:  # never overwrite another kernel's wheel
+                    origin = f"{other.repo_id or other.source}@{other.ref or (other.revision or '')[:12]} " \
+                             f"{other.variant}"
+                    raise Refused(
+                        f"{job.describe()}: makes {rec.filename}, which the store already holds from {origin}; "
+                        "give one of them another metadata.json 'name', or leave one out of the config"
+                    )
+                held[rec.filename] = rec  # claimed before its upload: a second job making this name is refused
             store.put(wheel, meta, rec)
-            held[rec.filename] = rec
 
         outcomes = []
         # The work folder is on the store's file system where it has one (its room is the store's room).
@@ -407,7 +328,8 @@ def run_build(args: BuildArgs) -> int:
                     sizes = check_space(plan.todo, opts, Path(work))
                     tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
                     try:
-                        outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch))
+                        outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch),
+                                           uploads=flow.UPLOADS if opts.store.scheme == "s3" else 0)
                     finally:
                         close()
     _summarise(outcomes, plan, args.json, args.debug)

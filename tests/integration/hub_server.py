@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,9 +126,10 @@ def serve_repo(source: Path, mirrors: Path, repo_id: str, repo_type: str = "kern
 class OlahServer:
     """olah serving ``mirrors`` offline on 127.0.0.1; start() waits until it answers."""
 
-    def __init__(self, mirrors: Path, workdir: Path) -> None:
+    def __init__(self, mirrors: Path, workdir: Path, command: Sequence[str] | None = None) -> None:
         self.mirrors = mirrors
         self.workdir = workdir
+        self.command = command  # how to start olah (its arguments follow); default: the olah-cli beside Python
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -148,9 +149,9 @@ class OlahServer:
             f'mirror-netloc = "{HOST}:{self.port}"\nmirror-lfs-netloc = "{HOST}:{self.port}"\n'
             "[accessibility]\noffline = true\n"
         )
-        exe = Path(sys.executable).with_name("olah-cli")
+        exe = self.command or [str(Path(sys.executable).with_name("olah-cli"))]
         with open(self.workdir / "olah.log", "wb") as log:
-            self.proc = subprocess.Popen([str(exe), "-c", str(config)], cwd=self.workdir, stdout=log,
+            self.proc = subprocess.Popen([*exe, "-c", str(config)], cwd=self.workdir, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

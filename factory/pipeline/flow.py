@@ -1,0 +1,132 @@
+"""Fetching runs ahead of converting: the link stays busy while the cores convert.
+
+A build's jobs go through two stages, run by one pool of ``converters + fetchers`` worker processes
+(store/pool.py: they end with this process and never hold its store lock):
+
+- fetch (``fetchers`` at once, two at most: as many downloads as a link likes) puts a variant's files into
+  the job's own folder in the scratch folder and hands that folder on;
+- convert (``converters`` at once, ``--jobs``) turns a fetched folder into a wheel and removes the folder.
+
+Never more of either run than the pool has workers for them, so a task never waits behind another.
+
+Fetched folders wait for a free converter, oldest first. A fetch starts only while fewer than
+``converters + fetchers`` trees are in scratch (being fetched, waiting or being converted): that bound is
+what ``check_space`` counts. A fetch that fails hands its failure on as a finished item; the others go on.
+Whatever leaves this function (an exception, Ctrl-C) first removes the folders still waiting, and the run's
+scratch folder is removed with everything in it (pipeline/__init__.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+FETCHERS = 2  # downloads at once: two keep a link busy between files; more split the same link
+UPLOADS = 4  # wheels handed to an s3:// store at once, while the next ones are fetched and converted
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A variant's files, fetched: ``root`` holds build/<variant>/; ``folder`` is the job's scratch folder that
+    holds it (removed once converted), None when the source is read in place."""
+
+    root: Path
+    folder: Path | None
+    version: str
+    lfs: frozenset[str]  # the paths stored with LFS, for the lock hash check
+    seconds: float  # time spent fetching
+    start: float  # wall clock (time.time()) when the fetch began and ended, for the stage timeline
+    end: float
+
+    def remove(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def lanes(jobs: int, items: int) -> tuple[int, int]:
+    """(converters, fetchers) for ``items`` jobs at ``--jobs`` ``jobs``; (1, 0): one after another, here."""
+    if jobs <= 1 or items <= 1:
+        return 1, 0
+    return min(jobs, items), min(FETCHERS, items)
+
+
+def held(converters: int, fetchers: int) -> int:
+    """The most fetched trees in scratch at once (each job's, from its fetch until its wheel is written)."""
+    return converters + fetchers
+
+
+def pipelined(
+    jobs: Sequence[J],
+    fetch: Callable[[J], Future[Fetched | R]],
+    convert: Callable[[J, Fetched], Future[R]],
+    finish: Callable[[J, R], None],
+    converters: int,
+    fetchers: int,
+) -> None:
+    """Fetch ``jobs`` in order, convert each once fetched, ``finish`` each (in this process) as it ends.
+
+    ``fetch`` submits a job's fetch, whose result is its Fetched or, when it failed, the job's result;
+    ``convert`` submits its conversion, whose worker removes the fetched folder."""
+    todo = deque(jobs)
+    fetching: dict[Future[Fetched | R], J] = {}
+    ready: deque[tuple[J, Fetched]] = deque()
+    converting: dict[Future[R], tuple[J, Fetched]] = {}
+    limit = held(converters, fetchers)
+    try:
+        while todo or fetching or ready or converting:
+            while ready and len(converting) < converters:
+                job, got = ready.popleft()
+                converting[convert(job, got)] = (job, got)
+            while todo and len(fetching) < fetchers and len(fetching) + len(ready) + len(converting) < limit:
+                job = todo.popleft()
+                fetching[fetch(job)] = job
+            running: list[Future[Any]] = [*fetching, *converting]
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in [f for f in fetching if f in done]:
+                job = fetching.pop(fut)
+                result = fut.result()
+                if isinstance(result, Fetched):
+                    ready.append((job, result))
+                else:
+                    finish(job, result)
+            for conv in [f for f in converting if f in done]:
+                job, got = converting.pop(conv)
+                got.remove()  # the worker removed it; not when it died
+                finish(job, conv.result())
+    finally:
+        for _job, got in ready:
+            got.remove()
+
+
+class Background:
+    """Runs tasks on ``threads`` threads of this process, while the flow goes on; ``submit`` waits while every
+    thread is busy, so the wheels waiting for their upload stay few (they take room in the work folder).
+    A task must not raise: it turns its own failure into its job's outcome."""
+
+    def __init__(self, threads: int) -> None:
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="deliver")
+        self._slots = threading.Semaphore(threads)
+
+    def submit(self, task: Callable[[], None]) -> None:
+        self._slots.acquire()
+
+        def run() -> None:
+            try:
+                task()
+            finally:
+                self._slots.release()
+
+        self._pool.submit(run)
+
+    def close(self) -> None:
+        """Wait for the tasks handed over (an upload in flight ends whole, even after Ctrl-C)."""
+        self._pool.shutdown(wait=True)

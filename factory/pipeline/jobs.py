@@ -1,0 +1,192 @@
+"""One job's work, in the worker processes: fetch a variant (fetch workers), convert it (conversion workers).
+
+``fetch_one`` runs in a fetch worker: it waits on the source, little on the CPU. ``convert_fetched`` runs in
+a conversion worker. Each writes only in its job's own folder (``job-*`` in the scratch or work folder), which
+the run removes with everything in it; the task functions (``fetch_task``, ``convert_task``) turn any failure into the
+job's Outcome, one line and its exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import mkdtemp
+
+from .. import versions
+from ..config import Options
+from ..errors import EXIT_BUG, EXIT_OK, BadKernel, FactoryError, unusable
+from ..plan import Job, Plan
+from ..record import Record
+from ..sources import open_source
+from ..sources.base import Source
+from ..variants import parse as parse_variant
+from ..wheel import stages
+from .flow import Fetched
+
+_SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: Job
+    record: Record | None = None
+    error: str | None = None  # one line: the cause
+    exit_code: int = EXIT_OK
+    trace: str | None = None  # the traceback of an unexpected exception (a bug), shown under --debug
+
+
+def use_sources(plan: Plan) -> None:
+    """Build from the sources the plan opened (their answers are cached: no repository is opened twice)."""
+    _SOURCES.update(plan.sources)
+
+
+def source_of(job: Job, opts: Options) -> Source:
+    key = (job.location, job.repo_id, job.repo_type)
+    if key not in _SOURCES:
+        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type, env=opts.environment)
+    return _SOURCES[key]
+
+
+def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
+    from ..verify import metadata as kernelmeta
+
+    major = kernelmeta.load(variant_dir, f"build/{job.variant}").version  # BadKernel on hostile JSON
+    if not isinstance(major, int) or isinstance(major, bool):
+        raise BadKernel(f"{job.describe()}: no tag at this revision and metadata.json has no integer 'version'")
+    return versions.branch_version(major, src.commit_count(job.sha))
+
+
+def worker_imports() -> None:
+    """What each worker would import for its first wheel (the converter, auditwheel, pyelftools: about 0.15 s of
+    CPU), imported once in this process before the workers fork, so that they share it."""
+    from ..audit.elf import load_auditwheel
+    from ..wheel import convert  # noqa: F401
+
+    load_auditwheel()
+
+
+def fetch_one(job: Job, opts: Options, scratch: Path) -> Fetched:
+    """Fetch one variant into a job folder made in ``scratch``, with what its conversion needs from the source
+    (runs in a fetch worker: everything here waits on the source, little on the CPU)."""
+    src = source_of(job, opts)
+    start, clock = time.time(), time.perf_counter()
+    folder = Path(mkdtemp(prefix="job-", dir=scratch))
+    try:
+        root = _own(src.fetch(job.sha, job.variant, into=folder), folder)
+        seconds = time.perf_counter() - clock
+        lfs = frozenset(src.lfs_paths(job.sha, job.variant)) if job.lock_hash is not None else frozenset()
+        version = job.version or _version_from_metadata(job, root / "build" / job.variant, src)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        src.release()  # the tree moved out of the source's own folder: release removes nothing it needs
+    return Fetched(root, folder, version, lfs, seconds, start, start + seconds)
+
+
+def _own(root: Path, folder: Path) -> Path:
+    """A fetched tree made in ``folder``, moved to ``folder``/tree, out of the source's temporary folder (which
+    ``release`` removes); a tree elsewhere (a checked-out repository read in place) is left where it is."""
+    if not Path(os.path.abspath(root)).is_relative_to(os.path.abspath(folder)):
+        return root
+    own = folder / "tree"
+    os.rename(root, own)
+    return own
+
+
+def convert_fetched(job: Job, opts: Options, out_dir: Path, fetched: Fetched) -> tuple[Path, bytes, Record]:
+    """Check a fetched variant and turn it into a wheel in ``out_dir`` (runs in a conversion worker)."""
+    from ..wheel.convert import WheelInput, convert
+
+    stages.reset()
+    start = time.time()
+    variant_dir = fetched.root / "build" / job.variant
+    if job.lock_hash is not None:
+        from ..verify.lockfile import verify_lock_hash
+
+        verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=fetched.lfs, where=f"build/{job.variant}")
+    if opts.verify_signatures:
+        from ..verify.signature import verify_signature
+
+        verify_signature(variant_dir, f"build/{job.variant}")
+    inp = WheelInput(
+        variant_dir=variant_dir,
+        target=parse_variant(job.variant),
+        kernel_version=fetched.version,
+        repo_name=job.repo_name,
+        repo_id=job.repo_id,
+        source=job.source,
+        revision=job.sha,
+        ref=job.ref,
+        commit_time=job.commit_time,
+        readme=job.readme,
+        manylinux=opts.manylinux,
+        accept_higher_policy=opts.accept_higher_policy,
+        allow_no_digest=job.allow_no_digest,
+    )
+    result = convert(inp, out_dir)
+    # The timeline: when this variant was fetched and converted, on the wall clock every process shares.
+    stages.dump(opts.environment.stages_file, variant=job.variant, fetch=fetched.seconds,
+                fetch_start=fetched.start, fetch_end=fetched.end, convert_start=start, convert_end=time.time())
+    return result
+
+
+def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Path, bytes, Record]:
+    """Fetch one variant into ``scratch`` and turn it into a wheel in ``out_dir``."""
+    fetched = fetch_one(job, opts, scratch)
+    try:
+        return convert_fetched(job, opts, out_dir, fetched)
+    finally:
+        fetched.remove()
+
+
+def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
+    """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback.
+
+    ``where``: the folder the job was writing in, named when the OSError names no file (a write to an open file)."""
+    if isinstance(exc, OSError) and (err := unusable(exc, where)) is not None:
+        exc = err
+    if isinstance(exc, FactoryError):
+        return Outcome(job, error=f"{job.where}: {exc}", exit_code=exc.exit_code)
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return Outcome(job, error=f"{job.describe()}: {type(exc).__name__}{': ' + detail if detail else ''}",
+                   exit_code=EXIT_BUG, trace="".join(traceback.format_exception(exc)))
+
+
+Built = tuple[Path, bytes, Record]
+
+
+def run_here(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) -> Built | Outcome:
+    # Sources fetch into the run's scratch folder (--scratch, else TMPDIR), removed with it: worker processes
+    # end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
+    # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
+    try:
+        out_dir = Path(mkdtemp(prefix="job-", dir=out_dir))
+        return build_one(job, opts, out_dir, scratch if scratch is not None else out_dir)
+    except Exception as exc:
+        return failure(job, exc, out_dir)
+
+
+def fetch_task(job: Job, opts: Options, scratch: Path) -> Fetched | Outcome:
+    """A fetch worker's task: the fetched variant, or the job's failure."""
+    try:
+        return fetch_one(job, opts, scratch)
+    except Exception as exc:
+        return failure(job, exc, scratch)
+
+
+def convert_task(job: Job, opts: Options, work: Path, fetched: Fetched) -> Built | Outcome:
+    """A conversion worker's task: the wheel in a job folder of ``work``, or the job's failure; the fetched
+    folder is removed either way."""
+    out_dir = work
+    try:
+        out_dir = Path(mkdtemp(prefix="job-", dir=work))
+        return convert_fetched(job, opts, out_dir, fetched)
+    except Exception as exc:
+        return failure(job, exc, out_dir)
+    finally:
+        fetched.remove()

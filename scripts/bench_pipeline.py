@@ -1,0 +1,320 @@
+"""Benchmark: a whole mirror run (build from a Hub, index, publish to S3) beside each of its stages alone.
+
+The corpus: one kernel repository of 8 variants, each a 150 MB .so of real machine code (slices of torch's
+libtorch_cpu.so, as bench_convert.py makes them), tagged v1.0.0. It is served by olah on 127.0.0.1 (its file
+reads raised from 4 KB to 1 MiB in the olah process the bench starts: stock olah spends a core serving
+~20 MB/s, and a bench against it measures olah), behind a pacing proxy on 127.0.0.1 that gives the downloads a
+link of ``--rate`` MB/s (10^6 bytes; 45 is a 400 Mbit link); ``--rate 0``: unpaced, straight to olah.
+
+At each rate, each figure from the same bench run:
+
+- download alone: the same files fetched as the build's fetch workers fetch them (HubSource.snapshot, two
+  variants at a time), into an empty cache;
+- convert alone: ``kernel-factory to-wheel`` of the same repository as a local folder (read in place);
+- the whole run: ``build`` from the Hub into an empty cache and a local store, then ``index``, then ``publish``
+  to S3 (moto on 127.0.0.1); each step's seconds and the peak RSS of the largest process of each;
+- with ``--s3-store``: ``build`` into an s3:// store, ``index`` it into a local folder of pages, ``publish`` the
+  pages into the store's prefix (docs/publish.md: the wheels go up once, during the build).
+
+The build runs with KERNEL_FACTORY_STAGES on (one JSON line per variant: when it was fetched and converted);
+the bench prints how long fetching and converting ran at once. Each figure is the fastest of ``--runs``.
+Targets: paced, the whole run within 1.15x of the download alone; unpaced, within 1.3x of the convert alone;
+every process under 200 MB RSS. A baseline that fails is an error (exit 1), not a skipped row; so is a missed
+target.
+
+    python scripts/bench_pipeline.py                   # 45 MB/s, then unpaced
+    python scripts/bench_pipeline.py --rate 45 --runs 3 --s3-store
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests" / "integration"), str(ROOT / "tests")]
+
+from bench_convert import MB, _tree_rss_kb, make_repo, torch_cpu_lib, warm, write_slice  # noqa: E402
+from hub_server import OlahServer, hf_env, serve_repo  # noqa: E402
+from paced_proxy import PacedProxy  # noqa: E402
+from servers import moto_server, s3_env  # noqa: E402
+
+BIN = Path(sys.executable).parent
+REPO_ID = "bench/pipeline"
+LAYOUT = 1  # in the cached repository's name: bump when the corpus changes
+PACED_TARGET = 1.15  # the whole run / the download alone, on a paced link
+UNPACED_TARGET = 1.3  # the whole run / the convert alone, unpaced
+RSS_TARGET_MB = 200
+
+# olah streams a file in 4 KB pieces (olah/mirror/repos.py, stream_wrapper); this joins them into 1 MiB ones.
+FAST_OLAH = """
+import sys
+import olah.mirror.repos as repos
+from olah.server import cli
+
+_get_file = repos.LocalMirrorRepo.get_file
+
+def get_file(self, commit_hash, path):
+    pieces = _get_file(self, commit_hash, path)
+    if pieces is None:
+        return None
+    def joined():
+        buf, size = [], 0
+        for piece in pieces:
+            buf.append(piece)
+            size += len(piece)
+            if size >= 1 << 20:
+                yield b"".join(buf)
+                buf, size = [], 0
+        if buf:
+            yield b"".join(buf)
+    return joined()
+
+repos.LocalMirrorRepo.get_file = get_file
+sys.exit(cli())
+"""
+
+
+@dataclass
+class Step:
+    seconds: float
+    max_proc_mb: float  # the largest single process of the step's tree (sampled every 20 ms)
+
+
+def run(cmd: list[str], env: dict[str, str], what: str) -> Step:
+    """Run ``cmd`` as one process tree: its wall time and its largest process's peak RSS; an error if it fails."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = [0]
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], _tree_rss_kb(proc.pid)[1])
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    _, err = proc.communicate()
+    seconds = time.perf_counter() - t
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"error: {what} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
+    return Step(seconds, peak[0] / 1024)
+
+
+def download_job(repo_id: str, variants: list[str]) -> int:
+    """The download alone (run in its own process, HF_* from the environment): every variant as the fetch
+    workers download it, two at a time."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2) as pool:
+        list(pool.map(partial(_snapshot, repo_id), variants))
+    return 0
+
+
+def _snapshot(repo_id: str, variant: str) -> None:
+    from kernel_factory.sources.hub import HubSource
+
+    src = HubSource(repo_id)
+    src.snapshot(src.resolve("v1.0.0"), variant)
+
+
+def overlap(stages: Path) -> str:
+    """How long the build fetched and converted at once, from its KERNEL_FACTORY_STAGES timeline."""
+    rows = [json.loads(line) for line in stages.read_text().splitlines()] if stages.is_file() else []
+    if not rows or "convert_start" not in rows[0]:
+        return "  (no timeline recorded)"
+    t0 = min(r["fetch_start"] for r in rows)
+
+    def union(kind: str) -> list[tuple[float, float]]:
+        spans = sorted((r[f"{kind}_start"] - t0, r[f"{kind}_end"] - t0) for r in rows)
+        merged: list[tuple[float, float]] = []
+        for a, b in spans:
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        return merged
+
+    fetch, conv = union("fetch"), union("convert")
+    both = sum(max(0.0, min(b, d) - max(a, c)) for a, b in fetch for c, d in conv)
+    busy = sum(b - a for a, b in fetch)
+    order = "  ".join(f"{r['variant'].split('-')[0]} fetched {r['fetch_start'] - t0:5.1f}-{r['fetch_end'] - t0:5.1f} "
+                      f"converted {r['convert_start'] - t0:5.1f}-{r['convert_end'] - t0:5.1f}"
+                      for r in sorted(rows, key=lambda r: r["fetch_start"]))
+    return (f"  timeline: fetching {busy:.1f} s, converting {sum(b - a for a, b in conv):.1f} s, "
+            f"both at once {both:.1f} s; first wheel at {min(r['convert_end'] for r in rows) - t0:.1f} s\n"
+            f"  {order}")
+
+
+@contextmanager
+def link(olah: OlahServer, rate: float) -> Iterator[str]:
+    """The Hub's address: through a link paced to ``rate`` MB/s, or olah itself when 0."""
+    if rate <= 0:
+        yield olah.url
+        return
+    proxy = PacedProxy(olah.port, rate * 1e6)
+    try:
+        yield proxy.url
+    finally:
+        proxy.close()
+
+
+def config(work: Path, store: str, jobs: int) -> Path:
+    cfg = work / "factory.toml"
+    cfg.write_text(f'[factory]\nstore = "{store}"\njobs = {jobs}\nscratch = "{work / "scratch"}"\n'
+                   f'allow-orgs = ["bench"]\n\n[[kernel]]\nrepo = "{REPO_ID}"\nversions = [\"1.0.0\"]\n')
+    return cfg
+
+
+def bucket(endpoint: str, name: str) -> None:
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                 region_name="us-east-1").create_bucket(Bucket=name)
+
+
+def hub_env(endpoint: str, home: Path) -> dict[str, str]:
+    """huggingface_hub pointed at the bench's Hub; the tests' 5 s timeouts are too short for a loaded machine."""
+    return {**hf_env(endpoint, home), "HF_HUB_ETAG_TIMEOUT": "60", "HF_HUB_DOWNLOAD_TIMEOUT": "60"}
+
+
+def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[str], olah: OlahServer,
+             s3: str, work: Path, total_in: int) -> bool:
+    kf = str(BIN / "kernel-factory")
+    best: dict[str, Step] = {}
+    build_steps: dict[str, Step] = {}
+    timelines: list[tuple[float, Path]] = []
+
+    def keep(name: str, step: Step) -> Step:
+        if name not in best or step.seconds < best[name].seconds:
+            best[name] = step
+        return step
+
+    for n in range(args.runs):
+        tag = f"{rate:g}-{n}"
+        with link(olah, rate) as endpoint:
+            dl_env = {**os.environ, **hub_env(endpoint, work / f"hf-dl-{tag}")}
+            keep("download alone", run([sys.executable, __file__, "--download-job", REPO_ID, *variants], dl_env,
+                                       "the download alone"))
+            shutil.rmtree(work / f"hf-dl-{tag}")
+            out = work / f"wheels-{tag}"
+            keep("convert alone", run([kf, "to-wheel", str(repo), "1.0.0", "-o", str(out), "--jobs",
+                                       str(args.jobs)], dict(os.environ), "the convert alone"))
+            shutil.rmtree(out)
+            # the whole run: build from the Hub, index, publish to S3
+            store = work / f"store-{tag}"
+            stages = work / f"stages-{tag}.jsonl"
+            cfg = config(work, str(store), args.jobs)
+            env = {**os.environ, **hub_env(endpoint, work / f"hf-{tag}"), **s3_env(s3),
+                   "KERNEL_FACTORY_STAGES": str(stages)}
+            bucket(s3, f"site-{n}-{int(rate)}")
+            steps = {
+                "build": run([kf, "build", "--config", str(cfg)], env, "build"),
+                "index": run([kf, "index", "--store", str(store)], env, "index"),
+                "publish": run([kf, "publish", "--store", str(store), "--to", f"s3://site-{n}-{int(rate)}/idx"],
+                               env, "publish"),
+            }
+            whole = Step(sum(s.seconds for s in steps.values()), max(s.max_proc_mb for s in steps.values()))
+            if keep("whole run", whole) is best["whole run"]:
+                build_steps = steps
+            timelines.append((steps["build"].seconds, stages))
+            shutil.rmtree(store)
+            shutil.rmtree(work / f"hf-{tag}")
+            if args.s3_store:
+                bucket(s3, f"store-{n}-{int(rate)}")
+                s3_cfg = config(work, f"s3://store-{n}-{int(rate)}/public", args.jobs)
+                env = {**env, **hub_env(endpoint, work / f"hf-s3-{tag}")}
+                env.pop("KERNEL_FACTORY_STAGES")
+                where = f"s3://store-{n}-{int(rate)}/public"
+                pages = work / f"pages-{tag}"
+                s3_steps = [
+                    run([kf, "build", "--config", str(s3_cfg)], env, "build into S3"),
+                    run([kf, "index", "--store", where, "--out", str(pages)], env, "index of the S3 store"),
+                    run([kf, "publish", "--store", str(pages), "--to", where], env, "publish of the pages"),
+                ]
+                for name, step in zip(("build", "index", "publish"), s3_steps, strict=True):
+                    keep(f"s3 store: {name}", step)
+                keep("s3 store: whole", Step(sum(s.seconds for s in s3_steps), max(s.max_proc_mb for s in s3_steps)))
+                shutil.rmtree(pages)
+                shutil.rmtree(work / f"hf-s3-{tag}")
+    shown = f"{rate:g} MB/s" if rate > 0 else "unpaced"
+    print(f"\n{shown}: {len(variants)} variants, {total_in / 1e6:.0f} MB in, --jobs {args.jobs}, "
+          f"fastest of {args.runs}; load average {os.getloadavg()[0]:.1f}")
+    for name in ("download alone", "convert alone", "whole run"):
+        print(f"  {name:16s} {best[name].seconds:6.1f} s   largest process {best[name].max_proc_mb:4.0f} MB")
+    for name, step in build_steps.items():
+        print(f"    {name:14s} {step.seconds:6.1f} s   largest process {step.max_proc_mb:4.0f} MB")
+    for name in ("s3 store: build", "s3 store: index", "s3 store: publish", "s3 store: whole"):
+        if name in best:
+            print(f"  {name:16s} {best[name].seconds:6.1f} s   largest process {best[name].max_proc_mb:4.0f} MB")
+    print(overlap(min(timelines)[1]))
+    floor, target = ("download alone", PACED_TARGET) if rate > 0 else ("convert alone", UNPACED_TARGET)
+    ratio = best["whole run"].seconds / best[floor].seconds
+    largest = max(s.max_proc_mb for s in best.values())
+    ok = ratio <= target and largest < RSS_TARGET_MB
+    slowest = max(("download alone", "convert alone"), key=lambda name: best[name].seconds)
+    print(f"  whole run / the slowest stage alone ({slowest}): "
+          f"{best['whole run'].seconds / best[slowest].seconds:.2f}x")
+    print(f"  whole run / {floor}: {ratio:.2f}x (target {target}x); largest process {largest:.0f} MB "
+          f"(target < {RSS_TARGET_MB} MB): {'met' if ok else 'MISSED'}")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=float, action="append",
+                    help="MB/s (10^6 bytes) of the paced link; 0: unpaced (default: 45, then 0)")
+    ap.add_argument("--variants", type=int, default=8, help="variants (default 8)")
+    ap.add_argument("--mb", type=int, default=150, help="size of each variant's .so in MiB (default 150)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="conversion workers (default: cores)")
+    ap.add_argument("--runs", type=int, default=1, help="runs of each figure; the fastest counts (default 1)")
+    ap.add_argument("--s3-store", action="store_true", help="also build into an s3:// store and index it there")
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kernel-factory-bench",
+                    help="where the corpus repository is kept between runs")
+    ap.add_argument("--download-job", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.download_job:
+        return download_job(args.download_job[0], args.download_job[1:])
+
+    names = [f"torch2{10 + i}-cxx11-cpu-x86_64-linux" for i in range(args.variants)]
+    fill = partial(write_slice, lib=torch_cpu_lib(), size=args.mb * MB, count=args.variants)
+    repo = make_repo(args.cache / f"pipeline-{args.variants}x{args.mb}-v{LAYOUT}", names, fill)
+    total_in = sum(f.stat().st_size for f in (repo / "build").rglob("*") if f.is_file())
+    warm(repo)
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
+        work = Path(tmp)
+        mirror = serve_repo(repo, work / "mirrors", REPO_ID)
+        # olah reads each file whole through gitdb before it sends a byte: a blob stored as a delta of another
+        # slice takes gitdb many seconds (past the client's read timeout); stored whole, a fraction of one.
+        subprocess.run(["git", "-C", str(mirror), "-c", "pack.compression=1", "repack", "-a", "-d", "-F",
+                        "--window=0", "--depth=0"], check=True, capture_output=True)
+        (work / "fast_olah.py").write_text(FAST_OLAH)
+        olah = OlahServer(work / "mirrors", work / "olah", command=[sys.executable, str(work / "fast_olah.py")])
+        olah.start()
+        try:
+            with moto_server(work) as s3:
+                for rate in args.rate or [45.0, 0.0]:
+                    ok = one_rate(rate, args, repo, names, olah, s3, work, total_in) and ok
+        finally:
+            olah.stop()
+    print(f"load average {os.getloadavg()[0]:.1f} at the end (other work on the machine slows every figure)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

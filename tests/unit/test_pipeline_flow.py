@@ -1,0 +1,129 @@
+"""pipeline/flow.py: fetches run ahead of conversions, a bounded number ahead; folders never outlive the flow."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from kernel_factory.pipeline import flow
+from kernel_factory.pipeline.flow import Background, Fetched
+
+
+class Recorder:
+    """Fetch and convert tasks on threads, each ``delay`` seconds long, recording what ran when."""
+
+    def __init__(self, tmp: Path, fetch_s: float, convert_s: float, failing: frozenset[int] = frozenset()) -> None:
+        self.tmp = tmp
+        self.fetch_s, self.convert_s = fetch_s, convert_s
+        self.failing = failing
+        self.lock = threading.Lock()
+        self.held = 0  # fetched trees on disk now
+        self.most_held = 0
+        self.events: list[tuple[str, int]] = []
+        self.pool = ThreadPoolExecutor(8)
+
+    def _note(self, what: str, job: int) -> None:
+        with self.lock:
+            self.events.append((what, job))
+
+    def fetch(self, job: int) -> Future[Fetched | str]:
+        def task() -> Fetched | str:
+            self._note("fetch", job)
+            time.sleep(self.fetch_s)
+            if job in self.failing:
+                return f"failed {job}"
+            folder = self.tmp / f"job-{job}"
+            folder.mkdir()
+            with self.lock:
+                self.held += 1
+                self.most_held = max(self.most_held, self.held)
+            return Fetched(folder, folder, "1.0.0", frozenset(), self.fetch_s, 0.0, 0.0)
+
+        return self.pool.submit(task)
+
+    def convert(self, job: int, got: Fetched) -> Future[str]:
+        def task() -> str:
+            self._note("convert", job)
+            time.sleep(self.convert_s)
+            with self.lock:
+                self.held -= 1
+            got.remove()
+            self._note("converted", job)
+            return f"built {job}"
+
+        return self.pool.submit(task)
+
+
+def test_fetches_run_ahead_of_conversions_and_every_job_finishes_once(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path, fetch_s=0.01, convert_s=0.05)
+    done: list[str] = []
+    flow.pipelined(list(range(8)), rec.fetch, rec.convert, lambda job, result: done.append(result), 2, 2)
+    assert sorted(done) == sorted(f"built {i}" for i in range(8))
+    # conversions are the slow stage: the third fetch starts before the first conversion is over
+    first_wheel = min(rec.events.index(("converted", i)) for i in range(8))
+    assert rec.events.index(("fetch", 2)) < first_wheel
+    assert rec.events.index(("fetch", 3)) < first_wheel
+    assert rec.most_held <= flow.held(2, 2)  # never more trees on disk than the space check counted
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fetched_trees_on_disk_never_exceed_the_bound_when_conversion_is_slow(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path, fetch_s=0.001, convert_s=0.03)
+    flow.pipelined(list(range(10)), rec.fetch, rec.convert, lambda job, result: None, 1, 2)
+    assert rec.most_held == flow.held(1, 2) == 3  # one converting, two fetched ahead: no more
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_fetch_is_finished_without_a_conversion_and_the_others_go_on(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path, fetch_s=0.001, convert_s=0.001, failing=frozenset({1}))
+    done: dict[int, str] = {}
+    flow.pipelined(list(range(4)), rec.fetch, rec.convert, done.__setitem__, 2, 2)
+    assert done == {0: "built 0", 1: "failed 1", 2: "built 2", 3: "built 3"}
+    assert ("convert", 1) not in rec.events
+
+
+def test_an_interrupted_flow_removes_the_fetched_folders_still_waiting(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path, fetch_s=0.001, convert_s=0.2)
+
+    def finish(job: int, result: str) -> None:
+        raise KeyboardInterrupt  # Ctrl-C while the first wheel is delivered
+
+    with pytest.raises(KeyboardInterrupt):
+        flow.pipelined(list(range(6)), rec.fetch, rec.convert, finish, 1, 2)
+    rec.pool.shutdown(wait=True)  # the conversion in flight removes its own folder
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lanes_fetch_two_at_a_time_and_run_one_job_here() -> None:
+    assert flow.lanes(2, 8) == (2, 2)
+    assert flow.lanes(4, 3) == (3, 2)
+    assert flow.lanes(1, 8) == (1, 0)
+    assert flow.lanes(8, 1) == (1, 0)
+
+
+def test_background_runs_at_most_its_threads_and_submit_waits_for_a_free_one() -> None:
+    running, most, lock = [0], [0], threading.Lock()
+    gate = threading.Event()
+
+    def task() -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        gate.wait(5)
+        with lock:
+            running[0] -= 1
+
+    bg = Background(2)
+    bg.submit(task)
+    bg.submit(task)
+    third = threading.Thread(target=bg.submit, args=(task,))
+    third.start()
+    third.join(0.2)
+    assert third.is_alive()  # both threads busy: the third submit waits (wheels waiting for upload stay few)
+    gate.set()
+    third.join(5)
+    bg.close()
+    assert not third.is_alive() and most[0] == 2 and running[0] == 0
