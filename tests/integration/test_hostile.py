@@ -279,6 +279,7 @@ def test_secrets_never_printed(world: World) -> None:
            "AWS_DEFAULT_REGION": "us-east-1", "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "2",
            "AWS_MAX_ATTEMPTS": "1", "AWS_RETRY_MODE": "standard"}
     store = world.root / "store-secrets"
+    store.mkdir()  # to-wheel -o makes its folder only where the parent is there
     h.kernel(store.parent / "secret-src", "plain", "plain")
     assert world.run("to-wheel", store.parent / "secret-src" / "plain", "0.1.0", "-o", store / "in",
                      out=store).returncode == 0
