@@ -134,8 +134,9 @@ def test_check_exits_3_while_a_mapped_kernel_is_not_loadable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], cached: bool
 ) -> None:
     site, cache = tmp_path / "site", tmp_path / "cache"
-    (site / "kernels-0.17.2.dist-info").mkdir(parents=True)  # the kernels library, so only the mapping decides
-    (site / "kernels-0.17.2.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: kernels\nVersion: 0.17.2\n")
+    dist = site / "kernels-0.17.2.dist-info"  # the kernels library is installed, so only the mapping decides
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kernels\nVersion: 0.17.2\n")
     monkeypatch.setattr(sys, "path", [str(site)])  # no kernel wheels installed: the cache came from `download`
     monkeypatch.setattr(mapped, "installed_version", lambda name, path: "5.22.2")
     monkeypatch.setattr(mapped, "read_mapping", lambda python: mapping(ENTRIES))
