@@ -65,15 +65,18 @@ def loads_offline(root: Path, m: Mapped) -> tuple[bool, str]:
         ref: str | None = f"v{m.version}"
     else:
         ref = None if m.revision and hubcache.SHA.fullmatch(m.revision) else m.revision
+    folder = hubcache.repo_folder(root, m.repo_id)
     if ref is None:
         sha, how = m.revision, ""
     else:
         sha = version_ref(root, m.repo_id, ref)
         if sha is None:
             return False, f"no refs/{ref} for {m.repo_id} in {root}"
+        legacy = hubcache.repo_folder(root, m.repo_id, "model")
+        folder = legacy if hubcache.read_ref(legacy, ref) == sha else folder  # the legacy folder wins, as in kernels
         how = f"refs/{ref} names {sha}: "
     assert sha is not None
-    snap = hubcache.repo_folder(root, m.repo_id) / "snapshots" / sha
+    snap = folder / "snapshots" / sha
     if not snap.is_dir() or snap.is_symlink():
         return False, f"{how}{snap} does not exist"
     chosen, names = fitting(snap / "build")

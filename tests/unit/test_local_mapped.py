@@ -150,3 +150,12 @@ def test_check_exits_3_while_a_mapped_kernel_is_not_loadable(
                              + ("loads offline" if cached else "not loadable offline"))
     assert out[-1] == f"{int(cached)} of 1 kernels transformers maps for cpu load offline"
     assert code == (EXIT_OK if cached else EXIT_REFUSED)
+
+
+def test_the_legacy_models_folder_is_read_as_kernels_reads_it(tmp_path: Path) -> None:
+    build = tmp_path / "models--kernels-community--megablocks" / "snapshots" / MEGA_SHA / "build" / "torch-universal"
+    build.mkdir(parents=True)
+    (build.parents[3] / "refs").mkdir()
+    (build.parents[3] / "refs" / "v1").write_text(MEGA_SHA)
+    said, ok = mapped.lines(mapping(ENTRIES), CPU, tmp_path, "py")
+    assert said[1].endswith(f"loads offline from refs/v1 names {MEGA_SHA}: {build}") and ok
