@@ -94,6 +94,9 @@ def lines(mapping: KernelMapping, env: Environment, root: Path, python: str) -> 
                 f"not import there ({env.torch_error or 'not installed'})"], True
     device = DEVICES.get(env.backend, env.backend)
     mapped, local = group(mapping.entries, device)
+    if not mapped and not local:
+        return [f"transformers {mapping.transformers} at {python} maps no kernel for {device}, this machine's "
+                "device"], True
     out = [f"transformers {mapping.transformers} (kernels {mapping.kernels}) at {python} maps {len(mapped)} kernels "
            f"for {device}, this machine's device (Hub cache {root}):"]
     ok = 0

@@ -103,7 +103,7 @@ def test_only_the_device_torch_reports_is_checked(tmp_path: Path) -> None:
     assert ok
     metal = Environment(os="darwin", arch="aarch64", torch="2.13.0", mps=True)
     said, ok = mapped.lines(mapping(ENTRIES), metal, tmp_path, "py")
-    assert said[0].endswith("maps 0 kernels for mps, this machine's device (Hub cache " + f"{tmp_path}):") and ok
+    assert said == ["transformers 5.22.2 at py maps no kernel for mps, this machine's device"] and ok
 
 
 def test_nothing_is_said_without_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
