@@ -10,7 +10,8 @@ DESCRIPTION = (
     "Find the kernel wheels installed in this Python environment and print the LOCAL_KERNELS value\n"
     "that makes the kernels package load them instead of downloading from the Hub. --cache also writes\n"
     "them into the Hub cache kernels reads (adding only), for kernelize, the locked paths and load_kernel.\n"
-    "--check says which kernels would load with the torch installed here, through which path, and why not."
+    "--check says which kernels would load with the torch installed here, through which path, and why not,\n"
+    "and which kernels transformers' own mapping asks for on this device are not loadable offline."
 )
 EXAMPLE = (
     'eval "$(kernel-factory local-kernels --shell --cache)"\n'

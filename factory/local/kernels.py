@@ -30,7 +30,7 @@ from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, EXIT_REFUSED
 from ..record import PROVENANCE, read_provenance
 from ..verify import metadata as kernelmeta
-from . import claims, loaders
+from . import claims, loaders, mapped
 from .checks import Environment, check_kernel, detect_environment, installed_version
 from .claims import SIGSTORE
 from .environment import from_facts
@@ -265,10 +265,13 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     python = resolve_python(args.python) if args.python else None
     path = sys_path(python) if python else None
     kernels = find_kernels(path)
-    if python and args.check and kernels:  # that interpreter's torch, asked in its own process
-        env: Environment | None = from_facts(run_probe(python), torch_version=installed_version("torch", path))
-    else:
-        env = detect_environment() if args.check and kernels else None  # imports torch: only when needed
+
+    def environment() -> Environment:
+        if python:  # that interpreter's torch, asked in its own process
+            return from_facts(run_probe(python), torch_version=installed_version("torch", path))
+        return detect_environment()  # imports torch: only when needed
+
+    env = environment() if args.check and kernels else None
     has_lib = installed_version("kernels", path) is not None
     root = Path(args.cache).absolute() if args.cache else cache_root(os.environ)
     placed: list[str] = []
@@ -283,6 +286,10 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib, path=path,
                             loading_paths=loading_paths if args.check else None, every_path=args.cache is not None,
                             python=python)
+    if args.check:  # the kernels transformers' own mapping asks for on this device, from the Hub cache
+        said, all_load = mapped.check(python or sys.executable, path, lambda: env or environment(), root)
+        (err if args.shell else out).extend(said)
+        code = EXIT_REFUSED if not all_load and code == EXIT_OK else code
     if args.shell and args.cache:
         out.append(f"export KERNELS_CACHE={shlex.quote(str(root))}")
     for line in out:

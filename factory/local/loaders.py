@@ -85,7 +85,7 @@ class LoadPath:
         return f"  {self.name}: {'yes' if self.ok else 'no'}, {self.why}"
 
 
-def _fitting(build: Path) -> tuple[str | None, list[str]]:
+def fitting(build: Path) -> tuple[str | None, list[str]]:
     """(the variant kernels would choose in ``build`` here, every variant folder there)."""
     names = sorted(p.name for p in build.iterdir() if p.is_dir()) if build.is_dir() else []
     try:
@@ -101,7 +101,7 @@ def _snapshot_loads(root: Path, repo_id: str, sha: str, k: InstalledKernel) -> t
     snap = hubcache.repo_folder(root, repo_id) / "snapshots" / sha
     if not snap.is_dir() or snap.is_symlink():
         return False, f"{snap} does not exist: run `kernel-factory local-kernels --cache`"
-    chosen, names = _fitting(snap / "build")
+    chosen, names = fitting(snap / "build")
     if chosen is None:
         if names:
             return False, f"{snap}: none of its build variants ({', '.join(names)}) fits this system"

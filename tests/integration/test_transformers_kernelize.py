@@ -97,11 +97,30 @@ def test_transformers_kernelizes_offline_with_the_kernel_from_the_index(tmp_path
     assert control.returncode != 0 and MARK not in control.stdout
     assert "Version 1 of 'kernels-community/megablocks' is not available in the local cache" in control.stderr
 
+    mapped = "  kernels-community/megablocks version 1 (MegaBlocksMoeMLP; inference): "
+    check = kf("local-kernels", "--check", "--python", python, cwd=tmp_path, env=offline)
+    assert check.returncode == 3, check.stderr
+    assert check.stdout.splitlines()[-2:] == [
+        f"{mapped}not loadable offline (no refs/v1 for kernels-community/megablocks in {tmp_path / 'empty'}): mirror "
+        "it (a [[transformers]] table) and run `kernel-factory download` or `local-kernels --cache`",
+        "0 of 1 kernels transformers maps for cpu load offline",
+    ]
+
     cache = tmp_path / "cache"
     with http_server(tmp_path / "store") as url:
         proc = kf("download", project, "--index-url", url, "--python", python, cwd=tmp_path,
                   env=clean_env(HF_HUB_CACHE=str(cache)))
     assert proc.returncode == 0, proc.stderr
-    done = run(python, tmp_path / "model.py", env={**offline, "HF_HUB_CACHE": str(cache)}, cwd=tmp_path)
+    filled = {**offline, "HF_HUB_CACHE": str(cache)}
+    check = kf("local-kernels", "--check", "--python", python, cwd=tmp_path, env=filled)
+    assert check.returncode == 0, check.stdout + check.stderr
+    snapshot = cache / "kernels--kernels-community--megablocks" / "snapshots" / sha
+    assert check.stdout.splitlines()[-3:] == [
+        f"transformers 5.22.2 (kernels 0.17.2) at {python} maps 1 kernels for cpu, this machine's device (Hub cache "
+        f"{cache}):",
+        f"{mapped}loads offline from refs/v1 names {sha}: {snapshot / 'build' / 'torch-universal'}",
+        "1 of 1 kernels transformers maps for cpu load offline",
+    ]
+    done = run(python, tmp_path / "model.py", env=filled, cwd=tmp_path)
     assert done.stdout.count(MARK) == 2  # each of the two layers' MLP ran the kernel's forward
     assert "MAXDIFF 0.0" in done.stdout
