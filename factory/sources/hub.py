@@ -54,6 +54,15 @@ REPO_TYPES = ("kernel", "model")
 BUSY = frozenset({429, 502, 503, 504})  # retried; olah answers 500 for an unknown revision, so 500 is not
 
 
+# A connection the server had accepted, then dropped (reset mid-transfer): retried within the same budget as
+# Busy. A refused connection (ConnectError) is not: nothing is listening.
+DROPPED = frozenset({"ReadError", "RemoteProtocolError", "WriteError"})
+
+
+class Dropped(Unreachable):
+    """The Hub dropped a connection mid-transfer: retried with backoff, then exit 4."""
+
+
 class Busy(Unreachable):
     """The Hub answered 429 or 5xx: retried with backoff, then exit 4."""
 
@@ -150,6 +159,8 @@ class HubSource:
                 raise full from None
             raise self._network(what, exc) from None
         except TransportError as exc:  # connection refused or reset, broken downloads
+            if type(exc).__name__ in DROPPED:  # the server dropped a connection it had taken: try again
+                raise Dropped(str(self._network(what, exc))) from None
             raise self._network(what, exc) from None
 
     def _busy(self, what: str, exc: HfHubHTTPError) -> Busy:
@@ -172,6 +183,9 @@ class HubSource:
             try:
                 with self.errors(what):
                     return fn()
+            except Dropped as dropped:  # a reset mid-transfer, as pip retries it (a download resumes)
+                if not backoff.again():
+                    raise Unreachable(str(dropped)) from None
             except Busy as busy:
                 if not backoff.again(busy.headers, busy.status):
                     raise Busy(f"{busy} (gave up after {backoff.tries} tries in {backoff.elapsed:.0f} s)",

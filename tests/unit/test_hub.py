@@ -104,6 +104,32 @@ def test_busy_hub_is_retried_honouring_retry_after_then_gives_up(monkeypatch: py
     assert "HTTP 503; the Hub is busy or unavailable" in msg and "gave up after " in msg, msg
 
 
+def test_a_connection_reset_mid_transfer_is_retried_a_refused_one_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("KERNEL_FACTORY_RETRY_S", "30")
+    monkeypatch.setattr("kernel_factory.retry.time.sleep", lambda s: None)
+    src = HubSource("a/b")
+    answers: list[Exception] = [httpx2.ReadError("[Errno 104] Connection reset by peer"),
+                                httpx2.RemoteProtocolError("peer closed connection")]
+
+    def flaky() -> str:
+        if answers:
+            raise answers.pop(0)
+        return "file"
+
+    assert src._call("build/x", flaky) == "file" and answers == []
+
+    calls = []
+
+    def refused() -> str:
+        calls.append(1)
+        raise httpx2.ConnectError("[Errno 111] Connection refused")
+
+    with pytest.raises(Unreachable) as info:
+        src._call("build/x", refused)
+    assert calls == [1] and "ConnectError" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("exc", "kind", "needle"),
     [
