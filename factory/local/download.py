@@ -350,25 +350,19 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
 
 @contextmanager
 def _all_or_nothing(root: Path, gots: list[Got]) -> Iterator[None]:
-    """On an OSError (a full disk) while placing, the snapshots and refs this run made are taken away again, so
-    that nothing of the run is visible; the error goes on."""
-    snapshots = {g.want.repo_id: hubcache.repo_folder(root, g.want.repo_id) / "snapshots" / g.sha for g in gots}
-    new = {k: p for k, p in snapshots.items() if not os.path.lexists(p)}
-    refs = {hubcache.repo_folder(root, g.want.repo_id) / "refs" / r: hubcache.read_ref(
-        hubcache.repo_folder(root, g.want.repo_id), r) for g in gots for r in g.want.refs if hubcache.valid_ref(r)}
-    repos = {p.parent.parent for p in snapshots.values() if not os.path.lexists(p.parent.parent)}
+    """On an OSError (a full disk) while placing, the snapshots and refs this run made are taken away again
+    (hubcache.take_back, which follows no link), so that nothing of the run is visible; the error goes on."""
+    before = []
+    for g in gots:
+        repo = hubcache.repo_folder(root, g.want.repo_id)
+        refs = {r: hubcache.read_ref(repo, r) for r in g.want.refs if hubcache.valid_ref(r)}
+        fresh = None if os.path.lexists(repo / "snapshots" / g.sha) else g.sha
+        before.append((g.want.repo_id, fresh, refs, not os.path.lexists(repo)))
     try:
         yield
     except (OSError, hubcache.CacheUnusable):
-        for path, old in refs.items():
-            if old is None:
-                path.unlink(missing_ok=True)
-            elif hubcache.read_ref(path.parent.parent, path.name) != old:
-                path.write_text(old, encoding="ascii")
-        for path in new.values():
-            shutil.rmtree(path, ignore_errors=True)
-        for repo in repos:
-            shutil.rmtree(repo, ignore_errors=True)
+        for repo_id, fresh, refs, whole in before:
+            hubcache.take_back(root, repo_id, snapshot=fresh, refs=refs, whole=whole)
         raise
 
 

@@ -41,7 +41,7 @@ _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 __all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheLink", "CacheRefused", "CacheUnusable", "cache_root",
-           "is_ours", "origin_of", "place", "read_ref", "repo_folder", "scratch", "valid_ref"]
+           "is_ours", "origin_of", "place", "read_ref", "repo_folder", "scratch", "take_back", "valid_ref"]
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -105,6 +105,52 @@ def scratch(root: Path) -> Iterator[Path]:
         raise _unusable(exc, root) from None
     with top, scratch_folder(top) as run:
         yield run.path
+
+
+def take_back(root: Path, repo_id: str, *, snapshot: str | None, refs: Mapping[str, str | None],
+              whole: bool) -> None:
+    """Undo what one run placed for ``repo_id`` (download's all or nothing), by descriptors, so that a link is
+    removed and never followed: each of ``refs`` set back to the commit it named (None: removed), the snapshot
+    ``snapshot`` removed, or with ``whole`` the repository folder the run made. Best effort: the caller is
+    failing already, and what cannot be taken back stays as the writer left it (checked, complete)."""
+    with contextlib.suppress(OSError, CacheLink), Folder.root(root) as top:
+        name = repo_folder(root, repo_id).name
+        if top.kind(name) != "dir":
+            return
+        if whole:
+            remove(top, name)
+            return
+        with top.sub(name) as repo:
+            if refs and repo.kind("refs") == "dir":
+                with repo.sub("refs") as folder:
+                    for ref, old in refs.items():
+                        now = folder.read_small(ref, 256) if folder.kind(ref) == "file" else None
+                        if now is None or now.decode("ascii", "replace").strip() != old:
+                            _set_ref(folder, ref, old)
+            if snapshot is not None and repo.kind("snapshots") == "dir":
+                with repo.sub("snapshots") as snaps:
+                    remove(snaps, snapshot)
+
+
+def _set_ref(refs: Folder, ref: str, sha: str | None) -> None:
+    """``refs/<ref>`` removed (``sha`` None) or replaced by a new file naming ``sha``; a link there is replaced,
+    never written through."""
+    if sha is None:
+        if refs.kind(ref) is not None:
+            os.unlink(ref, dir_fd=refs.fd)
+        return
+    tmp = f".{ref}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=refs.fd)
+    try:
+        os.write(fd, sha.encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.rename(tmp, ref, src_dir_fd=refs.fd, dst_dir_fd=refs.fd)
+    finally:
+        if refs.kind(tmp) is not None:
+            os.unlink(tmp, dir_fd=refs.fd)
 
 
 def _check(repo_id: str, sha: str, variant: str, refs: list[str], origin: str) -> None:

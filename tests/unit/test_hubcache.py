@@ -485,3 +485,28 @@ def test_one_environment_one_machine_name_one_label() -> None:
     assert main_label(xpu) == "torch213xpu20251cxx11" == xpu.label
     assert main_label(Environment("linux", "ppc64le", "2.13.0", cxx11_abi=True)) is None
     assert main_label(Environment("linux", "x86_64")) is None
+
+
+def test_take_back_follows_no_link(tmp_path: Path) -> None:
+    """download's all or nothing: refs set back and the run's snapshot removed through descriptors; links planted
+    meanwhile are removed or replaced, and what they point at is untouched."""
+    root = tmp_path / "cache"
+    repo = hubcache.repo_folder(root, "org/name")
+    (repo / "refs").mkdir(parents=True)
+    (repo / "snapshots").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("mine")
+    (repo / "refs" / "v1").symlink_to(outside / "keep")  # planted after the run wrote v1
+    (repo / "refs" / "main").write_text("b" * 40)
+    (repo / "refs" / "v2").write_text("c" * 40)
+    (repo / "snapshots" / "a").symlink_to(outside, target_is_directory=True)
+    hubcache.take_back(root, "org/name", snapshot="a", refs={"v1": "d" * 40, "main": None, "v2": "c" * 40},
+                       whole=False)
+    assert (outside / "keep").read_text() == "mine" and sorted(p.name for p in outside.iterdir()) == ["keep"]
+    assert not (repo / "refs" / "v1").is_symlink() and (repo / "refs" / "v1").read_text() == "d" * 40
+    assert sorted(p.name for p in (repo / "refs").iterdir()) == ["v1", "v2"]
+    assert list((repo / "snapshots").iterdir()) == []
+
+    hubcache.take_back(root, "org/name", snapshot=None, refs={}, whole=True)
+    assert list(root.iterdir()) == [] and (outside / "keep").read_text() == "mine"
