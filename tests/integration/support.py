@@ -77,6 +77,24 @@ def http_server(root: Path) -> Iterator[str]:
 
 
 @contextmanager
+def tmpfs_at(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``2m``) mounted at the new folder ``path`` for a full-disk test, unmounted after; the
+    test is skipped where mounting is not allowed (CI runs as root)."""
+    import pytest
+
+    path.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}); run as root")
+    try:
+        yield path
+    finally:
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as f:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import cached_venv, clean_env, fresh_venv, http_server, kf, run
+from support import cached_venv, clean_env, fresh_venv, http_server, kf, run, tmpfs_at
 
 pytestmark = pytest.mark.integration
 KERNELS_REQ = f"kernels=={importlib.metadata.version('kernels')}"
@@ -336,13 +336,7 @@ def test_a_full_cache_exits_4_and_a_rerun_completes(
     example_repos: Path, index: str, torch_venv: Path, tmp_path: Path
 ) -> None:
     """The cache on a full tmpfs (needs root, as tests/integration/test_disk_faults.py; skipped otherwise)."""
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or mounted.returncode}); run as root")
-    try:
+    with tmpfs_at(tmp_path / "tmpfs", "2m") as mnt:
         cache = mnt / "cache"
         cache.mkdir()
         filler = mnt / "filler"
@@ -364,9 +358,6 @@ def test_a_full_cache_exits_4_and_a_rerun_completes(
         again = download(project, index, torch_venv, cache)
         assert again.returncode == 0, again.stderr
         assert again.stdout.splitlines()[-1] == f"1 kernel in {cache}: 1 downloaded, 0 already there"
-    finally:
-        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 @pytest.mark.parametrize("form", ["folder", "file-url"])

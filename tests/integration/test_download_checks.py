@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from huggingface_hub import scan_cache_dir
-from support import clean_env, http_server, kf, run
+from support import clean_env, http_server, kf, run, tmpfs_at
 from test_download import CPU, download, leftovers, sha_of, site, torch_venv  # noqa: F401  (module fixtures reused)
 
 pytestmark = pytest.mark.integration
@@ -419,43 +419,33 @@ def test_a_full_cache_places_all_or_nothing(example_repos: Path, site: Path, tor
                                             tmp_path: Path) -> None:
     """The cache on a tmpfs filled up but for N KiB, for growing N: each run places both kernels, or exits 4 with
     one line and nothing of it visible (needs root to mount, as test_disk_faults.py; skipped otherwise)."""
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip() or mounted.returncode}); run as root")
     project = lock(tmp_path / "p", [new_lock("example/pyonly", sha_of(example_repos, "pyonly", "v0.2.0"), 0),
                                     new_lock("example/img2grey", sha_of(example_repos, "img2grey", "v1.1.2"), 1)])
     outcomes = []
-    try:
-        with http_server(site) as url:
-            for free_kib in (0, 8, 24, 48, 96, 144, 192, 256, 384, 1024):
-                cache = mnt / f"cache-{free_kib}"
-                cache.mkdir()
-                filler = mnt / "filler"
-                with open(filler, "wb", buffering=0) as f, pytest.raises(OSError, match="No space left"):
-                    while True:
-                        f.write(b"\1" * (1 << 14))
-                with open(filler, "r+b") as f:
-                    f.truncate(max(filler.stat().st_size - free_kib * 1024, 0))
-                proc = download(project, url, torch_venv, cache)
-                filler.unlink()
-                state = cache_state(cache)
-                outcomes.append(proc.returncode)
-                if proc.returncode == 0:
-                    assert sorted(state) == ["example/img2grey", "example/pyonly"], proc.stderr
-                    assert (cache / "kernels--example--img2grey" / "refs" / "v1").is_file()
-                    break
-                assert proc.returncode == 4, proc.stdout + proc.stderr
-                assert len(proc.stderr.splitlines()) == 1 and proc.stderr.rstrip().endswith(
-                    ": No space left on device; nothing was installed: make room there, or point KERNELS_CACHE at "
-                    "another folder"), proc.stderr
-                assert state == {} and scratch_left(cache) == []
-                assert leftovers(cache) == []
-    finally:
-        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    with tmpfs_at(tmp_path / "tmpfs", "4m") as mnt, http_server(site) as url:
+        for free_kib in (0, 8, 24, 48, 96, 144, 192, 256, 384, 1024):
+            cache = mnt / f"cache-{free_kib}"
+            cache.mkdir()
+            filler = mnt / "filler"
+            with open(filler, "wb", buffering=0) as f, pytest.raises(OSError, match="No space left"):
+                while True:
+                    f.write(b"\1" * (1 << 14))
+            with open(filler, "r+b") as f:
+                f.truncate(max(filler.stat().st_size - free_kib * 1024, 0))
+            proc = download(project, url, torch_venv, cache)
+            filler.unlink()
+            state = cache_state(cache)
+            outcomes.append(proc.returncode)
+            if proc.returncode == 0:
+                assert sorted(state) == ["example/img2grey", "example/pyonly"], proc.stderr
+                assert (cache / "kernels--example--img2grey" / "refs" / "v1").is_file()
+                break
+            assert proc.returncode == 4, proc.stdout + proc.stderr
+            assert len(proc.stderr.splitlines()) == 1 and proc.stderr.rstrip().endswith(
+                ": No space left on device; nothing was installed: make room there, or point KERNELS_CACHE at "
+                "another folder"), proc.stderr
+            assert state == {} and scratch_left(cache) == []
+            assert leftovers(cache) == []
     assert outcomes[0] == 4 and outcomes[-1] == 0, outcomes
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import hostile as h
 import pytest
 from index_synth import index_pages, records_only
+from support import tmpfs_at
 
 WHEELS = 2000  # fewer than index/command.py's PARALLEL_RECORDS: the main process writes every row
 KILLS = 4  # of each signal
@@ -151,17 +152,8 @@ def test_catalog_held_by_a_reader_exits_4_naming_it(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "tmpfs"
-    path.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(path)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}); run as root")
-    try:
+    with tmpfs_at(tmp_path / "tmpfs", "256m") as path:
         yield path
-    finally:
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def test_full_disk_while_the_catalog_is_written_exits_4_and_a_rerun_completes(

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import cached_venv, kf, run
+from support import cached_venv, kf, run, tmpfs_at
 from test_kernels_loaders import files_of, scan
 from test_local_kernels_offline import KERNELS_REQ, kernel_venv, offline_env
 
@@ -217,17 +217,8 @@ def test_the_hubs_signature_is_kept_and_check_names_the_kernels_that_carry_one(
 
 @pytest.fixture
 def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "tmpfs"
-    path.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(path)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}); run as root")
-    try:
+    with tmpfs_at(tmp_path / "tmpfs", "2m") as path:
         yield path
-    finally:
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def test_a_full_disk_is_exit_4_in_one_line_and_leaves_nothing(
