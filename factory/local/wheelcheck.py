@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import Refused
 from ..record import PROVENANCE
 from ..safe_text import printable
+from ..store.wheelinfo import read_capped
 from ..verify.lockfile import files_lock_hash
 
 _CHUNK = 1 << 20
@@ -34,25 +35,13 @@ MAX_RECORD = 8 * 1024 * 1024  #: bytes of the wheel's RECORD
 _TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, inside it in the wheel
 
 
-
-def _read_capped(zf: zipfile.ZipFile, name: str, limit: int, wheel: str) -> bytes:
-    too_big = Refused(f"{wheel}: {name} inflates to more than {limit} bytes (a zip bomb?); rebuild the wheel")
-    if zf.getinfo(name).file_size > limit:
-        raise too_big
-    with zf.open(name) as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise too_big
-    return data
-
-
 def _record(zf: zipfile.ZipFile, wheel: str) -> dict[str, str]:
     """The wheel's RECORD: member name -> sha256 hex (the urlsafe-base64 digests PEP 376 writes, decoded)."""
     names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
     if len(names) != 1:
         raise Refused(f"{wheel} carries no .dist-info/RECORD; rebuild it with kernel-factory")
     out = {}
-    text = _read_capped(zf, names[0], MAX_RECORD, wheel).decode("utf-8", "replace")
+    text = read_capped(zf, names[0], MAX_RECORD, wheel, "rebuild the wheel").decode("utf-8", "replace")
     try:
         rows = list(csv.reader(io.StringIO(text)))
     except csv.Error as exc:
@@ -88,7 +77,7 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
     if len(names) != 1:
         raise Refused(f"{name} carries no {PROVENANCE}; it was not built by kernel-factory")
     try:
-        prov = json.loads(_read_capped(zf, names[0], MAX_PROVENANCE, name))
+        prov = json.loads(read_capped(zf, names[0], MAX_PROVENANCE, name, "rebuild the wheel"))
     except (ValueError, RecursionError):
         raise Refused(f"{name}: its {PROVENANCE} is not valid JSON; rebuild it") from None
     package = prov.get("package") if isinstance(prov, dict) else None

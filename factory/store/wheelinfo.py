@@ -58,10 +58,10 @@ def parse_name(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag]]:
     return project, version, tags
 
 
-def _read_capped(zf: zipfile.ZipFile, member: str, limit: int, filename: str) -> bytes:
-    """One member's bytes; Refused when it says, or turns out, to be bigger than ``limit``."""
-    too_big = Refused(f"{filename}: {member} inflates to more than {limit} bytes (a zip bomb?); "
-                      "rebuild the wheel with smaller metadata")  # fmt: skip
+def read_capped(zf: zipfile.ZipFile, member: str, limit: int, filename: str,
+                fix: str = "rebuild the wheel with smaller metadata") -> bytes:
+    """One member's bytes; Refused (naming ``fix``) when it says, or turns out, to be bigger than ``limit``."""
+    too_big = Refused(f"{filename}: {member} inflates to more than {limit} bytes (a zip bomb?); {fix}")
     if zf.getinfo(member).file_size > limit:
         raise too_big
     with zf.open(member) as f:
@@ -77,9 +77,9 @@ def _members(src: str | Path | IO[bytes], filename: str) -> tuple[bytes, bytes |
         found = [n for n in names if n.endswith(".dist-info/METADATA")]
         if len(found) != 1:
             raise Refused(f"{filename}: expected one .dist-info/METADATA, found {len(found)}; rebuild the wheel")
-        metadata = _read_capped(zf, found[0], MAX_METADATA, filename)
+        metadata = read_capped(zf, found[0], MAX_METADATA, filename)
         prov = found[0].removesuffix("METADATA") + PROVENANCE
-        provenance = _read_capped(zf, prov, MAX_PROVENANCE, filename) if prov in names else None
+        provenance = read_capped(zf, prov, MAX_PROVENANCE, filename) if prov in names else None
         return metadata, provenance
 
 
