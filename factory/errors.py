@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -130,6 +131,17 @@ def not_a_folder(path: str) -> Unreachable | None:
         if parent == here:
             return None
         here = parent
+
+
+def output_folder(path: Path, flag: str) -> None:
+    """Refuse, before any work, a folder kernel-factory would make (--store, --out, -o) where a file stands, or
+    whose parent folder does not exist (a typo would otherwise make a whole tree, even at /): exit 4, one line."""
+    if not path.is_dir() and (err := not_a_folder(str(path))) is not None:
+        raise err
+    parent = path.absolute().parent
+    if not path.exists() and not parent.is_dir():
+        raise Unreachable(f"{flag} {path}: its parent folder {parent} does not exist; create it first "
+                          f"(mkdir -p {parent}) or give another folder")
 
 
 def unusable_from_text(text: str, path: str | os.PathLike[str]) -> Unreachable | None:

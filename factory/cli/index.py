@@ -37,17 +37,10 @@ def execute(ns: argparse.Namespace) -> int:
 
 def check_out(value: str) -> None:
     """Refuse, before any work, an ``--out`` folder where a file stands or whose parent folder does not exist (a
-    typo would otherwise make a whole tree): exit 4, one line, nothing created; the words of ``build --store``'s
-    check (pipeline.output_folder, not imported here: it would cost every index run the pipeline's imports)."""
+    typo would otherwise make a whole tree): exit 4, one line, nothing created, as ``build --store``."""
     from ..config import Location
-    from ..errors import Unreachable, not_a_folder
+    from ..errors import output_folder
 
     path = Location.parse(value).local
-    if path is None:
-        return
-    if not path.is_dir() and (err := not_a_folder(str(path))) is not None:
-        raise err
-    parent = path.absolute().parent
-    if not path.exists() and not parent.is_dir():
-        raise Unreachable(f"--out {path}: its parent folder {parent} does not exist; create it first "
-                          f"(mkdir -p {parent}) or give another folder")
+    if path is not None:
+        output_folder(path, "--out")

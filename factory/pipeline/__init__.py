@@ -19,9 +19,8 @@ from ..errors import (
     BadKernel,
     FactoryError,
     Refused,
-    Unreachable,
     UsageError,
-    not_a_folder,
+    output_folder,
     worst,
 )
 from ..plan import Job, Plan, check_options, make_plan, misversioned_lines, plan_lines
@@ -254,17 +253,6 @@ def _put_notices(opts: Options) -> None:
 
         for line in notices(opts.store.display, opts):
             report.raw_error(line)
-
-
-def output_folder(path: Path, flag: str) -> None:
-    """Refuse, before any work, a folder kernel-factory would make (--store, -o) where a file stands, or whose
-    parent folder does not exist (a typo would otherwise make a whole tree, even at /): exit 4, one line."""
-    if not path.is_dir() and (err := not_a_folder(str(path))) is not None:
-        raise err
-    parent = path.absolute().parent
-    if not path.exists() and not parent.is_dir():
-        raise Unreachable(f"{flag} {path}: its parent folder {parent} does not exist; create it first "
-                          f"(mkdir -p {parent}) or give another folder")
 
 
 def run_plan(args: PlanArgs) -> int:
