@@ -9,7 +9,10 @@ tree is measured) a plan that cannot fit is refused before anything is written.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,12 +71,89 @@ def measure(folder: Path) -> int:
     return total
 
 
-def scratch_dir(scratch: str | None, prefix: str = "kernel-factory-") -> tempfile.TemporaryDirectory[str]:
-    """The run's scratch folder: in ``scratch`` when given (made if missing), else in TMPDIR."""
+RUN_MARK = ".kernel-factory-run"  # in each run's scratch folder, locked (flock) while the run lives
+
+
+class Scratch(tempfile.TemporaryDirectory[str]):
+    """A run's scratch folder, marked as live by a lock on the file ``RUN_MARK`` in it.
+
+    A run killed with ``kill -9`` (the OOM killer) cannot remove its scratch folder, and its workers die with
+    it: the next run with the same prefix in the same parent removes such folders (``sweep``). The mark is
+    locked before it gets its name, so a folder whose mark can be locked is one no run holds."""
+
+    def __init__(self, prefix: str, dir: str | None) -> None:
+        parent = dir if dir is not None else tempfile.gettempdir()
+        sweep(parent, prefix)
+        super().__init__(prefix=prefix, dir=parent)
+        self._mark: int | None = None
+        try:
+            self._mark = _mark(self.name)
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        if self._mark is not None:
+            os.close(self._mark)
+            self._mark = None
+
+
+def _mark(folder: str) -> int | None:
+    """Lock the new file ``RUN_MARK`` in ``folder``; its descriptor, or None where the file system has no locks
+    (the folder is then never swept: it is only left behind by a killed run)."""
+    tmp = os.path.join(folder, ".tmp-mark")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+    except OSError:
+        os.close(fd)
+        os.unlink(tmp)
+        return None
+    try:
+        os.rename(tmp, os.path.join(folder, RUN_MARK))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sweep(parent: str, prefix: str) -> list[str]:
+    """Remove the scratch folders named ``prefix``* in ``parent`` that runs killed before their end left: this
+    user's real folders (no links) whose mark no live run holds. A folder without a mark (another tool's, an
+    older version's, a run that has not locked it yet) is left. Returns the names removed."""
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(parent, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            fd = os.open(os.path.join(path, RUN_MARK), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live run holds it
+        finally:
+            os.close(fd)
+        shutil.rmtree(path, ignore_errors=True)  # rmtree does not follow links below the folder
+        removed.append(name)
+    return removed
+
+
+def scratch_dir(scratch: str | None, prefix: str = "kernel-factory-") -> Scratch:
+    """The run's scratch folder: in ``scratch`` when given (made if missing), else in TMPDIR; folders of the same
+    prefix that killed runs left there are removed first."""
     try:
         if scratch is not None:
             Path(scratch).mkdir(parents=True, exist_ok=True)
-        return tempfile.TemporaryDirectory(prefix=prefix, dir=scratch)
+        return Scratch(prefix, scratch)
     except OSError as exc:
         err = unusable(exc, scratch or tempfile.gettempdir())
         if err is not None:

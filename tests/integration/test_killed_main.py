@@ -26,9 +26,10 @@ VARIANTS = ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm", "torch-x
 HANG_GUARD_S = 120  # not a speed check: only how long to wait before calling it a hang
 
 
-def start(*args: str | Path, wait_s: str = "600", pipes: bool = True) -> subprocess.Popen[str]:
-    """The CLI in its own session; ``pipes=False`` for a run whose workers might outlive it (and hold the pipes)."""
-    env = {**os.environ, "KERNEL_FACTORY_LOCK_WAIT": wait_s}
+def start(*args: str | Path, wait_s: str = "600", pipes: bool = True, tmp: Path | None = None) -> subprocess.Popen[str]:
+    """The CLI in its own session; ``pipes=False`` for a run whose workers might outlive it (and hold the pipes);
+    ``tmp``: its TMPDIR (the build's scratch folder)."""
+    env = {**os.environ, "KERNEL_FACTORY_LOCK_WAIT": wait_s, **({"TMPDIR": str(tmp)} if tmp else {})}
     out = subprocess.PIPE if pipes else subprocess.DEVNULL
     return subprocess.Popen([sys.executable, "-m", "kernel_factory", *map(str, args)], stdout=out, stderr=out,
                             text=True, env=env, start_new_session=True)
@@ -73,10 +74,12 @@ def test_main_killed_alone_workers_end_and_rerun_starts_at_once(
 ) -> None:
     repo, expected = kernel
     cfg, store = config(tmp_path, repo, "run")
-    main = start("build", "--config", cfg, "--jobs", "2", pipes=False)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    main = start("build", "--config", cfg, "--jobs", "2", pipes=False, tmp=tmp)
     deadline = time.monotonic() + 120
     workers: list[int] = []
-    while len(workers) < 2 or not any((store / "files").glob(".tmp-work-*/job-*")):
+    while len(workers) < 2 or not any((store / "files").glob(".tmp-work-*/job-*")) or not any(tmp.iterdir()):
         assert main.poll() is None and time.monotonic() < deadline, "the build ended before its workers were seen"
         workers = h.children(main.pid)
         time.sleep(0.01)
@@ -94,12 +97,15 @@ def test_main_killed_alone_workers_end_and_rerun_starts_at_once(
     assert left == [], f"workers {left} outlived the main process (still running {HANG_GUARD_S} s later)"
 
     assert h.check_root(store) == []
-    rerun = start("build", "--config", cfg, "--jobs", "2", wait_s="0")  # a held lock fails at once
+    left_behind = [p.name for p in tmp.iterdir()]  # the killed run's scratch folder
+    assert len(left_behind) == 1 and left_behind[0].startswith("kernel-factory-"), left_behind
+    rerun = start("build", "--config", cfg, "--jobs", "2", wait_s="0", tmp=tmp)  # a held lock fails at once
     _, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err
     assert "waiting for another" not in err
     assert files_of(store) == expected
     assert [p.name for p in store.rglob(".tmp-*")] == []
+    assert list(tmp.iterdir()) == []  # the rerun removed the killed run's scratch folder, then its own
 
 
 def test_lock_held_by_a_dead_run_says_so(kernel: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:

@@ -1,0 +1,78 @@
+"""The run's scratch folder: marked while its run lives, removed by the next run once a killed run left it."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from kernel_factory import space
+
+
+def killed(scratch: space.Scratch) -> str:
+    """What ``kill -9`` of the run leaves: the folder and its mark, the lock released, no cleanup."""
+    assert scratch._mark is not None
+    os.close(scratch._mark)
+    scratch._mark = None
+    scratch._finalizer.detach()  # type: ignore[attr-defined]
+    return scratch.name
+
+
+def test_a_killed_runs_scratch_is_removed_by_the_next_run_and_a_live_one_is_kept(tmp_path: Path) -> None:
+    live = space.scratch_dir(str(tmp_path))
+    dead = killed(space.scratch_dir(str(tmp_path)))
+    (Path(dead) / "job-1").mkdir()
+    (Path(dead) / "job-1" / "part.so").write_bytes(b"x" * 1000)
+    assert sorted(os.listdir(dead)) == [".kernel-factory-run", "job-1"]
+    with space.scratch_dir(str(tmp_path)) as new:
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([Path(live.name).name, Path(new).name])
+        assert os.listdir(new) == [".kernel-factory-run"]
+    live.cleanup()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_mark_is_locked_while_the_run_lives(tmp_path: Path) -> None:
+    with space.scratch_dir(str(tmp_path)) as name:
+        fd = os.open(os.path.join(name, space.RUN_MARK), os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = False
+            except BlockingIOError:
+                locked = True
+        finally:
+            os.close(fd)
+        assert locked
+    assert not os.path.exists(name)
+
+
+def test_the_sweep_leaves_what_is_not_a_killed_runs(tmp_path: Path) -> None:
+    other = tmp_path / "kernel-factory-other"  # another tool's or an older version's: no mark
+    other.mkdir()
+    (other / "keep").write_text("x")
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / space.RUN_MARK).write_text("")
+    (tmp_path / "kernel-factory-link").symlink_to(target)  # a link to a folder with a free mark
+    linked_mark = tmp_path / "kernel-factory-linkedmark"
+    linked_mark.mkdir()
+    (linked_mark / space.RUN_MARK).symlink_to(target / space.RUN_MARK)
+    (tmp_path / "kernel-factory-file").write_text("")
+    elsewhere = tmp_path / "unrelated"  # a free mark under another prefix
+    elsewhere.mkdir()
+    (elsewhere / space.RUN_MARK).write_text("")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert space.sweep(str(tmp_path), "kernel-factory-") == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert (other / "keep").read_text() == "x" and (target / space.RUN_MARK).exists()
+
+
+def test_a_killed_runs_folder_under_its_own_prefix_only(tmp_path: Path) -> None:
+    work = killed(space.scratch_dir(str(tmp_path), prefix="kernel-factory-work-"))
+    assert space.sweep(str(tmp_path), ".tmp-work-") == []
+    assert space.sweep(str(tmp_path), "kernel-factory-") == [Path(work).name]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_parent_folder_sweeps_nothing(tmp_path: Path) -> None:
+    assert space.sweep(str(tmp_path / "missing"), "kernel-factory-") == []
