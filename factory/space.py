@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import tempfile
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -91,11 +92,13 @@ class Scratch(tempfile.TemporaryDirectory[str]):
         except BaseException:
             self.cleanup()
             raise
+        if self._mark is not None:  # a folder left to the collector (no cleanup call) closes its mark too
+            self._closer = weakref.finalize(self, os.close, self._mark)
 
     def cleanup(self) -> None:
         super().cleanup()
         if self._mark is not None:
-            os.close(self._mark)
+            self._closer()
             self._mark = None
 
 

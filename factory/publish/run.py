@@ -21,12 +21,12 @@ import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import report
+from .. import report, space
 from ..atomic import LinkRefused, open_nofollow, private
 from ..config import DEFAULT_RETRY_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
@@ -241,57 +241,56 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
     dest.prepare(files, dry_run=dry_run)
     from . import linked
 
-    absent = linked.missing(root, files, dest) if files else []  # linked by a page, neither here nor there
-    if absent and dry_run:
-        store = linked.store_of(root)
-        if store is None:
-            linked.fetch(root, absent, root)  # raises: there is no store to copy them from
-        for rel in absent:
-            out(f"would copy {rel} from {store}")
-    elif absent:
-        import tempfile
+    with ExitStack() as stack:  # the scratch folder of files copied from the store, removed at the end
+        absent = linked.missing(root, files, dest) if files else []  # linked by a page, neither here nor there
+        if absent and dry_run:
+            store = linked.store_of(root)
+            if store is None:
+                linked.fetch(root, absent, root)  # raises: there is no store to copy them from
+            for rel in absent:
+                out(f"would copy {rel} from {store}")
+        elif absent:
+            scratch = stack.enter_context(space.scratch_dir(None, prefix="kernel-factory-publish-"))
+            files.extend(linked.fetch(root, absent, Path(scratch)))
+            for rel in absent:
+                out(f"copying {rel} from {linked.store_of(root)}")
+        lock = threading.Lock()
 
-        scratch = tempfile.TemporaryDirectory(prefix="kernel-factory-publish-")
-        files.extend(linked.fetch(root, absent, Path(scratch.name)))
-        for rel in absent:
-            out(f"copying {rel} from {linked.store_of(root)}")
-    lock = threading.Lock()
-
-    def one(f: LocalFile) -> None:
-        try:
-            state = dest.state(f)
-            expected = _recorded_sha256(f) if state != "same" else None
-            if expected is not None and f.sha256() != expected:  # never publish bytes other than the record's
-                raise Refused(f"its sha256 {f.sha256()} is not its record's {expected}; rebuild it, or run "
-                              "`kernel-factory index --repair`")
-            if state != "same" and not dry_run:
-                dest.put(f)
-        except Refused as exc:
-            with lock:
-                summary.refused.append(f.rel)
-                out(f"refused {f.rel}: {exc}")
-            return
-        with lock:
-            if state == "same":
-                summary.unchanged_files.append(f.rel)
-                if dry_run:
-                    out(f"already there: {f.rel}")
+        def one(f: LocalFile) -> None:
+            try:
+                state = dest.state(f)
+                expected = _recorded_sha256(f) if state != "same" else None
+                if expected is not None and f.sha256() != expected:  # never publish bytes other than the record's
+                    raise Refused(f"its sha256 {f.sha256()} is not its record's {expected}; rebuild it, or run "
+                                  "`kernel-factory index --repair`")
+                if state != "same" and not dry_run:
+                    dest.put(f)
+            except Refused as exc:
+                with lock:
+                    summary.refused.append(f.rel)
+                    out(f"refused {f.rel}: {exc}")
                 return
-            summary.uploaded_files.append(f.rel)
-            summary.uploaded_bytes += f.size
-            verb = "upload" if state == "new" else "replace"
-            if dry_run:
-                out(f"would {verb} {f.rel} ({_size(f.size)})")
-            else:
-                out(f"{'uploaded' if state == 'new' else 'replaced'} {f.rel} ({_size(f.size)})")
+            with lock:
+                if state == "same":
+                    summary.unchanged_files.append(f.rel)
+                    if dry_run:
+                        out(f"already there: {f.rel}")
+                    return
+                summary.uploaded_files.append(f.rel)
+                summary.uploaded_bytes += f.size
+                verb = "upload" if state == "new" else "replace"
+                if dry_run:
+                    out(f"would {verb} {f.rel} ({_size(f.size)})")
+                else:
+                    out(f"{'uploaded' if state == 'new' else 'replaced'} {f.rel} ({_size(f.size)})")
 
-    for phase in phases(files):
-        _run_all(one, phase, dest.workers)
-    from .withdrawals import carry  # then what the store withdrew goes, pages first (docs/withdraw.md)
+        for phase in phases(files):
+            _run_all(one, phase, dest.workers)
+        from .withdrawals import carry  # then what the store withdrew goes, pages first (docs/withdraw.md)
 
-    there = set(summary.uploaded_files) | set(summary.unchanged_files)
-    summary.removed = carry(root, dest, files, there, dry_run=dry_run, out=out)
-    return summary
+        there = set(summary.uploaded_files) | set(summary.unchanged_files)
+        summary.removed = carry(root, dest, files, there, dry_run=dry_run, out=out)
+        return summary
 
 
 def store_root(flags: Flags, opts: Options | None = None) -> Path:

@@ -12,7 +12,7 @@ from kernel_factory import space
 def killed(scratch: space.Scratch) -> str:
     """What ``kill -9`` of the run leaves: the folder and its mark, the lock released, no cleanup."""
     assert scratch._mark is not None
-    os.close(scratch._mark)
+    scratch._closer()
     scratch._mark = None
     scratch._finalizer.detach()  # type: ignore[attr-defined]
     return scratch.name
@@ -76,3 +76,17 @@ def test_a_killed_runs_folder_under_its_own_prefix_only(tmp_path: Path) -> None:
 
 def test_no_parent_folder_sweeps_nothing(tmp_path: Path) -> None:
     assert space.sweep(str(tmp_path / "missing"), "kernel-factory-") == []
+
+
+def test_a_scratch_folder_left_to_the_collector_is_removed_and_its_mark_closed(tmp_path: Path) -> None:
+    scratch = space.scratch_dir(str(tmp_path))
+    name, mark = scratch.name, scratch._mark
+    assert mark is not None
+    del scratch
+    assert not os.path.exists(name)
+    try:
+        os.fstat(mark)
+        closed = False
+    except OSError:
+        closed = True
+    assert closed
