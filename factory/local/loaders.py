@@ -96,16 +96,35 @@ def fitting(build: Path) -> tuple[str | None, list[str]]:
     return (None if variant is None else variant.variant_str), names
 
 
-def _snapshot_loads(root: Path, repo_id: str, sha: str, k: InstalledKernel) -> tuple[bool, str]:
-    """Does ``snapshots/<sha>`` in the cache hold a variant kernels would load here (and whose is it)?"""
-    snap = hubcache.repo_folder(root, repo_id) / "snapshots" / sha
+def snapshot_fit(snap: Path) -> tuple[str | None, str]:
+    """(the variant folder kernels would load from the snapshot folder ``snap`` here, None and why not)."""
     if not snap.is_dir() or snap.is_symlink():
-        return False, f"{snap} does not exist: run `kernel-factory local-kernels --cache`"
+        return None, f"{snap} does not exist"
     chosen, names = fitting(snap / "build")
     if chosen is None:
         if names:
-            return False, f"{snap}: none of its build variants ({', '.join(names)}) fits this system"
-        return False, f"{snap} holds no build variant folder: run `kernel-factory local-kernels --cache` again"
+            return None, f"none of its build variants ({', '.join(names)}) fits this torch"
+        return None, f"{snap} holds no build variant folder"
+    return chosen, str(snap / "build" / chosen)
+
+
+def resolve(root: Path, repo_id: str, ref: str) -> tuple[Path, str] | None:
+    """(the repository folder, the commit) that ``version=N`` (``ref`` v<N>) or a branch resolves to offline, as
+    kernels reads the cache: the legacy models-- folder's ref wins; None where neither folder has the ref."""
+    for folder in (hubcache.repo_folder(root, repo_id, "model"), hubcache.repo_folder(root, repo_id)):
+        sha = hubcache.read_ref(folder, ref)
+        if sha is not None:
+            return folder, sha
+    return None
+
+
+def _snapshot_loads(folder: Path, sha: str, k: InstalledKernel) -> tuple[bool, str]:
+    """Does ``folder``/snapshots/<sha> hold a variant kernels would load here (and whose is it)?"""
+    snap = folder / "snapshots" / sha
+    chosen, why = snapshot_fit(snap)
+    if chosen is None:
+        fix = "run `kernel-factory local-kernels --cache`" + (" again" if snap.is_dir() else "")
+        return False, f"{why}: {fix}" if why.startswith(str(snap)) else f"{snap}: {why}"
     origin = hubcache.origin_of(snap)
     if not hubcache.is_ours(snap):
         who = "a download from the Hub"
@@ -113,13 +132,7 @@ def _snapshot_loads(root: Path, repo_id: str, sha: str, k: InstalledKernel) -> t
         who = f"this wheel's commit and variant, checked and placed by kernel-factory {origin or ''}".rstrip()
     else:
         who = f"placed by kernel-factory {origin or ''} from another wheel, not this one ({k.revision})"
-    return True, f"{snap / 'build' / chosen} ({who})"
-
-
-def version_ref(root: Path, repo_id: str, ref: str) -> str | None:
-    """The commit ``version=N`` resolves to offline, as kernels reads it (the legacy models-- folder wins)."""
-    legacy = hubcache.read_ref(hubcache.repo_folder(root, repo_id, "model"), ref)
-    return legacy or hubcache.read_ref(hubcache.repo_folder(root, repo_id), ref)
+    return True, f"{why} ({who})"
 
 
 def paths(k: InstalledKernel, root: Path, env: Mapping[str, str]) -> list[LoadPath]:
@@ -136,18 +149,18 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str]) -> list[LoadPa
                          f"{why}, so it cannot be in the Hub cache they read"))
         return out
     sha = k.revision
-    snap_ok, snap_why = _snapshot_loads(root, k.repo_id, sha, k)
+    snap_ok, snap_why = _snapshot_loads(hubcache.repo_folder(root, k.repo_id), sha, k)
     if mapped:
         out.append(LoadPath("get_kernel, has_kernel (any version= or revision=)", True, "through LOCAL_KERNELS"))
     if ref is not None:
-        have = version_ref(root, k.repo_id, ref)
-        if have is None:
+        found = resolve(root, k.repo_id, ref)
+        if found is None:
             vwhy, vok = f"no refs/{ref} for {k.repo_id} in {root}: run `kernel-factory local-kernels --cache`", False
         elif mapped:
-            vok, vwhy = True, f"refs/{ref} names {have}, and LOCAL_KERNELS loads this wheel for it"
+            vok, vwhy = True, f"refs/{ref} names {found[1]}, and LOCAL_KERNELS loads this wheel for it"
         else:
-            vok, vwhy = _snapshot_loads(root, k.repo_id, have, k)
-            vwhy = f"refs/{ref} names {have}: {vwhy}"
+            vok, vwhy = _snapshot_loads(*found, k)
+            vwhy = f"refs/{ref} names {found[1]}: {vwhy}"
         names = "LayerRepository, FuncRepository"
         names = names if mapped else f"get_kernel, has_kernel, {names}"
         out.append(LoadPath(f"{names} (version={version})", vok, vwhy))

@@ -19,7 +19,7 @@ from ..sources.transformers_map import Entry, KernelMapping, read_mapping
 from . import hubcache
 from .checks import installed_version
 from .environment import Environment
-from .loaders import fitting, version_ref
+from .loaders import resolve, snapshot_fit
 
 # kernels' backend name (Environment.backend) -> the device key transformers' mapping uses.
 DEVICES = {"cuda": "cuda", "rocm": "rocm", "xpu": "xpu", "metal": "mps", "cpu": "cpu", "cann": "npu"}
@@ -69,22 +69,14 @@ def loads_offline(root: Path, m: Mapped) -> tuple[bool, str]:
     if ref is None:
         sha, how = m.revision, ""
     else:
-        sha = version_ref(root, m.repo_id, ref)
-        if sha is None:
+        found = resolve(root, m.repo_id, ref)
+        if found is None:
             return False, f"no refs/{ref} for {m.repo_id} in {root}"
-        legacy = hubcache.repo_folder(root, m.repo_id, "model")
-        folder = legacy if hubcache.read_ref(legacy, ref) == sha else folder  # the legacy folder wins, as in kernels
+        folder, sha = found
         how = f"refs/{ref} names {sha}: "
     assert sha is not None
-    snap = folder / "snapshots" / sha
-    if not snap.is_dir() or snap.is_symlink():
-        return False, f"{how}{snap} does not exist"
-    chosen, names = fitting(snap / "build")
-    if chosen is None:
-        if names:
-            return False, f"{how}none of its build variants ({', '.join(names)}) fits this torch"
-        return False, f"{how}{snap} holds no build variant folder"
-    return True, f"{how}{snap / 'build' / chosen}"
+    chosen, why = snapshot_fit(folder / "snapshots" / sha)
+    return chosen is not None, how + why
 
 
 def lines(mapping: KernelMapping, env: Environment, root: Path, python: str) -> tuple[list[str], bool]:
