@@ -19,8 +19,9 @@ At each rate, each figure from the same bench run:
 The build runs with KERNEL_FACTORY_STAGES on (one JSON line per variant: when it was fetched and converted);
 the bench prints how long fetching and converting ran at once. Each figure is the fastest of ``--runs``.
 Targets: paced, the whole run within 1.15x of the download alone; unpaced, within 1.3x of the convert alone;
-every process under 200 MB RSS. A baseline that fails is an error (exit 1), not a skipped row; so is a missed
-target.
+every process under 200 MB RSS. The whole run judged is the layout docs/publish.md gives for a scheduled mirror
+(the s3:// store) when ``--s3-store`` measures it, else the local store published to S3; both are printed.
+A baseline that fails is an error (exit 1), not a skipped row; so is a missed target.
 
     python scripts/bench_pipeline.py                   # 45 MB/s, then unpaced
     python scripts/bench_pipeline.py --rate 45 --runs 3 --s3-store
@@ -262,13 +263,18 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
             print(f"  {name:16s} {best[name].seconds:6.1f} s   largest process {best[name].max_proc_mb:4.0f} MB")
     print(overlap(min(timelines)[1]))
     floor, target = ("download alone", PACED_TARGET) if rate > 0 else ("convert alone", UNPACED_TARGET)
-    ratio = best["whole run"].seconds / best[floor].seconds
+    slowest = max(("download alone", "convert alone"), key=lambda name: best[name].seconds)
+    for whole in ("whole run", "s3 store: whole"):
+        if whole in best:
+            print(f"  {whole} / {floor}: {best[whole].seconds / best[floor].seconds:.2f}x; / the slowest stage alone "
+                  f"({slowest}): {best[whole].seconds / best[slowest].seconds:.2f}x")
+    # The target is the scheduled mirror's, in the layout docs/publish.md gives for it: the s3:// store when
+    # measured (--s3-store), else the local store published to S3.
+    judged = "s3 store: whole" if "s3 store: whole" in best else "whole run"
+    ratio = best[judged].seconds / best[floor].seconds
     largest = max(s.max_proc_mb for s in best.values())
     ok = ratio <= target and largest < RSS_TARGET_MB
-    slowest = max(("download alone", "convert alone"), key=lambda name: best[name].seconds)
-    print(f"  whole run / the slowest stage alone ({slowest}): "
-          f"{best['whole run'].seconds / best[slowest].seconds:.2f}x")
-    print(f"  whole run / {floor}: {ratio:.2f}x (target {target}x); largest process {largest:.0f} MB "
+    print(f"  target: {judged} / {floor}: {ratio:.2f}x (target {target}x); largest process {largest:.0f} MB "
           f"(target < {RSS_TARGET_MB} MB): {'met' if ok else 'MISSED'}")
     return ok
 
