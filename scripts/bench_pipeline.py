@@ -264,10 +264,10 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
     print(overlap(min(timelines)[1]))
     floor, target = ("download alone", PACED_TARGET) if rate > 0 else ("convert alone", UNPACED_TARGET)
     slowest = max(("download alone", "convert alone"), key=lambda name: best[name].seconds)
-    for whole in ("whole run", "s3 store: whole"):
-        if whole in best:
-            print(f"  {whole} / {floor}: {best[whole].seconds / best[floor].seconds:.2f}x; / the slowest stage alone "
-                  f"({slowest}): {best[whole].seconds / best[slowest].seconds:.2f}x")
+    for layout in ("whole run", "s3 store: whole"):
+        if layout in best:
+            print(f"  {layout} / {floor}: {best[layout].seconds / best[floor].seconds:.2f}x; / the slowest stage "
+                  f"alone ({slowest}): {best[layout].seconds / best[slowest].seconds:.2f}x")
     # The target is the scheduled mirror's, in the layout docs/publish.md gives for it: the s3:// store when
     # measured (--s3-store), else the local store published to S3.
     judged = "s3 store: whole" if "s3 store: whole" in best else "whole run"
