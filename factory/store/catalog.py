@@ -234,24 +234,14 @@ class Catalog:
         """Keep a value beside the records (not a record: the generation stays); the file is not written when
         the value is already there."""
         if self.meta(name) != value:
-            self.put_meta(name, value)
-
-    def put_meta(self, name: str, value: str) -> None:
-        """Write a value beside the records (not a record: the generation stays)."""
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
-        self.changed = True
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+            self.changed = True
 
     def keys(self) -> dict[str, str]:
         """Wheel file name -> key, for every row (read once per run, then kept up to date by ``apply``)."""
         if self._keys is None:
             self._keys = dict(self.db.execute("SELECT filename, key FROM records"))
         return self._keys
-
-    def has(self, filename: str) -> bool:
-        """Whether a wheel of that file name has a row."""
-        if self._keys is not None:
-            return filename in self._keys
-        return self.db.execute("SELECT 1 FROM records WHERE filename = ?", (filename,)).fetchone() is not None
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
@@ -413,11 +403,8 @@ class Catalog:
         found = [(str(w), str(p)) for w, p in self.db.execute(query)]
         if not all(check.plain_wheel(w) and check.project_of(p) == p for w, p in found):
             raise CatalogDamaged(f"{self.path}: a row's file name or project is not one a record may have")
-        self.put_meta("lookalikes", f"{generation}\n{json.dumps(found)}")
+        self.set_meta("lookalikes", f"{generation}\n{json.dumps(found)}")
         return found
-
-    def project_names(self) -> list[str]:
-        return [name for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
 
     def records(self) -> list[Record]:
         """Every record, sorted by file name."""

@@ -4,11 +4,11 @@ The catalog says which records the pages show; this compares them with the files
 (store/__init__.py ``Store``: a local folder's stat, an S3 listing's size and ETag), cheaply:
 
 - a record's wheel must have the size the record gives (one stat, or the listing's size);
-- a wheel whose key (local: inode, mtime, ctime, size; S3: ETag) or, on a local store, whose record (its catalog
-  key) changed since the last run that checked it is hashed again and compared with the record's sha256 (both are kept in the
-  catalog's meta ``wheel_stats``; a wheel seen for the first time is taken at its size, as adoption or the build
-  has just hashed it); one whose keys are those of the last check, and whose ``.metadata`` is there, was compared
-  then: only the others' rows are read;
+- a wheel whose key (local: inode, mtime, ctime, size; S3: ETag) or, on a local store, whose record (its
+  catalog key) changed since the last run that checked it is hashed again and compared with the record's sha256
+  (both are kept in the catalog's meta ``wheel_stats``; a wheel seen for the first time is taken at its size, as
+  adoption or the build has just hashed it); one whose keys are those of the last check, and whose ``.metadata``
+  is there, was compared then: only the others' rows are read;
 - a record's ``.metadata`` must exist; a missing one is written again from the wheel's METADATA when that hashes
   to the record's ``metadata_sha256``.
 
@@ -131,7 +131,7 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
         if drop:
             store.forget_listing(catalog)  # the wheel may be back by then
     if seen != stats:
-        catalog.put_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
+        catalog.set_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
     return found
 
 
