@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
@@ -31,7 +31,6 @@ from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..record import Record
 from ..store import Store, open_store
-from ..store.adopt import AdoptResult, not_wheels
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
 from ..store.filecheck import check_files
 from .pages import (
@@ -49,6 +48,9 @@ from .pages import (
 )
 from .state import LANDING, State, changed_pages, page_stat, read_state, write_state
 from .state import STATE_FILE as STATE_FILE
+
+if TYPE_CHECKING:
+    from ..store.adopt import AdoptResult
 
 PAGE_DIRS = ("simple", "variants", "projects")
 PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
@@ -396,6 +398,8 @@ def _adopt_folder(
     """Adopt the wheels of ``folder`` the store lacks (``index --wheels``): one listing of the folder, diffed
     against the store's listing (or, where it was not listed, the catalog's names). Wheels of a project that is a
     kernel of the store or of ``kernels`` are refused unless ``allow_kernel_names``."""
+    from ..store.adopt import AdoptResult, not_wheels  # here: a run without --wheels does not import adoption
+
     with os.scandir(folder) as it:  # the entries' types come with the listing: no stat per wheel
         names = [e.name for e in it if not e.name.startswith(".") and e.is_file()]
     held = synced.listing if synced.listing is not None else catalog.keys()

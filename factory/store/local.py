@@ -221,7 +221,7 @@ class LocalStore:
         """(size, key, None or what is there instead of a file) of a wheel in files/ (one stat), None where there
         is none."""
         try:
-            st = os.stat(os.path.join(self.files, name))
+            st = os.stat(f"{self.files}{os.sep}{name}")  # no os.path.join: a no-op run makes one call per wheel
         except FileNotFoundError:
             return None
         kind = None if stat.S_ISREG(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
