@@ -179,18 +179,20 @@ class LocalStore:
                             records.append(entry)
         except FileNotFoundError:
             return found
+        gaps: list[tuple[str, str]] = []  # named after the records that fail their check
         for entry in sorted(records, key=lambda e: e.name):
             wheel = entry.name[:-5]
             if wheel not in names:
-                found.errors.append((wheel, check.missing_wheel(entry.path, wheel)))
+                gaps.append((wheel, check.missing_wheel(entry.path, wheel)))
                 continue
             try:
                 listing[wheel] = record_key(entry.stat())
             except FileNotFoundError:
                 continue
-        found.errors += [(w, check.no_record(os.path.join(self.files, w), w)) for w in sorted(names)
-                         if w.endswith(".whl") and w not in listing]  # fmt: skip
+        gaps += [(w, check.no_record(os.path.join(self.files, w), w)) for w in sorted(names)
+                 if w.endswith(".whl") and w not in listing]  # fmt: skip
         found.touched = sync(catalog, listing, self._read(found), rescan)
+        found.errors += gaps
         catalog.set_meta(FILES_STATE, state if state and not found.errors else "")
         return found
 
