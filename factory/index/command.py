@@ -114,11 +114,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
     base_url = (opts.base_url or DEFAULT_BASE_URL).rstrip("/")
-    repair = args.repair
-    if repair and not store.is_local:
-        raise UsageError(
-            f"--repair needs a local store folder, not {store}; delete the damaged records and rerun build"
-        )
+    repair = args.repair  # an s3:// store refuses it (store/s3.py), as it refuses --wheels
     from packaging.utils import canonicalize_name
 
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
@@ -342,13 +338,14 @@ def index_with_adoption(
     (exit 4). Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py)."""
     loc = Location.of(store)
     opened = open_store(loc)
-    withdrawals = read_withdrawals(loc)  # project statuses, a prune under way (store/status.py, retain.py)
-    try:
+    try:  # first: a store that cannot adopt refuses --wheels before anything is read
         catalog = opened.open_catalog(adopting=bool(wheels))
     except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
         raise sqlite_problem(opened.display, exc) from None
     done = Indexed(warnings=[catalog.note] if catalog.note is not None else [])
     try:
+        withdrawals = read_withdrawals(loc)  # project statuses, a prune under way (store/status.py, retain.py)
+
         def attempt(again: bool) -> tuple[int, IndexResult]:
             done.errors, done.notes = [], []  # this attempt's lines, kept only if it holds up
             return _index_once(opened, catalog, out, templates, base_url, wheels, set(kernels), allow_kernel_names,
