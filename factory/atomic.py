@@ -107,8 +107,8 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
         exc.filename = str(path.parent)
         raise
     tmp = os.path.join(path.parent, f"{TMP_PREFIX}{unique()}")
-    fd = _create(tmp, path.parent, 0o600)  # as mkstemp makes it
-    try:
+    try:  # from its creation on: an interrupt at any instant removes the temporary file
+        fd = _create(tmp, path.parent, 0o600)  # as mkstemp makes it
         with os.fdopen(fd, "wb") as f:
             yield f
             if fsync:
@@ -159,9 +159,9 @@ def put(
     """Write ``data`` to the new temporary file ``tmp`` (O_EXCL|O_NOFOLLOW: never one that is there) and rename it
     to ``path``; a failure removes it and names ``path``. ``chmod``: make it 0644 whatever the umask; ``fsync``
     before the rename; ``want_stat``: its fstat (the inode, mtime and size stay those of the file in place)."""
-    fd = _create(tmp, os.path.dirname(path), 0o644)
     st = None
-    try:
+    try:  # from its creation on: an interrupt at any instant removes the temporary file
+        fd = _create(tmp, os.path.dirname(path), 0o644)
         try:
             write_all(fd, data)
             if chmod:
@@ -309,12 +309,12 @@ def link_or_copy(src: Path, dest: Path) -> None:
     else (another file system, links not allowed) a copy."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f"{TMP_PREFIX}{unique()}"
-    try:
-        os.link(src, tmp)
-    except OSError:
-        copy_file(src, dest)
-        return
-    try:
+    try:  # from the link on: an interrupt at any instant removes the temporary name
+        try:
+            os.link(src, tmp)
+        except OSError:
+            copy_file(src, dest)
+            return
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -1,16 +1,15 @@
 """``kernel-factory index``: the store's records -> the static index (PEP 503, 691, 658, 700).
 
-The records come through the store's catalog (store/catalog.py), which says
-which projects changed since it last did. The index root keeps, in
-``.index-state.json``, the catalog generation its pages show, the variant
-labels, and per project the variant indexes it is in and its landing-page
-line. A run whose catalog generation, labels, templates and base URL are the
-ones the state names writes nothing. Otherwise only the changed projects'
-pages are rendered, then the roots and the landing page (from the state);
-each page is renamed into place and written only when its bytes differ, and
-the pages of projects and variants that are gone are removed. Anything else
-(first run, new templates, a new variant label, a state of another catalog
-generation) renders every project again, streaming them from the catalog.
+One flow over the Store protocol (store/__init__.py), the same for a local folder and an ``s3://`` store: the
+store's catalog (store/catalog.py) is brought up to date with the store and says which projects changed since it
+last did; ``--wheels`` folders are adopted; every record's files are checked (store/filecheck.py); then the pages.
+The index root keeps, in ``.index-state.json`` (index/state.py), the catalog generation its pages show, the
+variant labels, per project the variant indexes it is in and its landing-page line, and each page's size and
+mtime. A run whose catalog generation, labels, templates and base URL are the ones the state names, and whose
+pages are as written, writes nothing. Otherwise only the changed projects' pages are rendered, then the roots and
+the landing page; each page is renamed into place and written only when its bytes differ, and the pages of
+projects and variants that are gone are removed. Anything else (first run, new templates, a new variant label, a
+state of another catalog generation) renders every project again, streaming them from the catalog.
 """
 
 from __future__ import annotations
@@ -20,27 +19,24 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from packaging.utils import canonicalize_name
+
 from .. import atomic, report
-from ..atomic import TMP_PREFIX, Tree, write_bytes
+from ..atomic import TMP_PREFIX, Tree
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..record import FILES, Record
-from ..store.catalog import (
-    CATALOG_FILE,
-    Catalog,
-    Gaps,
-    local_catalog,
-    rebuilt,
-    refresh,
-    settled,
-    sqlite_problem,
-)
+from ..record import Record
+from ..store import Store, open_store
+from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
+from ..store.filecheck import check_files
 from .pages import (
     DEFAULT_BASE_URL,
+    NO_WITHDRAWALS,
+    Withdrawals,
     environment,
     fingerprint,
     landing_page,
@@ -49,15 +45,12 @@ from .pages import (
     read_withdrawals,
     root_pages,
     root_paths,
-    use_withdrawals,
 )
 from .state import LANDING, State, changed_pages, page_stat, read_state, write_state
 from .state import STATE_FILE as STATE_FILE
 
 if TYPE_CHECKING:
-    import jinja2
-
-    from ..store.filecheck import FileCheck
+    from ..store.adopt import AdoptResult
 
 PAGE_DIRS = ("simple", "variants", "projects")
 PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
@@ -121,11 +114,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
     base_url = (opts.base_url or DEFAULT_BASE_URL).rstrip("/")
-    repair = args.repair
-    if repair and not store.is_local:
-        raise UsageError(
-            f"--repair needs a local store folder, not {store}; delete the damaged records and rerun build"
-        )
+    repair = args.repair  # an s3:// store refuses it (store/s3.py), as it refuses --wheels
     from packaging.utils import canonicalize_name
 
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
@@ -173,6 +162,7 @@ class _Writer:
         self.paths: set[str] = set()  # the pages written
         self.removed = 0
         self.stats: dict[str, tuple[int, int]] = {}
+        self.gone: set[str] = set()  # the pages of projects rendered again, as they were (removed if not kept)
 
     def write(self, pages: dict[str, bytes]) -> None:
         """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
@@ -184,41 +174,10 @@ class _Writer:
                 self.stats[path] = stat
 
 
-def _members(projects: dict[str, Any], labels: dict[str, str | None]) -> dict[str | None, list[str]]:
-    """The projects each root lists: the combined one (None) and each variant's."""
-    members: dict[str | None, list[str]] = {None: sorted(projects)}
-    for label in labels:
-        members[label] = []
-    for name in sorted(projects):
-        for label in projects[name]["labels"]:
-            members[label].append(name)
-    return members
-
-
-def _roots(
-    env: jinja2.Environment, projects: dict[str, Any], labels: dict[str, str | None], base_url: str,
-    previous: dict[str, Any] | None = None,
-) -> tuple[dict[str, bytes], set[str], bytes]:  # fmt: skip
-    """(the root pages to write, the paths of every root, the landing page), from the state's projects.
-
-    With ``previous`` (the projects the pages show now), only the roots whose list of projects changed.
-    """
-    members = _members(projects, labels)
-    before = _members(previous, labels) if previous is not None else {}
-    pages: dict[str, bytes] = {}
-    paths: set[str] = set()
-    for group, names in members.items():
-        paths.update(root_paths(group))
-        if previous is None or before.get(group) != names:
-            pages.update(root_pages(env, group, names))
-    landing = landing_page(env, {p: v["summary"] for p, v in projects.items()}, labels, base_url)
-    return pages, paths, landing
-
-
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
     touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
-    hidden: frozenset[str] = frozenset(),
+    hidden: frozenset[str] = frozenset(), withdrawals: Withdrawals = NO_WITHDRAWALS,
 ) -> IndexResult:  # fmt: skip
     """Bring the pages in ``out`` up to date with ``catalog``.
 
@@ -226,9 +185,10 @@ def build_index(
     touched; with a state of that generation, only those projects are rendered again, and those of any page
     whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
     with the disk. A state file that fails its check adds a line to ``warnings`` and is not used. ``hidden``:
-    wheels left out of every page (look-alikes, see ``refuse_lookalikes``).
+    wheels left out of every page (look-alikes, see ``refuse_lookalikes``). ``withdrawals``: the projects'
+    statuses and the wheels a prune is removing (pages.py).
     """
-    fp = fingerprint(templates, base_url)
+    fp = fingerprint(templates, base_url, withdrawals)
     if hidden:  # another set of wheels left out: every page again
         fp += ":hidden:" + hashlib.sha256("\n".join(sorted(hidden)).encode()).hexdigest()
     generation = catalog.generation()
@@ -244,45 +204,41 @@ def build_index(
     env = environment(templates)  # compiled once; the render workers fork with it
     labels = catalog.label_backends()
     incremental = state is not None and state.labels == labels and before is not None and state.generation == before
-    shown: dict[str, Any] | None = state.projects if incremental and state is not None else None
-    projects: dict[str, Any] = dict(shown) if shown is not None else {}
+    projects: dict[str, Any] = dict(state.projects) if incremental and state is not None else {}
     stats: dict[str, tuple[int, int]] = dict(state.pages) if incremental and state is not None else {}
     owners = state.owners() if state is not None else {}
     had_pages = any((out / top).exists() for top in PAGE_DIRS)
     writer = _Writer(out)
-    seen: set[str] = set()
     wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
     workers = _workers()
     rest: Iterable[str] | None = wanted  # the projects rendered here (None: all)
     if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
         writer.paths |= _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
-                                         hidden)  # fmt: skip
+                                         hidden, withdrawals)  # fmt: skip
         rest = ()
-    for name, records in catalog.projects(rest):
-        if hidden:
-            records = [r for r in records if r.filename not in hidden]
-        pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
-        writer.write(pages)
-        old = projects.get(name)
-        if old is not None:
-            for path in set(project_paths(name, old["labels"])) - set(pages):
-                writer.removed += writer.tree.remove(path)
-                stats.pop(path, None)
-        projects[name] = {"labels": in_labels, "summary": summary}
-        seen.add(name)
-    for name in (wanted or set()) - seen:  # projects whose last record is gone
+    for name in wanted or ():  # rendered again below, unless their last record is gone
         old = projects.pop(name, None)
         if old is not None:
-            for path in project_paths(name, old["labels"]):
-                writer.removed += writer.tree.remove(path)
-                stats.pop(path, None)
-    roots_changed = any(owners.get(path, "") is None for path in changed)  # a root or the landing page
-    roots, root_paths, landing = _roots(env, projects, labels, base_url, None if roots_changed else shown)
-    writer.write(roots)
-    writer.write({LANDING: landing})
-    keep = {LANDING, *root_paths}
+            writer.gone.update(project_paths(name, old["labels"]))
+    for name, records in catalog.projects(rest):
+        pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in hidden],
+                                                  labels, base_url, withdrawals)  # fmt: skip
+        writer.write(pages)
+        projects[name] = {"labels": in_labels, "summary": summary}
+    members: dict[str | None, list[str]] = {None: sorted(projects), **{label: [] for label in labels}}
+    for name in sorted(projects):
+        for label in projects[name]["labels"]:
+            members[label].append(name)
+    keep = {LANDING}
+    for group, names in members.items():
+        keep.update(root_paths(group))
+        writer.write(root_pages(env, group, names))
+    writer.write({LANDING: landing_page(env, {p: v["summary"] for p, v in projects.items()}, labels, base_url,
+                                        withdrawals)})  # fmt: skip
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
+    for path in writer.gone - keep:  # pages of a project or a variant it left
+        writer.removed += writer.tree.remove(path)
     if not incremental and had_pages:  # an index root that held no pages has none to remove
         writer.removed += remove_stale(out, keep, writer.tree)
     stats.update(writer.stats)
@@ -298,32 +254,26 @@ def build_index(
 _CHUNKS: list[list[tuple[str, list[Record]]]] = []  # a full build's projects, read before its workers fork
 
 
-def render_projects(
-    out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    groups: Iterable[tuple[str, list[Record]]],
+def _render_chunk(
+    index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None],
+    withdrawals: Withdrawals,
 ) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """Render the pages of ``groups`` (project, its records) in a worker of a full build; (the pages written,
-    their state entries, each page's size and mtime)."""
+    """Render the pages of ``_CHUNKS[index]`` (forked after they were read and checked) in a worker of a full
+    build; (the pages written, their state entries, each page's size and mtime)."""
     env = environment(templates)
     writer = _Writer(out)
     entries: dict[str, Any] = {}
-    for name, records in groups:
-        pages, in_labels, summary = project_pages(env, name, records, labels, base_url)
+    for name, records in _CHUNKS[index]:
+        pages, in_labels, summary = project_pages(env, name, records, labels, base_url, withdrawals)
         writer.write(pages)
         entries[name] = {"labels": in_labels, "summary": summary}
     return writer.paths, entries, writer.stats
 
 
-def _render_chunk(
-    index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None]
-) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """``render_projects`` of ``_CHUNKS[index]`` (forked after they were read and checked)."""
-    return render_projects(out, templates, base_url, labels, _CHUNKS[index])
-
-
 def _render_parallel(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]], hidden: frozenset[str] = frozenset(),
+    workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]], hidden: frozenset[str],
+    withdrawals: Withdrawals,
 ) -> set[str]:  # fmt: skip
     """Render every project's pages in ``workers`` forked processes; the pages written.
 
@@ -341,7 +291,8 @@ def _render_parallel(
     written: set[str] = set()
     try:
         with worker_pool(workers) as pool:
-            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels) for i in range(len(_CHUNKS))]
+            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels, withdrawals)
+                       for i in range(len(_CHUNKS))]  # fmt: skip
             for future in futures:
                 paths, entries, written_stats = future.result()
                 written |= paths
@@ -352,234 +303,157 @@ def _render_parallel(
     return written
 
 
+@dataclass
+class Indexed:
+    """What one ``index`` run did and found, for the command to report."""
+
+    count: int = 0  # records in the catalog
+    result: IndexResult = IndexResult(0, 0, 0, 0)
+    adopted: list[tuple[Path, AdoptResult]] = field(default_factory=list)  # each --wheels folder and its result
+    errors: list[str] = field(default_factory=list)  # records left out, files that differ: exit 3
+    notes: list[str] = field(default_factory=list)  # what was put right
+    warnings: list[str] = field(default_factory=list)  # caches dropped and rebuilt
+
+
 def index_store(
-    store: Location | str | Path, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None = None
+    store: Location | str | Path, out: Path, templates: Path | None, base_url: str
 ) -> tuple[int, IndexResult]:
-    """Bring the store's catalog and then the index in ``out`` up to date; (number of records, result).
-
-    Each record left out (damaged, invalid, without its wheel) adds one line to ``damaged``.
-    """
-    count, result, _ = index_with_adoption(store, out, templates, base_url, (), damaged=damaged)
-    return count, result
-
-
-def _catalog_note(catalog: Catalog, warnings: list[str] | None) -> None:
-    if catalog.note is not None and warnings is not None:
-        warnings.append(f"warning: {catalog.note}")
+    """Bring the store's catalog and then the index in ``out`` up to date; (number of records, result)."""
+    done = index_with_adoption(store, out, templates, base_url)
+    return done.count, done.result
 
 
 def index_with_adoption(
-    store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
-    kernels: Iterable[str] = (), damaged: list[str] | None = None, allow_kernel_names: bool = False,
-    rescan: bool = False, repair: bool = False, notes: list[str] | None = None,
-) -> tuple[int, IndexResult, list[tuple[Path, Any]]]:  # fmt: skip
-    """Adopt the wheels of ``wheels`` folders (local stores only), sync the catalog, build the index.
+    store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...] = (),
+    kernels: Iterable[str] = (), allow_kernel_names: bool = False, rescan: bool = False, repair: bool = False,
+) -> Indexed:  # fmt: skip
+    """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index: one
+    flow over the Store protocol (store/__init__.py) for every backend.
 
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
-    ``allow_kernel_names``. Returns (number of records, index result, [(folder, its AdoptResult)]); records
-    left out add one line each to ``damaged``. ``rescan``: read and check every record, and render and compare
-    every page, even when ``files/`` and the pages look unchanged (store/catalog.py ``refresh``). A catalog found
-    damaged at any step (a row that fails the record checks, a file SQLite finds malformed) is named in one line
-    of ``notes`` and rebuilt from the records in the same run; any other SQLite error is Unreachable (exit 4).
-    Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py): what cannot be put right
-    adds a line to ``damaged``, what was (a ``.metadata`` written again, with ``repair`` a record of a changed
-    wheel) a line to ``notes``.
-    """
-    adopted: list[tuple[Path, Any]] = []
+    ``allow_kernel_names``. ``rescan``: read and check every record, and render and compare every page, even when
+    the store and the pages look unchanged. A catalog found damaged at any step (a row that fails the record
+    checks, a file SQLite finds malformed) is named in one warning and rebuilt from the records in the same run
+    (a second attempt adopts only the folders the first did not reach); any other SQLite error is Unreachable
+    (exit 4). Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py)."""
     loc = Location.of(store)
-    use_withdrawals(read_withdrawals(loc))  # project statuses, a prune under way (store/status.py, retain.py)
-    if loc.local is None:
-        count, result = _index_s3(loc.url, out, templates, base_url, damaged, rescan, notes, allow_kernel_names)
-        return count, result, adopted
-    root = loc.local
-    if wheels:
-        (root / FILES).mkdir(parents=True, exist_ok=True)
-    try:
-        catalog = local_catalog(root)
+    opened = open_store(loc)
+    try:  # first: a store that cannot adopt refuses --wheels before anything is read
+        catalog = opened.open_catalog(adopting=bool(wheels))
     except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
-        raise sqlite_problem(os.fspath(root / FILES / CATALOG_FILE), exc) from None
+        raise sqlite_problem(opened.display, exc) from None
+    done = Indexed(warnings=[catalog.note] if catalog.note is not None else [])
     try:
-        _catalog_note(catalog, notes)
-        lines: tuple[list[str], list[str]] = ([], [])
+        withdrawals = read_withdrawals(loc)  # project statuses, a prune under way (store/status.py, retain.py)
 
         def attempt(again: bool) -> tuple[int, IndexResult]:
-            lines[0].clear()  # this attempt's lines, kept only if it holds up
-            lines[1].clear()
-            return _index_local(root, out, catalog, templates, base_url, wheels, adopted, kernels, lines[0],
-                                lines[1], allow_kernel_names, rescan or again, repair)  # fmt: skip
+            done.errors, done.notes = [], []  # this attempt's lines, kept only if it holds up
+            return _index_once(opened, catalog, out, templates, base_url, wheels, set(kernels), allow_kernel_names,
+                               rescan or again, repair, withdrawals, done)  # fmt: skip
 
-        def warn(line: str) -> None:
-            if notes is not None:
-                notes.append(f"warning: {line}")
-
-        count, index = rebuilt(catalog, attempt, warn)
-        if damaged is not None:
-            damaged.extend(lines[0])
-        if notes is not None:
-            notes.extend(lines[1])
-        return count, index, adopted
+        done.count, done.result = rebuilt(catalog, attempt, done.warnings.append)
     finally:
         catalog.close()
+    return done
 
 
-def _index_local(
-    root: Path, out: Path, catalog: Catalog, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
-    adopted: list[tuple[Path, Any]], kernels: Iterable[str], damaged: list[str], notes: list[str],
-    allow_kernel_names: bool, rescan: bool, repair: bool,
+def _index_once(
+    store: Store, catalog: Catalog, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
+    kernels: set[str], allow_kernel_names: bool, rescan: bool, repair: bool, withdrawals: Withdrawals, done: Indexed,
 ) -> tuple[int, IndexResult]:  # fmt: skip
-    """One attempt of ``index_with_adoption`` over a local store; ``adopted`` takes each folder adopted (a second
-    attempt, over a rebuilt catalog, adopts only the folders the first did not reach)."""
-    from ..store import filecheck
-
-    files = root / FILES
+    """One attempt of ``index_with_adoption``."""
     before = catalog.generation()
-    listed = not rescan and filecheck.unchanged(files, catalog)  # before this run's adoption writes there
-    # one listing (or none, when files/ is as the catalog last saw it) serves adoption and the catalog
-    gaps = Gaps(os.fspath(files))
-    listing, touched = refresh(catalog, files, damaged, rescan, gaps)
+    synced = store.sync(catalog, rescan)
+    touched = set(synced.touched)
     known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
     count = len(known)
-    runs = []
-    if wheels:
-        from . import folders
-    done = {folder for folder, _result in adopted}
+    reached = {folder for folder, _result in done.adopted}
     for folder in wheels:
-        if folder in done:
-            continue
-        run = folders.adopt_folder(root, folder, catalog, listing, known, kernels, allow_kernel_names)
-        adopted.append((folder, run.result))
-        runs.append(run)
-        changed = catalog.apply_rows(run.result.rows, ())
-        touched |= changed
-        if listing is not None:
-            listing.update((row[0], row[2]) for row in run.result.rows)  # wheel -> key
-    # a wheel adopted again has its record back: not a gap any more
-    damaged.extend(gaps.lines(name for _folder, result in adopted for name in result.adopted))
+        if folder not in reached:
+            result = _adopt_folder(store, folder, catalog, synced, known, kernels, allow_kernel_names)
+            done.adopted.append((folder, result))
+            touched |= catalog.apply_rows(result.rows, ())
     if len(known) != count:
         catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-    found = filecheck.check_local(root, catalog, repair, listed)
-    hidden = refuse_lookalikes(catalog, allow_kernel_names, damaged)
+    healed = {name for _folder, result in done.adopted for name in result.adopted}  # a gap adopted again
+    done.errors += [line for wheel, line in synced.errors if wheel not in healed]
+    found = check_files(store, catalog, synced, repair)
+    hidden = refuse_lookalikes(catalog, allow_kernel_names, done.errors)
+    store.mark_index(out)
     index = build_index(out, catalog, templates, base_url, None if rescan else before, touched | found.touched,
-                        rescan, notes, hidden)  # fmt: skip
-    _found(found, damaged, notes)
-    filecheck.keep(files, catalog, found)
-    if wheels:  # after rendering: by now the folder's last change is a clock tick old (see folder_state)
-        settled(catalog, files)
-        for run in runs:
-            folders.remember(catalog, run)
+                        rescan, done.warnings, hidden, withdrawals)  # fmt: skip
+    done.errors += found.errors
+    done.notes += found.notes
+    store.save(catalog, bool(healed))
     return catalog.count(), index
 
 
-def _index_s3(
-    url: str, out: Path, templates: Path | None, base_url: str, damaged: list[str] | None, rescan: bool,
-    warnings: list[str] | None, allow_kernel_names: bool,
-) -> tuple[int, IndexResult]:  # fmt: skip
-    """``index_with_adoption`` for an ``s3://`` store: its catalog object brought up to date, then the pages."""
-    from ..publish.linked import STORE_FILE
-    from ..store import filecheck
-    from ..store.s3 import S3Store
+def _adopt_folder(
+    store: Store, folder: Path, catalog: Catalog, synced: Synced, known: dict[str, Any], kernels: set[str],
+    allow_kernel_names: bool,
+) -> AdoptResult:  # fmt: skip
+    """Adopt the wheels of ``folder`` the store lacks (``index --wheels``): one listing of the folder, diffed
+    against the store's listing (or, where it was not listed, the catalog's names). Wheels of a project that is a
+    kernel of the store or of ``kernels`` are refused unless ``allow_kernel_names``."""
+    from ..store.adopt import AdoptResult, not_wheels  # here: a run without --wheels does not import adoption
 
-    s3 = S3Store(url)
-    try:
-        remote, generation, changed = s3.catalog(rescan)
-    except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
-        raise sqlite_problem(url, exc) from None
-    _catalog_note(remote, warnings)
-    write_bytes(out / STORE_FILE, json.dumps({"store": url}).encode())  # where publish finds the wheels
-    lines: list[str] = []  # what the attempt that holds up finds
-
-    def attempt(again: bool) -> tuple[FileCheck, IndexResult]:
-        lines.clear()
-        touched = changed
-        if again:  # the catalog, emptied, made again from the records
-            s3.unsaved = True
-            touched = s3.refresh(remote, True)
-        found = filecheck.check_s3(s3, remote)
-        hidden = refuse_lookalikes(remote, allow_kernel_names, lines)
-        result = build_index(out, remote, templates, base_url, None if again else generation,
-                             touched | found.touched, rescan or again, warnings, hidden)  # fmt: skip
-        return found, result
-
-    def warn(line: str) -> None:
-        if warnings is not None:
-            warnings.append(f"warning: {line}")
-
-    try:
-        found, result = rebuilt(remote, attempt, warn)
-        s3.damaged.extend(lines)
-        _found(found, damaged, warnings)
-        s3.save(remote)
-        return remote.count(), result
-    finally:
-        if damaged is not None:
-            damaged.extend(s3.damaged)
-        remote.close()
+    with os.scandir(folder) as it:  # the entries' types come with the listing: no stat per wheel
+        names = [e.name for e in it if not e.name.startswith(".") and e.is_file()]
+    held = synced.listing if synced.listing is not None else catalog.keys()
+    fresh = [n for n in names if n.endswith(".whl")]
+    todo = sorted(n for n in fresh if n not in held)
+    refuse: set[str] = set()
+    if todo and not allow_kernel_names:
+        refuse = kernels | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
+    result = store.adopt([os.path.join(folder, n) for n in todo], refuse, known) if todo else AdoptResult()
+    result.present = [n for n in fresh if n in held]
+    result.not_wheels = not_wheels(names)
+    if synced.listing is not None:
+        synced.listing.update((row[0], row[2]) for row in result.rows)
+    if synced.names is not None:  # the file check looks for their .metadata there
+        synced.names.update(f"{n}{end}" for n in result.adopted for end in ("", ".metadata", ".json"))
+    return result
 
 
-def refuse_lookalikes(catalog: Catalog, allow: bool, damaged: list[str] | None) -> frozenset[str]:
+def refuse_lookalikes(catalog: Catalog, allow: bool, errors: list[str]) -> frozenset[str]:
     """The adopted wheels of projects the store holds built kernels of, left out of the index at every run
-    (whichever came first), each named in ``damaged``; none with ``allow`` (``--allow-kernel-names``)."""
+    (whichever came first), each named in ``errors``; none with ``allow`` (``--allow-kernel-names``)."""
     if allow:
         return frozenset()
     found = catalog.lookalikes()
-    if damaged is not None:
-        damaged.extend(f"{wheel}: an adopted wheel of {project!r}, a project this store builds from a kernel, left "
-                       "out of the index (it would sit beside the kernel in every install); remove it from the store, "
-                       "or pass --allow-kernel-names (allow-kernel-names = true) if you mean to list it"
-                       for wheel, project in found)
+    errors.extend(f"{wheel}: an adopted wheel of {project!r}, a project this store builds from a kernel, left "
+                  "out of the index (it would sit beside the kernel in every install); remove it from the store, "
+                  "or pass --allow-kernel-names (allow-kernel-names = true) if you mean to list it"
+                  for wheel, project in found)  # fmt: skip
     return frozenset(wheel for wheel, _ in found)
 
 
-def _found(found: FileCheck, damaged: list[str] | None, notes: list[str] | None) -> None:
-    if damaged is not None:
-        damaged.extend(found.errors)
-    if notes is not None:
-        notes.extend(found.notes)
-
-
 def run_index(args: IndexArgs) -> int:
-    """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock)."""
+    """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock,
+    where the store can be written: a read-only one has no writer to wait for)."""
     opts = resolve_paths(args)
-    root = opts.store.local
-    if root is not None and not root.exists() and not opts.wheels:
-        raise UsageError(f"no store at {root}: run `kernel-factory build` first, check --store (or `store` in the "
-                         "config), or pass --wheels DIR to index a folder of wheels")
-    if root is None or (root.is_dir() and not os.access(root, os.W_OK)):
-        return _run_index(opts)  # S3, or a read-only folder: no writer to wait for
-    from ..store import open_store
-
-    with open_store(opts.store, lock_wait_s=opts.lock_wait_s).lock():
+    with open_store(opts.store, lock_wait_s=opts.lock_wait_s).index_lock(adopting=bool(opts.wheels)):
         return _run_index(opts)
 
 
 def _run_index(opts: IndexOptions) -> int:
     refused = 0
+    if opts.repair:
+        repaired, failed = open_store(opts.store).repair_records()
+        report.info(f"repaired {len(repaired)} record(s)"
+                    + (f", {len(failed)} could not be repaired" if failed else ""))
+        refused += len(failed)
+    done = index_with_adoption(opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names,
+                               opts.allow_kernel_names, opts.rescan, opts.repair)  # fmt: skip
+    for line in done.warnings:
+        report.warn(line)  # shown under -q too
+    for line in done.notes:
+        report.info(line, stderr=True)
     adopted: list[str] = []
     present: list[str] = []
     skipped: list[str] = []
     not_indexed: list[str] = []
-    if opts.repair:
-        from ..store.adopt import repair_store
-
-        assert opts.store.local is not None  # resolve_paths refuses --repair for a remote store
-        repaired, failed = repair_store(opts.store.local)
-        report.info(f"repaired {len(repaired)} record(s)"
-                    + (f", {len(failed)} could not be repaired" if failed else ""))
-        refused += len(failed)
-    if opts.wheels and opts.store.local is None:
-        raise UsageError(f"--wheels needs a local store folder, not {opts.store}; adopt into a folder first")
-    damaged: list[str] = []
-    notes: list[str] = []
-    count, index, results = index_with_adoption(
-        opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names, damaged,
-        opts.allow_kernel_names, opts.rescan, opts.repair, notes,
-    )  # fmt: skip
-    for line in notes:
-        if line.startswith("warning: "):
-            report.warn(line.removeprefix("warning: "))  # shown under -q too
-        else:
-            report.info(line, stderr=True)
-    for folder, result in results:
+    for folder, result in done.adopted:
         refused += len(result.refused)
         adopted += result.adopted
         present += result.present
@@ -593,29 +467,21 @@ def _run_index(opts: IndexOptions) -> int:
             report.warn(f"{folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
                         f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and put "
                         "those in the folder")  # fmt: skip
-    for line in damaged:
+    for line in done.errors:
         report.error(line)
+    index = done.result
     report.result(  # the result line: kept under -q (on stderr under --json)
-        f"index: {count} wheel(s), {index.pages} page(s): {index.written} written, "
+        f"index: {done.count} wheel(s), {index.pages} page(s): {index.written} written, "
         f"{index.unchanged} unchanged, {index.removed} removed -> {opts.out}"
-        + (f"; {len(damaged)} record(s) left out" if damaged else "")
+        + (f"; {len(done.errors)} record(s) left out" if done.errors else "")
     )
     if opts.as_json:
-        doc = {
-            "store": opts.store.display,
-            "out": str(opts.out),
-            "records": count,
-            "pages": index.pages,
-            "written": index.written,
-            "unchanged": index.unchanged,
-            "removed": index.removed,
-            "adopted": adopted,
-            "already_in_store": sorted(present),
-            "skipped": skipped,
-            "not_indexed": not_indexed,
-            "damaged": damaged,
-        }
-        report.document(doc)
+        report.document({
+            "store": opts.store.display, "out": str(opts.out), "records": done.count, "pages": index.pages,
+            "written": index.written, "unchanged": index.unchanged, "removed": index.removed, "adopted": adopted,
+            "already_in_store": sorted(present), "skipped": skipped, "not_indexed": not_indexed,
+            "damaged": done.errors,
+        })  # fmt: skip
     if refused:
         report.error(f"{refused} wheel(s) refused (see the warnings above); fix or remove them")
-    return EXIT_REFUSED if refused or damaged else EXIT_OK
+    return EXIT_REFUSED if refused or done.errors else EXIT_OK

@@ -56,13 +56,7 @@ class Withdrawals(NamedTuple):
     pending: frozenset[str] = frozenset()
 
 
-_WITHDRAWALS = Withdrawals()
-
-
-def use_withdrawals(found: Withdrawals) -> None:
-    """Set what the pages rendered next in this process (and the workers it forks) show of ``found``."""
-    global _WITHDRAWALS
-    _WITHDRAWALS = found
+NO_WITHDRAWALS = Withdrawals()
 
 
 def read_withdrawals(store: Location) -> Withdrawals:
@@ -158,13 +152,13 @@ def _user_templates(folder: Path) -> type[jinja2.Environment]:
     return UserTemplates
 
 
-def fingerprint(templates: Path | None, base_url: str) -> str:
+def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals = NO_WITHDRAWALS) -> str:
     """Changes when a template, the base URL or the rendering code does, so every page is rendered again.
 
     Reads the template files as the environment finds them (``templates`` first), without loading jinja2.
     """
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
-    store = _WITHDRAWALS
+    store = withdrawals
     if store.statuses or store.pending:  # a status set or a prune under way: every page again
         statuses = {name: store.statuses[name].to_json() for name in sorted(store.statuses)}
         h.update(json.dumps([statuses, sorted(store.pending)], sort_keys=True).encode() + b"\0")
@@ -344,13 +338,14 @@ def _project_html(project: str, links: list[FileLink], status: Status | None = N
 
 
 def project_pages(
-    env: jinja2.Environment, project: str, records: list[Record], labels: Mapping[str, str | None], base_url: str
-) -> tuple[dict[str, bytes], list[str], dict[str, object]]:
+    env: jinja2.Environment, project: str, records: list[Record], labels: Mapping[str, str | None], base_url: str,
+    found: Withdrawals = NO_WITHDRAWALS,
+) -> tuple[dict[str, bytes], list[str], dict[str, object]]:  # fmt: skip
     """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary).
 
     The wheels a prune is removing are left out; a project's status (PEP 792) is on each of its pages, and a
-    quarantined project's pages offer no file (they stay, so installers see why)."""
-    found = _WITHDRAWALS
+    quarantined project's pages offer no file (they stay, so installers see why); ``found``: what the store says
+    beside the records."""
     if found.pending:
         kept = [r for r in records if r.filename not in found.pending]
         records = kept or records  # a prune never takes a project's last version (store/retain.py)
@@ -396,12 +391,13 @@ def root_paths(label: str | None) -> tuple[str, str]:
 
 
 def landing_page(
-    env: jinja2.Environment, summaries: Mapping[str, Mapping[str, object]], labels: Iterable[str], base_url: str
-) -> bytes:
+    env: jinja2.Environment, summaries: Mapping[str, Mapping[str, object]], labels: Iterable[str], base_url: str,
+    withdrawals: Withdrawals = NO_WITHDRAWALS,
+) -> bytes:  # fmt: skip
     """The landing page: every project (with a search box), the variant indexes."""
     projects = [summaries[p] for p in sorted(summaries)]
     wheels = sum(int(s["wheels"]) for s in projects)  # type: ignore[call-overload]
-    statuses = {name: status for name, status in _WITHDRAWALS.statuses.items() if name in summaries}
+    statuses = {name: status for name, status in withdrawals.statuses.items() if name in summaries}
     return env.get_template("landing.html").render(
         base_url=base_url, projects=projects, labels=sorted(labels), wheels=wheels,
         kernels=sum(1 for s in projects if s["kind"] == "kernel"), statuses=statuses,

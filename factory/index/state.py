@@ -114,12 +114,12 @@ def read_state(out: Path) -> tuple[State | None, str | None]:
     except FileNotFoundError:
         return None, None
     except OSError as exc:
-        return None, f"warning: {path}: cannot be read ({exc.strerror}); every page is rendered again"
+        return None, f"{path}: cannot be read ({exc.strerror}); every page is rendered again"
     try:
         return parse(json.loads(data)), None
     except (ValueError, RecursionError) as exc:
         why = "not valid JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        return None, f"warning: {path}: not a valid index state ({why}); dropped, every page is rendered again"
+        return None, f"{path}: not a valid index state ({why}); dropped, every page is rendered again"
 
 
 def write_state(out: Path, state: State) -> None:

@@ -7,6 +7,7 @@ for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,7 +19,7 @@ from ..record import Record
 if TYPE_CHECKING:
     import tempfile
 
-    from .catalog import Catalog
+    from .catalog import Catalog, Synced
 
 
 class Store(Protocol):
@@ -43,10 +44,66 @@ class Store(Protocol):
         they move in by rename, hidden from listings), else in ``scratch`` (None: TMPDIR)."""
         ...
 
-    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
-        """The store's catalog of records (catalog.py) brought up to date with the store: (catalog, its generation
-        before, the projects touched). Records left out add one line each to ``damaged``. ``rescan``: list and
-        check every record even where the store looks unchanged (catalog.refresh)."""
+    def index_lock(self, adopting: bool = False) -> AbstractContextManager[None]:
+        """What ``index`` holds: the store lock, where the store can be written (a read-only one has no writer to
+        wait for); UsageError where there is no store and nothing to adopt into one."""
+        ...
+
+    # The index's view of the store: one flow over this for every backend (index/command.py).
+    display: str  # the store, for messages
+    FIX_CHANGED: str  # what to do about a wheel that differs from its record
+    HASH_ON_NEW_RECORD: bool  # a wheel whose record changed is hashed again (store/filecheck.py)
+    FIX_METADATA: str  # ... about a missing .metadata that its wheel cannot give again
+
+    def open_catalog(self, adopting: bool = False) -> Catalog:
+        """The store's catalog of records (catalog.py): a cache, rebuilt where it is missing or damaged."""
+        ...
+
+    def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
+        """Bring ``catalog`` up to date with the store, reading only the records that changed (``rescan``: all)."""
+        ...
+
+    def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
+        """(size, a key that changes with the file, None or what is there instead of a file) of a file of files/;
+        None where there is none."""
+        ...
+
+    def has_file(self, name: str) -> bool: ...
+
+    def sha256_of(self, name: str) -> str: ...
+
+    def wheel_metadata(self, name: str) -> bytes:
+        """A wheel's METADATA; Refused or Unreachable where it cannot be read."""
+        ...
+
+    def write_file(self, name: str, data: bytes) -> None:
+        """Write a file of files/; Unreachable, saying why, where it cannot be."""
+        ...
+
+    def file_url(self, name: str) -> str: ...
+
+    def repair(self, name: str) -> tuple[str, Record]:
+        """``index --repair`` of one wheel: (its new record's key, the record); Refused where it is no wheel."""
+        ...
+
+    def repair_records(self) -> tuple[list[str], list[str]]:
+        """``index --repair``: every damaged or missing record made again; (repaired, refused) wheel names."""
+        ...
+
+    def adopt(self, paths: list[str], refuse: Collection[str], known: dict[str, Any]) -> Any:
+        """``index --wheels``: copy wheels in with their records (adopt.py); an AdoptResult."""
+        ...
+
+    def save(self, catalog: Catalog, adopted: bool) -> None:
+        """Keep what the run leaves in the catalog (an S3 store puts a changed one back)."""
+        ...
+
+    def forget_listing(self, catalog: Catalog) -> None:
+        """List the store again next run."""
+        ...
+
+    def mark_index(self, out: Path) -> None:
+        """Leave in an index root what publish needs to find the store's files."""
         ...
 
 
@@ -71,34 +128,28 @@ def open_store(location: Location | str | Path, options: Any = None, *, lock_wai
 def load_records(
     store: Location | str | Path, damaged: list[str] | None = None, rescan: bool = False
 ) -> list[Record]:
-    """Every valid record of a local store folder (through its catalog) or of any other store, sorted by file
-    name; each record left out adds one line to ``damaged``; ``rescan``: see ``Store.catalog``."""
-    loc = Location.of(store)
-    opened = open_store(loc)
-    if loc.local is None:
-        records = sorted(opened.records(), key=lambda r: r.filename)  # read one by one: the bucket is not written
-    else:
-        from .. import report
-        from ..record import FILES
-        from .catalog import local_catalog, rebuilt, refresh, sqlite_problem
+    """Every valid record of a store, through its catalog (read-only: an s3:// store's is not put back), sorted
+    by file name; each record left out adds one line to ``damaged``; ``rescan``: see ``Store.sync``."""
+    from .. import report
+    from .catalog import rebuilt, sqlite_problem
 
-        try:
-            catalog = local_catalog(loc.local)
-        except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
-            raise sqlite_problem(str(loc.local / FILES), exc) from None
-        files = loc.local / FILES
-        try:
-            if catalog.note is not None:
-                report.warn(catalog.note)
+    opened = open_store(store)
+    try:
+        catalog = opened.open_catalog()
+    except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
+        raise sqlite_problem(opened.display, exc) from None
+    lines: list[str] = []
+    try:
+        if catalog.note is not None:
+            report.warn(catalog.note)
 
-            def attempt(again: bool) -> list[Record]:
-                opened.damaged = []
-                refresh(catalog, files, opened.damaged, rescan or again)
-                return catalog.records()
+        def attempt(again: bool) -> list[Record]:
+            lines[:] = [line for _wheel, line in opened.sync(catalog, rescan or again).errors]
+            return catalog.records()
 
-            records = rebuilt(catalog, attempt, report.warn)
-        finally:
-            catalog.close()
+        records = rebuilt(catalog, attempt, report.warn)
+    finally:
+        catalog.close()
     if damaged is not None:
-        damaged.extend(opened.damaged)
+        damaged.extend(lines)
     return records

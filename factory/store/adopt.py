@@ -171,9 +171,11 @@ def adopt(
     listed now) lacks; refused wheels are warned about and listed, the rest go on. A wheel of a project in
     ``kernels`` (normalised names) is refused; ``known``: see ``variant_fields``."""
     if listing is None:
-        from .catalog import list_local
-
-        listing = list_local(store_root / FILES)
+        try:
+            entries = set(os.listdir(store_root / FILES))
+        except FileNotFoundError:
+            entries = set()
+        listing = {n for n in entries if n.endswith(".whl") and f"{n}.json" in entries}
     with os.scandir(folder) as it:
         names = sorted(e.name for e in it if e.name.endswith(".whl") and not e.name.startswith(".") and e.is_file())
     base = os.fspath(folder)

@@ -1,18 +1,12 @@
 """The catalog: a store's records in one SQLite file, cheap to load and to diff against a listing.
 
-It is a cache: the records (``files/<wheel>.json``) stay the truth, and a
-catalog that is missing, damaged or of another schema is rebuilt from them.
-A local store keeps it at ``files/.catalog.sqlite``; an ``s3://`` store keeps
-the same file as an object there (store/s3.py).
-
-Each row holds a wheel's file name, its project, a key that changes whenever
-its record does (local: the record file's inode, mtime, ctime and size, since records
-are renamed into place; S3: the record object's ETag) and the record file's own JSON text.
-``sync`` compares a listing (wheel -> key) against the rows, reads only the
-records that are new or changed, drops the rows of those gone, and gives the
-catalog a new generation, all in one transaction. The index keeps the
-generation its pages show (index/command.py): the same generation means nothing
-to render.
+It is a cache: the records (``files/<wheel>.json``) stay the truth, and a catalog that is missing, damaged or of
+another schema is rebuilt from them. A local store keeps it at ``files/.catalog.sqlite``; an ``s3://`` store keeps
+the same file as an object there. Each row holds a wheel's file name, its project, a key that changes whenever its
+record does (given by the store: store/local.py, store/s3.py) and the record file's own JSON text. ``sync``
+compares a listing (wheel -> key) against the rows, reads only the records that are new or changed, drops the rows
+of those gone, and gives the catalog a new generation, all in one transaction. The index keeps the generation its
+pages show (index/command.py): the same generation means nothing to render.
 """
 
 from __future__ import annotations
@@ -20,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import stat
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -30,15 +22,12 @@ from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
-from ..atomic import LinkRefused, real_folder, refuse_link, unique
-from ..record import FIELDS, FILES, Record
+from ..atomic import unique
+from ..record import FIELDS, Record
 from . import check
 
 T = TypeVar("T")
 CATALOG_FILE = ".catalog.sqlite"
-TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
-READ_BATCH = 1000  # records read, then decoded by one json.loads
-FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 NOARCH = "torch-noarch"  # the framework of noarch wheels (listed in the variant roots of their backend)
 BUSY_TIMEOUT_S = 5.0  # how long a write waits for another connection's transaction before "database is locked"
 SCHEMA = "3:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
@@ -56,6 +45,18 @@ CREATE INDEX records_label ON records (label, noarch, backend);
 
 Row = tuple[str, str, str, "str | None", "str | None", int, str]  # a row of the records table
 Got = tuple[str, "Record | None", "str | None"]  # what a ``sync`` read gives: wheel, its record, its file's text
+
+
+@dataclass
+class Synced:
+    """What a store's ``sync`` found (store/__init__.py): the projects touched; (wheel, line) for each record left
+    out and each file unpaired; where the store was listed, wheel -> key of its records and every name in files/
+    (None: nothing was listed, the catalog matched the store as it stood)."""
+
+    touched: set[str] = field(default_factory=set)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    listing: dict[str, str] | None = None
+    names: set[str] | None = None
 
 
 class CatalogDamaged(Exception):
@@ -81,15 +82,6 @@ def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
     return Unreachable(f"{path}: {text}; {fix}")
 
 
-def damage(exc: Exception, path: str) -> CatalogDamaged:
-    """``exc`` (CatalogDamaged or a SQLite error) as the catalog's damage; any other SQLite error is raised as
-    what ``sqlite_problem`` makes of it."""
-    problem = exc if isinstance(exc, CatalogDamaged) else sqlite_problem(path, exc)  # type: ignore[arg-type]
-    if not isinstance(problem, CatalogDamaged):
-        raise problem from None
-    return problem
-
-
 def rebuilt(catalog: Catalog, attempt: Callable[[bool], T], warn: Callable[[str], None]) -> T:
     """``attempt(False)``; where it finds the catalog damaged (a row that fails the record checks, a file SQLite
     finds malformed), ``warn`` names it in one line, the catalog starts again empty and ``attempt(True)`` runs
@@ -97,7 +89,10 @@ def rebuilt(catalog: Catalog, attempt: Callable[[bool], T], warn: Callable[[str]
     try:
         return attempt(False)
     except (CatalogDamaged, sqlite3.DatabaseError) as exc:
-        warn(f"{damage(exc, catalog.path)}; the catalog is not used, rebuilt from the records")
+        problem = exc if isinstance(exc, CatalogDamaged) else sqlite_problem(catalog.path, exc)
+        if not isinstance(problem, CatalogDamaged):
+            raise problem from None
+        warn(f"{problem}; the catalog is not used, rebuilt from the records")
     try:
         catalog.reset()
         return attempt(True)
@@ -155,6 +150,7 @@ class Catalog:
         self._keys: dict[str, str] | None = None
         self.note: str | None = None  # why the file was not used (it held what no catalog holds), for a warning
         self._checked: dict[str, Record] = {}  # a row's JSON text -> its record, for rows of checked records
+        self.changed = False  # written since it was opened (an S3 store puts it back: store/s3.py)
         try:
             self.db = self._open()
         except sqlite3.DatabaseError as exc:  # not a database, or damaged: it is a cache, start again
@@ -195,7 +191,7 @@ class Catalog:
         if master == _expected_master():
             schema = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
             if schema is not None and schema[0] == SCHEMA:
-                if self.path != ":memory:" and not os.path.exists(self.path + "-journal"):
+                if self.path != ":memory:" and not Path(self.path + "-journal").exists():
                     db.execute("INSERT OR REPLACE INTO meta VALUES ('journal', '')")  # makes it, before files/'s
                     # stat is taken (refresh)
                 return db
@@ -209,6 +205,7 @@ class Catalog:
             self._discard()
             db = self._connect()
         _create(db)
+        self.changed = True
         return db
 
     def reset(self) -> None:
@@ -237,23 +234,14 @@ class Catalog:
         """Keep a value beside the records (not a record: the generation stays); the file is not written when
         the value is already there."""
         if self.meta(name) != value:
-            self.put_meta(name, value)
-
-    def put_meta(self, name: str, value: str) -> None:
-        """Write a value beside the records (not a record: the generation stays)."""
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+            self.changed = True
 
     def keys(self) -> dict[str, str]:
         """Wheel file name -> key, for every row (read once per run, then kept up to date by ``apply``)."""
         if self._keys is None:
             self._keys = dict(self.db.execute("SELECT filename, key FROM records"))
         return self._keys
-
-    def has(self, filename: str) -> bool:
-        """Whether a wheel of that file name has a row."""
-        if self._keys is not None:
-            return filename in self._keys
-        return self.db.execute("SELECT 1 FROM records WHERE filename = ?", (filename,)).fetchone() is not None
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
@@ -303,6 +291,7 @@ class Catalog:
             if touched:
                 db.execute("UPDATE meta SET value=? WHERE name='generation'", (unique(),))
             db.execute("COMMIT")
+            self.changed = self.changed or bool(touched or removed)
         except BaseException:
             if db.in_transaction:  # SQLite may have rolled back itself (a full disk)
                 try:
@@ -414,42 +403,13 @@ class Catalog:
         found = [(str(w), str(p)) for w, p in self.db.execute(query)]
         if not all(check.plain_wheel(w) and check.project_of(p) == p for w, p in found):
             raise CatalogDamaged(f"{self.path}: a row's file name or project is not one a record may have")
-        self.put_meta("lookalikes", f"{generation}\n{json.dumps(found)}")
+        self.set_meta("lookalikes", f"{generation}\n{json.dumps(found)}")
         return found
-
-    def project_names(self) -> list[str]:
-        return [name for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
 
     def records(self) -> list[Record]:
         """Every record, sorted by file name."""
         records = [r for _project, group in self.projects() for r in group]
         return sorted(records, key=lambda r: r.filename)
-
-
-def no_record(path: str, wheel: str, remote: bool = False) -> str:
-    """The line for a wheel in the store that has no record (the index cannot show it)."""
-    fix = ("rerun build to make it again, or delete the wheel" if remote else
-           "run `kernel-factory index --repair` to make its record from the wheel, or delete the wheel")  # fmt: skip
-    return f"{path}: the wheel {wheel} has no record, so the index leaves it out; {fix}"
-
-
-@dataclass
-class Gaps:
-    """What a listing of ``files/`` found unpaired: records whose wheel is gone, wheels without a record."""
-
-    folder: str
-    no_wheel: list[str] = field(default_factory=list)  # wheel names
-    no_record: list[str] = field(default_factory=list)
-
-    def lines(self, healed: Iterable[str] = ()) -> list[str]:
-        """One line for each, but those of wheels in ``healed`` (adopted again since)."""
-        done = set(healed)
-        return [check.missing_wheel(os.path.join(self.folder, f"{w}.json"), w) for w in self.no_wheel
-                if w not in done] + [no_record(os.path.join(self.folder, w), w) for w in self.no_record
-                                     if w not in done]  # fmt: skip
-
-    def __bool__(self) -> bool:
-        return bool(self.no_wheel or self.no_record)
 
 
 def label_backends(wheels: Iterable[tuple[str | None, int, str | None]]) -> dict[str, str | None]:
@@ -464,53 +424,6 @@ def label_backends(wheels: Iterable[tuple[str | None, int, str | None]]) -> dict
     for label, noarch in sorted(least, key=lambda pair: (pair[0], -pair[1])):  # noarch first: arch wheels win
         found[label] = least[(label, noarch)]
     return found
-
-
-def list_local(files: Path, damaged: list[str] | None = None, gaps: Gaps | None = None) -> dict[str, str]:
-    """Wheel file name -> key of its record file, for every record under ``files`` whose wheel is there.
-
-    One ``os.scandir`` and one stat per record file; hidden names (``.tmp-*``, the catalog) are skipped.
-    A record without its wheel is not listed, nor a wheel without its record: each adds one line to
-    ``damaged``, or its name to ``gaps`` when given.
-    """
-    wheels: set[str] = set()
-    records: list[os.DirEntry[str]] = []
-    try:
-        with os.scandir(files) as it:
-            for entry in it:
-                name = entry.name
-                if name.startswith("."):
-                    continue
-                if name.endswith(".whl"):
-                    wheels.add(name)
-                elif name.endswith(".whl.json"):
-                    records.append(entry)
-    except FileNotFoundError:
-        return {}
-    found = Gaps(os.fspath(files)) if gaps is None else gaps
-    listing: dict[str, str] = {}
-    for entry in records:
-        wheel = entry.name[:-5]
-        if wheel not in wheels:
-            found.no_wheel.append(wheel)
-            continue
-        try:
-            st = entry.stat()
-        except FileNotFoundError:
-            continue
-        listing[wheel] = record_key(st)
-    found.no_record.extend(sorted(wheels - listing.keys() - set(found.no_wheel)))
-    found.no_wheel.sort()
-    if gaps is None and damaged is not None:
-        damaged.extend(found.lines())
-    return listing
-
-
-def record_key(st: os.stat_result) -> str:
-    """The key of a local record file: records are renamed into place, so a new record is a new inode; a record
-    written over in place changes its ctime (which no one can set back)."""
-    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
-
 
 def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
@@ -535,33 +448,10 @@ def sync(
             upserts.append((listing[wheel], record, text))
     return catalog.apply(upserts, removed, only_changed=rescan, checked=True)
 
-
-def read_local(
-    files: Path, damaged: list[str] | None = None, known_variants: bool = True
-) -> Callable[[list[str]], Iterator[Got]]:
-    """A ``read`` for ``sync`` over a local ``files/`` folder: each record checked (store/check.py); one that
-    fails is not read into the catalog and adds one line to ``damaged`` (it is read again next time).
-    ``known_variants``: see check.py's ``check``."""
-
-    def read(wheels: list[str]) -> Iterator[Got]:
-        folder = os.fspath(files)
-        for i in range(0, len(wheels), READ_BATCH):
-            batch = wheels[i : i + READ_BATCH]
-            datas: list[bytes | None] = []
-            for wheel in batch:
-                try:
-                    with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
-                        datas.append(f.read(check.MAX_RECORD_BYTES + 1))
-                except FileNotFoundError:
-                    datas.append(None)
-            where = [os.path.join(folder, f"{w}.json") for w in batch]
-            checked = check.parse_many(batch, datas, where, known_variants=known_variants)
-            for (wheel, record, why), data in zip(checked, datas, strict=True):
-                if why is not None and damaged is not None:
-                    damaged.append(why)
-                yield wheel, record, text_of(data) if record is not None else None
-
-    return read
+def record_key(st: os.stat_result) -> str:
+    """The key of a local file: records are renamed into place, so a new record is a new inode; a file written
+    over in place changes its ctime (which no one can set back)."""
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
 def text_of(data: bytes | None) -> str | None:
@@ -571,91 +461,3 @@ def text_of(data: bytes | None) -> str | None:
         return None if data is None else data.decode()
     except UnicodeDecodeError:
         return None
-
-
-def local_catalog(root: Path) -> Catalog:
-    """The catalog file of a local store folder; in memory where the store cannot be written (read-only)."""
-    files = root / FILES
-    real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
-    if files.is_dir() and os.access(files, os.W_OK):
-        path = files / CATALOG_FILE
-        for each in (path, files / f"{CATALOG_FILE}-journal"):
-            try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
-                st = os.lstat(each)
-            except FileNotFoundError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                raise refuse_link(each, "catalog")
-            if not stat.S_ISREG(st.st_mode):
-                raise LinkRefused(f"{each}: not a regular file, where kernel-factory keeps its catalog; remove it")
-        return Catalog(path)
-    return Catalog(":memory:")
-
-
-def folder_state(folder: Path) -> str | None:
-    """What a folder's own stat says about its entries: any entry added, removed or renamed over changes it.
-
-    None if there is no folder. A folder changed less than ``TICK_NS`` ago is stat'ed again once that time has
-    passed: on a kernel with coarse file times, a change within the same clock tick would not show in its stat.
-    """
-    try:
-        st = os.stat(folder)
-        age = time.time_ns() - st.st_mtime_ns
-        if 0 <= age < TICK_NS:
-            time.sleep((TICK_NS - age) / 1e9)
-            st = os.stat(folder)
-    except FileNotFoundError:
-        return None
-    return stat_state(st)
-
-
-def stat_state(st: os.stat_result) -> str:
-    """A folder's stat as one string (``folder_state``'s, without its wait)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
-
-
-def refresh(
-    catalog: Catalog, files: Path, damaged: list[str] | None = None, rescan: bool = False,
-    gaps: Gaps | None = None,
-) -> tuple[dict[str, str] | None, set[str]]:  # fmt: skip
-    """Bring ``catalog`` up to date with ``files/``; (wheel -> key of every record there, or None when nothing
-    was listed because the catalog matches the folder; the projects touched).
-
-    Every writer renames records into place (and holds the store lock), so a folder whose own stat is the one
-    the catalog last matched holds the same records: nothing is listed. Otherwise the folder is listed and
-    synced; its stat is kept only when no record was left out and every wheel and record is paired, so a
-    damaged record or an unpaired file is named again on every run until it is fixed. ``rescan`` lists and
-    reads every record regardless (after a record was edited in place). Unpaired files go to ``gaps`` when
-    given, else one line each to ``damaged``.
-    """
-    state = folder_state(files)
-    if not rescan and state and catalog.meta(FILES_STATE) == state:
-        return None, set()
-    left_out: list[str] = []
-    found = Gaps(os.fspath(files)) if gaps is None else gaps
-    listing = list_local(files, left_out, found)
-    touched = sync(catalog, listing, read_local(files, left_out), rescan)
-    if gaps is None:
-        left_out.extend(found.lines())
-    if damaged is not None:
-        damaged.extend(left_out)
-    catalog.set_meta(FILES_STATE, state if state and not left_out and not found else "")
-    return listing, touched
-
-
-def settled(catalog: Catalog, files: Path) -> None:
-    """Record that ``catalog`` matches ``files/`` after this run's own writes (adopted records, applied)."""
-    if catalog.meta(FILES_STATE):  # it matched before them
-        catalog.set_meta(FILES_STATE, folder_state(files) or "")
-
-
-def open_local(
-    root: Path, damaged: list[str] | None = None, rescan: bool = False
-) -> tuple[Catalog, str, set[str]]:
-    """The catalog of a local store folder brought up to date with its listing; (catalog, its generation
-    before, the projects touched). Records left out add one line each to ``damaged``; ``rescan``: see
-    ``refresh``."""
-    catalog = local_catalog(root)
-    before = catalog.generation()
-    touched = refresh(catalog, root / FILES, damaged, rescan)[1]
-    return catalog, before, touched

@@ -367,6 +367,13 @@ def parse_many(
             yield name, None, str(exc)
 
 
+def no_record(path: str, wheel: str, remote: bool = False) -> str:
+    """The line for a wheel in the store that has no record (the index cannot show it)."""
+    fix = ("rerun build to make it again, or delete the wheel" if remote else
+           "run `kernel-factory index --repair` to make its record from the wheel, or delete the wheel")  # fmt: skip
+    return f"{path}: the wheel {wheel} has no record, so the index leaves it out; {fix}"
+
+
 def missing_wheel(where: str, wheel: str) -> str:
     """The line for a record whose wheel is not in the store."""
     return f"{where}: its wheel {wheel} is missing from the store; rerun build to make it again, or delete the record"

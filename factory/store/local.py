@@ -1,34 +1,91 @@
-"""A store on a local file system: wheels, ``.metadata`` files and ``.json`` records under ``<root>/files/``.
+"""The store in a local folder: wheels, their ``.metadata`` files and ``.json`` records under ``<root>/files/``.
 
 A wheel is stored in the order wheel -> .metadata -> record, each atomically,
-so a record only exists once its wheel and metadata are whole.
+so a record only exists once its wheel and metadata are whole. Every writer
+renames into ``files/`` under the store lock, so the folder's own stat says
+whether an entry was added, removed or renamed since the catalog last matched
+its listing (``FILES_STATE``): then nothing is listed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import stat
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
-from ..atomic import copy_file, real_folder, write_bytes
+from ..atomic import LinkRefused, copy_file, file_digest, real_folder, refuse_link, write_bytes
 from ..config import DEFAULT_LOCK_WAIT_S
-from ..errors import unusable
+from ..errors import Unreachable, UsageError, unusable
 from ..record import FILES, Record
 from . import check
-from .catalog import Catalog, open_local
+from .catalog import CATALOG_FILE, Catalog, Got, Synced, record_key, sync, text_of
+
+TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
+READ_BATCH = 1000  # records read, then decoded by one json.loads
+FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
+
+
+def stat_state(st: os.stat_result) -> str:
+    """A folder's stat as one string (``folder_state``'s, without its wait)."""
+    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
+
+
+def folder_state(folder: Path) -> str | None:
+    """What a folder's own stat says about its entries: any entry added, removed or renamed over changes it.
+
+    None if there is no folder. A folder changed less than ``TICK_NS`` ago is stat'ed again once that time has
+    passed: on a kernel with coarse file times, a change within the same clock tick would not show in its stat.
+    """
+    try:
+        st = os.stat(folder)
+        age = time.time_ns() - st.st_mtime_ns
+        if 0 <= age < TICK_NS:
+            time.sleep((TICK_NS - age) / 1e9)
+            st = os.stat(folder)
+    except FileNotFoundError:
+        return None
+    return stat_state(st)
+
+
+def local_catalog(root: Path) -> Catalog:
+    """The catalog file of a local store folder; in memory where the store cannot be written (read-only)."""
+    files = root / FILES
+    real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
+    if not (files.is_dir() and os.access(files, os.W_OK)):
+        return Catalog(":memory:")
+    path = files / CATALOG_FILE
+    for each in (path, files / f"{CATALOG_FILE}-journal"):
+        try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
+            st = os.lstat(each)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise refuse_link(each, "catalog")
+        if not stat.S_ISREG(st.st_mode):
+            raise LinkRefused(f"{each}: not a regular file, where kernel-factory keeps its catalog; remove it")
+    return Catalog(path)
 
 
 class LocalStore:
     """``<root>/files/`` on a local file system."""
+
+    FIX_CHANGED = "run `kernel-factory index --repair` to record this wheel as it is"
+    HASH_ON_NEW_RECORD = True  # a record written again: its wheel is hashed again
+    FIX_METADATA = "run `kernel-factory index --repair`"
 
     def __init__(self, root: Path, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         self.root = Path(root)
         self.lock_wait_s = lock_wait_s  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
         self.files = self.root / FILES
         self.damaged: list[str] = []
+        self.display = str(self.root)
 
     def iter_records(self) -> Iterator[Record]:
         """Valid records whose wheel is there; each record skipped adds one line to ``damaged``."""
@@ -55,15 +112,18 @@ class LocalStore:
     def records(self) -> list[Record]:
         return list(self.iter_records())
 
-    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
-        """The folder's catalog, brought up to date with ``files/`` (catalog.open_local)."""
-        self.damaged = []
-        return open_local(self.root, self.damaged, rescan)
-
     def lock(self) -> AbstractContextManager[None]:
         from .lock import folder_lock
 
         return folder_lock(self.root, self.lock_wait_s)
+
+    def index_lock(self, adopting: bool = False) -> AbstractContextManager[None]:
+        if not self.root.exists() and not adopting:
+            raise UsageError(f"no store at {self.root}: run `kernel-factory build` first, check --store (or `store` "
+                             "in the config), or pass --wheels DIR to index a folder of wheels")
+        if self.root.is_dir() and not os.access(self.root, os.W_OK):
+            return contextlib.nullcontext()  # read-only: no writer to wait for
+        return self.lock()
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
         """In ``files/``: wheels move in by rename; ``.tmp-`` names are hidden from listings."""
@@ -88,3 +148,136 @@ class LocalStore:
                 copy_file(wheel, dest)
         write_bytes(self.files / f"{record.filename}.metadata", metadata)
         write_bytes(self.files / f"{record.filename}.json", record.to_json())
+
+    # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
+
+    def open_catalog(self, adopting: bool = False) -> Catalog:
+        """``files/.catalog.sqlite`` (in memory where the folder cannot be written); ``adopting``: make ``files/``
+        first (wheels are adopted into it)."""
+        if adopting:
+            self.files.mkdir(parents=True, exist_ok=True)
+        return local_catalog(self.root)
+
+    def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
+        """Bring ``catalog`` up to date with ``files/``: nothing is listed where the folder's stat is the one the
+        catalog last matched; else one ``os.scandir`` and one stat per record file, and only the records new or
+        changed are read. The stat is kept only when no record was left out and every wheel and record is
+        paired, so a damaged record or an unpaired file is named again on every run until it is fixed."""
+        state = folder_state(self.files)
+        if not rescan and state and catalog.meta(FILES_STATE) == state:
+            return Synced()
+        listing: dict[str, str] = {}
+        names: set[str] = set()
+        found = Synced(listing=listing, names=names)
+        records: list[os.DirEntry[str]] = []
+        try:
+            with os.scandir(self.files) as it:
+                for entry in it:
+                    if not entry.name.startswith("."):
+                        names.add(entry.name)
+                        if entry.name.endswith(".whl.json"):
+                            records.append(entry)
+        except FileNotFoundError:
+            return found
+        gaps: list[tuple[str, str]] = []  # named after the records that fail their check
+        for entry in sorted(records, key=lambda e: e.name):
+            wheel = entry.name[:-5]
+            if wheel not in names:
+                gaps.append((wheel, check.missing_wheel(entry.path, wheel)))
+                continue
+            try:
+                listing[wheel] = record_key(entry.stat())
+            except FileNotFoundError:
+                continue
+        gaps += [(w, check.no_record(os.path.join(self.files, w), w)) for w in sorted(names)
+                 if w.endswith(".whl") and w not in listing]  # fmt: skip
+        found.touched = sync(catalog, listing, self._read(found), rescan)
+        found.errors += gaps
+        catalog.set_meta(FILES_STATE, state if state and not found.errors else "")
+        return found
+
+    def _read(self, found: Synced) -> Any:
+        """A ``read`` for catalog.sync: each record checked (store/check.py); one that fails is not read into the
+        catalog and adds one line to ``found.errors`` (it is read again next time)."""
+
+        def read(wheels: list[str]) -> Iterator[Got]:
+            folder = os.fspath(self.files)
+            for i in range(0, len(wheels), READ_BATCH):
+                batch = wheels[i : i + READ_BATCH]
+                datas: list[bytes | None] = []
+                for wheel in batch:
+                    try:
+                        with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
+                            datas.append(f.read(check.MAX_RECORD_BYTES + 1))
+                    except FileNotFoundError:
+                        datas.append(None)
+                where = [os.path.join(folder, f"{w}.json") for w in batch]
+                for (wheel, record, why), data in zip(check.parse_many(batch, datas, where), datas, strict=True):
+                    if why is not None:
+                        found.errors.append((wheel, why))
+                    yield wheel, record, text_of(data) if record is not None else None
+
+        return read
+
+    def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
+        """(size, key, None or what is there instead of a file) of a wheel in files/ (one stat), None where there
+        is none."""
+        try:
+            st = os.stat(f"{self.files}{os.sep}{name}")  # no os.path.join: a no-op run makes one call per wheel
+        except FileNotFoundError:
+            return None
+        kind = None if stat.S_ISREG(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        return st.st_size, record_key(st), kind
+
+    def has_file(self, name: str) -> bool:
+        return os.path.exists(os.path.join(self.files, name))
+
+    def sha256_of(self, name: str) -> str:
+        return file_digest(self.files / name)
+
+    def wheel_metadata(self, name: str) -> bytes:
+        """A wheel's METADATA (read with wheelinfo's caps); Refused where it is not a wheel."""
+        from .wheelinfo import read_wheel_info
+
+        return read_wheel_info(self.files / name)[0]
+
+    def write_file(self, name: str, data: bytes) -> None:
+        if not os.access(self.files, os.W_OK):
+            raise Unreachable("the store is read-only here: run `kernel-factory index` where the store can be written")
+        write_bytes(self.files / name, data)
+
+    def file_url(self, name: str) -> str:
+        return str(self.files / name)
+
+    def repair(self, name: str) -> tuple[str, Record]:
+        """Record the wheel as it is now (``index --repair``): (its record's key, the record); Refused where it is
+        not a valid wheel."""
+        from .adopt import repair
+
+        record = repair(self.root, name)
+        return record_key((self.files / f"{name}.json").stat()), record
+
+    def repair_records(self) -> tuple[list[str], list[str]]:
+        """Every damaged, invalid or missing record of a wheel made again (``index --repair``)."""
+        from .adopt import repair_store
+
+        return repair_store(self.root)
+
+    def adopt(self, paths: list[str], refuse: Collection[str], known: dict[str, Any]) -> Any:
+        """Copy the wheels at ``paths`` in with their records (store/adopt.py); an AdoptResult."""
+        from .adopt import adopt_wheels
+
+        return adopt_wheels(self.root, paths, refuse, known)
+
+    def save(self, catalog: Catalog, adopted: bool) -> None:
+        """After the run: where ``files/`` matched the catalog before this run's adoption (whose rows are
+        applied), it matches it now."""
+        if adopted and catalog.meta(FILES_STATE):
+            catalog.set_meta(FILES_STATE, folder_state(self.files) or "")
+
+    def forget_listing(self, catalog: Catalog) -> None:
+        """List ``files/`` again next run (a wheel dropped from the pages may be back by then)."""
+        catalog.set_meta(FILES_STATE, "")
+
+    def mark_index(self, out: Path) -> None:
+        """Nothing: a local store's pages link its own files."""

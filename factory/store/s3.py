@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import tempfile
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..atomic import TMP_PREFIX
-from ..errors import Unreachable
+from ..errors import Unreachable, UsageError
 from ..record import FILES, Record
 from ..s3util import (
     DEFAULT_PUT,
@@ -34,7 +36,7 @@ from ..s3util import (
     remote_sha256,
     upload_file,
 )
-from .catalog import CATALOG_FILE, Catalog, Got, no_record, sync, text_of
+from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync, text_of
 
 
 class S3Store:
@@ -48,8 +50,8 @@ class S3Store:
         self.client = client if client is not None else make_client()
         self.endpoint = str(self.client.meta.endpoint_url)
         self.damaged: list[str] = []
-        self.listing: dict[str, tuple[int, str]] = {}  # key -> (size, ETag), as catalog() last listed it
-        self.unsaved = False  # the catalog changed since it was read: ``save`` puts it back
+        self.listing: dict[str, tuple[int, str]] = {}  # name in files/ -> (size, ETag), as open_catalog listed it
+        self.display = url
 
     def _fail(self, exc: BaseException) -> Unreachable:
         err = explain(exc, self.bucket, self.endpoint, flag="--store")
@@ -64,30 +66,6 @@ class S3Store:
             return list_objects(self.client, self.bucket, self.files_prefix)
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(exc) from None
-
-    def file_listing(self) -> dict[str, tuple[int, str]]:
-        """File name in files/ -> (size, ETag), from the listing ``catalog()`` took (filecheck.Files)."""
-        cut = len(self.files_prefix) + 1
-        return {k[cut:]: v for k, v in self.listing.items() if k.startswith(f"{self.files_prefix}/")}
-
-    def read_file(self, name: str) -> bytes:
-        """The bytes of a file in files/ (Unreachable where it cannot be read)."""
-        return self.get(self.key(name))
-
-    def write_file(self, name: str, data: bytes, sha256: str) -> None:
-        """Put a file in files/ (Unreachable where it cannot be written: read-only credentials)."""
-        try:
-            put_bytes(self.client, data, self.bucket, self.key(name), sha256, self.put_options)
-        except (BotoCoreError, ClientError) as exc:
-            raise self._fail(exc) from None
-
-    def file_url(self, name: str) -> str:
-        """The s3:// URL of a file in files/, for messages."""
-        return self.object_url(self.key(name))
-
-    def catalog_changed(self) -> None:
-        """The catalog changed after ``catalog()``: ``save`` puts it back."""
-        self.unsaved = True
 
     def get(self, key: str) -> bytes:
         """An object's bytes (Unreachable where it cannot be read)."""
@@ -132,6 +110,9 @@ class S3Store:
         """No lock: shards write distinct keys, each wheel before its record."""
         return contextlib.nullcontext()
 
+    def index_lock(self, adopting: bool = False) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
         from ..space import scratch_dir
 
@@ -141,88 +122,139 @@ class S3Store:
         """The s3:// URL of an object key, for messages."""
         return f"s3://{self.bucket}/{key}"
 
-    def catalog(self, rescan: bool = False) -> tuple[Catalog, str, set[str]]:
-        """The store's catalog (``files/.catalog.sqlite`` in the bucket) brought up to date with one listing;
-        (catalog, its generation before, the projects touched).
+    # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
 
-        A record is read only when its ETag differs from the catalog's key for it, so an unchanged store
-        costs the listing and one GET; a changed catalog is put back by ``save`` once the run has checked it.
-        ``rescan``: read every record.
-        Wheels without a record add one line each to ``damaged``.
-        """
-        listing = self.listing = self._listing()
-        key = self.key(CATALOG_FILE)
+    FIX_CHANGED = "delete the wheel and its record and run `kernel-factory build` again"
+    HASH_ON_NEW_RECORD = False  # only a new ETag: a GET of the wheel
+    FIX_METADATA = "build the wheel again"
+
+    def open_catalog(self, adopting: bool = False) -> Catalog:
+        """The store's catalog (``files/.catalog.sqlite`` in the bucket), read after one listing of ``files/``
+        (kept for ``sync`` and the file check): an unchanged store costs the listing and one GET. ``adopting``:
+        refused, there is no folder to adopt into."""
+        if adopting:
+            raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
+        cut = len(self.files_prefix) + 1
+        self.listing = {k[cut:]: v for k, v in self._listing().items() if k.startswith(f"{self.files_prefix}/")}
         data: bytes | None = None
-        if key in listing:
+        if CATALOG_FILE in self.listing:
             try:
-                data = self.get(key)
+                data = self.get(self.key(CATALOG_FILE))
             except Unreachable:
                 data = None
         folder = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + "catalog-"))
-        path = folder / CATALOG_FILE
         if data is not None:
-            path.write_bytes(data)
-        catalog = Catalog(path, scratch=folder)
-        before = catalog.generation()
-        self.unsaved = data is None
-        return catalog, before, self.refresh(catalog, rescan)
+            (folder / CATALOG_FILE).write_bytes(data)
+        return Catalog(folder / CATALOG_FILE, scratch=folder)
 
-    def refresh(self, catalog: Catalog, rescan: bool = False) -> set[str]:
-        """Bring ``catalog`` up to date with the listing ``catalog()`` took; the projects touched (see
-        ``catalog``; index/command.py calls it again on a catalog rebuilt after damage)."""
+    def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
+        """Bring ``catalog`` up to date with the listing ``open_catalog`` took: a record is read only when its
+        ETag differs from the catalog's key for it (``rescan``: every record)."""
         from . import check as record_check
 
-        listing = self.listing
-
-        self.damaged = []
-        cut = len(self.files_prefix) + 1
+        found = Synced(names=set(self.listing))
         records: dict[str, str] = {}  # wheel -> ETag of its record
-        for k, (size, etag) in sorted(listing.items()):
-            name = k[cut:]
-            if not name.endswith(".whl.json") or "/" in name or name.startswith("."):
+        for name, (size, etag) in sorted(self.listing.items()):
+            if "/" in name or name.startswith("."):
                 continue
-            if k.removesuffix(".json") not in listing:
-                self.damaged.append(record_check.missing_wheel(self.object_url(k), name.removesuffix(".json")))
-            elif size > record_check.MAX_RECORD_BYTES:
-                self.damaged.append(f"{self.object_url(k)}: {size} bytes, more than a record may hold "
-                                    f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}")  # fmt: skip
-            else:
-                records[name.removesuffix(".json")] = etag
-        for k in sorted(listing):
-            name = k[cut:]
-            if name.endswith(".whl") and "/" not in name and not name.startswith(".") and f"{k}.json" not in listing:
-                self.damaged.append(no_record(self.object_url(k), name, remote=True))
+            wheel = name.removesuffix(".json")
+            if name.endswith(".whl.json") and wheel not in self.listing:
+                found.errors.append((wheel, record_check.missing_wheel(self.file_url(name), wheel)))
+            elif name.endswith(".whl.json") and size > record_check.MAX_RECORD_BYTES:
+                found.errors.append((wheel, f"{self.file_url(name)}: {size} bytes, more than a record may hold "
+                                            f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}"))
+            elif name.endswith(".whl.json"):
+                records[wheel] = etag
+            elif name.endswith(".whl") and f"{name}.json" not in self.listing:
+                found.errors.append((name, record_check.no_record(self.file_url(name), name, remote=True)))
 
         def read(wheels: list[str]) -> list[Got]:
-            keys = [self.key(f"{w}.json") for w in wheels]
-            found: list[Got] = []
+            got: list[Got] = []
             with ThreadPoolExecutor(max_workers=16) as pool:
-                for wheel, key, body in zip(wheels, keys, pool.map(self.get, keys), strict=True):
+                for wheel, body in zip(wheels, pool.map(self.get, [self.key(f"{w}.json") for w in wheels]),
+                                       strict=True):  # fmt: skip
                     try:
-                        record = record_check.parse(body, wheel, self.object_url(key), record_check.REMOTE_HINT)
+                        record = record_check.parse(body, wheel, self.file_url(f"{wheel}.json"),
+                                                    record_check.REMOTE_HINT)  # fmt: skip
                     except record_check.BadRecord as exc:
-                        self.damaged.append(str(exc))
-                        found.append((wheel, None, None))
+                        found.errors.append((wheel, str(exc)))
+                        got.append((wheel, None, None))
                     else:
-                        found.append((wheel, record, text_of(body)))
-            return found
+                        got.append((wheel, record, text_of(body)))
+            return got
 
-        touched = sync(catalog, records, read, rescan)
-        self.unsaved = self.unsaved or bool(touched) or catalog.note is not None  # put back by ``save``
-        return touched
+        found.listing = records
+        found.touched = sync(catalog, records, read, rescan)
+        return found
 
-    def save(self, catalog: Catalog) -> None:
-        """Put the catalog back if ``catalog()`` or the file check changed it (``unsaved``): one PUT; a refused
-        PUT is ignored (the next run reads the changes again)."""
-        if not self.unsaved:
+    def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
+        """(size, ETag, None) of a wheel object, from the listing."""
+        got = self.listing.get(name)
+        return None if got is None else (got[0], got[1], None)
+
+    def has_file(self, name: str) -> bool:
+        return name in self.listing
+
+    def sha256_of(self, name: str) -> str:
+        """The sha256 of an object ("" where it cannot be read, which no record holds)."""
+        try:
+            return hashlib.sha256(self.get(self.key(name))).hexdigest()
+        except Unreachable:
+            return ""
+
+    def wheel_metadata(self, name: str) -> bytes:
+        """A wheel's METADATA, read with wheelinfo's caps from a copy of the object."""
+        from .wheelinfo import read_wheel_info
+
+        data = self.get(self.key(name))
+        with tempfile.TemporaryDirectory(prefix=TMP_PREFIX + "wheel-") as tmp:
+            path = Path(tmp, name)
+            path.write_bytes(data)
+            return read_wheel_info(path)[0]
+
+    def write_file(self, name: str, data: bytes) -> None:
+        """Put a file in files/ (Unreachable where it cannot be written: read-only credentials)."""
+        try:
+            put_bytes(self.client, data, self.bucket, self.key(name), hashlib.sha256(data).hexdigest(),
+                      self.put_options)  # fmt: skip
+        except (BotoCoreError, ClientError) as exc:
+            raise Unreachable(f"it cannot be written: {self._fail(exc)}") from None
+
+    def file_url(self, name: str) -> str:
+        """The s3:// URL of a file in files/, for messages."""
+        return self.object_url(self.key(name))
+
+    def repair(self, name: str) -> tuple[str, Record]:
+        raise UsageError(f"--repair needs a local store folder, not {self.url}")
+
+    def repair_records(self) -> tuple[list[str], list[str]]:
+        raise UsageError(f"--repair needs a local store folder, not {self.url}; delete the damaged records and "
+                         "rerun build")
+
+    def adopt(self, paths: list[str], refuse: Collection[str], known: dict[str, Any]) -> Any:
+        raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
+
+    def save(self, catalog: Catalog, adopted: bool) -> None:
+        """Put the catalog back where this run changed it: one PUT; a refused PUT is ignored (read-only
+        credentials: the next run reads the changes again)."""
+        if not catalog.changed:
             return
-        self.unsaved = False
         blob = Path(catalog.path).read_bytes()
         try:
             put_bytes(self.client, blob, self.bucket, self.key(CATALOG_FILE), hashlib.sha256(blob).hexdigest(),
                       self.put_options)  # fmt: skip
         except (BotoCoreError, ClientError):
-            pass  # read-only credentials
+            pass
+
+    def forget_listing(self, catalog: Catalog) -> None:
+        """Nothing: the bucket is listed on every run."""
+
+    def mark_index(self, out: Path) -> None:
+        """Name this store in the index root, where publish finds the wheels the pages link."""
+        from ..atomic import write_bytes
+        from ..publish.linked import STORE_FILE
+
+        write_bytes(out / STORE_FILE, json.dumps({"store": self.url}).encode())
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         """Upload the wheel, then its .metadata, then the record; the local wheel is removed (moved in)."""

@@ -69,22 +69,10 @@ def check_reason(reason: str | None) -> str:
 
 def store_records(store: Location) -> list[Record]:
     """Every valid record of a store, through its catalog (an s3:// store's: one listing and one GET, not one GET
-    per record); a catalog that fails its check is passed over for the records themselves."""
-    if store.local is not None:
-        from . import load_records
+    per record)."""
+    from . import load_records
 
-        return load_records(store)
-    from .catalog import CatalogDamaged
-    from .s3 import S3Store
-
-    s3 = S3Store(store.display)
-    catalog = s3.catalog()[0]
-    try:
-        return catalog.records()
-    except CatalogDamaged:
-        return sorted(s3.records(), key=lambda r: r.filename)
-    finally:
-        catalog.close()
+    return load_records(store)
 
 
 def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:

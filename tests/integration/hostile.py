@@ -402,7 +402,23 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def children(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid`` (from /proc)."""
+    """PIDs whose parent is ``pid`` (from /proc: each of its threads' ``children`` file, a read or two where the
+    kernel has them; else every process's stat, which a poll every few ms would take a core for)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    listed: set[int] = set()
+    try:
+        for tid in tasks:
+            try:
+                listed.update(int(x) for x in Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
+            except FileNotFoundError:
+                if os.path.exists(f"/proc/{pid}/task/{tid}"):
+                    raise
+        return sorted(listed)
+    except FileNotFoundError:  # no children files in this kernel
+        pass
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

@@ -134,7 +134,7 @@ def test_store_wheel_changed_in_place_is_named_and_left_out_then_repaired(
 def listed_state(root: Path) -> str | None:
     """The files/ stat the last file check kept (a run that finds it unchanged lists nothing)."""
     with closing(sqlite3.connect(root / "files" / ".catalog.sqlite")) as db:
-        row = db.execute("SELECT value FROM meta WHERE name='wheel_stats_folder'").fetchone()
+        row = db.execute("SELECT value FROM meta WHERE name='files_state'").fetchone()
     return None if row is None else str(row[0])
 
 
@@ -363,7 +363,7 @@ def test_rescan_lists_files_whatever_the_catalog_kept(store: tuple[Path, dict[st
     with closing(sqlite3.connect(root / "files" / ".catalog.sqlite")) as db, db:
         db.execute("PRAGMA journal_mode=MEMORY")  # no journal file: files/ keeps its stat
         st = (root / "files").stat()
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('wheel_stats_folder', ?)",
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('files_state', ?)",
                    (f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}",))  # fmt: skip
     assert (root / "files").stat().st_mtime_ns == st.st_mtime_ns
     proc = kf("index", "--store", root, "--rescan")

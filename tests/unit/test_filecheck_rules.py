@@ -26,10 +26,8 @@ def age(folder: Path) -> None:
 
 def run(store: Path) -> tuple[list[str], list[str]]:
     """One index run: (its error lines, its notes)."""
-    damaged: list[str] = []
-    notes: list[str] = []
-    index_with_adoption(store, store, None, URL, (), damaged=damaged, notes=notes)
-    return damaged, notes
+    done = index_with_adoption(store, store, None, URL)
+    return done.errors, done.notes
 
 
 @pytest.fixture

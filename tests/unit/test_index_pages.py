@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from index_synth import index_pages
 from kernel_factory.index.command import build_index
 from kernel_factory.index.landing import quoted
-from kernel_factory.index.pages import DEFAULT_BASE_URL, environment, project_pages, simple_json
+from kernel_factory.index.pages import (
+    DEFAULT_BASE_URL,
+    NO_WITHDRAWALS,
+    Withdrawals,
+    environment,
+    project_pages,
+    simple_json,
+)
 from kernel_factory.record import Record, version_key
 from kernel_factory.store.catalog import Catalog, CatalogDamaged
 from kernel_factory.variants import parse
@@ -22,13 +29,16 @@ from kernel_factory.variants import parse
 SHA = "a" * 64
 
 
-def render(records: list[Record], templates: Path | None, base_url: str = DEFAULT_BASE_URL) -> dict[str, bytes]:
+def render(
+    records: list[Record], templates: Path | None, base_url: str = DEFAULT_BASE_URL,
+    withdrawals: Withdrawals = NO_WITHDRAWALS,
+) -> dict[str, bytes]:  # fmt: skip
     """Every page of the index of ``records`` as they are (a catalog takes them unchecked), built into a fresh
-    index root by the real entry point."""
+    index root by the real entry point; ``withdrawals``: what the store says beside the records."""
     catalog = Catalog()
     catalog.apply([(r.filename, r, None) for r in records], ())
     with tempfile.TemporaryDirectory() as tmp:
-        build_index(Path(tmp), catalog, templates, base_url.rstrip("/"))
+        build_index(Path(tmp), catalog, templates, base_url.rstrip("/"), withdrawals=withdrawals)
         return index_pages(Path(tmp))
 
 META = "b" * 64

@@ -13,8 +13,9 @@ from index_synth import add_kernel, make_wheel
 from kernel_factory.atomic import write_bytes
 from kernel_factory.index.command import index_with_adoption
 from kernel_factory.record import FILES
-from kernel_factory.store import catalog
-from kernel_factory.store.catalog import FILES_STATE, TICK_NS, Catalog, folder_state, local_catalog, refresh
+from kernel_factory.store import local
+from kernel_factory.store.catalog import Catalog
+from kernel_factory.store.local import FILES_STATE, TICK_NS, LocalStore, folder_state, local_catalog
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 URL = "http://127.0.0.1:8000"
@@ -28,9 +29,14 @@ def age(folder: Path) -> None:
 
 def run(store: Path, *folders: Path, rescan: bool = False) -> tuple[list[str], list[tuple[Path, object]], int]:
     """One index run: (damaged lines, [(folder, AdoptResult)], records)."""
-    damaged: list[str] = []
-    count, _, adopted = index_with_adoption(store, store, None, URL, folders, damaged=damaged, rescan=rescan)
-    return damaged, adopted, count
+    done = index_with_adoption(store, store, None, URL, folders, rescan=rescan)
+    return done.errors, list(done.adopted), done.count
+
+
+def refresh(catalog: Catalog, files: Path, rescan: bool = False) -> tuple[dict[str, str] | None, set[str]]:
+    """The local store's sync of ``catalog``: (its listing, or None where nothing was listed; projects touched)."""
+    synced = LocalStore(files.parent).sync(catalog, rescan)
+    return synced.listing, synced.touched
 
 
 @pytest.fixture
@@ -53,7 +59,7 @@ def test_folder_state_waits_out_a_fresh_change(tmp_path: Path, monkeypatch: pyte
         now[0] += TICK_NS
 
     clock = SimpleNamespace(time_ns=lambda: now[0], sleep=sleep)
-    monkeypatch.setattr(catalog, "time", clock)
+    monkeypatch.setattr(local, "time", clock)
     state = folder_state(tmp_path)  # changed within a clock tick: a same-tick change would not show, so it waits
     assert slept == [(TICK_NS - 5_000_000) / 1e9]  # out the rest of the tick, then stat'ed again
     assert state == folder_state(tmp_path) and slept == [(TICK_NS - 5_000_000) / 1e9]  # a tick old: no wait

@@ -11,7 +11,8 @@ import pytest
 from index_synth import add_kernel
 from kernel_factory.index.command import build_index
 from kernel_factory.index.state import STATE_FILE, parse, read_state
-from kernel_factory.store.catalog import CATALOG_FILE, Catalog, CatalogDamaged, refresh
+from kernel_factory.store.catalog import CATALOG_FILE, Catalog, CatalogDamaged
+from kernel_factory.store.local import LocalStore
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 
@@ -22,7 +23,7 @@ def site(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     add_kernel(store, "img2grey", "1.1.2", CPU)
     catalog = Catalog(store / "files" / CATALOG_FILE)
     before = catalog.generation()
-    touched = refresh(catalog, store / "files")[1]
+    touched = LocalStore(store).sync(catalog).touched
     build_index(store, catalog, None, "http://127.0.0.1:8000", before, touched)
     catalog.close()
     return store, json.loads((store / STATE_FILE).read_bytes())
@@ -54,7 +55,7 @@ def test_a_hostile_state_is_refused_with_one_line(site: tuple[Path, dict[str, An
         parse(state)
     (store / STATE_FILE).write_text(json.dumps(state))
     got, line = read_state(store)
-    assert got is None and line is not None and line.startswith(f"warning: {store / STATE_FILE}: not a valid ")
+    assert got is None and line is not None and line.startswith(f"{store / STATE_FILE}: not a valid ")
     assert line.endswith("; dropped, every page is rendered again")
 
 
@@ -84,7 +85,7 @@ def test_a_row_changed_behind_the_catalog_is_refused(tmp_path: Path) -> None:
     store = tmp_path / "public"
     record = add_kernel(store, "img2grey", "1.1.2", CPU)
     catalog = Catalog(store / "files" / CATALOG_FILE)
-    refresh(catalog, store / "files")
+    LocalStore(store).sync(catalog)
     assert [r for _, rs in catalog.projects() for r in rs] == [record]
     catalog.close()
     db = sqlite3.connect(store / "files" / CATALOG_FILE)

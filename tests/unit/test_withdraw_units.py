@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from kernel_factory.errors import Refused, UsageError, VersionNotFound
-from kernel_factory.index.pages import Withdrawals, use_withdrawals
+from kernel_factory.index.pages import Withdrawals
 from kernel_factory.publish.base import LocalFile
 from kernel_factory.publish.withdrawals import carry, manifest_bytes, manifest_path, parse_manifest
 from kernel_factory.record import Record
@@ -22,14 +21,6 @@ from kernel_factory.store.withdraw import check_reason, mark, parse_spec, select
 from test_index_pages import CPU, CU, rec, render
 
 NAME_CU = "img2grey-1.1.2+torch27cu128cxx11-cp39-abi3-linux_x86_64.whl"
-
-
-@pytest.fixture(autouse=True)
-def no_withdrawals() -> Iterator[None]:
-    """The pages' view of the store is a module global: each test starts and ends without one."""
-    use_withdrawals(Withdrawals())
-    yield
-    use_withdrawals(Withdrawals())
 
 
 RECORDS = [
@@ -160,8 +151,7 @@ def test_status_file_link_refused(tmp_path: Path) -> None:
 
 
 def test_quarantined_pages_offer_no_file() -> None:
-    use_withdrawals(Withdrawals({"img2grey": Status("quarantined", "wrong <results>")}))
-    pages = render(RECORDS, None)
+    pages = render(RECORDS, None, withdrawals=Withdrawals({"img2grey": Status("quarantined", "wrong <results>")}))
     data = json.loads(pages["simple/img2grey/index.json"])
     assert data["files"] == [] and data["versions"] == []
     assert data["project-status"] == {"status": "quarantined", "reason": "wrong <results>"}
@@ -180,8 +170,7 @@ def test_quarantined_pages_offer_no_file() -> None:
 
 def test_archived_pages_keep_their_files() -> None:
     before = render(RECORDS, None)
-    use_withdrawals(Withdrawals({"img2grey": Status("archived")}))
-    pages = render(RECORDS, None)
+    pages = render(RECORDS, None, withdrawals=Withdrawals({"img2grey": Status("archived")}))
     data = json.loads(pages["simple/img2grey/index.json"])
     assert data["project-status"] == {"status": "archived"}
     assert data["files"] == json.loads(before["simple/img2grey/index.json"])["files"]
@@ -195,15 +184,14 @@ def test_user_project_template_gets_the_status(tmp_path: Path) -> None:
     from kernel_factory.index.pages import TEMPLATES
 
     (tmp_path / "project.html").write_bytes((TEMPLATES / "project.html").read_bytes())
-    use_withdrawals(Withdrawals({"img2grey": Status("deprecated", "use img2grey2")}))
-    shipped = render(RECORDS, None)["simple/img2grey/index.html"]
-    assert render(RECORDS, tmp_path)["simple/img2grey/index.html"] == shipped
+    found = Withdrawals({"img2grey": Status("deprecated", "use img2grey2")})
+    shipped = render(RECORDS, None, withdrawals=found)["simple/img2grey/index.html"]
+    assert render(RECORDS, tmp_path, withdrawals=found)["simple/img2grey/index.html"] == shipped
     assert b'<meta name="pypi:project-status-reason" content="use img2grey2">' in shipped
 
 
 def test_pending_wheels_left_out_of_every_page() -> None:
-    use_withdrawals(Withdrawals(pending=frozenset({NAME_CU})))
-    pages = render(RECORDS, None)
+    pages = render(RECORDS, None, withdrawals=Withdrawals(pending=frozenset({NAME_CU})))
     assert all(NAME_CU.encode() not in page and b"1.1.2%2Btorch27cu128cxx11" not in page for page in pages.values())
     assert b"img2grey-1.1.2%2Btorch213cpucxx11" in pages["simple/img2grey/index.html"]
 
