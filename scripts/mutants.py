@@ -53,7 +53,7 @@ MODULES = {  # module -> the unit tests that cover it
     "local/cacheplace.py": ["tests/unit/test_hubcache.py"],
     "local/cachestage.py": ["tests/unit/test_hubcache.py"],
     "local/cachefs.py": ["tests/unit/test_hubcache.py"],
-    "local/claims.py": ["tests/unit/test_local_kernels.py"],
+    "local/claims.py": ["tests/unit/test_local_claims.py", "tests/unit/test_local_kernels.py"],
 }
 
 
