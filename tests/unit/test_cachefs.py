@@ -37,6 +37,7 @@ def test_planted_names_the_link_and_its_target(tmp_path: Path) -> None:
 def test_the_root_is_made_and_may_be_a_link(tmp_path: Path) -> None:
     with Folder.root(tmp_path / "a" / "b") as root:
         assert (tmp_path / "a" / "b").is_dir() and root.path == tmp_path / "a" / "b"
+        assert os.get_inheritable(root.fd) is False  # no process kernel-factory starts holds the cache open
     (tmp_path / "real").mkdir()
     (tmp_path / "real" / "x").write_text("")
     (tmp_path / "home").symlink_to(tmp_path / "real")
@@ -200,3 +201,18 @@ def test_fsync_and_close(tmp_path: Path) -> None:
     with pytest.raises(OSError) as closed:
         os.fstat(fd)
     assert closed.value.errno == errno.EBADF
+
+
+def test_open_file_passes_other_errors_through(tmp_path: Path, top: Folder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only ELOOP means a link: a stale NFS handle (a shared cache on NFS) or a missing file is said as it is."""
+    def stale(*args: object, **kw: object) -> int:
+        raise OSError(errno.ESTALE, "Stale file handle")
+
+    monkeypatch.setattr(os, "open", stale)
+    with pytest.raises(OSError) as raised:
+        top.open_file("f")
+    assert type(raised.value) is OSError and raised.value.errno == errno.ESTALE
+    with pytest.raises(OSError) as sub:
+        top.sub("d")
+    assert type(sub.value) is OSError and sub.value.errno == errno.ESTALE
+    assert sub.value.filename == str(top.path / "d")  # an error without a file name is given the folder's path
