@@ -124,14 +124,18 @@ def test_stage_file_copies_hashes_and_sets_the_mode(tmp_path: Path, run: Folder,
 
 
 def test_stage_file_with_a_failing_clone_copies(tmp_path: Path, run: Folder, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+
     def no_clone(fd: int, op: int, arg: int) -> int:
-        assert op == cachestage.FICLONE
+        asked.append(op)
         raise OSError(errno.EOPNOTSUPP, "Operation not supported")
 
     monkeypatch.setattr(fcntl, "ioctl", no_clone)
     (tmp_path / "f").write_bytes(b"bytes")
     assert cachestage.stage_file(tmp_path, "f", run, "n", 0o400) == hashlib.sha256(b"bytes").hexdigest()
     assert (tmp_path / "run" / "n").read_bytes() == b"bytes"
+    ioc_write, size_of_int = 1, 4  # linux/fs.h: FICLONE = _IOW(0x94, 9, int), the request a reflink is asked by
+    assert asked == [ioc_write << 30 | size_of_int << 16 | 0x94 << 8 | 9]
 
 
 def test_stage_file_refuses_a_link_or_a_special_file(tmp_path: Path, run: Folder) -> None:
@@ -151,18 +155,17 @@ def test_stage_file_refuses_a_link_or_a_special_file(tmp_path: Path, run: Folder
         cachestage.stage_file(tmp_path / "src", "none", run, "n", 0o444)
 
 
-def test_stage_file_refuses_a_file_past_the_limit(tmp_path: Path, run: Folder, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cachestage, "MAX_FILE_BYTES", 4 << 30)  # the message gives GiB
+def test_stage_file_refuses_a_file_past_16_gib(tmp_path: Path, run: Folder, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "ok").write_bytes(b"")
-    os.truncate(tmp_path / "ok", 4 << 30)  # sparse: exactly the limit is staged by size (the read is not tried)
+    os.truncate(tmp_path / "ok", 16 << 30)  # sparse: exactly the limit is staged by its size (no read is tried)
     monkeypatch.setattr(cachestage, "_clone", lambda src, dst: True)
     monkeypatch.setattr(cachestage, "sha256_fd", lambda fd: "h")
     assert cachestage.stage_file(tmp_path, "ok", run, "n", 0o444) == "h"
     (tmp_path / "big").write_bytes(b"")
-    os.truncate(tmp_path / "big", (4 << 30) + 1)
+    os.truncate(tmp_path / "big", (16 << 30) + 1)
     with pytest.raises(CacheRefused) as refused:
         cachestage.stage_file(tmp_path, "big", run, "m", 0o444)
-    assert str(refused.value) == f"{tmp_path / 'big'}: larger than 4 GiB; not a kernel's file"
+    assert str(refused.value) == f"{tmp_path / 'big'}: larger than 16 GiB; not a kernel's file"
     assert sorted(os.listdir(tmp_path / "run")) == ["n"]
 
 
@@ -291,6 +294,9 @@ def test_blob_mode_drops_every_write_bit(tmp_path: Path) -> None:
         os.umask(0o077)
         with Folder.root(tmp_path / "blobs") as blobs:
             assert cachestage.blob_mode(blobs) == 0o400
+        os.umask(0)  # every write bit the umask leaves is dropped, the others' too
+        with Folder.root(tmp_path / "blobs") as blobs:
+            assert cachestage.blob_mode(blobs) == 0o444
     finally:
         os.umask(old)
     assert os.listdir(tmp_path / "blobs") == []
