@@ -128,6 +128,9 @@ def test_nearest_rows_and_their_lines() -> None:
         "k-2.0+torch213cu126cxx11-cp39-abi3-manylinux_2_28_aarch64.whl",
         "k-2.0+torch213cu126cxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
         "k-2.0+torch213metal-cp39-abi3-macosx_11_0_arm64.whl",
+        "k-2.0+torch212cu126cxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
+        "k-2.0+torch212rocm72cxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
+        "k-2.0+torch29cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
         "k-3.0+cuda-py3-none-any.whl",
         "k-3.0-py3-none-any.whl",
         "k-3.0+cpu-py3-none-macosx_11_0_arm64.whl",
@@ -143,7 +146,10 @@ def test_nearest_rows_and_their_lines() -> None:
         ("torch213cpucxx11", "manylinux_2_28_x86_64"),  # another backend, this torch: by label
         ("torch213rocm72cxx11", "manylinux_2_28_x86_64"),
         ("torch213metal", "macosx_11_0_arm64"),  # another platform after
+        ("torch212cu126cxx11", "manylinux_2_28_x86_64"),  # another CUDA, another torch: before other backends'
         ("torch212cpucxx11", "manylinux_2_28_x86_64"),
+        ("torch212rocm72cxx11", "manylinux_2_28_x86_64"),
+        ("torch29cpucxx11", "manylinux_2_28_x86_64"),  # farther from torch 2.13
         (None, "any"),
         ("cuda", "any"),
         ("cpu", "macosx_11_0_arm64"),  # another platform after
@@ -152,8 +158,8 @@ def test_nearest_rows_and_their_lines() -> None:
                        "what": "torch 2.13, cu130, cxx11", "versions": ["1.10", "1.9", "1.0"],
                        "root": "variants/torch213cu130cxx11/simple/"}
     assert [(r["what"], r["root"]) for r in rows[-5:]] == [
-        ("torch 2.13, metal", "variants/torch213metal/simple/"),
-        ("torch 2.12, cpu, cxx11", "variants/torch212cpucxx11/simple/"),
+        ("torch 2.12, rocm72, cxx11", "variants/torch212rocm72cxx11/simple/"),
+        ("torch 2.9, cpu, cxx11", "variants/torch29cpucxx11/simple/"),
         ("universal", "simple/"), ("noarch cuda", "simple/"), ("noarch cpu", "simple/")]
     assert build_lines(rows[-3:]) == ["  (universal)  any  3.0  (universal)",
                                       "  cuda  any  3.0  (noarch cuda)",
@@ -161,3 +167,22 @@ def test_nearest_rows_and_their_lines() -> None:
     assert build_lines([]) == ["  (none)"]
     assert build_lines([{"label": "x\x1b[2J", "platform": "any", "versions": ["1"], "what": "w"}]) == [
         "  x\\x1b[2J  any  1  (w)"]
+
+
+def test_universal_builds_of_the_combined_root_newest_first(tmp_path: Path) -> None:
+    store = tmp_path / "public"
+    for version in ("1.0.0", "1.2.0", "1.1.0"):
+        add_kernel(store, "relu", version, "torch-universal")
+    index_store(str(store), store, None, "http://127.0.0.1")
+    found, every = which.candidates(store.as_uri(), "relu", environment(facts(cuda="13.0", version="2.13.0+cu130")))
+    assert [(str(c.wheel.version), c.root) for c in found] == [
+        (v, f"{store.as_uri()}/simple") for v in ("1.2.0", "1.1.0", "1.0.0")]
+    assert len(every) == 3
+
+
+def test_a_missing_project_is_named_with_what_to_check(store: Path) -> None:
+    with pytest.raises(which.NoProject) as missing:
+        which.candidates(store.as_uri(), "zzzz-no-such", environment(facts()))
+    assert str(missing.value) == (f"--kernel zzzz-no-such: no such project at {store.as_uri()}/simple/; check the "
+                                  "name and --index-url")
+    assert missing.value.hint == ""
