@@ -48,12 +48,15 @@ MODULES = {  # module -> the unit tests that cover it
                        "tests/unit/test_adopt_write.py", "tests/unit/test_adopt_repair.py"],
     "local/wheelcheck.py": ["tests/unit/test_download_limits.py"],
     "local/download.py": ["tests/unit/test_download_select.py", "tests/unit/test_download_limits.py"],
-    "local/which.py": ["tests/unit/test_download_select.py", "tests/unit/test_which_variant.py"],
-    "local/hubcache.py": ["tests/unit/test_hubcache.py"],
-    "local/cacheplace.py": ["tests/unit/test_hubcache.py"],
-    "local/cachestage.py": ["tests/unit/test_hubcache.py"],
-    "local/cachefs.py": ["tests/unit/test_hubcache.py"],
-    "local/claims.py": ["tests/unit/test_local_kernels.py"],
+    "local/which.py": ["tests/unit/test_download_select.py", "tests/unit/test_which_variant.py",
+                       "tests/unit/test_which_run.py"],
+    "local/hubcache.py": ["tests/unit/test_hubcache.py", "tests/unit/test_download_select.py"],
+    "local/cacheplace.py": ["tests/unit/test_hubcache.py", "tests/unit/test_download_select.py"],
+    "local/cachestage.py": ["tests/unit/test_cachestage.py", "tests/unit/test_hubcache.py",
+                            "tests/unit/test_download_select.py"],
+    "local/cachefs.py": ["tests/unit/test_cachefs.py", "tests/unit/test_hubcache.py",
+                         "tests/unit/test_download_select.py"],
+    "local/claims.py": ["tests/unit/test_local_claims.py", "tests/unit/test_local_kernels.py"],
 }
 
 

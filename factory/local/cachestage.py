@@ -121,9 +121,8 @@ def check_files(files: Mapping[str, str], where: str) -> None:
     if len(files) > MAX_FILES:
         raise CacheRefused(f"{where}: more than {MAX_FILES} files, more than a kernel variant holds")
     for rel, digest in files.items():
-        parts = PurePosixPath(rel).parts
         bad = (not rel or rel.startswith("/") or "\\" in rel or str(PurePosixPath(rel)) != rel
-               or any(p in (".", "..") for p in parts) or any(ord(c) < 32 or ord(c) == 127 for c in rel))
+               or any(p in (".", "..") for p in rel.split("/")) or any(ord(c) < 32 or ord(c) == 127 for c in rel))
         if bad:
             raise CacheRefused(f"{where}: {rel!r} is not a plain relative path; reinstall the wheel")
         if len(digest) != 64 or digest.strip("0123456789abcdef"):
@@ -172,7 +171,12 @@ def _clone(src: int, dst: int) -> bool:
 def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str:
     """Copy ``source/rel`` (never through a link) to the new file ``name`` in ``run``, made ``mode``, fsynced;
     the sha256 hex digest of the copy's bytes."""
-    src = os.open(source / rel, FILE_FLAGS)
+    try:
+        src = os.open(source / rel, FILE_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise planted(source / rel, "file") from None
+        raise
     try:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode):
@@ -189,10 +193,6 @@ def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str
             os.fsync(dst)
         finally:
             os.close(dst)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise planted(source / rel, "file") from None
-        raise
     finally:
         os.close(src)
     return digest

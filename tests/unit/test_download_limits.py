@@ -273,3 +273,29 @@ def test_a_record_of_exactly_the_limit_is_read_and_one_byte_more_refused(tmp_pat
         else:
             with pytest.raises(Refused, match="RECORD inflates to more than 8388608 bytes"):
                 wheelcheck.unpack(path, out)
+
+
+def test_a_wheel_with_two_dist_info_records_is_refused(tmp_path: Path) -> None:
+    path = wheel(tmp_path, {**GOOD, "other-1.0.dist-info/RECORD": b"k/__init__.py,sha256=AAAA,1\n"})
+    with pytest.raises(Refused, match=r"^k-1.0-py3-none-any.whl carries no .dist-info/RECORD; rebuild it"):
+        wheelcheck.unpack(path, tmp_path / "out")
+
+
+def test_record_rows_without_a_size_count(tmp_path: Path) -> None:
+    """PEP 376's third column may be left out: a row of name and hash is a row."""
+    path = tmp_path / "k-1.0-py3-none-any.whl"
+    members = {**GOOD, "k-1.0.dist-info/kernel_factory.json": json.dumps(PROV).encode()}
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        zf.writestr("k-1.0.dist-info/RECORD", "".join(f"{n},sha256={b64(d)}\n" for n, d in members.items()))
+    files = wheelcheck.unpack(path, tmp_path / "out")[2]
+    assert files == {rel.removeprefix("k/"): hashlib.sha256(data).hexdigest() for rel, data in GOOD.items()}
+
+
+def test_a_record_digest_that_is_not_base64_names_its_file(tmp_path: Path) -> None:
+    path = wheel(tmp_path, GOOD, record={"k/__init__.py": "sha256=A"})
+    with pytest.raises(Refused) as refused:
+        wheelcheck.unpack(path, tmp_path / "out")
+    assert str(refused.value) == ("k-1.0-py3-none-any.whl: its RECORD entry for 'k/__init__.py' is not a sha256 "
+                                  "digest; rebuild it")
