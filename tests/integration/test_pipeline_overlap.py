@@ -85,8 +85,8 @@ def test_a_hub_dying_mid_download_fails_the_build_and_leaves_nothing_half_made(s
     env = setup(tmp_path, served, str(tmp_path / "store"))
     assert kf("plan", cwd=tmp_path, env=env).returncode == EXIT_OK  # the listings are served whole
     served.die_after(1 << 20)  # every connection is cut once 1 MB more have gone through: mid-download
-    try:
-        proc = kf("build", cwd=tmp_path, env=env)
+    try:  # a dropped connection is retried within the budget: 5 s of it, not the default 60
+        proc = kf("build", cwd=tmp_path, env={**env, "KERNEL_FACTORY_RETRY_S": "5"})
     finally:
         served.revive()
     assert proc.returncode == EXIT_UNREACHABLE, proc.stderr
