@@ -184,11 +184,15 @@ def test_hub_unreachable(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "hf_secret_value_123" not in msg
 
 
-def test_download_dying_midway_then_rerun_completes(test_hub: Served, env: Path) -> None:
+def test_download_dying_midway_then_rerun_completes(
+    test_hub: Served, env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     variant = "torch28-cxx11-cpu-x86_64-linux"
     src = HubSource("kernels-community/big")
     sha = src.resolve("main")
     test_hub.proxy.die_after(1 << 20)  # the server goes away 1 MiB into the download
+    monkeypatch.setenv("KERNEL_FACTORY_RETRY_S", "5")  # a dropped connection is retried: 5 s of it, not 60
+    src = HubSource("kernels-community/big")  # the environment read again
     with pytest.raises(Unreachable) as info:
         src.fetch(sha, variant)
     assert "kernels-community/big" in str(info.value) and "\n" not in str(info.value)
