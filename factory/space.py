@@ -121,6 +121,17 @@ def _mark(folder: str) -> int | None:
     return fd
 
 
+def unheld(fd: int) -> bool:
+    """Whether no live process holds a lock (flock) on the open file ``fd``; ``fd`` is closed either way."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 def sweep(parent: str, prefix: str) -> list[str]:
     """Remove the scratch folders named ``prefix``* in ``parent`` that runs killed before their end left: this
     user's real folders (no links) whose mark no live run holds. A folder without a mark (another tool's, an
@@ -139,12 +150,8 @@ def sweep(parent: str, prefix: str) -> list[str]:
             fd = os.open(os.path.join(path, RUN_MARK), os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        if not unheld(fd):
             continue  # a live run holds it
-        finally:
-            os.close(fd)
         shutil.rmtree(path, ignore_errors=True)  # rmtree does not follow links below the folder
         removed.append(name)
     return removed

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
 from ..errors import Unreachable, unusable
+from ..space import unheld
 from .cachefs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, sha256_fd
 
 LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
@@ -58,12 +59,8 @@ def _sweep(own: Folder) -> None:
                     if st is None or time.time() - st.st_mtime < STALE_S:
                         continue
                 else:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except OSError:
+                    if not unheld(fd):
                         continue  # a live run holds it
-                    finally:
-                        os.close(fd)
             remove(own, name)  # by descriptors: links inside are removed, never followed
         except (OSError, CacheLink):
             continue  # another run swept it first, or it is not ours to judge
