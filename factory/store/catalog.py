@@ -18,13 +18,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from packaging.utils import canonicalize_name
 
 from ..atomic import unique
 from ..record import FIELDS, Record
 from . import check
+
+if TYPE_CHECKING:
+    import tempfile
 
 T = TypeVar("T")
 CATALOG_FILE = ".catalog.sqlite"
@@ -143,8 +146,9 @@ def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, t
 class Catalog:
     """One SQLite file (or ``:memory:``) of records; see the module docstring."""
 
-    def __init__(self, path: str | Path = ":memory:", scratch: Path | None = None) -> None:
-        """A catalog file, or one in memory; ``scratch``: a folder of the file's, removed on ``close``."""
+    def __init__(self, path: str | Path = ":memory:",
+                 scratch: tempfile.TemporaryDirectory[str] | None = None) -> None:  # fmt: skip
+        """A catalog file, or one in memory; ``scratch``: the file's folder, removed on ``close``."""
         self.path = str(path)
         self.scratch = scratch
         self._keys: dict[str, str] | None = None
@@ -219,9 +223,7 @@ class Catalog:
     def close(self) -> None:
         self.db.close()
         if self.scratch is not None:  # a catalog in a temporary folder (S3 stores)
-            import shutil
-
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch.cleanup()
 
     def generation(self) -> str:
         return str(self.db.execute("SELECT value FROM meta WHERE name='generation'").fetchone()[0])

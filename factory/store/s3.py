@@ -21,7 +21,6 @@ from typing import Any
 from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..atomic import TMP_PREFIX
 from ..errors import Unreachable, UsageError
 from ..record import FILES, Record
 from ..s3util import (
@@ -36,6 +35,7 @@ from ..s3util import (
     remote_sha256,
     upload_file,
 )
+from ..space import scratch_dir
 from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync, text_of
 
 
@@ -114,8 +114,6 @@ class S3Store:
         return contextlib.nullcontext()
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
-        from ..space import scratch_dir
-
         return scratch_dir(scratch, prefix="kernel-factory-work-")
 
     def object_url(self, key: str) -> str:
@@ -142,10 +140,14 @@ class S3Store:
                 data = self.get(self.key(CATALOG_FILE))
             except Unreachable:
                 data = None
-        folder = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + "catalog-"))
-        if data is not None:
-            (folder / CATALOG_FILE).write_bytes(data)
-        return Catalog(folder / CATALOG_FILE, scratch=folder)
+        folder = scratch_dir(None, prefix="kernel-factory-catalog-")  # swept by the next run if this one is killed
+        try:
+            if data is not None:
+                Path(folder.name, CATALOG_FILE).write_bytes(data)
+            return Catalog(Path(folder.name, CATALOG_FILE), scratch=folder)
+        except BaseException:
+            folder.cleanup()
+            raise
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Bring ``catalog`` up to date with the listing ``open_catalog`` took: a record is read only when its
@@ -207,7 +209,7 @@ class S3Store:
         from .wheelinfo import read_wheel_info
 
         data = self.get(self.key(name))
-        with tempfile.TemporaryDirectory(prefix=TMP_PREFIX + "wheel-") as tmp:
+        with scratch_dir(None, prefix="kernel-factory-wheel-") as tmp:
             path = Path(tmp, name)
             path.write_bytes(data)
             return read_wheel_info(path)[0]

@@ -24,8 +24,8 @@ import pytest
 from index_synth import index_pages, records_only
 from support import tmpfs_at
 
-WHEELS = 2000  # fewer than index/command.py's PARALLEL_RECORDS: the main process writes every row
-KILLS = 4  # of each signal
+WHEELS = 1000  # fewer than index/command.py's PARALLEL_RECORDS: the main process writes every row
+KILLS = 3  # of each signal: early, middle and late in the rows
 CATALOG = "files/.catalog.sqlite"
 
 

@@ -24,11 +24,18 @@ ADOPTED_AT = (1, 150, 450, 800)  # .metadata files in files/ when Ctrl-C comes: 
 PAGES_AT = (1, 150, 500)  # project folders (of 1,100) made when Ctrl-C comes: the render
 
 
+def _default_sigint() -> None:
+    # A shell without job control starts background commands with SIGINT ignored (`pytest ... &`), and Python
+    # keeps an inherited SIG_IGN: the CLI would rightly ignore Ctrl-C. A terminal's foreground job has the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(*args: str | Path) -> subprocess.Popen[str]:
-    """The CLI as a terminal starts it: the leader of its own process group."""
+    """The CLI as a terminal starts it: the leader of its own process group, SIGINT at its default."""
     env = {**os.environ, "KERNEL_FACTORY_LOCK_WAIT": "0"}
     return subprocess.Popen([sys.executable, "-m", "kernel_factory", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+                            preexec_fn=_default_sigint)  # fmt: skip
 
 
 def seen(folder: Path, suffix: str) -> int:

@@ -137,7 +137,7 @@ def test_lock_held_by_a_dead_run_says_so(kernel: tuple[Path, dict[str, bytes]], 
 
 
 # -- index: adoption's and the full render's pools (issue 27 item 2) -----------------------------------------
-KILLS = 6  # spread over the same range of each pool's work (was 20: 190 s and 145 s of CI for no new point)
+KILLS = 4  # spread over the same range of each pool's work (was 20, then 6: CI time for no new point)
 ADOPT_WHEELS = 1100  # three batches of store/adopt.py's 512: a pool of two workers on two cores
 RENDER_WHEELS = 5000  # index/command.py's PARALLEL_RECORDS: a full build this big renders in a pool
 RENDER_VERSIONS = 10  # of each project: 500 projects, 1,500 pages

@@ -21,7 +21,8 @@ BIN = Path(sys.executable).parent
 
 
 _NOT_SOURCE = {"build", "dist", ".venv", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis",
-               "public"}
+               ".import_linter_cache", ".e2e", "public"}
+_CACHES = {".cache", "__pycache__"}  # anywhere: tests/.cache holds the test venvs (GBs, written while this runs)
 
 
 def _build(out: Path, *flags: str, root: Path = ROOT) -> None:
@@ -39,7 +40,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         # from a copy of the checkout without build/ (the checkout itself is left as it is).
         tree = out / "tree"
         shutil.copytree(ROOT, tree, symlinks=True, ignore=lambda folder, names: [
-            n for n in names if Path(folder) == ROOT and (n in _NOT_SOURCE or n.endswith(".egg-info"))])
+            n for n in names if n in _CACHES or Path(folder) == ROOT and (n in _NOT_SOURCE or n.endswith(".egg-info"))])
         _build(out / "from-tree", "--wheel", root=tree)
 
     out = shared_once(tmp_path_factory, "release", make)
