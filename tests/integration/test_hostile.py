@@ -169,8 +169,11 @@ def test_kernel_code_is_never_imported(world: World) -> None:
     assert prov["digest"]["hash"].startswith("sha256:")
 
 
+FILES = 30_000  # three times as many as `download` takes from one wheel (local/wheelcheck.py MAX_MEMBERS)
+
+
 def test_many_tiny_files(world: World, tmp_path: Path) -> None:
-    repo = h.many_files(tmp_path, 100_000)  # outside world.root: snapshots stay quick
+    repo = h.many_files(tmp_path, FILES)  # outside world.root: snapshots stay quick
     out = tmp_path / "out"
     script = ("import resource, subprocess, sys\n"
               "rc = subprocess.run([sys.executable, '-m', 'kernel_factory', *sys.argv[1:]]).returncode\n"
@@ -182,7 +185,7 @@ def test_many_tiny_files(world: World, tmp_path: Path) -> None:
     assert rc == "0", proc.stderr
     assert int(rss_kb) < 1_000_000  # memory stays bounded: the files are streamed, not held
     with zipfile.ZipFile(out / h.good_wheel("manyfiles")) as zf:
-        assert len(zf.namelist()) == 100_000 + 2 + 4  # files, __init__.py, metadata.json, .dist-info (4)
+        assert len(zf.namelist()) == FILES + 2 + 4  # files, __init__.py, metadata.json, .dist-info (4)
 
 
 def test_tampered_file_is_refused(world: World) -> None:
