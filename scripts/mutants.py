@@ -48,6 +48,7 @@ MODULES = {  # module -> the unit tests that cover it
                        "tests/unit/test_adopt_write.py", "tests/unit/test_adopt_repair.py"],
     "local/wheelcheck.py": ["tests/unit/test_download_limits.py"],
     "local/download.py": ["tests/unit/test_download_fetch.py", "tests/unit/test_download_run.py",
+                          "tests/unit/test_download_cache.py",
                           "tests/unit/test_download_select.py", "tests/unit/test_download_limits.py"],
     "local/which.py": ["tests/unit/test_download_select.py", "tests/unit/test_which_variant.py",
                        "tests/unit/test_which_run.py"],

@@ -60,9 +60,9 @@ def test_a_page_without_sha256_is_refused_before_reading(index: Index, tmp_path:
     assert list(into.iterdir()) == []
 
 
-def test_other_bytes_than_the_page_says_are_refused_and_removed(index: Index, tmp_path: Path) -> None:
+@pytest.mark.parametrize("want", ["0" * 64, "f" * 64])  # below and above the wheel's own digest
+def test_other_bytes_than_the_page_says_are_refused_and_removed(index: Index, tmp_path: Path, want: str) -> None:
     wheel = kernel_wheel(tmp_path / "w", "relu", variant=CPU)
-    want = sha(b"other")
     index.add(wheel, sha256=want)
     into = tmp_path / "into"
     into.mkdir()
@@ -90,6 +90,16 @@ def test_the_size_the_page_gives_is_the_limit(index: Index, tmp_path: Path, less
         _fetch_wheel(choice, str(index.root), None, into)
     assert str(info.value) == (f"{wheel.name}: more than the {size} bytes the index page gives; nothing was "
                                "installed: republish the wheel or check the mirror")
+
+
+def test_a_negative_size_on_the_page_sets_no_limit(index: Index, tmp_path: Path) -> None:
+    wheel = kernel_wheel(tmp_path / "w", "relu")
+    index.add(wheel, size=-1)
+    into = tmp_path / "into"
+    into.mkdir()
+    choice = choice_of(index, str(index.root))
+    assert choice.wheel.size == -1
+    assert _fetch_wheel(choice, str(index.root), None, into).read_bytes() == wheel.read_bytes()
 
 
 def test_a_size_of_zero_on_the_page_refuses_any_byte(index: Index, tmp_path: Path) -> None:
@@ -328,6 +338,7 @@ def test_a_locked_commit_the_index_lacks_names_the_commits_it_has(index: Index, 
 @pytest.mark.parametrize(("prov", "message"), [
     ({"repo_id": "evil/relu\x1b[0m"}, "relu-1.0.0-py3-none-any.whl comes from evil/relu\\x1b[0m, not org/relu; "
                                       "fix the index"),
+    ({"repo_id": "zzz/relu"}, "relu-1.0.0-py3-none-any.whl comes from zzz/relu, not org/relu; fix the index"),
     ({"revision": "main"}, "relu-1.0.0-py3-none-any.whl: its kernel_factory.json names no commit; rebuild it from a "
                            "revision"),
     ({"revision": 7}, "relu-1.0.0-py3-none-any.whl: its kernel_factory.json names no commit; rebuild it from a "
