@@ -4,17 +4,20 @@ scan_cache_dir is the oracle of the cache after each run (success, refusal, a fu
 
 from __future__ import annotations
 
+import base64
 import errno
+import hashlib
 import json
 import os
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from download_kit import CPU, SHA1, SHA2, SHA3, Index, env, files_of, kernel_wheel
 from huggingface_hub import scan_cache_dir
-from kernel_factory.errors import Unreachable, UsageError
+from kernel_factory.errors import Refused, Unreachable, UsageError
 from kernel_factory.local import download, hubcache
 from kernel_factory.local.download import DownloadArgs, run_download
 
@@ -378,3 +381,34 @@ def test_a_dependency_in_the_lock_is_fetched_once(run: Run) -> None:
     assert (code, err) == (0, [])
     assert out[2:] == [f"org/dep  {SHA2[:12]}  torch-universal  {dep}  (downloaded)",
                        f"3 kernels in {run.cache}: 3 downloaded, 0 already there"]
+
+
+def with_member(wheel: Path, name: str, data: bytes) -> None:
+    """``wheel`` rewritten with one more member of its package, listed in its RECORD."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    record = next(n for n in members if n.endswith(".dist-info/RECORD"))
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    members[record] += f"{name},sha256={digest},{len(data)}\n".encode()
+    members[name] = data
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for n, d in members.items():
+            zf.writestr(n, d)
+
+
+@pytest.mark.parametrize("name", ["relu/x.pyc", "relu/__pycache__/x.cpython-311.pyc", "relu/a\x1bb.py"])
+def test_a_wheel_the_writer_refuses_takes_back_the_kernels_placed_before_it(run: Run, name: str) -> None:
+    """The wheel's RECORD vouches for a file the cache writer does not place (bytecode) or refuses (a control
+    character in its name): the run is refused, and act, placed before it, is taken back."""
+    run.wheel("act")
+    wheel = kernel_wheel(run.tmp / "w" / "relu", "relu", revision=SHA2)
+    with_member(wheel, name, b"bytecode")
+    run.index.add(wheel)
+    run.lock(("org/act", SHA1, 1), ("org/relu", SHA2, 1))
+    with pytest.raises(Refused, match="^org/relu: ") as info:
+        run()
+    assert str(info.value).isprintable()
+    assert run.capsys.readouterr().out == ""
+    assert scan(run.cache) == {}
+    assert sorted(p.name for p in run.cache.iterdir()) == [".locks"]
+    no_scratch_left(run.cache)
