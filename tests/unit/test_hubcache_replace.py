@@ -58,10 +58,17 @@ def tree(folder: Path) -> dict[str, str]:
             "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))}
 
 
-def test_placing_again_over_plain_copies_keeps_them(tmp_path: Path, pkg: Path, monkeypatch: pytest.MonkeyPatch
-                                                    ) -> None:
+def other_bytes(than: bytes, above: bool) -> bytes:
+    """Bytes whose sha256 sorts above (or below) that of ``than``."""
+    want = hashlib.sha256(than).hexdigest()
+    return next(data for n in range(100) if (hashlib.sha256(data := b"Y = %d\n" % n).hexdigest() > want) == above)
+
+
+@pytest.mark.parametrize("above", [False, True])
+def test_placing_again_over_plain_copies_keeps_them(tmp_path: Path, pkg: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    above: bool) -> None:
     """A snapshot written where links could not be made holds copies: the same bytes again are a no-op, with links
-    possible or not; a copy changed since is other bytes, refused."""
+    possible or not; a copy changed since is other bytes (their digest sorting below or above), refused."""
     root = tmp_path / "cache"
     no_links(monkeypatch)
     got = place(root, pkg)
@@ -73,13 +80,14 @@ def test_placing_again_over_plain_copies_keeps_them(tmp_path: Path, pkg: Path, m
     assert scan(root) == {"org/act": {SHA: ["v1"]}}
     copy = got / "layers" / "__init__.py"
     copy.chmod(0o644)
-    copy.write_text("Y = 3\n")
+    changed = other_bytes(b"Y = 2\n", above)
+    copy.write_bytes(changed)
     with pytest.raises(hubcache.CacheConflict) as info:
         place(root, pkg)
     assert str(info.value) == (f"org/act: snapshot {SHA} in {root} already holds build/{VARIANT} with other bytes "
                                "(written by local-kernels); left as it is: a commit's snapshot never changes; remove "
                                "that snapshot to replace it")
-    assert copy.read_text() == "Y = 3\n"
+    assert copy.read_bytes() == changed
 
 
 def test_a_damaged_link_in_our_snapshot_is_other_bytes(tmp_path: Path, pkg: Path) -> None:
