@@ -169,3 +169,47 @@ def test_without_links_a_blob_already_there_is_copied_from_the_cache(tmp_path: P
     assert hashes(got) == hashes(pkg) and not any(p.is_symlink() for p in got.rglob("*"))
     assert sorted(p.name for p in (root / "kernels--org--act" / "blobs").iterdir()) == blobs
     assert scan(root) == {"org/act": {SHA: [], SHA2: ["v1"]}}
+
+
+def test_a_folder_sorting_before_pycache_is_checked_like_any_other(tmp_path: Path, pkg: Path) -> None:
+    """Only ``__pycache__`` is left out of the check: the same bytes in ``CUDA/`` and ``0/`` again are a no-op."""
+    for rel in ("CUDA/kernel.py", "0/x.py"):
+        (pkg / rel).parent.mkdir()
+        (pkg / rel).write_text(f"# {rel}\n")
+    root = tmp_path / "cache"
+    got = place(root, pkg)
+    before = tree(root)
+    assert place(root, pkg) == got and tree(root) == before
+
+
+def test_a_fifo_inside_our_variant_is_other_bytes(tmp_path: Path, pkg: Path) -> None:
+    root = tmp_path / "cache"
+    got = place(root, pkg)
+    (got / "layers" / "__init__.py").unlink()
+    os.mkfifo(got / "layers" / "__init__.py")  # a listed name: never opened (a FIFO would block the open)
+    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+        place(root, pkg)
+
+
+@pytest.mark.parametrize("above", [False, True])
+def test_a_damaged_blob_is_refused_whichever_way_its_digest_sorts(tmp_path: Path, pkg: Path, above: bool) -> None:
+    root = tmp_path / "cache"
+    blobs = root / "kernels--org--act" / "blobs"
+    blobs.mkdir(parents=True)
+    digest = hashes(pkg)["layers/__init__.py"]
+    (blobs / digest).write_bytes(other_bytes(b"Y = 2\n", above))
+    with pytest.raises(hubcache.CacheConflict) as info:
+        place(root, pkg)
+    assert str(info.value) == (f"{blobs / digest}: a blob whose bytes are not the ones its name says; nothing was "
+                               "placed: remove that file and run again")
+
+
+def test_a_new_commit_stages_every_file_whose_blob_is_not_there_yet(tmp_path: Path, pkg: Path) -> None:
+    """The blobs of the first files are in the cache already; the one changed file, sorting last, is staged."""
+    root = tmp_path / "cache"
+    place(root, pkg)
+    (pkg / "metadata.json").write_text(json.dumps({"name": "act", "version": 2}))
+    got = place(root, pkg, SHA2)
+    assert hashes(got) == hashes(pkg)
+    assert len(list((root / "kernels--org--act" / "blobs").iterdir())) == 4
+    assert scan(root) == {"org/act": {SHA: [], SHA2: ["v1"]}}
