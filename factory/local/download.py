@@ -350,8 +350,9 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
 
 @contextmanager
 def _all_or_nothing(root: Path, gots: list[Got]) -> Iterator[None]:
-    """On an OSError (a full disk) while placing, the snapshots and refs this run made are taken away again
-    (hubcache.take_back, which follows no link), so that nothing of the run is visible; the error goes on."""
+    """On an OSError (a full disk) or a refusal (a file name or a link the writer refuses) while placing, the
+    snapshots and refs this run made are taken away again (hubcache.take_back, which follows no link), so that
+    nothing of the run is visible; the error goes on."""
     before = []
     for g in gots:
         repo = hubcache.repo_folder(root, g.want.repo_id)
@@ -360,7 +361,7 @@ def _all_or_nothing(root: Path, gots: list[Got]) -> Iterator[None]:
         before.append((g.want.repo_id, fresh, refs, not os.path.lexists(repo)))
     try:
         yield
-    except (OSError, hubcache.CacheUnusable):
+    except (OSError, hubcache.CacheUnusable, Refused):
         for repo_id, fresh, refs, whole in before:
             hubcache.take_back(root, repo_id, snapshot=fresh, refs=refs, whole=whole)
         raise
