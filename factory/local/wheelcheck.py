@@ -97,6 +97,12 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
         parts = rel.split("/")
         if "\\" in rel or any(p in ("", ".", "..") for p in parts):
             raise Refused(f"{name}: member '{printable(info.filename)}' is not a plain relative path")
+        if any(ord(c) < 32 or ord(c) == 127 for c in rel):
+            raise Refused(f"{name}: member '{printable(info.filename)}' has a control character in its name; "
+                          "nothing was installed: rebuild the wheel")
+        if "__pycache__" in parts or rel.endswith(".pyc"):
+            raise Refused(f"{name}: member '{printable(info.filename)}' is bytecode, which a kernel wheel never "
+                          "carries (kernels loads the sources); nothing was installed: rebuild the wheel")
         expected = record.get(info.filename)
         if expected is None:
             raise Refused(f"{name}: '{printable(info.filename)}' is not in its RECORD; rebuild the wheel")

@@ -396,19 +396,49 @@ def with_member(wheel: Path, name: str, data: bytes) -> None:
             zf.writestr(n, d)
 
 
-@pytest.mark.parametrize("name", ["relu/x.pyc", "relu/__pycache__/x.cpython-311.pyc", "relu/a\x1bb.py"])
-def test_a_wheel_the_writer_refuses_takes_back_the_kernels_placed_before_it(run: Run, name: str) -> None:
-    """The wheel's RECORD vouches for a file the cache writer does not place (bytecode) or refuses (a control
-    character in its name): the run is refused, and act, placed before it, is taken back."""
+BYTECODE = "is bytecode, which a kernel wheel never carries (kernels loads the sources)"
+
+
+@pytest.mark.parametrize(("name", "what"), [
+    ("relu/x.pyc", BYTECODE),
+    ("relu/__pycache__/x.cpython-311.pyc", BYTECODE),
+    ("relu/a\x1bb.py", "has a control character in its name"),
+])  # fmt: skip
+def test_a_member_the_cache_writer_would_not_place_is_refused_before_anything_is_placed(
+    run: Run, name: str, what: str
+) -> None:
+    """The wheel's RECORD vouches for a file the cache writer leaves out (bytecode) or refuses (a control character
+    in its name): the wheel's check refuses it, with download's own advice, before act is placed."""
     run.wheel("act")
     wheel = kernel_wheel(run.tmp / "w" / "relu", "relu", revision=SHA2)
     with_member(wheel, name, b"bytecode")
     run.index.add(wheel)
     run.lock(("org/act", SHA1, 1), ("org/relu", SHA2, 1))
-    with pytest.raises(Refused, match="^org/relu: ") as info:
-        run()
-    assert str(info.value).isprintable()
-    assert run.capsys.readouterr().out == ""
+    shown = name.replace("\x1b", "\\x1b")
+    assert run() == (3, [], [
+        f"error: {wheel.name}: member '{shown}' {what}; nothing was installed: rebuild the wheel",
+        f"nothing was installed in {run.cache}"])
     assert scan(run.cache) == {}
-    assert sorted(p.name for p in run.cache.iterdir()) == [".locks"]
+    no_scratch_left(run.cache)
+
+
+def test_a_refusal_of_the_cache_writer_takes_back_the_kernels_placed_before_it(run: Run, tmp_path: Path) -> None:
+    """relu's folder in the cache has a planted link (its snapshots/ pointing elsewhere): the writer refuses it
+    after act was placed, and act is taken back; nothing is written through the link."""
+    run.wheel("act")
+    run.wheel("relu", SHA2)
+    run.lock(("org/act", SHA1, 1), ("org/relu", SHA2, 1))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    repo = run.cache / "kernels--org--relu"
+    repo.mkdir(parents=True)
+    (repo / "snapshots").symlink_to(elsewhere)
+    with pytest.raises(Refused) as info:
+        run()
+    assert str(info.value) == (
+        f"{repo / 'snapshots'} -> {elsewhere}: a symbolic link in the Hub cache where kernel-factory expects a "
+        "folder, and it never writes or reads through one; remove the link (rm, not rm -r) and run again")
+    assert run.capsys.readouterr().out == ""
+    assert not (run.cache / "kernels--org--act").exists()
+    assert list(elsewhere.iterdir()) == []
     no_scratch_left(run.cache)
