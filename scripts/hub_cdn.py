@@ -30,7 +30,6 @@ import hashlib
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -243,7 +242,6 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=0, help="bytes a second of the link (0: unpaced)")
     args = ap.parse_args()
     front = Front(args.upstream_port, args.cache, args.rate)
-    front.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     print(front.server_address[1], flush=True)
     front.serve_forever()
     return 0
