@@ -60,6 +60,13 @@ MODULES = {  # module -> the unit tests that cover it
     "local/cachefs.py": ["tests/unit/test_cachefs.py", "tests/unit/test_hubcache.py",
                          "tests/unit/test_download_select.py"],
     "local/claims.py": ["tests/unit/test_local_claims.py", "tests/unit/test_local_kernels.py"],
+    "local/kernels.py": ["tests/unit/test_local_kernels.py", "tests/unit/test_local_mapped.py"],
+    "local/loaders.py": ["tests/unit/test_local_loaders.py"],
+    "local/checks.py": ["tests/unit/test_local_kernels.py", "tests/unit/test_local_mapped.py",
+                        "tests/unit/test_hubcache.py"],
+    "local/mapped.py": ["tests/unit/test_local_mapped.py"],
+    "local/environment.py": ["tests/unit/test_hubcache.py", "tests/unit/test_which_variant.py",
+                             "tests/unit/test_which_run.py", "tests/unit/test_download_select.py"],
 }
 
 
