@@ -3,6 +3,7 @@ kernels reads it (the legacy models-- folder's ref first)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,65 @@ def test_a_snapshot_without_a_fitting_variant_or_any_variant(tmp_path: Path) -> 
     said = [p.line() for p in loaders.paths(kernel(tmp_path), root, {})]
     assert said[0].endswith(f"no, refs/v1 names {OTHER}: {empty} holds no build variant folder: run "
                             "`kernel-factory local-kernels --cache` again")
+
+
+def ours(build: Path, origin: str = "download") -> None:
+    """Mark the snapshot holding ``build`` as kernel-factory's, as the cache writer does."""
+    (build.parent.parent / ".kernel-factory.json").write_text(f'{{"origin": "{origin}"}}')
+
+
+@pytest.mark.parametrize("other", ["2" * 40, "4" * 40])  # a commit sorting below and above the wheel's
+def test_our_snapshot_is_this_wheels_only_at_its_commit_and_variant(tmp_path: Path, other: str) -> None:
+    root = tmp_path / "cache"
+    mine = snapshot(root, "kernels--org--act", SHA)
+    ours(mine, "local-kernels")
+    said = [p.line() for p in loaders.paths(kernel(tmp_path), root, {})]
+    assert said[1] == (f"  get_kernel, has_kernel (revision=<sha>): yes, {mine} (this wheel's commit and variant, "
+                       "checked and placed by kernel-factory local-kernels)")
+    for name in ("refs", "snapshots"):
+        for p in sorted((root / "kernels--org--act" / name).rglob("*"), reverse=True):
+            p.rmdir() if p.is_dir() else p.unlink()
+    theirs = snapshot(root, "kernels--org--act", other, ref=None)
+    ours(theirs)  # placed from another wheel, at another commit than this wheel's
+    assert [p.line() for p in loaders.paths(kernel(tmp_path), root, {})][0] == (
+        f"  get_kernel, has_kernel, LayerRepository, FuncRepository (version=1): no, no refs/v1 for org/act in "
+        f"{root}: run `kernel-factory local-kernels --cache`")
+    (root / "kernels--org--act" / "refs" / "v1").write_text(other)
+    said = [p.line() for p in loaders.paths(kernel(tmp_path), root, {})]
+    assert said[0] == (f"  get_kernel, has_kernel, LayerRepository, FuncRepository (version=1): yes, refs/v1 names "
+                       f"{other}: {theirs} (placed by kernel-factory download from another wheel, not this one "
+                       f"({SHA}))")
+
+
+def test_our_snapshot_of_the_wheels_commit_with_another_variant_is_another_wheels(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    ours(snapshot(root, "kernels--org--act", SHA))
+    k = replace(kernel(tmp_path), variant="torch-cpu")
+    said = [p.line() for p in loaders.paths(k, root, {})]
+    assert said[1].endswith(f"(placed by kernel-factory download from another wheel, not this one ({SHA}))")
+
+
+def test_local_kernels_maps_only_the_exact_entry(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    build = snapshot(root, "kernels--org--act", SHA)
+    k = kernel(tmp_path)
+    exact = f"org/act={k.folder}"
+    said = [p.line() for p in loaders.paths(k, root, {"LOCAL_KERNELS": f"a/b=/x:{exact}"})]
+    assert said[:2] == [
+        "  get_kernel, has_kernel (any version= or revision=): yes, through LOCAL_KERNELS",
+        f"  LayerRepository, FuncRepository (version=1): yes, refs/v1 names {SHA}, and LOCAL_KERNELS loads this "
+        "wheel for it"]
+    for entry in ("zz/other=/x", f"{exact}x", "a/b=/x"):  # sorting above and below the exact entry
+        said = [p.line() for p in loaders.paths(k, root, {"LOCAL_KERNELS": entry})]
+        assert said[1] == f"  get_kernel, has_kernel (revision=<sha>): yes, {build} (a download from the Hub)", entry
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"repo_id": None}, "its provenance names no Hub repository (built without --repo-id)"),
+    ({"revision": None}, "it was built from an unknown revision, not a Hub commit"),
+    ({"revision": "main"}, "it was built from main, not a Hub commit"),
+    ({"variant": None}, "its provenance names no build variant"),
+    ({}, None),
+])  # fmt: skip
+def test_why_a_wheel_cannot_go_in_the_cache(tmp_path: Path, change: dict[str, str | None], why: str | None) -> None:
+    assert loaders.why_not_cacheable(replace(kernel(tmp_path), **change)) == why
