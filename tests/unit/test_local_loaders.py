@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kernel_factory.local import loaders
@@ -136,5 +137,5 @@ def test_local_kernels_maps_only_the_exact_entry(tmp_path: Path) -> None:
     ({"variant": None}, "its provenance names no build variant"),
     ({}, None),
 ])  # fmt: skip
-def test_why_a_wheel_cannot_go_in_the_cache(tmp_path: Path, change: dict[str, str | None], why: str | None) -> None:
+def test_why_a_wheel_cannot_go_in_the_cache(tmp_path: Path, change: dict[str, Any], why: str | None) -> None:
     assert loaders.why_not_cacheable(replace(kernel(tmp_path), **change)) == why
