@@ -65,8 +65,9 @@ MODULES = {  # module -> the unit tests that cover it
     "local/checks.py": ["tests/unit/test_local_checks.py", "tests/unit/test_local_kernels.py",
                         "tests/unit/test_local_mapped.py", "tests/unit/test_hubcache.py"],
     "local/mapped.py": ["tests/unit/test_local_mapped.py"],
-    "local/environment.py": ["tests/unit/test_hubcache.py", "tests/unit/test_which_variant.py",
-                             "tests/unit/test_which_run.py", "tests/unit/test_download_select.py"],
+    "local/environment.py": ["tests/unit/test_local_checks.py", "tests/unit/test_hubcache.py",
+                             "tests/unit/test_which_variant.py", "tests/unit/test_which_run.py",
+                             "tests/unit/test_download_select.py"],
 }
 
 

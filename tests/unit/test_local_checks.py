@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from kernel_factory.errors import UsageError
 from kernel_factory.local.checks import Environment, check_kernel, detect_environment
 from kernel_factory.local.installed import InstalledKernel
 
@@ -92,3 +93,13 @@ def test_requirements_are_judged_by_their_specifier_prereleases_included(tmp_pat
     assert check_kernel(k, env(), set(), path=[str(tmp_path)]) == [
         "needs sympy which is not installed: pip install 'sympy'",
         "needs einops>=0.9 but einops 0.8.0 is installed: pip install 'einops>=0.9'"]
+
+
+@pytest.mark.parametrize(("python", "error", "line"), [
+    ("/opt/env/bin/python", None, "/opt/env/bin/python has no torch (not installed)"),
+    ("", "ImportError: libc10.so", "python has no torch (ImportError: libc10.so)"),
+])  # fmt: skip
+def test_an_environment_without_torch_names_its_interpreter(python: str, error: str | None, line: str) -> None:
+    with pytest.raises(UsageError) as info:
+        env(torch=None, cxx11_abi=None, python=python, torch_error=error).variant  # noqa: B018
+    assert str(info.value) == line
