@@ -15,23 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cache_oracle import no_scratch_left, scan
 from download_kit import CPU, SHA1, SHA2, SHA3, Index, env, files_of, kernel_wheel
-from huggingface_hub import scan_cache_dir
 from kernel_factory.errors import Refused, Unreachable, UsageError
 from kernel_factory.local import download, hubcache
 from kernel_factory.local.download import DownloadArgs, run_download
-
-
-def scan(root: Path) -> dict[str, dict[str, list[str]]]:
-    """{repo id: {commit: sorted refs}}; no warnings allowed."""
-    info = scan_cache_dir(root)
-    assert info.warnings == [], info.warnings
-    return {r.repo_id: {rev.commit_hash: sorted(rev.refs) for rev in r.revisions} for r in info.repos}
-
-
-def no_scratch_left(root: Path) -> None:
-    own = root / ".locks" / "kernel-factory"
-    assert not own.exists() or list(own.iterdir()) == []
 
 
 class Run:

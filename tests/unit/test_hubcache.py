@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from huggingface_hub import scan_cache_dir
+from cache_oracle import no_scratch_left, scan
 from kernel_factory.errors import Unreachable
 from kernel_factory.local import cachestage, hubcache
 from kernel_factory.local.checks import Environment, main_label
@@ -58,18 +58,6 @@ def place(root: Path, pkg: Path, sha: str = SHA, refs: tuple[str, ...] = ("v1",)
           notes: list[str] | None = None, files: dict[str, str] | None = None) -> Path:
     return hubcache.place(root, "org/act", sha, VARIANT, pkg, files=hashes(pkg) if files is None else files,
                           refs=refs, origin=origin, notes=notes)
-
-
-def scan(root: Path) -> dict[str, object]:
-    """What scan_cache_dir sees: no warnings allowed; {repo id: {sha: sorted refs}}."""
-    info = scan_cache_dir(root)
-    assert info.warnings == [], info.warnings
-    return {r.repo_id: {rev.commit_hash: sorted(rev.refs) for rev in r.revisions} for r in info.repos}
-
-
-def no_scratch_left(root: Path) -> None:
-    own = root / ".locks" / "kernel-factory"
-    assert not own.exists() or list(own.iterdir()) == []
 
 
 def hub_snapshot(root: Path, sha: str, variant: str, refs: dict[str, str], repo: str = "kernels--org--act") -> None:

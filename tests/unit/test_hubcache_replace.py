@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from huggingface_hub import scan_cache_dir
+from cache_oracle import scan
 from kernel_factory.errors import Unreachable
 from kernel_factory.local import hubcache
 
@@ -23,12 +23,6 @@ VARIANT = "torch-universal"
 def hashes(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-
-def scan(root: Path) -> dict[str, object]:
-    info = scan_cache_dir(root)
-    assert info.warnings == [], info.warnings
-    return {r.repo_id: {rev.commit_hash: sorted(rev.refs) for rev in r.revisions} for r in info.repos}
 
 
 @pytest.fixture
