@@ -335,3 +335,32 @@ def test_cli_prints_the_value(site: Path, monkeypatch: pytest.MonkeyPatch, capsy
     assert capsys.readouterr().out == f"org/img2grey={folder}\n"
     assert cli.main(["local-kernels", "--shell"]) == EXIT_OK
     assert capsys.readouterr().out == f"export LOCAL_KERNELS={shlex.quote(f'org/img2grey={folder}')}\n"
+
+
+def test_a_provenance_without_package_takes_the_top_level_folder_holding_metadata_json(site: Path) -> None:
+    """Before provenance files named the package, the package was the top-level folder whose metadata.json the
+    RECORD lists; files at the top, deeper down and of other names (sorting below and above) do not count."""
+    folder = install(site, "img2grey", "1.1.2+torch213cpucxx11", meta=metadata("img2grey"),
+                     repo_id="kernels-community/img2grey")
+    info = site / "img2grey-1.1.2+torch213cpucxx11.dist-info"
+    prov = json.loads((info / "kernel_factory.json").read_text())
+    del prov["package"]
+    (info / "kernel_factory.json").write_text(json.dumps(prov))
+    record = ["README", "helper/__init__.py", "other/zzz.py", "deep/sub/metadata.json", "img2grey/__init__.py",
+              "img2grey/metadata.json", f"{info.name}/METADATA"]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in record))
+    (k,) = find_kernels([str(site)])
+    assert (k.folder, k.problems) == (folder, ())
+
+
+def test_without_the_kernels_library_the_fields_it_requires_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernel_factory.local import kernels as local_kernels
+    from kernel_factory.verify import metadata as kernelmeta
+
+    def no_library(raw: bytes) -> str | None:
+        raise ImportError("No module named 'kernels'")
+
+    monkeypatch.setattr(kernelmeta, "kernels_refusal", no_library)
+    assert local_kernels.kernels_refusal(b"{}", {"name": "act", "version": 1}) == (
+        "lacks id, license, python-depends, backend, which the kernels library requires")
+    assert local_kernels.kernels_refusal(b"{}", metadata("act")) is None
