@@ -19,7 +19,7 @@ from pathlib import Path
 
 import hostile as h
 
-WHEELS = 2000  # 1,000 projects of two versions: the first versions published, the second adopted meanwhile
+WHEELS = 1000  # 500 projects of two versions: the first versions published, the second adopted meanwhile
 
 
 def start(*args: str | Path) -> subprocess.Popen[str]:
