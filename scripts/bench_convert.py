@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -171,14 +171,27 @@ class Run:
     cpu_seconds: float  # user + system time of the whole tree (RUSAGE_CHILDREN)
 
 
+def process_tree(root: int) -> Iterator[int]:
+    """``root`` and its living descendants (each thread's /proc ``children`` file); one that ended meanwhile is
+    left out with its own."""
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                todo.extend(int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        yield pid
+
+
 def _tree_rss_kb(root: int) -> tuple[int, int, int]:
     """(summed RSS of ``root`` and all its descendants, the largest one's RSS, summed PSS), in KiB.
 
     The RSS sum counts pages that forked workers share with their parent once per process; PSS
     splits them among the processes that share them."""
-    total, largest, pss, todo = 0, 0, 0, [root]
-    while todo:
-        pid = todo.pop()
+    total, largest, pss = 0, 0, 0
+    for pid in process_tree(root):
         try:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -187,11 +200,22 @@ def _tree_rss_kb(root: int) -> tuple[int, int, int]:
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
                 if line.startswith("Pss:"):
                     pss += int(line.split()[1])
-            for task in os.listdir(f"/proc/{pid}/task"):
-                todo.extend(int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split())
         except (FileNotFoundError, ProcessLookupError, ValueError):
             continue
     return total, largest, pss
+
+
+def cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of process ``root`` and its living descendants, and of the children they
+    reaped."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for pid in process_tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
 
 
 def timed(cmd: list[str], out: Path, env: dict[str, str] | None = None) -> Run:

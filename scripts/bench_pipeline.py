@@ -58,8 +58,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests" / "integration"), str(ROOT / "tests")]
 
-from bench_convert import MB, _tree_rss_kb, make_repo, torch_cpu_lib, warm, write_slice  # noqa: E402
-from hub_cdn import HubCdn, cpu_seconds  # noqa: E402
+from bench_convert import MB, _tree_rss_kb, cpu_seconds, make_repo, torch_cpu_lib, warm, write_slice  # noqa: E402
+from hub_cdn import HubCdn  # noqa: E402
 from hub_server import OlahServer, hf_env, serve_repo  # noqa: E402
 from servers import moto_server, s3_env  # noqa: E402
 
@@ -125,7 +125,7 @@ class Servers:
 
     def hub_cpu(self) -> float:
         assert self.olah.proc is not None
-        return cpu_seconds(self.olah.proc.pid) + (self.cdn.cpu() if self.cdn else 0.0)
+        return cpu_seconds(self.olah.proc.pid) + (cpu_seconds(self.cdn.proc.pid) if self.cdn else 0.0)
 
     def misses(self) -> int:
         return self.cdn.misses() if self.cdn else 0

@@ -193,7 +193,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class HubCdn:
-    """The front in its own process (its CPU time measurable apart from the bench's): ``url``, ``cpu()``,
+    """The front in its own process (its CPU time measurable apart from the bench's, from ``proc``): ``url``,
     ``misses()`` (resolve requests that went to olah so far), ``close()``."""
 
     def __init__(self, upstream_port: int, cache: Path, rate: float, log: Path) -> None:
@@ -209,30 +209,12 @@ class HubCdn:
             raise RuntimeError(f"the Hub front did not start: {log.read_text()[-2000:]}")
         self.url = f"http://{HOST}:{int(line)}"
 
-    def cpu(self) -> float:
-        return cpu_seconds(self.proc.pid)
-
     def misses(self) -> int:
         return sum(1 for line in self.log.read_text().splitlines() if line.startswith("miss "))
 
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` and its living descendants, and of the children they reaped."""
-    total, todo, tick = 0.0, [pid], os.sysconf("SC_CLK_TCK")
-    while todo:
-        p = todo.pop()
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
-            for task in os.listdir(f"/proc/{p}/task"):
-                todo.extend(int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split())
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue
-    return total
 
 
 def main() -> int:
