@@ -32,6 +32,12 @@ def printable(text: str, limit: int | None = None) -> str:
     return "".join(c if c.isprintable() else _escape(c) for c in text)
 
 
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds an ASCII control character (0-31: a newline, a tab, ESC) or DEL: never part of a
+    file name, a path or a ref that kernel-factory writes or takes."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def _escape(char: str) -> str:
     code = ord(char)
     if code < 0x100:

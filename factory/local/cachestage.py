@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
 from ..errors import Unreachable, unusable
+from ..safe_text import has_control
 from ..space import unheld
 from .cachefs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, sha256_fd
 
@@ -119,7 +120,7 @@ def check_files(files: Mapping[str, str], where: str) -> None:
         raise CacheRefused(f"{where}: more than {MAX_FILES} files, more than a kernel variant holds")
     for rel, digest in files.items():
         bad = (not rel or rel.startswith("/") or "\\" in rel or str(PurePosixPath(rel)) != rel
-               or any(p in (".", "..") for p in rel.split("/")) or any(ord(c) < 32 or ord(c) == 127 for c in rel))
+               or any(p in (".", "..") for p in rel.split("/")) or has_control(rel))
         if bad:
             raise CacheRefused(f"{where}: {rel!r} is not a plain relative path; reinstall the wheel")
         if len(digest) != 64 or digest.strip("0123456789abcdef"):

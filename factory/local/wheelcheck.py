@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import Refused
 from ..record import PROVENANCE
-from ..safe_text import printable
+from ..safe_text import has_control, printable
 from ..store.wheelinfo import read_capped
 from ..verify.lockfile import files_lock_hash
 
@@ -97,7 +97,7 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
         parts = rel.split("/")
         if "\\" in rel or any(p in ("", ".", "..") for p in parts):
             raise Refused(f"{name}: member '{printable(info.filename)}' is not a plain relative path")
-        if any(ord(c) < 32 or ord(c) == 127 for c in rel):
+        if has_control(rel):
             raise Refused(f"{name}: member '{printable(info.filename)}' has a control character in its name; "
                           "nothing was installed: rebuild the wheel")
         if "__pycache__" in parts or rel.endswith(".pyc"):

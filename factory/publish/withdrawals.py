@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from .. import report
 from ..atomic import LinkRefused, open_nofollow, write_bytes
+from ..safe_text import has_control
 from .base import LocalFile
 
 MANIFESTS = ".kernel-factory-published"
@@ -74,7 +75,7 @@ def _plain_rel(rel: object) -> bool:
     """A relative path under the destination's root: no empty, '.' or '..' part, no backslash or control char."""
     if type(rel) is not str or not rel or rel.startswith("/") or "\\" in rel:
         return False
-    if any(ord(c) < 32 or ord(c) == 127 for c in rel):
+    if has_control(rel):
         return False
     return all(part not in ("", ".", "..") for part in rel.split("/")) and not rel.split("/")[-1].startswith(".")
 

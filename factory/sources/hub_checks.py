@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlsplit
 
-from ..safe_text import redact_url
+from ..safe_text import has_control, redact_url
 
 __all__ = ["origin", "redact_url", "ref_problem"]
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def ref_problem(name: str, sha: str) -> str | None:
     """Why a ref name and target from a Hub answer cannot be used (it becomes a file path in the cache), or None."""
-    if not name or len(name) > 255 or name.startswith("/") or "\\" in name or _CONTROL.search(name):
+    if not name or len(name) > 255 or name.startswith("/") or "\\" in name or has_control(name):
         return "an empty, absolute or overlong name, or one with a backslash or a control character"
     if any(part in ("", ".", "..") for part in name.split("/")):
         return "a name with an empty, '.' or '..' part"

@@ -26,6 +26,7 @@ from ..audit import audit
 from ..audit.elf import repair
 from ..errors import BadKernel, UnsafePath
 from ..record import PROVENANCE, Record
+from ..safe_text import has_control
 from ..variants import Target
 from ..verify import digest
 from ..verify import metadata as kernelmeta
@@ -103,7 +104,7 @@ def _entry_name(name: str, prefix: str, where: str) -> str:
     except UnicodeEncodeError:
         shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         raise UnsafePath(f"{where}/{prefix}{shown!r} is not a UTF-8 file name; rename it") from None
-    if name in (".", "..") or "\\" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if name in (".", "..") or "\\" in name or has_control(name):
         raise UnsafePath(f"{where}/{prefix}{name!r} cannot be a wheel entry (control character or backslash); "
                          "rename it")
     return name
