@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from cache_oracle import no_scratch_left, scan
+from cache_oracle import hashes, no_scratch_left, scan
 from kernel_factory.errors import Unreachable
 from kernel_factory.local import cachestage, hubcache
 from kernel_factory.local.checks import Environment, main_label
@@ -34,11 +34,6 @@ def tree(root: Path) -> dict[str, str]:
             out[rel] = ("-> " + os.readlink(p) if p.is_symlink() else "dir" if p.is_dir()
                         else hashlib.sha256(p.read_bytes()).hexdigest())
     return out
-
-
-def hashes(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
 @pytest.fixture

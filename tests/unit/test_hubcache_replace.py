@@ -12,17 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cache_oracle import scan
+from cache_oracle import hashes, scan
 from kernel_factory.errors import Unreachable
 from kernel_factory.local import hubcache
 
 SHA, SHA2 = "a" * 40, "b" * 40
 VARIANT = "torch-universal"
-
-
-def hashes(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
 @pytest.fixture
