@@ -6,7 +6,12 @@ Requests are counted in the moto server's own request log.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -47,11 +52,11 @@ def record(project: int, version: int, variant: str) -> Record:
     )  # fmt: skip
 
 
-def put(s3: Any, r: Record) -> None:
-    s3.put_object(Bucket="kernels", Key=f"public/files/{r.filename}", Body=b"")
-    s3.put_object(Bucket="kernels", Key=f"public/files/{r.filename}.metadata", Body=b"")  # the pages link it
+def put(s3: Any, r: Record, bucket: str = "kernels") -> None:
+    s3.put_object(Bucket=bucket, Key=f"public/files/{r.filename}", Body=b"")
+    s3.put_object(Bucket=bucket, Key=f"public/files/{r.filename}.metadata", Body=b"")  # the pages link it
     data = r.to_json()
-    s3.put_object(Bucket="kernels", Key=f"public/files/{r.filename}.json", Body=data,
+    s3.put_object(Bucket=bucket, Key=f"public/files/{r.filename}.json", Body=data,
                   Metadata={"sha256": hashlib.sha256(data).hexdigest()})  # fmt: skip
 
 
@@ -100,3 +105,49 @@ def test_index_reads_changed_records_only(
     assert main(["index", "--store", "s3://kernels/public", "--out", str(fresh)]) == 0
     assert index_pages(out) == index_pages(fresh)
     assert b"broken" in (out / f"simple/{records[7].name}/index.html").read_bytes()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
+def test_killed_while_the_catalog_copy_is_open_then_a_plain_run_sweeps_it_and_renders_the_same_pages(
+    moto: tuple[str, Path], tmp_path: Path, sig: int
+) -> None:
+    """The main process alone killed (docker stop; the OOM killer) once its copy of the bucket's catalog is open:
+    SIGTERM leaves nothing in TMPDIR; kill -9 leaves that scratch folder, which the next run removes. The rerun
+    exits 0 with the pages of an index of the records alone."""
+    url, _ = moto
+    bucket = f"killed-{'term' if sig == signal.SIGTERM else 'nine'}"
+    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    s3.create_bucket(Bucket=bucket)
+    records = [record(p, v, lab) for p in range(N // 30) for v in range(10) for lab in LABELS]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda r: put(s3, r, bucket), records))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, **s3_env(url), "TMPDIR": str(tmp), "KERNEL_FACTORY_LOCK_WAIT": "0"}
+    store = f"s3://{bucket}/public"
+
+    def index(out: Path) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "kernel_factory", "index", "--store", store, "--out", str(out)],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    fresh = index(tmp_path / "fresh")
+    _, err = fresh.communicate(timeout=300)
+    assert fresh.returncode == 0, err
+    s3.delete_object(Bucket=bucket, Key=f"public/files/{CATALOG_FILE}")  # a cold catalog again: every record read
+    proc = index(tmp_path / "out")
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(name.startswith("kernel-factory-catalog-") for name in os.listdir(tmp)):
+            os.kill(proc.pid, sig)
+            break
+        time.sleep(0.001)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == (143 if sig == signal.SIGTERM else -signal.SIGKILL), err
+    left = [name.rstrip("0123456789abcdefghijklmnopqrstuvwxyz_") for name in os.listdir(tmp)]  # less the random part
+    assert left == ([] if sig == signal.SIGTERM else ["kernel-factory-catalog-"])
+    rerun = index(tmp_path / "out")
+    _, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    assert os.listdir(tmp) == []
+    assert index_pages(tmp_path / "out") == index_pages(tmp_path / "fresh")
