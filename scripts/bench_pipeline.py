@@ -107,6 +107,8 @@ class Step:
     hub_cpu: float = 0.0  # of the Hub (olah and its CDN front) while the step ran
     s3_cpu: float = 0.0  # of moto while the step ran
     misses: int = 0  # file requests the front passed to olah while the step ran (0 once warm)
+    started: float = 0.0  # wall clock (time.time()) when the process started and ended
+    ended: float = 0.0
 
     def __add__(self, other: Step) -> Step:
         """Two steps one after the other: their seconds and CPU added, the larger process."""
@@ -144,7 +146,7 @@ def run(cmd: list[str], env: dict[str, str], what: str) -> Step:
     hub0 = servers.hub_cpu() if servers else 0.0
     s30 = cpu_seconds(servers.moto_pid) if servers else 0.0
     miss0 = servers.misses() if servers else 0
-    t = time.perf_counter()
+    t, started = time.perf_counter(), time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = [0]
 
@@ -156,16 +158,16 @@ def run(cmd: list[str], env: dict[str, str], what: str) -> Step:
     sampler = threading.Thread(target=sample)
     sampler.start()
     _, err = proc.communicate()
-    seconds = time.perf_counter() - t
+    seconds, ended = time.perf_counter() - t, time.time()
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"error: {what} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if servers is None:
-        return Step(seconds, peak[0] / 1024, cpu)
+        return Step(seconds, peak[0] / 1024, cpu, started=started, ended=ended)
     return Step(seconds, peak[0] / 1024, cpu, servers.hub_cpu() - hub0, cpu_seconds(servers.moto_pid) - s30,
-                servers.misses() - miss0)
+                servers.misses() - miss0, started, ended)
 
 
 def download_job(repo_id: str, variants: list[str]) -> int:
@@ -185,8 +187,9 @@ def _snapshot(repo_id: str, variant: str) -> None:
     src.snapshot(src.resolve("v1.0.0"), variant)
 
 
-def overlap(stages: Path) -> str:
-    """How long the build fetched and converted at once, from its KERNEL_FACTORY_STAGES timeline."""
+def overlap(stages: Path, build: Step) -> str:
+    """How long the build fetched and converted at once, from its KERNEL_FACTORY_STAGES timeline, and how long
+    its process ran before the first fetch (start, plan) and after the last wheel (uploads, exit)."""
     rows = [json.loads(line) for line in stages.read_text().splitlines()] if stages.is_file() else []
     if not rows or "convert_start" not in rows[0]:
         return "  (no timeline recorded)"
@@ -209,7 +212,9 @@ def overlap(stages: Path) -> str:
                       f"converted {r['convert_start'] - t0:5.1f}-{r['convert_end'] - t0:5.1f}"
                       for r in sorted(rows, key=lambda r: r["fetch_start"]))
     return (f"  timeline: fetching {busy:.1f} s, converting {sum(b - a for a, b in conv):.1f} s, "
-            f"both at once {both:.1f} s; first wheel at {min(r['convert_end'] for r in rows) - t0:.1f} s\n"
+            f"both at once {both:.1f} s; first wheel at {min(r['convert_end'] for r in rows) - t0:.1f} s; "
+            f"the process ran {t0 - build.started:.1f} s before the first fetch and "
+            f"{build.ended - max(r['convert_end'] for r in rows):.1f} s after the last wheel\n"
             f"  {order}")
 
 
@@ -300,7 +305,7 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
     s3 = servers.s3
     best: dict[str, Step] = {}
     build_steps: dict[str, Step] = {}
-    timelines: list[tuple[float, Path]] = []
+    timelines: list[tuple[float, Path, Step]] = []
     start_loads = loads()
 
     def keep(name: str, step: Step) -> Step:
@@ -340,7 +345,7 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
             whole = steps["build"] + steps["index"] + steps["publish"]
             if keep("whole run", whole) is best["whole run"]:
                 build_steps = steps
-            timelines.append((steps["build"].seconds, stages))
+            timelines.append((steps["build"].seconds, stages, steps["build"]))
             shutil.rmtree(store)
             shutil.rmtree(work / f"hf-{tag}")
             if args.s3_store:
@@ -359,7 +364,7 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
                 for name, step in zip(("build", "index", "publish"), s3_steps, strict=True):
                     keep(f"s3 store: {name}", step)
                 if keep("s3 store: whole", s3_steps[0] + s3_steps[1] + s3_steps[2]) is best["s3 store: whole"]:
-                    best_s3_stages = s3_stages
+                    best_s3_stages = (s3_stages, s3_steps[0])
                 shutil.rmtree(pages)
                 shutil.rmtree(work / f"hf-s3-{tag}")
     shown = f"{rate:g} MB/s" if rate > 0 else "unpaced"
@@ -373,9 +378,10 @@ def one_rate(rate: float, args: argparse.Namespace, repo: Path, variants: list[s
     for name in ("s3 store: build", "s3 store: index", "s3 store: publish", "s3 store: whole"):
         if name in best:
             print("  " + row(name, best[name]))
-    print("  local store build " + overlap(min(timelines)[1]).lstrip())
+    fastest = min(timelines, key=lambda t: t[0])
+    print("  local store build " + overlap(fastest[1], fastest[2]).lstrip())
     if args.s3_store:
-        print("  s3 store build " + overlap(best_s3_stages).lstrip())
+        print("  s3 store build " + overlap(*best_s3_stages).lstrip())
     floor, target = ("download alone", PACED_TARGET) if rate > 0 else ("convert alone", UNPACED_TARGET)
     slowest = max(("download alone", "convert alone"), key=lambda name: best[name].seconds)
     for layout in ("whole run", "s3 store: whole"):

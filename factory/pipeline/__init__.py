@@ -74,11 +74,13 @@ def execute(
     progress: Callable[[Outcome], None],
     scratch: Path | None = None,
     uploads: int = 0,
+    sizes: dict[tuple[str, str, str], int] | None = None,
 ) -> list[Outcome]:
     """Build every job, handing each finished wheel to ``deliver``: fetch workers run ahead of ``opts.jobs``
     conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here. ``deliver``
     runs in this process: on the main thread, or with ``uploads`` on that many threads (a remote store's
-    uploads overlap the next conversions; ``deliver`` must then be thread-safe)."""
+    uploads overlap the next conversions; ``deliver`` must then be thread-safe). ``sizes``: each job's bytes to
+    fetch (by its key, from ``check_space``), which stagger two fetches from a Hub (``halfway``)."""
     outcomes: list[Outcome] = []
     lock = threading.Lock()
 
@@ -129,11 +131,26 @@ def execute(
             def convert(job: Job, fetched: Fetched) -> Future[Built | Outcome]:
                 return pool.submit(convert_task, job, opts, work, fetched)
 
-            flow.pipelined(jobs, fetch, convert, finish, converters, fetchers)
+            flow.pipelined(jobs, fetch, convert, finish, converters, fetchers, halfway(opts, sizes or {}))
     finally:
         if background is not None:
             background.close()
     return outcomes
+
+
+def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[Job], bool]:
+    """Whether a job's running fetch has half its bytes: its source's partial downloads (huggingface_hub's
+    ``*.incomplete``) hold half the job's known size. True for a source that downloads nothing (a local folder,
+    a git checkout: no link to share) or a job of unknown size; False while the fetch has no partial file yet
+    (asking the Hub) or after its files are complete (it ends soon)."""
+    from .progress import incomplete_bytes
+
+    def check(job: Job) -> bool:
+        folders = source_of(job, opts).downloads()
+        size = sizes.get(job.key, 0)
+        return not folders or size <= 0 or 2 * incomplete_bytes(folders) >= size
+
+    return check
 
 
 def _describe(outcome: Outcome) -> tuple[str, int]:
@@ -317,7 +334,7 @@ def run_build(args: BuildArgs) -> int:
                     tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
                     try:
                         outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch),
-                                           uploads=flow.UPLOADS if opts.store.scheme == "s3" else 0)
+                                           uploads=flow.UPLOADS if opts.store.scheme == "s3" else 0, sizes=sizes)
                     finally:
                         close()
     _summarise(outcomes, plan, args.json, args.debug)
@@ -360,7 +377,7 @@ def run_to_wheel(args: ToWheelArgs) -> int:
             sizes = check_space(plan.todo, opts, out)
             tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
             try:
-                outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch))
+                outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch), sizes=sizes)
             finally:
                 close()
     wheels = [str(out / o.record.filename) for o in outcomes if o.record is not None]

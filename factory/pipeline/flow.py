@@ -9,6 +9,13 @@ A build's jobs go through two stages, run by one pool of ``converters + fetchers
 
 Never more of either run than the pool has workers for them, so a task never waits behind another.
 
+Two fetches share one link: started together, two variants of one size end together, and their conversions
+then run while the link idles (the last two of a run after the link is done). So a second fetch starts beside
+a running one only once that one is halfway (``halfway``: the source's partial downloads hold half its known
+bytes) or over; from then on the two stay half a variant apart, so wheels are made one at a time while the
+link stays busy, and the last variant runs alone for its second half. The wait never idles the link: the
+fetch it waits on has the whole link meanwhile.
+
 Fetched folders wait for a free converter, oldest first. A fetch starts only while fewer than
 ``converters + fetchers`` trees are in scratch (being fetched, waiting or being converted): that bound is
 what ``check_space`` counts. A fetch that fails hands its failure on as a finished item; the others go on.
@@ -29,6 +36,7 @@ from typing import Any, TypeVar
 
 FETCHERS = 2  # downloads at once: two keep a link busy between files; more split the same link
 UPLOADS = 4  # wheels handed to an s3:// store at once, while the next ones are fetched and converted
+POLL_S = 0.1  # how often a second fetch waiting for the first to be halfway looks again
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -71,11 +79,13 @@ def pipelined(
     finish: Callable[[J, R], None],
     converters: int,
     fetchers: int,
+    halfway: Callable[[J], bool] | None = None,
 ) -> None:
     """Fetch ``jobs`` in order, convert each once fetched, ``finish`` each (in this process) as it ends.
 
     ``fetch`` submits a job's fetch, whose result is its Fetched or, when it failed, the job's result;
-    ``convert`` submits its conversion, whose worker removes the fetched folder."""
+    ``convert`` submits its conversion, whose worker removes the fetched folder. ``halfway(job)``: whether
+    the running fetch of ``job`` has half its bytes; a second fetch starts only then (None: at once)."""
     todo = deque(jobs)
     fetching: dict[Future[Fetched | R], J] = {}
     ready: deque[tuple[J, Fetched]] = deque()
@@ -86,11 +96,15 @@ def pipelined(
             while ready and len(converting) < converters:
                 job, got = ready.popleft()
                 converting[convert(job, got)] = (job, got)
+            deferred = False
             while todo and len(fetching) < fetchers and len(fetching) + len(ready) + len(converting) < limit:
+                if halfway is not None and len(fetching) == 1 and not halfway(next(iter(fetching.values()))):
+                    deferred = True  # the running fetch has the whole link until it is halfway
+                    break
                 job = todo.popleft()
                 fetching[fetch(job)] = job
             running: list[Future[Any]] = [*fetching, *converting]
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            done, _ = wait(running, timeout=POLL_S if deferred else None, return_when=FIRST_COMPLETED)
             for fut in [f for f in fetching if f in done]:
                 job = fetching.pop(fut)
                 result = fut.result()

@@ -127,3 +127,77 @@ def test_background_runs_at_most_its_threads_and_submit_waits_for_a_free_one() -
     third.join(5)
     bg.close()
     assert not third.is_alive() and most[0] == 2 and running[0] == 0
+
+
+
+class Link:
+    """Fetches that share one link, each of 1.0 unit of bytes, ``rate`` units a second on the whole link, each a
+    fair share; at each fetch's start and end, what the other running fetches had moved."""
+
+    def __init__(self, tmp: Path, rate: float) -> None:
+        self.tmp, self.rate = tmp, rate
+        self.lock = threading.Lock()
+        self.moved: dict[int, float] = {}
+        self.active: set[int] = set()
+        self.at_start: dict[int, list[float]] = {}
+        self.at_end: dict[int, list[float]] = {}
+        self.pool = ThreadPoolExecutor(8)
+
+    def _others(self, job: int) -> list[float]:
+        return [self.moved[j] for j in self.active if j != job]
+
+    def fetch(self, job: int) -> Future[Fetched | str]:
+        def task() -> Fetched:
+            with self.lock:
+                self.at_start[job] = self._others(job)
+                self.moved[job] = 0.0
+                self.active.add(job)
+            while True:
+                time.sleep(0.002)
+                with self.lock:
+                    self.moved[job] += self.rate * 0.002 / len(self.active)
+                    if self.moved[job] >= 1.0:
+                        self.active.discard(job)
+                        self.at_end[job] = self._others(job)
+                        break
+            folder = self.tmp / f"job-{job}"
+            folder.mkdir()
+            return Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0, 0.0)
+
+        return self.pool.submit(task)
+
+    def halfway(self, job: int) -> bool:
+        with self.lock:
+            return self.moved.get(job, 0.0) * 2 >= 1.0
+
+    def convert(self, job: int, got: Fetched) -> Future[str]:
+        def task() -> str:
+            got.remove()
+            return f"built {job}"
+
+        return self.pool.submit(task)
+
+
+def test_a_second_fetch_starts_once_the_first_is_halfway_so_same_size_variants_end_apart(tmp_path: Path) -> None:
+    link = Link(tmp_path, rate=2.0)  # half a second a variant alone on the link; the flow looks every 0.1 s
+    done: list[str] = []
+    flow.pipelined(list(range(4)), link.fetch, link.convert, lambda job, result: done.append(result), 2, 2,
+                   link.halfway)
+    assert sorted(done) == [f"built {i}" for i in range(4)]
+    assert link.at_start[0] == []
+    # each later fetch started beside a running one that was halfway (at most a poll, 0.2 units, beyond)
+    for job in (1, 2, 3):
+        assert len(link.at_start[job]) == 1 and 0.5 <= link.at_start[job][0] <= 0.75, link.at_start
+    # so no two ended together: when one ended, the other had moved about half, not all, of its bytes
+    for job in (0, 1, 2):
+        assert len(link.at_end[job]) == 1 and 0.2 <= link.at_end[job][0] <= 0.8, link.at_end
+    assert link.at_end[3] == []  # the last ran alone for its second half
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_halfway_two_same_size_fetches_start_and_end_together(tmp_path: Path) -> None:
+    link = Link(tmp_path, rate=2.0)
+    flow.pipelined(list(range(2)), link.fetch, link.convert, lambda job, result: None, 2, 2)
+    assert all(moved < 0.05 for others in link.at_start.values() for moved in others)  # started at once
+    last, first = sorted(link.at_end.values(), key=len)
+    assert last == [] and len(first) == 1 and first[0] > 0.9  # when the first ended the other was all but done
