@@ -147,8 +147,7 @@ def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[
 
     def check(job: Job) -> bool:
         folders = source_of(job, opts).downloads()
-        size = sizes.get(job.key, 0)
-        return not folders or size <= 0 or 2 * incomplete_bytes(folders) >= size
+        return not folders or 2 * incomplete_bytes(folders) >= sizes.get(job.key, 0)
 
     return check
 
