@@ -141,13 +141,20 @@ def execute(
 def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[Job], bool]:
     """Whether a job's running fetch has half its bytes: its source's partial downloads (huggingface_hub's
     ``*.incomplete``) hold half the job's known size. True for a source that downloads nothing (a local folder,
-    a git checkout: no link to share) or a job of unknown size; False while the fetch has no partial file yet
-    (asking the Hub) or after its files are complete (it ends soon)."""
+    a git checkout: no link to share), a job of unknown size, or one under two of huggingface_hub's writes
+    (``DOWNLOAD_CHUNK_SIZE``, 10 MB: its partial file grows in those steps, so a smaller variant cannot show
+    its halfway point; its conversion is short, so ending beside another costs little). False while the fetch
+    has no partial file yet (asking the Hub) or after its files are complete (it ends soon)."""
     from .progress import incomplete_bytes
 
     def check(job: Job) -> bool:
         folders = source_of(job, opts).downloads()
-        return not folders or 2 * incomplete_bytes(folders) >= sizes.get(job.key, 0)
+        size = sizes.get(job.key, 0)
+        if not folders:
+            return True
+        from huggingface_hub import constants
+
+        return size < 2 * constants.DOWNLOAD_CHUNK_SIZE or 2 * incomplete_bytes(folders) >= size
 
     return check
 

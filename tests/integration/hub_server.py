@@ -186,6 +186,7 @@ class Proxy:
     ``die_after(n)``: after ``n`` more response bytes every connection is cut and new ones are closed
     at once, until ``revive()``. ``busy(n, status, retry_after)``: the next ``n`` new connections are answered
     ``status`` with ``Retry-After`` (and closed) instead of being forwarded, as a rate-limited Hub does.
+    ``pace(rate)``: every response byte crosses one link of ``rate`` bytes a second, shared by all connections.
     """
 
     def __init__(self, upstream_port: int, mirrors: Path | None = None) -> None:
@@ -206,6 +207,8 @@ class Proxy:
         self.busy_answers = 0
         self._busy_status = b""
         self._retry_after = 0
+        self._rate = 0.0  # bytes a second of the shared link; 0: unpaced
+        self._link_free = 0.0  # time.monotonic() when the link has sent what it was given
         self._lock = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -214,6 +217,21 @@ class Proxy:
         with self._lock:
             self.bytes_served = 0
             self.requests.clear()
+            self._rate = 0.0
+
+    def pace(self, rate: float) -> None:
+        with self._lock:
+            self._rate, self._link_free = rate, time.monotonic()
+
+    def _wait_for_link(self, size: int) -> None:
+        """Hold a chunk of ``size`` bytes until the shared link would have sent it (chunks queue in turn)."""
+        with self._lock:
+            if not self._rate:
+                return
+            now = time.monotonic()
+            self._link_free = max(now, self._link_free) + size / self._rate
+            wait = self._link_free - now
+        time.sleep(wait)
 
     def die_after(self, nbytes: int) -> None:
         with self._lock:
@@ -269,6 +287,7 @@ class Proxy:
 
     def _forward(self, client: socket.socket, data: bytes) -> bool:
         """Send a response chunk within the budget; False once the proxy has died."""
+        self._wait_for_link(len(data))
         with self._lock:
             if self.dead:
                 return False

@@ -34,10 +34,27 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
         yield proxy
 
 
-def setup(tmp_path: Path, proxy: Proxy, store: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+BIG = 30 << 20  # a variant's payload: three of huggingface_hub's 10 MiB writes, so its halfway point shows
+
+
+@pytest.fixture(scope="module")
+def served_big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    """Two variants of 30 MiB each (zeros: quick to store and to convert; the link moves every byte)."""
+    if syslibs.LIBZ is None:
+        pytest.skip("no libz.so.1 on the dynamic linker's path: the variants need a real ELF file")
+    root = tmp_path_factory.mktemp("hub-big")
+    make_kernel_repo(root / "src", module="overlap", variants=VARIANTS[:2], elf=syslibs.LIBZ.read_bytes(),
+                     payload=bytes(BIG))
+    serve_repo(root / "src", root / "mirrors", "bench/big")
+    with hub(root / "mirrors", root / "olah") as (_, proxy):
+        yield proxy
+
+
+def setup(tmp_path: Path, proxy: Proxy, store: str, extra: dict[str, str] | None = None,
+          repo: str = "bench/overlap") -> dict[str, str]:
     (tmp_path / "factory.toml").write_text(
         f'[factory]\nstore = "{store}"\njobs = 2\nscratch = "{tmp_path / "scratch"}"\nallow-orgs = ["bench"]\n\n'
-        '[[kernel]]\nrepo = "bench/overlap"\nversions = ["1.0.0"]\n'
+        f'[[kernel]]\nrepo = "{repo}"\nversions = ["1.0.0"]\n'
     )
     return {**os.environ, **hf_env(proxy.url, tmp_path / "hf"), **(extra or {})}
 
@@ -57,6 +74,27 @@ def test_fetches_run_ahead_of_conversions_and_leave_scratch_empty(served: Proxy,
     # first wheel is written (a worker that fetched, then converted, would start it only after a wheel)
     first_wheel = min(r["convert_end"] for r in rows)
     assert rows[2]["fetch_start"] < first_wheel
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_on_a_paced_link_the_second_fetch_starts_once_the_first_is_halfway(served_big: Proxy, tmp_path: Path) -> None:
+    """Two same-size variants started together end together, and their conversions then run while the link
+    idles: the second fetch waits until the Hub cache's partial download holds half the first's bytes."""
+    served_big.reset()
+    rate = 30e6  # bytes a second: a variant takes about a second alone on the link
+    served_big.pace(rate)
+    stages = tmp_path / "stages.jsonl"
+    env = setup(tmp_path, served_big, str(tmp_path / "store"), {"KERNEL_FACTORY_STAGES": str(stages)}, "bench/big")
+    try:
+        proc = kf("build", cwd=tmp_path, env=env)
+    finally:
+        served_big.reset()
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert len(list((tmp_path / "store" / "files").glob("*.whl"))) == 2
+    rows = sorted((json.loads(line) for line in stages.read_text().splitlines()), key=lambda r: r["fetch_start"])
+    # the first fetch cannot hold half its bytes sooner than this over the paced link (started together: ms)
+    assert rows[1]["fetch_start"] - rows[0]["fetch_start"] >= BIG / 2 / rate
+    assert rows[1]["fetch_start"] < rows[0]["fetch_end"]  # yet before the first's end: the link stays busy
     assert list((tmp_path / "scratch").iterdir()) == []
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import constants
 from kernel_factory import config
 from kernel_factory.pipeline import halfway
 from kernel_factory.pipeline.jobs import _SOURCES, use_sources
 from kernel_factory.plan import Job, Plan
+
+MB = 1 << 20
 
 
 class Downloads:
@@ -37,22 +40,36 @@ def test_halfway_counts_the_partial_downloads_against_the_jobs_size(tmp_path: Pa
     blobs.mkdir()
     job = _job("org/r")
     _use(job, Downloads([blobs]))
-    check = halfway(config.resolve(config.Flags(), env={}), {job.key: 1000})
+    size = 100 * MB
+    check = halfway(config.resolve(config.Flags(), env={}), {job.key: size})
     assert not check(job)  # asking the Hub: no partial file yet
-    (blobs / "e1.incomplete").write_bytes(b"x" * 499)
-    (blobs / "done-blob").write_bytes(b"x" * 5000)  # a finished file is not in flight
+    _sparse(blobs / "e1.incomplete", size // 2 - 1)
+    _sparse(blobs / "done-blob", size)  # a finished file is not in flight
     assert not check(job)
-    (blobs / "e2.incomplete").write_bytes(b"x")
-    assert check(job)  # 500 of 1,000 bytes
+    _sparse(blobs / "e2.incomplete", 1)
+    assert check(job)  # half of the job's bytes
+
+
+def test_a_variant_under_two_of_huggingface_hubs_writes_never_waits(tmp_path: Path) -> None:
+    """Its partial file stays empty until its last 10 MB write: it could not show its halfway point."""
+    job = _job("org/r")
+    _use(job, Downloads([tmp_path]))
+    assert constants.DOWNLOAD_CHUNK_SIZE == 10 * MB
+    opts = config.resolve(config.Flags(), env={})
+    assert halfway(opts, {job.key: 20 * MB - 1})(job)
+    assert not halfway(opts, {job.key: 20 * MB})(job)
 
 
 def test_a_source_without_downloads_or_a_job_of_unknown_size_never_waits(tmp_path: Path) -> None:
-    local = _job(str(tmp_path / "repo"))
+    local = _job(str(tmp_path / "repo"), "org/local")
     _use(local, Downloads([]))
     hub = _job("org/other", "org/other")
     _use(hub, Downloads([tmp_path]))
-    check = halfway(config.resolve(config.Flags(), env={}), {local.key: 1000, hub.key: 0})
-    assert local.key != hub.key
+    check = halfway(config.resolve(config.Flags(), env={}), {local.key: 100 * MB})
     assert check(local)  # a local folder or git checkout: no link to share
     assert check(hub)  # size unknown (offline, or the listing gave none)
-    assert halfway(config.resolve(config.Flags(), env={}), {})(hub)
+
+
+def _sparse(path: Path, size: int) -> None:
+    with path.open("wb") as f:
+        f.truncate(size)
