@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import mimetypes
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,7 @@ def content_type(rel: str) -> str:
 
 
 _CLIENTS: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
+_CLIENTS_LOCK = threading.Lock()  # an s3:// store's uploads run on several threads
 
 
 def make_client() -> Any:
@@ -89,13 +91,15 @@ def make_client() -> Any:
 
     One client per process and ``AWS_*`` environment: making one costs 0.15-0.25 s of CPU (botocore loads the
     service model), and an ``index`` of an s3:// store asked for three. Clients are thread-safe; a forked child
-    makes its own (its parent's holds the parent's connections).
+    makes its own (its parent's holds the parent's connections). A client closed by its user (``close``) still
+    works: botocore opens new connections for the next request.
     """
     key = (os.getpid(), tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
-    if key not in _CLIENTS:
-        _CLIENTS.clear()
-        _CLIENTS[key] = _new_client()
-    return _CLIENTS[key]
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS.clear()
+            _CLIENTS[key] = _new_client()
+        return _CLIENTS[key]
 
 
 def _new_client() -> Any:
