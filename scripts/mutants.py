@@ -68,6 +68,7 @@ MODULES = {  # module -> the unit tests that cover it
     "local/environment.py": ["tests/unit/test_local_checks.py", "tests/unit/test_hubcache.py",
                              "tests/unit/test_which_variant.py", "tests/unit/test_which_run.py",
                              "tests/unit/test_download_select.py"],
+    "pipeline/flow.py": ["tests/unit/test_pipeline_flow.py"],
 }
 
 

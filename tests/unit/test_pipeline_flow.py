@@ -201,3 +201,17 @@ def test_without_halfway_two_same_size_fetches_start_and_end_together(tmp_path: 
     assert all(moved < 0.05 for others in link.at_start.values() for moved in others)  # started at once
     last, first = sorted(link.at_end.values(), key=len)
     assert last == [] and len(first) == 1 and first[0] > 0.9  # when the first ended the other was all but done
+
+
+def test_background_close_waits_for_the_uploads_in_flight() -> None:
+    """An upload handed over ends whole before close returns (even after Ctrl-C: the store gets no half object)."""
+    ended: list[str] = []
+
+    def upload() -> None:
+        time.sleep(0.2)
+        ended.append("uploaded")
+
+    bg = Background(2)
+    bg.submit(upload)
+    bg.close()
+    assert ended == ["uploaded"]
