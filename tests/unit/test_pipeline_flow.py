@@ -22,6 +22,8 @@ class Recorder:
         self.lock = threading.Lock()
         self.held = 0  # fetched trees on disk now
         self.most_held = 0
+        self.converting = 0  # conversions running now
+        self.most_converting = 0
         self.events: list[tuple[str, int]] = []
         self.pool = ThreadPoolExecutor(8)
 
@@ -47,9 +49,13 @@ class Recorder:
     def convert(self, job: int, got: Fetched) -> Future[str]:
         def task() -> str:
             self._note("convert", job)
+            with self.lock:
+                self.converting += 1
+                self.most_converting = max(self.most_converting, self.converting)
             time.sleep(self.convert_s)
             with self.lock:
                 self.held -= 1
+                self.converting -= 1
             got.remove()
             self._note("converted", job)
             return f"built {job}"
@@ -74,6 +80,7 @@ def test_fetched_trees_on_disk_never_exceed_the_bound_when_conversion_is_slow(tm
     rec = Recorder(tmp_path, fetch_s=0.001, convert_s=0.03)
     flow.pipelined(list(range(10)), rec.fetch, rec.convert, lambda job, result: None, 1, 2)
     assert rec.most_held == flow.held(1, 2) == 3  # one converting, two fetched ahead: no more
+    assert rec.most_converting == 1  # never more conversions than converters (the pool has no worker for more)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -100,6 +107,7 @@ def test_an_interrupted_flow_removes_the_fetched_folders_still_waiting(tmp_path:
 def test_lanes_fetch_two_at_a_time_and_run_one_job_here() -> None:
     assert flow.lanes(2, 8) == (2, 2)
     assert flow.lanes(4, 3) == (3, 2)
+    assert flow.lanes(2, 2) == (2, 2)
     assert flow.lanes(1, 8) == (1, 0)
     assert flow.lanes(8, 1) == (1, 0)
 
@@ -141,6 +149,7 @@ class Link:
         self.active: set[int] = set()
         self.at_start: dict[int, list[float]] = {}
         self.at_end: dict[int, list[float]] = {}
+        self.asked = 0  # calls of halfway
         self.pool = ThreadPoolExecutor(8)
 
     def _others(self, job: int) -> list[float]:
@@ -168,6 +177,7 @@ class Link:
 
     def halfway(self, job: int) -> bool:
         with self.lock:
+            self.asked += 1
             return self.moved.get(job, 0.0) * 2 >= 1.0
 
     def convert(self, job: int, got: Fetched) -> Future[str]:
@@ -181,8 +191,10 @@ class Link:
 def test_a_second_fetch_starts_once_the_first_is_halfway_so_same_size_variants_end_apart(tmp_path: Path) -> None:
     link = Link(tmp_path, rate=2.0)  # half a second a variant alone on the link; the flow looks every 0.1 s
     done: list[str] = []
+    start = time.monotonic()
     flow.pipelined(list(range(4)), link.fetch, link.convert, lambda job, result: done.append(result), 2, 2,
                    link.halfway)
+    took = time.monotonic() - start
     assert sorted(done) == [f"built {i}" for i in range(4)]
     assert link.at_start[0] == []
     # each later fetch started beside a running one that was halfway (at most a poll, 0.2 units, beyond)
@@ -192,6 +204,9 @@ def test_a_second_fetch_starts_once_the_first_is_halfway_so_same_size_variants_e
     for job in (0, 1, 2):
         assert len(link.at_end[job]) == 1 and 0.2 <= link.at_end[job][0] <= 0.8, link.at_end
     assert link.at_end[3] == []  # the last ran alone for its second half
+    # the flow looks again every POLL_S while it waits, it does not spin (a spinning main process would take a
+    # core from the conversions): at most one look per poll, beside one per fetch started
+    assert link.asked <= took / flow.POLL_S + 4
     assert list(tmp_path.iterdir()) == []
 
 
