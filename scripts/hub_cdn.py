@@ -33,39 +33,18 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+from hub_server import Link  # noqa: E402  (one paced link for the tests' proxy and this front)
 
 HOST = "127.0.0.1"
 PACED_PIECE = 256 * 1024  # bytes sent per wait on a paced link
 PIECE = 8 * 1024 * 1024  # bytes per sendfile call when unpaced
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection", "date",
        "server"}
-
-
-class Link:
-    """A link of ``rate`` bytes a second, shared by every connection (0: not paced)."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
-        self._free_at = 0.0
-        self._lock = threading.Lock()
-
-    def carry(self, nbytes: int) -> None:
-        """Wait until ``nbytes`` more have crossed the link after what was queued before (a burst after an idle
-        moment is not faster)."""
-        if self.rate <= 0:
-            return
-        with self._lock:
-            now = time.monotonic()
-            start = max(self._free_at, now)
-            self._free_at = start + nbytes / self.rate
-            done = self._free_at
-        delay = done - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
 
 
 class Front(ThreadingHTTPServer):

@@ -180,6 +180,30 @@ class OlahServer:
         self.proc = None
 
 
+class Link:
+    """A link of ``rate`` bytes a second, shared by every connection (0: not paced). The tests' Proxy and the
+    bench's CDN front (scripts/hub_cdn.py) send through one."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self._free_at = 0.0
+        self._lock = threading.Lock()
+
+    def carry(self, nbytes: int) -> None:
+        """Wait until ``nbytes`` more have crossed the link after what was queued before (a burst after an idle
+        moment is not faster)."""
+        if self.rate <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(self._free_at, now)
+            self._free_at = start + nbytes / self.rate
+            done = self._free_at
+        delay = done - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
 class Proxy:
     """A TCP proxy on 127.0.0.1 that counts response bytes and can play a server dying mid-download.
 
@@ -207,8 +231,7 @@ class Proxy:
         self.busy_answers = 0
         self._busy_status = b""
         self._retry_after = 0
-        self._rate = 0.0  # bytes a second of the shared link; 0: unpaced
-        self._link_free = 0.0  # time.monotonic() when the link has sent what it was given
+        self._link = Link(0)  # every response byte crosses it; not paced until ``pace``
         self._lock = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -217,21 +240,11 @@ class Proxy:
         with self._lock:
             self.bytes_served = 0
             self.requests.clear()
-            self._rate = 0.0
+            self._link = Link(0)
 
     def pace(self, rate: float) -> None:
         with self._lock:
-            self._rate, self._link_free = rate, time.monotonic()
-
-    def _wait_for_link(self, size: int) -> None:
-        """Hold a chunk of ``size`` bytes until the shared link would have sent it (chunks queue in turn)."""
-        with self._lock:
-            if not self._rate:
-                return
-            now = time.monotonic()
-            self._link_free = max(now, self._link_free) + size / self._rate
-            wait = self._link_free - now
-        time.sleep(wait)
+            self._link = Link(rate)
 
     def die_after(self, nbytes: int) -> None:
         with self._lock:
@@ -287,7 +300,7 @@ class Proxy:
 
     def _forward(self, client: socket.socket, data: bytes) -> bool:
         """Send a response chunk within the budget; False once the proxy has died."""
-        self._wait_for_link(len(data))
+        self._link.carry(len(data))
         with self._lock:
             if self.dead:
                 return False
