@@ -390,6 +390,7 @@ BYTECODE = "is bytecode, which a kernel wheel never carries (kernels loads the s
 @pytest.mark.parametrize(("name", "what"), [
     ("relu/x.pyc", BYTECODE),
     ("relu/__pycache__/x.cpython-311.pyc", BYTECODE),
+    ("relu/__pycache__/ops.layer-12.py311.nbi", BYTECODE),  # numba's cache beside the bytecode: not .pyc
     ("relu/a\x1bb.py", "has a control character in its name"),
 ])  # fmt: skip
 def test_a_member_the_cache_writer_would_not_place_is_refused_before_anything_is_placed(
