@@ -66,7 +66,10 @@ def raw_fields(raw: bytes | None) -> dict[str, Any]:
     """metadata.json's object (already validated by verify.metadata.parse), or {}."""
     if not raw:
         return {}
-    data = json.loads(raw)
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # a consumer reading an older wheel's copy: no digest to map by
+        return {}
     return data if isinstance(data, dict) else {}
 
 
@@ -170,6 +173,15 @@ def legacy_map(package: str, rels: Iterable[str], metadata: bytes | None) -> dic
     what = f"left {missing[0]} (listed in the variant's digest) out of the wheel" if missing else \
         f"put {extra[0]} (not in the variant's digest) in the wheel"
     raise NotMappable(f"it was made by an older kernel-factory that {what}, so kernels 0.18+ refuse it; {REBUILD}")
+
+
+def entry_files(fields: Mapping[str, Any]) -> tuple[str, ...]:
+    """The files, relative to the variant folder, one of which kernels imports the kernel from (its importer:
+    ``__init__.py``, else ``<python name>/__init__.py``; ``<id>.zip`` for the zip layout)."""
+    if fields.get("build-layout") == "zip":
+        return (f"{fields.get('id')}.zip",)
+    name = fields.get("name")
+    return ("__init__.py",) + ((f"{name.replace('-', '_')}/__init__.py",) if isinstance(name, str) else ())
 
 
 def member_map(prov: Mapping[str, Any], names: Iterable[str], metadata: bytes | None) -> dict[str, str]:

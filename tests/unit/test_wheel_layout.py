@@ -3,13 +3,16 @@ its provenance names the root, and consumers map wheel members back (wheel/layou
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from pathlib import Path
 
 import pytest
-from kernel_factory.errors import BadKernel
+from kernel_factory.errors import BadKernel, Refused
+from kernel_factory.local import wheelcheck
 from kernel_factory.verify import digest
+from kernel_factory.wheel import distinfo as wheel
 from kernel_factory.wheel.convert import convert
 from kernel_factory.wheel.layout import NotMappable, legacy_map, member_map, recorded_root, root_name
 from wheel_kit import make_variant, make_zip_variant, wheel_input
@@ -132,3 +135,55 @@ def test_older_wheels_mapped_as_before_where_the_digest_allows() -> None:
         "__init__.py": "__init__.py", "metadata.json": "metadata.json"}
     with pytest.raises(NotMappable, match="that put relu/extra.py \\(not in the variant's digest\\) in the wheel"):
         legacy_map("relu", ["__init__.py", "extra.py"], _meta(["relu/__init__.py"]))
+
+
+@pytest.mark.parametrize("case", ["flat", "nested", "zip"])
+def test_download_unpacks_the_variant_folder_byte_for_byte(tmp_path: Path, case: str) -> None:
+    """download's unpacking (local/wheelcheck.py) rebuilds build/<variant>/ exactly, from the recorded root."""
+    if case == "zip":
+        vdir = make_zip_variant(tmp_path / "repo")
+    elif case == "nested":
+        vdir = make_variant(tmp_path / "repo", layout="nested", package="relu", name="relu")
+    else:
+        vdir = make_variant(tmp_path / "repo")
+    _sigstore(vdir)
+    whl, _, _ = convert(wheel_input(vdir, repo_name="relu" if case != "flat" else "img2grey"), tmp_path / "out")
+    prov, folder, files = wheelcheck.unpack(whl, tmp_path / "into")
+    assert _folder(folder) == _folder(vdir) and sorted(files) == sorted(_folder(vdir))
+
+
+def _older_wheel(tmp_path: Path, vdir: Path, *, nested: bool) -> Path:
+    """The wheel an older kernel-factory made of ``vdir``: the package folder, metadata.json moved into it, a flat
+    build's compat folder left out, and no variant root in the provenance."""
+    whl = tmp_path / "old" / "relu-1.0-py3-none-any.whl"
+    whl.parent.mkdir(parents=True)
+    rows = []
+    with zipfile.ZipFile(whl, "w") as zf:
+        for rel in digest.walk(vdir):
+            if nested:
+                inner = rel.split("/", 1)[1] if rel.startswith("relu/") else rel
+            elif rel.startswith("img2grey/"):
+                continue
+            else:
+                inner = rel
+            data = (vdir / rel).read_bytes()
+            name = f"{'relu' if nested else 'img2grey'}/{inner}"
+            zf.writestr(name, data)
+            rows.append(f"{name},{wheel.record_hash(hashlib.sha256(data).digest())},{len(data)}")
+        prov = {"package": "relu" if nested else "img2grey", "variant": vdir.name, "revision": "a" * 40}
+        zf.writestr("relu-1.0.dist-info/kernel_factory.json", json.dumps(prov))
+        zf.writestr("relu-1.0.dist-info/RECORD", "\n".join(rows) + "\n")
+    return whl
+
+
+def test_download_maps_an_older_nested_wheel_and_refuses_an_older_flat_one(tmp_path: Path) -> None:
+    nested = make_variant(tmp_path / "n", layout="nested", package="relu", name="relu")
+    _, folder, _ = wheelcheck.unpack(_older_wheel(tmp_path / "a", nested, nested=True), tmp_path / "into-n")
+    assert _folder(folder) == _folder(nested)
+    flat = make_variant(tmp_path / "f")
+    with pytest.raises(Refused) as err:
+        wheelcheck.unpack(_older_wheel(tmp_path / "b", flat, nested=False), tmp_path / "into-f")
+    assert str(err.value) == (
+        "relu-1.0-py3-none-any.whl: it was made by an older kernel-factory that left img2grey/__init__.py (listed in "
+        "the variant's digest) out of the wheel, so kernels 0.18+ refuse it; rebuild it with this kernel-factory "
+        "(to-wheel or build), which keeps the variant byte for byte; nothing was installed")
