@@ -146,7 +146,8 @@ def test_a_the_unpacked_variant_root_passes_kernels_digest_check(
         built: tuple[dict[str, Path], dict[str, str]], python: Path, tmp_path: Path) -> None:
     wheels, _ = built
     roots = {repo: unpack_root(wheel, tmp_path / repo.split("/")[1]) for repo, wheel in wheels.items()}
-    assert sorted(p.name for p in roots.values()) == ["_pyonly_kernel", "_relu_nested_kernel", "_zipact_kernel", "img2grey"]
+    assert sorted(p.name for p in roots.values()) == [
+        "_pyonly_kernel", "_relu_nested_kernel", "_zipact_kernel", "img2grey"]
     script = "from pathlib import Path\nfrom kernels import get_local_kernel\n" + "".join(
         f"call({repo!r}, get_local_kernel(Path({str(root)!r})))\n" for repo, root in roots.items())
     assert offline(python, script, tmp_path).splitlines() == [f"{repo} ok" for repo in KERNELS]
@@ -181,8 +182,8 @@ def test_b_c_what_local_kernels_and_download_provide_passes_kernels_digest_check
     site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
     value = shell.stdout.strip().removeprefix("export LOCAL_KERNELS=").strip("'")
     assert value == ":".join(f"{repo}={site}/{root}" for repo, root in (
-        ("example/img2grey", "img2grey"), ("example/pyonly", "_pyonly_kernel"), ("example/relu-nested", "_relu_nested_kernel"),
-        ("example/zipact", "_zipact_kernel")))
+        ("example/img2grey", "img2grey"), ("example/pyonly", "_pyonly_kernel"),
+        ("example/relu-nested", "_relu_nested_kernel"), ("example/zipact", "_zipact_kernel")))
     versions = {"example/img2grey": 1, "example/relu-nested": 0, "example/pyonly": 0, "example/zipact": 1}
     script = "from kernels import get_kernel\n" + "".join(
         f"call({repo!r}, get_kernel({repo!r}, version={versions[repo]}))\n" for repo in KERNELS)
