@@ -133,7 +133,7 @@ def unpack_root(wheel: Path, into: Path) -> Path:
     """The wheel's variant root, as its provenance names it, unpacked into ``into``."""
     with zipfile.ZipFile(wheel) as zf:
         prov = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/kernel_factory.json"))))
-        root = prov["variant-root"]
+        root = str(prov["variant-root"])
         for name in zf.namelist():
             if name.startswith(root + "/"):
                 target = into / root / name[len(root) + 1:]
