@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 from .. import report as reporter  # report() below is this module's own
 from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, EXIT_REFUSED
-from ..record import PROVENANCE, read_provenance
+from ..record import PROVENANCE, VARIANT_ROOT, read_provenance
 from ..verify import metadata as kernelmeta
 from ..wheel import layout
 from . import claims, loaders, mapped
@@ -157,7 +157,7 @@ def older_layout(root: str, prov: dict[str, Any], files: tuple[tuple[str, str], 
                  ) -> str | None:
     """Why a wheel made before the variant root was recorded cannot serve kernels 0.18+ as installed (its package
     folder is not laid out as the variant's digest describes), or None."""
-    if layout.VARIANT_ROOT in prov:
+    if VARIANT_ROOT in prov:
         return None
     try:
         mapping = layout.legacy_map(root, [rel for rel, _ in files], metadata)

@@ -25,7 +25,7 @@ from ..atomic import file_digest
 from ..audit import audit
 from ..audit.elf import repair
 from ..errors import BadKernel, UnsafePath
-from ..record import PROVENANCE, Record
+from ..record import PROVENANCE, VARIANT_ROOT, Record
 from ..safe_text import has_control
 from ..variants import Target
 from ..verify import digest
@@ -33,7 +33,7 @@ from ..verify import metadata as kernelmeta
 from ..verify.metadata import KernelMeta
 from . import distinfo as wheel
 from . import stages
-from .layout import LAYOUT, TOP_META, VARIANT_ROOT, FileEntry, find_layout
+from .layout import LAYOUT, TOP_META, FileEntry, find_layout
 
 SMALL = 1 << 20  # files up to this size are digest-checked before anything reads them (layout, audit)
 

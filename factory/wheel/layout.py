@@ -28,8 +28,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ..errors import BadKernel
+from ..record import VARIANT_ROOT
 
-VARIANT_ROOT = "variant-root"  #: provenance key: the wheel folder that holds build/<variant>/
 LAYOUT = "layout"  #: provenance key: "flat", "nested" or "zip"
 TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, never in the digest
 REBUILD = "rebuild it with this kernel-factory (to-wheel or build), which keeps the variant byte for byte"
