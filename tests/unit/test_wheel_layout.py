@@ -187,3 +187,21 @@ def test_download_maps_an_older_nested_wheel_and_refuses_an_older_flat_one(tmp_p
         "relu-1.0-py3-none-any.whl: it was made by an older kernel-factory that left img2grey/__init__.py (listed in "
         "the variant's digest) out of the wheel, so kernels 0.18+ refuse it; rebuild it with this kernel-factory "
         "(to-wheel or build), which keeps the variant byte for byte; nothing was installed")
+
+
+def test_local_kernels_leaves_out_an_installed_older_wheel_kernels_018_would_refuse() -> None:
+    """local-kernels (--shell, --cache) keeps an older wheel only where its installed folder is the variant folder."""
+    from kernel_factory.local.kernels import older_layout
+
+    files = (("__init__.py", "0" * 64), ("metadata.json", "0" * 64))
+    assert older_layout("img2grey", {"package": "img2grey"}, files, _meta(["__init__.py"])) is None
+    assert older_layout("x", {"variant-root": "x"}, files, _meta(["other.py"])) is None  # new wheels: by their root
+    assert older_layout("relu", {"package": "relu"}, files, _meta(["relu/__init__.py"])) == (
+        "it was made by an older kernel-factory that installs the package folder, not the build variant folder its "
+        "digest describes (with relu/__init__.py), so kernels 0.18+ refuse it; rebuild it with this kernel-factory "
+        "(to-wheel or build), which keeps the variant byte for byte")
+    assert older_layout("img2grey", {"package": "img2grey"}, files,
+                        _meta(["__init__.py", "img2grey/__init__.py"])) == (
+        "it was made by an older kernel-factory that left img2grey/__init__.py (listed in the variant's digest) out "
+        "of the wheel, so kernels 0.18+ refuse it; rebuild it with this kernel-factory (to-wheel or build), which "
+        "keeps the variant byte for byte")
