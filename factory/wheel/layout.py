@@ -103,6 +103,7 @@ def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None
             raise BadKernel(f"{where}: several packages ({', '.join(packages)}) and none named {wanted!r}; "
                             "set metadata.json 'name' to the package's name")
         kind, root = "nested", root_name(dist)
+        _no_startup_hook(rels, where)
     else:
         raise BadKernel(f"{where}: no __init__.py at the top or in a package folder; "
                         "this is not a kernel build (rebuild it with kernel-builder)")
@@ -111,6 +112,19 @@ def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None
     moved = tuple(FileEntry(f"{root}/{f.rel}", f.path, f.executable) for f in files)
     path_file = (f"{root}.pth", f"{root}\n".encode()) if kind == "nested" else None
     return Layout(kind, package, root, moved, path_file)
+
+
+_STARTUP = ("sitecustomize", "usercustomize")  # what Python imports from sys.path at every start
+
+
+def _no_startup_hook(rels: set[str], where: str) -> None:
+    """A nested build's root goes on sys.path (its .pth): nothing at its top may be a module Python imports at every
+    start (``sitecustomize``, ``usercustomize``, as a file or a folder). BadKernel otherwise."""
+    for rel in sorted(rels):
+        top = rel.split("/", 1)[0]
+        if top.split(".", 1)[0] in _STARTUP:
+            raise BadKernel(f"{where}: {top!r} at the top of a nested build would run at every Python start once its "
+                            "folder is on sys.path; remove it from the build")
 
 
 def _reexports(init: FileEntry) -> bool:

@@ -205,3 +205,15 @@ def test_local_kernels_leaves_out_an_installed_older_wheel_kernels_018_would_ref
         "it was made by an older kernel-factory that left img2grey/__init__.py (listed in the variant's digest) out "
         "of the wheel, so kernels 0.18+ refuse it; rebuild it with this kernel-factory (to-wheel or build), which "
         "keeps the variant byte for byte")
+
+
+@pytest.mark.parametrize("name", ["sitecustomize.py", "usercustomize/__init__.py", "sitecustomize.abi3.so"])
+def test_a_nested_build_cannot_run_code_at_python_start(tmp_path: Path, name: str) -> None:
+    """The nested root goes on sys.path through the wheel's .pth: a startup hook at its top is refused."""
+    vdir = make_variant(tmp_path / "repo", layout="nested", package="relu", name="relu", elf=None,
+                        files={name: b"import os\n"})
+    with pytest.raises(BadKernel) as err:
+        convert(wheel_input(vdir, repo_name="relu"), tmp_path / "out")
+    top = name.split("/")[0]
+    assert str(err.value) == (f"build/torch27-cxx11-cpu-x86_64-linux: {top!r} at the top of a nested build would run "
+                              "at every Python start once its folder is on sys.path; remove it from the build")
