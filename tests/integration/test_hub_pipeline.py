@@ -111,7 +111,7 @@ def test_fleet_from_config_nested_layout_and_branch_version(fixtures: Path, env:
                  "-o", str(local)]) == EXIT_OK
     name = wheels[-1]
     assert entries(env / "store" / "files" / name) == entries(local / name)
-    assert "relu_nested/metadata.json" in entries(local / name)
+    assert "_relu_nested_kernel/metadata.json" in entries(local / name)  # the nested build's variant root
 
 
 def test_model_type_repo_branch_version(env: Path) -> None:
