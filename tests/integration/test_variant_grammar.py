@@ -17,6 +17,10 @@ from variant_corpus import ALL, LEGACY, NEW, NOARCH, ORACLE, SDK
 FRAMEWORK_CLASS = {"torch": "Torch", "torch-stable-abi": "TorchStableAbi", "tvm-ffi": "TvmFfi"}
 
 
+def _dotted(pair: tuple[int, int]) -> str:
+    return f"{pair[0]}.{pair[1]}"
+
+
 def ours(name: str) -> dict[str, object] | None:
     """Our reading of ``name`` in the fields variant_corpus.describe gives for kernels 0.19.1's."""
     try:
@@ -29,11 +33,11 @@ def ours(name: str) -> dict[str, object] | None:
         "kind": {"arch": "ArchVariant", "noarch": "NoarchVariant", "sdk": "SdkVariant"}[v.kind],
         "text": v.text,
         "framework": fw.get(v.framework or ""),
-        "framework_version": None if v.framework_version is None else "%d.%d" % v.framework_version,
+        "framework_version": None if v.framework_version is None else _dotted(v.framework_version),
         "cxx11_abi": v.cxx11_abi,
         "backend": b.name if b else v.noarch_backend,
-        "backend_version": None if b is None or b.version is None else "%d.%d" % b.version,
-        "python": None if v.python is None else "%d.%d-%s" % (*v.python.version, v.python.abi),
+        "backend_version": None if b is None or b.version is None else _dotted(b.version),
+        "python": None if v.python is None else f"{_dotted(v.python.version)}-{v.python.abi}",
         "platform": v.platform,
         "os": v.os,
     }
@@ -92,7 +96,8 @@ def newkern(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return new_repo(tmp_path_factory.mktemp("grammar"))
 
 
-WHEELS = ["newkern-0.1.0+sdk-py3-none-any.whl", "newkern-0.1.0+torch213cpucxx11cp39-cp39-abi3-manylinux_2_28_x86_64.whl"]
+WHEELS = ["newkern-0.1.0+sdk-py3-none-any.whl",
+          "newkern-0.1.0+torch213cpucxx11cp39-cp39-abi3-manylinux_2_28_x86_64.whl"]
 
 
 def test_to_wheel_new_name_and_agnostic_build(newkern: Path, tmp_path: Path) -> None:
