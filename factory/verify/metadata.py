@@ -17,7 +17,8 @@ from ..errors import BadKernel
 
 MAX_BYTES = 32 << 20  # a digest of tens of thousands of files stays far below this
 MAX_DEPTH = 16  # metadata.json nests 3-4 levels deep
-AGNOSTIC_SINCE = (0, 19, 1)  # kernels whose Metadata reads backend type "agnostic" (0.18.3 refuses it; no 0.19.0 is served)
+# The kernels whose Metadata reads backend type "agnostic" (0.18.3 refuses it; no 0.19.0 is served).
+AGNOSTIC_SINCE = (0, 19, 1)
 _MINVER = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9}){0,3}")
 
 

@@ -20,8 +20,8 @@ def test_the_installed_kernels_has_the_same_table() -> None:
     if version not in ("0.17.2", "0.18.3", "0.19.1"):
         pytest.fail(f"kernels {version}: compare its python_depends.json with the copy and update verify/pydepends.py")
     base = resources.files("kernels")
-    found = [p for p in (base.joinpath("python_depends.json"), base.joinpath("_internals").joinpath("python_depends.json"))
-             if p.is_file()]
+    places = (base.joinpath("python_depends.json"), base.joinpath("_internals").joinpath("python_depends.json"))
+    found = [p for p in places if p.is_file()]
     assert [hashlib.sha256(p.read_bytes()).hexdigest() for p in found] == [pydepends.SHA256]
 
 
