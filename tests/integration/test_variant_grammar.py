@@ -1,0 +1,145 @@
+"""kernels 0.19's build grammar end to end: the factory's own parser against kernels 0.17.2, 0.18.3 and 0.19.1's,
+``to-wheel`` of new-style names and of a backend-agnostic build, and kernel-factory installed by pip beside the
+transformers that needs kernels 0.19.1 (and beside kernels 0.17.2 + transformers 5.22.2)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import hostile as h
+import pytest
+from kernel_factory.variant_names import VariantName, parse_name
+from support import ROOT, built_wheel, cached_venv, clean_env, fresh_venv, kf, run
+from variant_corpus import ALL, LEGACY, NEW, NOARCH, ORACLE, SDK
+
+FRAMEWORK_CLASS = {"torch": "Torch", "torch-stable-abi": "TorchStableAbi", "tvm-ffi": "TvmFfi"}
+
+
+def _dotted(pair: tuple[int, int]) -> str:
+    return f"{pair[0]}.{pair[1]}"
+
+
+def ours(name: str) -> dict[str, object] | None:
+    """Our reading of ``name`` in the fields variant_corpus.describe gives for kernels 0.19.1's."""
+    try:
+        v: VariantName = parse_name(name)
+    except ValueError:
+        return None
+    fw = {"torch": "TorchNoarch", "mlx": "MlxNoarch"} if v.kind == "noarch" else FRAMEWORK_CLASS
+    b = v.backend
+    return {
+        "kind": {"arch": "ArchVariant", "noarch": "NoarchVariant", "sdk": "SdkVariant"}[v.kind],
+        "text": v.text,
+        "framework": fw.get(v.framework or ""),
+        "framework_version": None if v.framework_version is None else _dotted(v.framework_version),
+        "cxx11_abi": v.cxx11_abi,
+        "backend": b.name if b else v.noarch_backend,
+        "backend_version": None if b is None or b.version is None else _dotted(b.version),
+        "python": None if v.python is None else f"{_dotted(v.python.version)}-{v.python.abi}",
+        "platform": v.platform,
+        "os": v.os,
+    }
+
+
+def kernels_reading(version: str) -> dict[str, dict[str, object] | None]:
+    python = cached_venv(f"kernels-{version}", f"kernels=={version}")
+    return json.loads(run(python, "-c", ORACLE, ROOT / "tests").stdout)  # type: ignore[no-any-return]
+
+
+def test_kernels_0_19_1_reads_every_name_as_we_do() -> None:
+    theirs = kernels_reading("0.19.1")
+    differ = {name: (theirs[name], ours(name)) for name in ALL if theirs[name] != ours(name)}
+    assert differ == {}
+    assert sum(v is not None for v in theirs.values()) == len(LEGACY + NEW + NOARCH + SDK)
+
+
+@pytest.mark.parametrize("version", ["0.17.2", "0.18.3"])
+def test_older_kernels_read_legacy_names_as_we_do(version: str) -> None:
+    """The legacy names read the same (ROCm 7.14 aside: before 0.19, ``rocm714`` was ROCm 71.4; its label is the
+    same either way). The new names are not arch variants to them: so their wheels need kernels 0.19."""
+    theirs = kernels_reading(version)
+    legacy = LEGACY + [n for n in NOARCH if n.startswith("torch-")]
+    differ = {}
+    for name in legacy:
+        mine = ours(name)
+        assert mine is not None and theirs[name] is not None, name
+        mine = {**mine, "python": None, "framework": mine["framework"]}
+        got = {**theirs[name], "python": None}  # type: ignore[dict-item]
+        if got != mine:
+            differ[name] = (got["backend_version"], mine["backend_version"])
+    assert differ == {n: ("71.4", "7.14") for n in legacy if "rocm714" in n}
+    assert [n for n in NEW + SDK + ["mlx-metal"] if theirs[n] and theirs[n]["kind"] == "ArchVariant"] == []  # type: ignore[index]
+
+
+# -- to-wheel of new builds --------------------------------------------------------------------------------
+NEW_CPU = "torch-2.13-cxx11-cpu-cpython-3.9-abi3-x86_64-linux"
+SDK_AGNOSTIC = "sdk"
+AGNOSTIC = {"backend": {"type": "agnostic"}, "kernels-minver": "0.19.1", "build-layout": "files",
+            "source": "https://example.com/newkern", "kernel-depends": [{"repo-id": "example/relu", "version": 1}],
+            "provenance": {"kernel-builder": {"version": "0.16.2"}}}
+
+
+def new_repo(root: Path) -> Path:
+    repo = root / "newkern"
+    repo.mkdir(parents=True)
+    (repo / "README.md").write_text("A kernel built by kernel-builder for kernels 0.19.\n")
+    h.variant(repo, NEW_CPU, "newkern", meta={"kernels-minver": "0.19.1", "source": "https://example.com/newkern"})
+    h.variant(repo, SDK_AGNOSTIC, "newkern", meta=AGNOSTIC)
+    h.commit(repo, ("v0.1.0",))
+    return repo
+
+
+@pytest.fixture(scope="module")
+def newkern(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return new_repo(tmp_path_factory.mktemp("grammar"))
+
+
+WHEELS = ["newkern-0.1.0+sdk-py3-none-any.whl",
+          "newkern-0.1.0+torch213cpucxx11cp39-cp39-abi3-manylinux_2_28_x86_64.whl"]
+
+
+def test_to_wheel_new_name_and_agnostic_build(newkern: Path, tmp_path: Path) -> None:
+    proc = kf("to-wheel", newkern, "0.1.0", "-o", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == WHEELS
+    with zipfile.ZipFile(tmp_path / WHEELS[0]) as zf:
+        meta = zf.read("newkern-0.1.0+sdk.dist-info/METADATA").decode()
+        prov = json.loads(zf.read("newkern-0.1.0+sdk.dist-info/kernel_factory.json"))
+        kept = next(n for n in zf.namelist() if n.endswith("/metadata.json"))
+        raw = json.loads(zf.read(kept))
+    assert "Requires-Dist" not in meta  # an SDK needs no framework
+    assert prov["variant"] == "sdk"
+    assert {k: raw[k] for k in AGNOSTIC} == AGNOSTIC  # the new fields travel as they are
+    with zipfile.ZipFile(tmp_path / WHEELS[1]) as zf:
+        meta = zf.read("newkern-0.1.0+torch213cpucxx11cp39.dist-info/METADATA").decode()
+    assert "Requires-Dist: torch>=2.13,<2.14\n" in meta
+
+
+# -- pip installs kernel-factory beside today's stacks -----------------------------------------------------
+@pytest.mark.parametrize(("pins", "kernels"), [
+    (("transformers==5.25.0",), "0.19.1"),
+    (("kernels==0.17.2", "transformers==5.22.2"), "0.17.2"),
+])
+def test_installs_beside_the_stack_and_wheels(pins: tuple[str, ...], kernels: str, newkern: Path,
+                                             tmp_path: Path) -> None:
+    """``pip install kernel-factory transformers==5.25.0`` resolves (transformers 5.25 requires kernels >= 0.19.1),
+    and the factory it installs wheels the new builds with the kernels it got; beside kernels 0.17.2, whose
+    Metadata does not know backend type agnostic, that build is refused with what to upgrade."""
+    python = fresh_venv(tmp_path / "venv", torch=True)
+    run(python, "-m", "pip", "install", "-q", built_wheel(), *pins, env=clean_env())
+    got = run(python, "-c", "import importlib.metadata as m; print(m.version('kernels'), m.version('transformers'))")
+    assert got.stdout.split() == [kernels, pins[-1].split("==")[1]]
+    out = tmp_path / "out"
+    proc = run(tmp_path / "venv" / "bin" / "kernel-factory", "to-wheel", newkern, "0.1.0", "-o", out,
+               env=clean_env(HOME=str(tmp_path)), check=False)
+    if kernels == "0.19.1":
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(p.name for p in out.iterdir()) == WHEELS
+        return
+    assert proc.returncode == 3, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == WHEELS[1:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert line.endswith("; it needs kernels >= 0.19.1 and kernels 0.17.2 is installed beside kernel-factory: "
+                         "pip install -U kernels"), line
