@@ -136,7 +136,7 @@ def variant_name(env: Environment) -> str:
     """The build variant kernel-builder makes for this torch, in the names every kernels release reads
     (``torch213-cxx11-cu130-x86_64-linux``): ``torch<major><minor>``, the C++ ABI on Linux only, the backend,
     the machine and the OS. Spelled here rather than with kernels' classes, whose names and fields changed
-    between releases (0.19 has no ``Arch``) and are not public; tests compare it with kernels' own spelling."""
+    between releases (0.19 has no ``Arch``) and are not public."""
     tv = _version(env.torch or "", "torch")
     abi = env.cxx11_abi if env.os == "linux" else None
     torch = f"torch{tv.major}{tv.minor}" + ("" if abi is None else "-cxx11" if abi else "-cxx98")

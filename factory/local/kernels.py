@@ -199,7 +199,7 @@ def report(
     """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``. ``loading_paths``
     (kernel, LOCAL_KERNELS value in effect) -> what each kernels loading path does for a loadable kernel;
     with ``every_path`` a path that would not load makes the exit code 3 too. ``judge``: the target interpreter's
-    kernels library, as it answered (its version, its rules, its refusals of the installed folders)."""
+    kernels library, as it answered (its version and rules; the loading paths hold its refusals)."""
     keep, left = usable(kernels)
     value = local_kernels_value(keep)
     out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
@@ -226,9 +226,6 @@ def report(
     for k in kernels:
         reasons = [shadowed[id(k)]] if id(k) in shadowed else []
         reasons += check_kernel(k, env, provided, path) if env else []
-        refusal = judge.folder_refusal(k.folder) if judge is not None and not reasons else None
-        if refusal:
-            reasons.append(f"through LOCAL_KERNELS, {refusal}")
         if reasons:
             lines.append(f"{k.title}: " + "; ".join(reasons))
         else:

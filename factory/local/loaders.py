@@ -145,23 +145,28 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str], judge: Judge) 
     version = k.metadata.get("version")
     ref = f"v{version}" if isinstance(version, int) else None
     out: list[LoadPath] = []
+    refused = judge.folder_refusal(k.folder)  # what LOCAL_KERNELS would load: the installed package folder
+    through = f"through LOCAL_KERNELS, but {refused}" if refused else "through LOCAL_KERNELS"
     if k.repo_id is None or k.revision is None or not hubcache.SHA.fullmatch(k.revision):
         why = why_not_cacheable(k) or ""
-        out.append(LoadPath("get_kernel, has_kernel", mapped,
-                         "through LOCAL_KERNELS" if mapped else "LOCAL_KERNELS does not name it: eval --shell"))
+        out.append(LoadPath("get_kernel, has_kernel", mapped and not refused,
+                         through if mapped else "LOCAL_KERNELS does not name it: eval --shell"))
         out.append(LoadPath("LayerRepository, FuncRepository, locked paths, load_kernel", False,
                          f"{why}, so it cannot be in the Hub cache they read"))
         return out
     sha = k.revision
     snap_ok, snap_why = _snapshot_loads(hubcache.repo_folder(root, k.repo_id), sha, k, judge)
     if mapped:
-        out.append(LoadPath("get_kernel, has_kernel (any version= or revision=)", True, "through LOCAL_KERNELS"))
+        out.append(LoadPath("get_kernel, has_kernel (any version= or revision=)", not refused, through))
+    elif refused:
+        out.append(LoadPath(f"LOCAL_KERNELS naming {k.folder} (--shell)", False, refused))
     if ref is not None:
         found = resolve(root, k.repo_id, ref, judge)
         if found is None:
             vwhy, vok = f"no refs/{ref} for {k.repo_id} in {root}: run `kernel-factory local-kernels --cache`", False
         elif mapped:
-            vok, vwhy = True, f"refs/{ref} names {found[1]}, and LOCAL_KERNELS loads this wheel for it"
+            vok, vwhy = not refused, f"refs/{ref} names {found[1]}, and LOCAL_KERNELS loads this wheel for it"
+            vwhy += f", but {refused}" if refused else ""
         else:
             vok, vwhy = _snapshot_loads(*found, k, judge)
             vwhy = f"refs/{ref} names {found[1]}: {vwhy}"

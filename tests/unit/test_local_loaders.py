@@ -12,7 +12,7 @@ import pytest
 from judge_kit import judge
 from kernel_factory.local import loaders
 from kernel_factory.local.installed import InstalledKernel
-from kernel_factory.local.rules import Judge
+from kernel_factory.local.rules import Folder, Judge
 
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning")
 
@@ -186,3 +186,27 @@ def test_without_kernels_in_the_target_nothing_is_chosen(tmp_path: Path) -> None
         None, "no kernels library (ModuleNotFoundError: kernels) there to choose a variant")
     assert none.rules_line() == ("judged for /app/bin/python: it has no kernels library (ModuleNotFoundError: "
                                  "kernels), so nothing loads there: pip install kernels")
+
+
+def test_an_installed_folder_kernels_refuses_fails_the_local_kernels_paths(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    build = snapshot(root, "kernels--org--act", SHA)
+    k = kernel(tmp_path)
+    bad = "Unknown file: __init__.py"
+    answer = judge(root, "0.19.1")
+    answer = replace(answer, folders={**answer.folders, str(k.folder): Folder(None, bad)})
+    refusal = f"kernels 0.19.1 refuses it at load: the files do not match the digest in its metadata.json ({bad})"
+    said = [p.line() for p in loaders.paths(k, root, {"LOCAL_KERNELS": f"org/act={k.folder}"}, answer)]
+    assert said[:2] == [
+        f"  get_kernel, has_kernel (any version= or revision=): no, through LOCAL_KERNELS, but {refusal}",
+        f"  LayerRepository, FuncRepository (version=1): no, refs/v1 names {SHA}, and LOCAL_KERNELS loads this wheel "
+        f"for it, but {refusal}"]
+    said = [p.line() for p in loaders.paths(k, root, {}, answer)]
+    assert said == [
+        f"  LOCAL_KERNELS naming {k.folder} (--shell): no, {refusal}",
+        f"  get_kernel, has_kernel, LayerRepository, FuncRepository (version=1): yes, refs/v1 names {SHA}: {build} "
+        "(a download from the Hub)",
+        f"  get_kernel, has_kernel (revision=<sha>): yes, {build} (a download from the Hub)",
+        f"  LockedLayerRepository, LockedFuncRepository, get_locked_kernel, load_kernel (lock on {SHA}): yes, "
+        f"{build} (a download from the Hub)",
+    ]
