@@ -5,6 +5,9 @@ transformers that needs kernels 0.19.1 (and beside kernels 0.17.2 + transformers
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -143,3 +146,46 @@ def test_installs_beside_the_stack_and_wheels(pins: tuple[str, ...], kernels: st
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert line.endswith("; it needs kernels >= 0.19.1 and kernels 0.17.2 is installed beside kernel-factory: "
                          "pip install -U kernels"), line
+
+
+# -- the abi3 audit follows the name's Python part ---------------------------------------------------------
+ABI3_311 = """
+#define Py_LIMITED_API 0x030B0000
+#include <Python.h>
+PyObject *name_of(PyTypeObject *t) { return PyType_GetName(t); }
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_k", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__k(void) { return PyModule_Create(&mod); }
+"""
+
+
+def abi3_variant(root: Path, name: str) -> Path:
+    """build/<name>/ holding one extension that needs the Python 3.11 stable ABI (PyType_GetName)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed (apt-get install gcc)")
+    folder = root / "build" / name
+    folder.mkdir(parents=True)
+    (folder / "_k.c").write_text(ABI3_311)
+    include = sysconfig.get_paths()["include"]
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-I{include}", "-o", str(folder / "_k.abi3.so"),
+                    str(folder / "_k.c")], check=True, capture_output=True)
+    (folder / "_k.c").unlink()
+    return h.variant(root, name, "abi3k", {"_k.abi3.so": (folder / "_k.abi3.so").read_bytes()})
+
+
+def test_abi3_audit_reads_the_python_part(tmp_path: Path) -> None:
+    """A cpython-3.11 build may use the 3.11 stable ABI; the same library in a cpython-3.9 build is refused."""
+    repo = tmp_path / "abi3k"
+    fits = "torch-2.13-cxx11-cpu-cpython-3.11-abi3-x86_64-linux"
+    old = "torch-2.13-cxx11-cpu-cpython-3.9-abi3-x86_64-linux"
+    abi3_variant(repo, fits)
+    abi3_variant(repo, old)
+    (repo / "README.md").write_text("abi3 kernel.\n")
+    h.commit(repo)
+    out = tmp_path / "out"
+    proc = kf("to-wheel", repo, "0.1.0", "-o", out)
+    assert proc.returncode == 3, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "abi3k-0.1.0+torch213cpucxx11cp311-cp311-abi3-manylinux_2_28_x86_64.whl"]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert line.endswith(f"build/{old}/_k.abi3.so uses the Python 3.11 stable ABI, above the wheel's cp39; "
+                         "build it with Py_LIMITED_API=0x03090000"), line
