@@ -118,6 +118,15 @@ def test_to_wheel_new_name_and_agnostic_build(newkern: Path, tmp_path: Path) -> 
     with zipfile.ZipFile(tmp_path / WHEELS[1]) as zf:
         meta = zf.read("newkern-0.1.0+torch213cpucxx11cp39.dist-info/METADATA").decode()
     assert "Requires-Dist: torch>=2.13,<2.14\n" in meta
+    # the index gives each label its variant root; the torch wheel's root is its label's, the SDK's its own
+    site = tmp_path / "site"
+    proc = kf("index", "--wheels", tmp_path, "--out", site)
+    assert proc.returncode == 0, proc.stderr
+    roots = sorted(p.parent.parent.name for p in site.glob("variants/*/simple/newkern"))
+    assert roots == ["sdk", "torch213cpucxx11cp39"]
+    page = (site / "variants/torch213cpucxx11cp39/simple/newkern/index.html").read_text()
+    assert "newkern-0.1.0%2Btorch213cpucxx11cp39-cp39-abi3-manylinux_2_28_x86_64.whl" in page
+    assert "%2Bsdk-" not in page
 
 
 # -- pip installs kernel-factory beside today's stacks -----------------------------------------------------
