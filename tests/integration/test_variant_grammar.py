@@ -4,6 +4,7 @@ transformers that needs kernels 0.19.1 (and beside kernels 0.17.2 + transformers
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import hostile as h
 import pytest
 from kernel_factory.variant_names import VariantName, parse_name
+from packaging.version import Version
 from support import ROOT, built_wheel, cached_venv, clean_env, fresh_venv, kf, run
 from variant_corpus import ALL, LEGACY, NEW, NOARCH, ORACLE, SDK
 
@@ -104,6 +106,9 @@ WHEELS = ["newkern-0.1.0+sdk-py3-none-any.whl",
 
 
 def test_to_wheel_new_name_and_agnostic_build(newkern: Path, tmp_path: Path) -> None:
+    """With the kernels `make install` gives a new venv (the newest: backend type agnostic needs 0.19.1)."""
+    have = importlib.metadata.version("kernels")
+    assert Version(have) >= Version("0.19.1"), f"this venv has kernels {have}: .venv/bin/pip install -U kernels"
     proc = kf("to-wheel", newkern, "0.1.0", "-o", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == WHEELS
