@@ -54,6 +54,7 @@ class Target:
     framework: str  # "torch", "torch-stable-abi", "tvm-ffi", "torch-noarch", "mlx-noarch", "sdk"
     framework_version: str | None  # "2.7", None for noarch and SDKs
     requires: tuple[str, ...]  # Requires-Dist entries from the variant itself
+    python: tuple[int, int] | None = None  # the lowest CPython its compiled parts load in: (3, 9), (3, 12)
 
     @property
     def noarch(self) -> bool:
@@ -144,7 +145,7 @@ def _sdk(name: str, v: VariantName) -> Target:
     backend = v.backend.name if v.backend else AGNOSTIC
     label = "sdk" + (_backend_label(v.backend) if v.backend else "") + _python_label(v)
     return Target(name, label, "cp" + "".join(map(str, v.python.version)), v.python.abi, platform, v.os, v.platform,
-                  backend, _version(v.backend.version if v.backend else None), "sdk", None, ())
+                  backend, _version(v.backend.version if v.backend else None), "sdk", None, (), v.python.version)
 
 
 @lru_cache(maxsize=4096)
@@ -170,7 +171,7 @@ def parse(name: str) -> Target:
         requires = (f"apache-tvm-ffi>={fw_version},<{_upper_bound(fw_version)}",)
     python_tag = "cp" + "".join(map(str, v.python.version))
     return Target(name, _arch_label(v), python_tag, v.python.abi, platform, v.os, v.platform, v.backend.name,
-                  _version(v.backend.version), v.framework, fw_version, requires)
+                  _version(v.backend.version), v.framework, fw_version, requires, v.python.version)
 
 
 _LABEL = re.compile(r"(?P<fw>torchabi|torch|tvmffi)(?P<major>[0-9])(?P<minor>[0-9]+)(?P<backend>[a-z]+?[0-9]*)"

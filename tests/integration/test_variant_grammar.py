@@ -4,13 +4,18 @@ transformers that needs kernels 0.19.1 (and beside kernels 0.17.2 + transformers
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import shutil
+import subprocess
+import sysconfig
 import zipfile
 from pathlib import Path
 
 import hostile as h
 import pytest
 from kernel_factory.variant_names import VariantName, parse_name
+from packaging.version import Version
 from support import ROOT, built_wheel, cached_venv, clean_env, fresh_venv, kf, run
 from variant_corpus import ALL, LEGACY, NEW, NOARCH, ORACLE, SDK
 
@@ -101,6 +106,9 @@ WHEELS = ["newkern-0.1.0+sdk-py3-none-any.whl",
 
 
 def test_to_wheel_new_name_and_agnostic_build(newkern: Path, tmp_path: Path) -> None:
+    """With the kernels `make install` gives a new venv (the newest: backend type agnostic needs 0.19.1)."""
+    have = importlib.metadata.version("kernels")
+    assert Version(have) >= Version("0.19.1"), f"this venv has kernels {have}: .venv/bin/pip install -U kernels"
     proc = kf("to-wheel", newkern, "0.1.0", "-o", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == WHEELS
@@ -115,6 +123,15 @@ def test_to_wheel_new_name_and_agnostic_build(newkern: Path, tmp_path: Path) -> 
     with zipfile.ZipFile(tmp_path / WHEELS[1]) as zf:
         meta = zf.read("newkern-0.1.0+torch213cpucxx11cp39.dist-info/METADATA").decode()
     assert "Requires-Dist: torch>=2.13,<2.14\n" in meta
+    # the index gives each label its variant root; the torch wheel's root is its label's, the SDK's its own
+    site = tmp_path / "site"
+    proc = kf("index", "--wheels", tmp_path, "--out", site)
+    assert proc.returncode == 0, proc.stderr
+    roots = sorted(p.parent.parent.name for p in site.glob("variants/*/simple/newkern"))
+    assert roots == ["sdk", "torch213cpucxx11cp39"]
+    page = (site / "variants/torch213cpucxx11cp39/simple/newkern/index.html").read_text()
+    assert "newkern-0.1.0%2Btorch213cpucxx11cp39-cp39-abi3-manylinux_2_28_x86_64.whl" in page
+    assert "%2Bsdk-" not in page
 
 
 # -- pip installs kernel-factory beside today's stacks -----------------------------------------------------
@@ -143,3 +160,46 @@ def test_installs_beside_the_stack_and_wheels(pins: tuple[str, ...], kernels: st
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert line.endswith("; it needs kernels >= 0.19.1 and kernels 0.17.2 is installed beside kernel-factory: "
                          "pip install -U kernels"), line
+
+
+# -- the abi3 audit follows the name's Python part ---------------------------------------------------------
+ABI3_311 = """
+#define Py_LIMITED_API 0x030B0000
+#include <Python.h>
+PyObject *name_of(PyTypeObject *t) { return PyType_GetName(t); }
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_k", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__k(void) { return PyModule_Create(&mod); }
+"""
+
+
+def abi3_variant(root: Path, name: str) -> Path:
+    """build/<name>/ holding one extension that needs the Python 3.11 stable ABI (PyType_GetName)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed (apt-get install gcc)")
+    folder = root / "build" / name
+    folder.mkdir(parents=True)
+    (folder / "_k.c").write_text(ABI3_311)
+    include = sysconfig.get_paths()["include"]
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-I{include}", "-o", str(folder / "_k.abi3.so"),
+                    str(folder / "_k.c")], check=True, capture_output=True)
+    (folder / "_k.c").unlink()
+    return h.variant(root, name, "abi3k", {"_k.abi3.so": (folder / "_k.abi3.so").read_bytes()})
+
+
+def test_abi3_audit_reads_the_python_part(tmp_path: Path) -> None:
+    """A cpython-3.11 build may use the 3.11 stable ABI; the same library in a cpython-3.9 build is refused."""
+    repo = tmp_path / "abi3k"
+    fits = "torch-2.13-cxx11-cpu-cpython-3.11-abi3-x86_64-linux"
+    old = "torch-2.13-cxx11-cpu-cpython-3.9-abi3-x86_64-linux"
+    abi3_variant(repo, fits)
+    abi3_variant(repo, old)
+    (repo / "README.md").write_text("abi3 kernel.\n")
+    h.commit(repo)
+    out = tmp_path / "out"
+    proc = kf("to-wheel", repo, "0.1.0", "-o", out)
+    assert proc.returncode == 3, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "abi3k-0.1.0+torch213cpucxx11cp311-cp311-abi3-manylinux_2_28_x86_64.whl"]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert line.endswith(f"build/{old}/_k.abi3.so uses the Python 3.11 stable ABI, above the wheel's cp39; "
+                         "build it with Py_LIMITED_API=0x03090000"), line
