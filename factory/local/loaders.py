@@ -127,6 +127,8 @@ def _snapshot_loads(folder: Path, sha: str, k: InstalledKernel, judge: Judge) ->
     chosen, why = snapshot_fit(snap, judge)
     if chosen is None:
         fix = "run `kernel-factory local-kernels --cache`" + (" again" if snap.is_dir() else "")
+        if why.startswith(str(snap / "build")):  # the target's kernels refuses the chosen variant's files
+            return False, why
         return False, f"{why}: {fix}" if why.startswith(str(snap)) else f"{snap}: {why}"
     origin = hubcache.origin_of(snap)
     if not hubcache.is_ours(snap):

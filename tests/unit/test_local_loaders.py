@@ -176,6 +176,9 @@ def test_a_digest_mismatch_refuses_the_load_from_kernels_018_on(tmp_path: Path) 
                   f"metadata.json ({bad})")
         assert loaders.snapshot_fit(build.parent.parent, judge(root, version, "none")) == ("torch-universal",
                                                                                           str(build))
+    said = [p.line() for p in loaders.paths(kernel(tmp_path), root, {}, judge(root, "0.19.1", bad))]
+    assert said[1] == (f"  get_kernel, has_kernel (revision=<sha>): no, {build}: kernels 0.19.1 refuses it at load: "
+                       f"the files do not match the digest in its metadata.json ({bad})")  # no --cache fix offered
 
 
 def test_without_kernels_in_the_target_nothing_is_chosen(tmp_path: Path) -> None:
