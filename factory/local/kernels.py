@@ -9,8 +9,9 @@ its variant root (wheel/layout.py), so PATH is the installed variant root
 (for an older wheel without one, its package folder).
 
 Needs only the standard library and ``packaging``; ``--check`` imports torch
-(guarded) to learn its backend and C++ ABI, and parses variant names with the
-kernels library when it is installed.
+(guarded) to learn its backend and C++ ABI, and asks the target interpreter's
+own kernels library (probe.ask_kernels, in that interpreter's process) which
+variant it loads from each snapshot and whether the files pass its checks.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from .claims import SIGSTORE
 from .environment import from_facts
 from .hubcache import cache_root
 from .installed import InstalledKernel
-from .probe import resolve_python, run_probe, sys_path
+from .probe import ask_kernels, resolve_python, run_probe, sys_path
+from .rules import Judge
 
 # metadata.json fields that kernels 0.17 refuses to load without.
 REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
@@ -230,10 +232,12 @@ def report(
     loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
     every_path: bool = False,
     python: str | None = None,
+    judge: Judge | None = None,
 ) -> tuple[list[str], list[str], int]:
     """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``. ``loading_paths``
     (kernel, LOCAL_KERNELS value in effect) -> what each kernels loading path does for a loadable kernel;
-    with ``every_path`` a path that would not load makes the exit code 3 too."""
+    with ``every_path`` a path that would not load makes the exit code 3 too. ``judge``: the target interpreter's
+    kernels library, as it answered (its version and rules; the loading paths hold its refusals)."""
     keep, left = usable(kernels)
     value = local_kernels_value(keep)
     out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
@@ -248,7 +252,9 @@ def report(
         return out, err, EXIT_REFUSED if left else EXIT_OK
     if env is None and kernels:
         raise ValueError("report(check=True) needs the environment")
-    lines: list[str] = []
+    lines: list[str] = [judge.rules_line()] if judge is not None and kernels else []
+    if judge is not None:
+        has_kernels_lib = judge.kernels is not None
     if not has_kernels_lib:
         lines.append("the kernels library is not installed, so get_kernel cannot run: pip install kernels")
     provided = {k.key for k in keep}
@@ -318,14 +324,23 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
         placed, notes = loaders.install(root, usable(kernels)[0], args.allow_orgs)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
+    def ask(repo_ids: list[str]) -> Judge:
+        """The target interpreter's kernels, asked about these repositories' snapshots in the cache (after
+        --cache placed its own) and about the installed package folders."""
+        return ask_kernels(python or sys.executable, loaders.builds_to_ask(root, repo_ids),
+                           [str(k.folder) for k in kernels])
+
+    judge = ask([k.repo_id for k in kernels if k.repo_id]) if args.check and kernels else None
+
     def loading_paths(k: InstalledKernel, value: str) -> list[loaders.LoadPath]:
-        return loaders.paths(k, root, dict(environ, LOCAL_KERNELS=value) if args.shell else environ)
+        assert judge is not None
+        return loaders.paths(k, root, dict(environ, LOCAL_KERNELS=value) if args.shell else environ, judge)
 
     out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib, path=path,
                             loading_paths=loading_paths if args.check else None, every_path=args.cache is not None,
-                            python=python)
+                            python=python, judge=judge)
     if args.check:  # the kernels transformers' own mapping asks for on this device, from the Hub cache
-        said, all_load = mapped.check(python or sys.executable, path, lambda: env or environment(), root)
+        said, all_load = mapped.check(python or sys.executable, path, lambda: env or environment(), root, ask)
         (err if args.shell else out).extend(said)
         code = EXIT_REFUSED if not all_load and code == EXIT_OK else code
     if args.shell and args.cache:

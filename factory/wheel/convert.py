@@ -11,13 +11,11 @@ verified, then add the .dist-info files, name the wheel and make the record.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import stat
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from .. import __version__
@@ -28,7 +26,7 @@ from ..errors import BadKernel, UnsafePath
 from ..record import PROVENANCE, VARIANT_ROOT, Record
 from ..safe_text import has_control
 from ..variants import Target
-from ..verify import digest
+from ..verify import digest, pydepends
 from ..verify import metadata as kernelmeta
 from ..verify.metadata import KernelMeta
 from . import distinfo as wheel
@@ -105,20 +103,8 @@ def _entry_name(name: str, prefix: str, where: str) -> str:
 
 def requirements(meta: KernelMeta, target: Target, where: str) -> tuple[str, ...]:
     """target.requires + python-depends (kernels' names mapped to packages) + the backend's extra ones."""
-    table = json.loads(resources.files("kernels").joinpath("python_depends.json").read_text())
-    general: dict[str, dict[str, object]] = table.get("general", {})
-    backend_table: dict[str, dict[str, object]] = table.get("backends", {}).get(target.backend, {})
     names = list(meta.python_depends) + list(meta.python_depends_backends.get(target.backend, ()))
-    reqs: list[str] = list(target.requires)
-    for dep in names:
-        info = general.get(dep) or backend_table.get(dep)
-        if isinstance(info, dict):
-            packages = info.get("python", [])
-            assert isinstance(packages, list)
-            reqs.extend(str(p["pkg"]) for p in packages if isinstance(p, dict) and "pkg" in p)
-        else:
-            reqs.append(dep)
-    return wheel.check_requirements(reqs, where)
+    return wheel.check_requirements([*target.requires, *pydepends.packages(names, target.backend)], where)
 
 
 def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
