@@ -40,7 +40,7 @@ from .. import report
 from ..atomic import Batch, DigestMismatch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
 from ..errors import Refused
 from ..libc import sync_fs
-from ..record import FILES, Record, read_provenance
+from ..record import FILES, VARIANT_ROOT, Record, read_provenance
 from . import check as record_check
 from .catalog import Row, catalog_row
 from .wheelinfo import WheelData, make_record, map_labels, parse_name, read_wheel, read_wheel_info, record_of
@@ -263,8 +263,11 @@ def _as_built(record: Record, prov: dict[str, Any], wheel: Path) -> Record:
     with zipfile.ZipFile(wheel) as zf:
         stamp = zf.infolist()[0].date_time
     upload = "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z".format(*stamp)
+    root = text(VARIANT_ROOT)  # as a built record keeps it (wheel/layout.py); a zip-layout kernel has no import name
     return replace(record, kind="kernel", repo_id=text("repo_id"), source=text("source") or text("repo_id"),
-                   revision=text("revision"), ref=text("ref"), import_name=text("package"),
+                   revision=text("revision"), ref=text("ref"),
+                   import_name=None if text("layout") == "zip" else text("package"),
+                   extra={**record.extra, VARIANT_ROOT: root} if root else record.extra,
                    kernel_version=text("kernel_version") or record.kernel_version,
                    digest=digest.get("hash") if isinstance(digest, dict) else None,
                    factory_version=text("factory_version"), upload_time=upload)

@@ -217,3 +217,17 @@ def test_a_nested_build_cannot_run_code_at_python_start(tmp_path: Path, name: st
     top = name.split("/")[0]
     assert str(err.value) == (f"build/torch27-cxx11-cpu-x86_64-linux: {top!r} at the top of a nested build would run "
                               "at every Python start once its folder is on sys.path; remove it from the build")
+
+
+@pytest.mark.parametrize("case", ["flat", "zip"])
+def test_a_repaired_record_keeps_the_variant_root(tmp_path: Path, case: str) -> None:
+    """store/adopt.py repair rebuilds a record from the wheel: the variant root (and no import name for the zip
+    layout) as convert recorded them, so the plan does not take the wheel for an older one."""
+    from kernel_factory.store.adopt import repair
+
+    vdir = make_zip_variant(tmp_path / "repo") if case == "zip" else make_variant(tmp_path / "repo")
+    whl, _, built = convert(wheel_input(vdir, repo_name="relu" if case == "zip" else "img2grey"),
+                            tmp_path / "store" / "files")
+    record = repair(tmp_path / "store", whl.name)
+    assert record.extra == built.extra == {"variant-root": "_relu_kernel" if case == "zip" else "img2grey"}
+    assert record.import_name == built.import_name == (None if case == "zip" else "img2grey")
