@@ -14,7 +14,11 @@ from kernel_factory.errors import EXIT_OK, EXIT_REFUSED
 from kernel_factory.local.checks import Environment, check_kernel, main_label
 from kernel_factory.local.installed import InstalledKernel
 from kernel_factory.local.kernels import find_kernels, local_kernels_value, report, shell_line, usable
-from kernels.load import _parse_local_kernel_overrides
+
+try:  # the installed kernels' own parser is the oracle: kernels.load (0.17) moved under kernels._internals (0.18+)
+    from kernels._internals.load import _parse_local_kernel_overrides
+except ImportError:  # pragma: no cover - kernels 0.17
+    from kernels.load import _parse_local_kernel_overrides
 
 CPU213 = Environment(os="linux", arch="x86_64", torch="2.13.0+cpu", cxx11_abi=True)
 
