@@ -136,7 +136,7 @@ def tree(state: HubState, rev: Revision) -> list[dict[str, Any]]:
             folders.setdefault("/".join(parts[:i]), []).append(f"{path}:{f.oid}")
     entries: list[dict[str, Any]] = []
     for folder in sorted(folders):
-        oid = hashlib.sha1("\n".join(sorted(folders[folder])).encode(), usedforsecurity=False).hexdigest()
+        oid = hashlib.sha1("\n".join([folder, *sorted(folders[folder])]).encode(), usedforsecurity=False).hexdigest()
         entries.append({"type": "directory", "oid": oid, "size": 0, "path": folder})
     for path, (_variant, f) in sorted(files.items()):
         entry: dict[str, Any] = {"type": "file", "oid": f.oid, "size": f.size, "path": path}

@@ -1,8 +1,10 @@
 """The store's records as Hub repositories: revisions, the variants each holds, and the refs the store knows.
 
-A revision holds one wheel per variant (withdrawn wheels left out; of several, the newest record). Refs come
-from the refs the wheels were built from: a ``v<N>`` branch points at the newest revision built from it, a
-``vX.Y.Z`` tag at the revision built from it. Only kernels of the allowed organisations are served.
+A revision holds one wheel per variant (withdrawn wheels left out; of several, the newest record). Refs: a
+``vX.Y.Z`` tag points at the revision built from that tag; a ``v<N>`` branch at the newest revision (commit time,
+then version) of major version N the store holds, built from branch ``v<N>`` (version N.0.K) or from a tag
+``vN.Y.Z``: ``get_kernel(..., version=N)`` gets the newest the mirror has. Only kernels of the allowed
+organisations are served.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from dataclasses import dataclass, field
 
 from ..record import Record, version_key
 
-BRANCH = re.compile(r"v[0-9]+")
 TAG = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+")
 COMMIT = re.compile(r"[0-9a-f]{40}")
 NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -57,6 +58,12 @@ def valid_repo_id(repo_id: str) -> bool:
     return len(parts) == 2 and all(NAME_PART.fullmatch(p) and ".." not in p for p in parts)
 
 
+def _major(version: str | None) -> int | None:
+    """N of a kernel version N.Y.Z (a tag vN.Y.Z's, or N.0.K of a build from branch vN)."""
+    head = (version or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
 def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> HubCatalog:
     orgs = frozenset(allow_orgs)
     repos: dict[str, Repo] = {}
@@ -72,6 +79,7 @@ def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> Hub
         rev.variants[r.variant] = r
         if r.ref and TAG.fullmatch(r.ref):
             repo.tags[r.ref] = r.revision
-        elif r.ref and BRANCH.fullmatch(r.ref):
-            repo.branches[r.ref] = r.revision  # records in time order: the newest revision built from it wins
+        major = _major(r.kernel_version)
+        if major is not None:  # records in time order: the newest revision of the major version wins
+            repo.branches[f"v{major}"] = r.revision
     return HubCatalog(repos, orgs)

@@ -41,7 +41,7 @@ class HubApp:
         query = scope.get("query_string", b"").decode("latin-1")
         got: Answer = await anyio.to_thread.run_sync(answer, self.state, method, raw_path, query)
         headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in got.headers]
-        if got.stream is None:
+        if not any(k == b"content-length" for k, _ in headers):
             headers.append((b"content-length", str(len(got.body)).encode()))
         await send({"type": "http.response.start", "status": got.status, "headers": headers})
         sent = 0
