@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from .catalog import Repo, Revision
 from ..errors import Refused
+from .catalog import Repo, Revision
 from .state import LOG, HubState
 from .wheels import HubFile, MemberStream
 
@@ -89,11 +89,8 @@ def _revision(repo: Repo, rev: str) -> Revision | None:
 
 def _api(repo: Repo, what: str, rest: list[str], query: dict[str, list[str]], state: HubState) -> Answer:
     if what == "refs" and not rest:
-        return _json(200, {
-            "branches": [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": s} for n, s in sorted(repo.branches.items())],
-            "tags": [{"name": n, "ref": f"refs/tags/{n}", "targetCommit": s} for n, s in sorted(repo.tags.items())],
-            "converts": [],
-        })
+        return _json(200, {"branches": _refs("heads", repo.branches), "tags": _refs("tags", repo.tags),
+                           "converts": []})
     if what not in ("revision", "tree") or not rest:
         return NOWHERE
     rev = _revision(repo, rest[0])
@@ -113,6 +110,10 @@ def _api(repo: Repo, what: str, rest: list[str], query: dict[str, list[str]], st
     depth = prefix.count("/")
     listed = [e for e in entries if e["path"].startswith(prefix) and (recursive or e["path"].count("/") == depth)]
     return _json(200, listed)
+
+
+def _refs(kind: str, refs: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": sha} for n, sha in sorted(refs.items())]
 
 
 def variant_files(state: HubState, rev: Revision) -> dict[str, tuple[str, HubFile]]:

@@ -4,7 +4,8 @@ A wheel whose provenance names a variant root (``VARIANT_ROOT``) carries the var
 that folder. Older wheels carry the package folder: a flat build's files sit in it as they sat in the variant
 folder (a re-exporting compat subfolder left out), a nested build's ``<package>/`` is the package folder itself;
 both keep ``metadata.json`` (and its ``.sigstore`` bundle) inside the package. Which of the two a build was is
-read from metadata.json's digest: a nested build's digest names ``<package>/...``.
+read from metadata.json's digest: a nested build's names ``<package>/__init__.py`` and no top-level one (a wheel
+without a digest is taken for a flat build).
 """
 
 from __future__ import annotations
@@ -58,11 +59,12 @@ def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: C
 
 
 def _digest_names_package(data: bytes, package: str) -> bool:
-    """Whether metadata.json's digest names files under ``<package>/`` (a nested build)."""
+    """Whether metadata.json's digest names ``<package>/__init__.py`` and no top-level ``__init__.py`` (a nested
+    build; a flat build's digest names its top-level ``__init__.py``, and its compat subfolder's)."""
     try:
         meta = json.loads(data)
     except (ValueError, RecursionError):
         return False
     digest = meta.get("digest") if isinstance(meta, dict) else None
     files = digest.get("files") if isinstance(digest, dict) else None
-    return isinstance(files, dict) and any(isinstance(k, str) and k.startswith(package + "/") for k in files)
+    return isinstance(files, dict) and "__init__.py" not in files and f"{package}/__init__.py" in files
