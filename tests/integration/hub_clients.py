@@ -60,14 +60,10 @@ def megablocks_repo(path: Path) -> str:
     return git(path, "rev-parse", "HEAD")
 
 
-def build_store(root: Path, repos: Path) -> Path:
-    """``root/store``: the example kernels (factory.toml's tables) and megablocks, built."""
+def build_store(root: Path, repos: Path | None) -> Path:
+    """``root/store``: megablocks and (``repos``: the example kernel repositories) img2grey and relu-nested, built."""
     megablocks_repo(root / "megablocks")
-    (root / "factory.toml").write_text(f"""[factory]
-store = "store"
-allow-orgs = ["kernels-community"]
-manylinux = "2_28"
-
+    examples = "" if repos is None else f"""
 [[kernel]]
 repo = "{repos / 'img2grey'}"
 repo-id = "kernels-community/img2grey"
@@ -78,7 +74,12 @@ tags = ">=1.1.0,<2"
 repo = "{repos / 'relu-nested'}"
 repo-id = "kernels-community/relu-nested"
 versions = [1]
-
+"""
+    (root / "factory.toml").write_text(f"""[factory]
+store = "store"
+allow-orgs = ["kernels-community"]
+manylinux = "2_28"
+{examples}
 [[kernel]]
 repo = "{root / 'megablocks'}"
 repo-id = "{MEGA}"
@@ -110,6 +111,9 @@ def client(python: Path, script: str, cache: Path, endpoint: str | None, cwd: Pa
     """``script`` run by ``python`` with a Hub cache of its own: online at ``endpoint``, or offline (None)."""
     env = clean_env(HF_HUB_CACHE=str(cache), PYTHONWARNINGS="ignore")
     env.pop("KERNELS_CACHE", None)
+    # kernels 0.17.2 sends an empty user agent with HF_HUB_DISABLE_TELEMETRY=1, which huggingface_hub 2.4 turns into
+    # a header ending in "; " that its HTTP client refuses: no online request at all (docs/hub.md, client limits)
+    env.pop("HF_HUB_DISABLE_TELEMETRY", None)
     if endpoint is None:
         env["HF_HUB_OFFLINE"] = "1"
     else:
