@@ -22,9 +22,9 @@ import sys, kernels, torch
 from huggingface_hub import hf_hub_download
 config = hf_hub_download("acme/tiny-model", "config.json")
 print("MODEL", open(config).read().strip())
-layer = kernels.get_kernel("%s", version=1).layers.Doubler()
+layer = kernels.get_kernel("@MEGA@", version=1).layers.Doubler()
 print("KERNEL", layer(torch.ones(1)).tolist())
-""" % MEGA
+""".replace("@MEGA@", MEGA)
 
 
 def _nginx() -> str:

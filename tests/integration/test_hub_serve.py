@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from hub_clients import MARK, MEGA, build_store, client, scan, served
-from support import TORCH_REQ, cached_venv, run
+from support import TORCH_REQ, cached_venv
 
 pytestmark = pytest.mark.integration
 
@@ -99,11 +99,11 @@ class Doubler(torch.nn.Module):
     def forward(self, x):
         return x + 1
 
-mapping = {"Doubler": {"cpu": LayerRepository(repo_id="%s", layer_name="Doubler", version=1)}}
+mapping = {"Doubler": {"cpu": LayerRepository(repo_id="@MEGA@", layer_name="Doubler", version=1)}}
 with use_kernel_mapping(mapping):
     model = kernelize(torch.nn.Sequential(Doubler()), mode=Mode.INFERENCE, device="cpu")
 print("RESULT", model(torch.full((2,), 3.0)).tolist())
-""" % MEGA
+""".replace("@MEGA@", MEGA)
 
 
 @pytest.mark.parametrize("version", STACKS)
@@ -120,9 +120,9 @@ from pathlib import Path
 import kernels
 lock = Path("kernels.lock")
 for load in (kernels.load_kernel, kernels.get_locked_kernel):
-    module = load("%s", lockfile=lock)
+    module = load("@MEGA@", lockfile=lock)
     print(load.__name__, module.__file__.split("/snapshots/")[1])
-""" % MEGA
+""".replace("@MEGA@", MEGA)
 
 
 @pytest.mark.parametrize("version", STACKS)
