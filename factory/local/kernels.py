@@ -2,9 +2,11 @@
 
 The kernels library reads ``LOCAL_KERNELS=org/name=PATH:org2/name2=PATH2``
 and, for a PATH that holds ``metadata.json`` (and no build variant folders),
-imports ``PATH/__init__.py`` without further checks and whatever ``version=``
-or ``revision=`` was asked for. A kernel wheel made by kernel-factory installs
-exactly such a folder, so PATH is the installed package folder.
+loads that folder as the build variant whatever ``version=`` or ``revision=``
+was asked for (kernels 0.18+ check its files against metadata.json's digest
+first). A kernel wheel made by kernel-factory installs exactly such a folder,
+its variant root (wheel/layout.py), so PATH is the installed variant root
+(for an older wheel without one, its package folder).
 
 Needs only the standard library and ``packaging``; ``--check`` imports torch
 (guarded) to learn its backend and C++ ABI, and parses variant names with the
@@ -28,8 +30,9 @@ from packaging.utils import canonicalize_name
 from .. import report as reporter  # report() below is this module's own
 from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, EXIT_REFUSED
-from ..record import PROVENANCE, read_provenance
+from ..record import PROVENANCE, VARIANT_ROOT, read_provenance
 from ..verify import metadata as kernelmeta
+from ..wheel import layout
 from . import claims, loaders, mapped
 from .checks import Environment, check_kernel, detect_environment, installed_version
 from .claims import SIGSTORE
@@ -84,17 +87,24 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
         if claim:
             problems.append(claim)
     pkg = _package(dist, prov)
-    folder = Path(str(dist.locate_file(pkg or dist_name))).absolute()
+    try:
+        root = layout.recorded_root(prov) or pkg
+    except layout.NotMappable as exc:
+        problems.append(f"{exc}")
+        root = None
+    folder = Path(str(dist.locate_file(root or dist_name))).absolute()
     meta: dict[str, Any] = {}
     if pkg is None:
         problems.append(f"its {PROVENANCE} names no package: rebuild the wheel with kernel-factory to-wheel")
+    elif root is None:
+        pass
     elif not folder.is_dir():
         problems.append(f"its package folder {folder} is missing: pip install --force-reinstall '{dist_name}'")
     else:
         meta_file = folder / "metadata.json"
         if not meta_file.is_file():
             problems.append(
-                f"{pkg}/metadata.json, which the kernels library reads, is missing: "
+                f"{root}/metadata.json, which the kernels library reads, is missing: "
                 "rebuild the wheel with kernel-factory to-wheel and reinstall it"
             )
         else:
@@ -108,8 +118,9 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
                         f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels accepts"
                     )
             meta = data or {}
-        if not (folder / "__init__.py").is_file():
-            problems.append(f"{pkg}/__init__.py is missing: pip install --force-reinstall '{dist_name}'")
+        entries = layout.entry_files(meta or {"name": pkg})
+        if not any((folder / rel).is_file() for rel in entries):
+            problems.append(f"{root}/{entries[0]} is missing: pip install --force-reinstall '{dist_name}'")
     name = str(prov.get("name") or meta.get("name") or dist_name)
     key = repo_id or name
     if ":" in str(folder):
@@ -125,11 +136,38 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
     revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
     ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
-    files, files_problem = claims.record_files(dist, pkg) if pkg else ((), f"its {PROVENANCE} names no package")
+    files, files_problem = claims.record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
+    older = older_layout(root, prov, files, meta_file_bytes(folder)) if root and not files_problem else None
+    if older:
+        problems.append(older)
     return InstalledKernel(
         dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
         revision, ref, files, files_problem, (folder / claims.SIGSTORE).is_file(),
     )
+
+
+def meta_file_bytes(folder: Path) -> bytes | None:
+    try:
+        return (folder / "metadata.json").read_bytes()
+    except OSError:
+        return None
+
+
+def older_layout(root: str, prov: dict[str, Any], files: tuple[tuple[str, str], ...], metadata: bytes | None
+                 ) -> str | None:
+    """Why a wheel made before the variant root was recorded cannot serve kernels 0.18+ as installed (its package
+    folder is not laid out as the variant's digest describes), or None."""
+    if VARIANT_ROOT in prov:
+        return None
+    try:
+        mapping = layout.legacy_map(root, [rel for rel, _ in files], metadata)
+    except layout.NotMappable as exc:
+        return str(exc)
+    moved = next((rel for rel, there in mapping.items() if rel != there), None)
+    if moved is None:
+        return None
+    return (f"it was made by an older kernel-factory that installs the package folder, not the build variant folder "
+            f"its digest describes (with {mapping[moved]}), so kernels 0.18+ refuse it; {layout.REBUILD}")
 
 
 def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:

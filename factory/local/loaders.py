@@ -9,8 +9,8 @@ kernels 0.17 has two offline sources (docs/local-kernels.md, "Every loading path
   ``revision=<sha>``, the locked repositories, ``get_locked_kernel`` and ``load_kernel`` load.
 
 ``install`` writes each installed kernel wheel into the cache (``hubcache.place``: a checked copy of the installed
-package folder, content-addressed, at the commit its provenance names); ``paths`` says, for one kernel, what each
-path will load.
+variant root, which is the build variant folder byte for byte, content-addressed, at the commit its provenance
+names); ``paths`` says, for one kernel, what each path will load.
 """
 
 from __future__ import annotations
