@@ -3,6 +3,7 @@ the answers compared with the folders they came from."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -95,9 +96,7 @@ def test_the_tree_lists_the_variant_folder_and_resolve_gives_its_bytes(tmp_path:
     entries = _json(_get(state, f"/api/kernels/example/relu/tree/{SHA}", query="recursive=true&expand=false"))
     assert isinstance(entries, list)
     files = {e["path"]: e for e in entries if e["type"] == "file"}
-    expected = set(walk(vdir))
-    if layout == "flat":  # wheels before the variant-root layout leave the compat subfolder out
-        expected -= {"relu/__init__.py"}
+    expected = set(walk(vdir))  # every file, the flat build's compat subfolder included
     assert set(files) == {f"build/{VARIANT}/{rel}" for rel in expected}
     folders = {e["path"] for e in entries if e["type"] == "directory"}
     assert {"build", f"build/{VARIANT}"} <= folders and all("xetHash" not in e for e in entries)
@@ -149,9 +148,10 @@ def test_what_is_outside_the_surface_is_404(tmp_path: Path) -> None:
 
 
 def _flip_last_member_byte(whl: Path, member: str) -> None:
-    """One byte of ``member``'s stored data changed in place (the wheel's size unchanged)."""
+    """One byte of the stored data of the member whose name ends with ``member`` changed in place (the wheel's
+    size unchanged)."""
     with zipfile.ZipFile(whl) as zf:
-        info = zf.getinfo(member)
+        info = next(i for i in zf.infolist() if i.filename.endswith("/" + member))
     data = bytearray(whl.read_bytes())
     at = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + info.compress_size - 1
     data[at] ^= 0xFF
@@ -190,3 +190,58 @@ def test_a_wheel_replaced_after_its_check_is_checked_again(tmp_path: Path) -> No
     whl.unlink()
     whl.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # another file, same size: its sha256 differs
     assert _get(state, path).status == 502
+
+
+def _old_wheel(folder: Path, members: dict[str, bytes]) -> Record:
+    """A wheel as kernel-factory wrote them before the variant root: the package folder ``relu/`` with
+    metadata.json inside, a provenance without ``variant-root``; its record."""
+    info = "relu-1.1.2.dist-info"
+    members = {**members, f"{info}/kernel_factory.json": json.dumps(
+        {"repo_id": "example/relu", "revision": SHA, "variant": VARIANT, "package": "relu"}).encode()}
+    rows = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
+                   f"{len(d)}\n" for n, d in members.items())
+    folder.mkdir(parents=True, exist_ok=True)
+    whl = folder / "relu-1.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n, d in members.items():
+            zf.writestr(n, d)
+        zf.writestr(f"{info}/RECORD", rows + f"{info}/RECORD,,\n")
+    data = whl.read_bytes()
+    return Record(filename=whl.name, name="relu", version="1.1.2", sha256=hashlib.sha256(data).hexdigest(),
+                  size=len(data), metadata_sha256="", requires_python=None, upload_time="2026-01-01T00:00:00Z",
+                  kernel_version="1.1.2", variant=VARIANT, repo_id="example/relu", revision=SHA, ref="v1.1.2")
+
+
+def _meta(files: dict[str, bytes]) -> bytes:
+    return json.dumps({"name": "relu", "digest": {"algorithm": "sha256", "files": {
+        rel: base64.b64encode(hashlib.sha256(d).digest()).decode() for rel, d in files.items()}}}).encode()
+
+
+def test_an_older_nested_wheel_is_served_where_its_digest_puts_its_files(tmp_path: Path) -> None:
+    init, ops = b"from ._ops import ops\n", b"ops = None\n"
+    meta = _meta({"relu/__init__.py": init, "relu/_ops.py": ops})
+    record = _old_wheel(tmp_path / "store" / "files", {"relu/__init__.py": init, "relu/_ops.py": ops,
+                                                         "relu/metadata.json": meta})
+    state = HubState(tmp_path / "store", ["example"], lambda: [record])
+    entries = _json(_get(state, f"/api/kernels/example/relu/tree/{SHA}", query="recursive=true"))
+    assert isinstance(entries, list)
+    assert sorted(e["path"] for e in entries if e["type"] == "file") == [
+        f"build/{VARIANT}/metadata.json", f"build/{VARIANT}/relu/__init__.py", f"build/{VARIANT}/relu/_ops.py"]
+    assert _body(_get(state, f"/kernels/example/relu/resolve/v1/build/{VARIANT}/metadata.json")) == meta
+
+
+def test_an_older_flat_wheel_without_its_compat_folder_is_not_served(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """kernels 0.18+ would refuse the variant (a file of its digest missing): the mirror serves none of it."""
+    init, ops, compat = b"from ._ops import ops\n", b"ops = None\n", b"from .. import *\n"
+    meta = _meta({"__init__.py": init, "_ops.py": ops, "relu/__init__.py": compat})
+    record = _old_wheel(tmp_path / "store" / "files", {"relu/__init__.py": init, "relu/_ops.py": ops,
+                                                         "relu/metadata.json": meta})
+    state = HubState(tmp_path / "store", ["example"], lambda: [record])
+    with caplog.at_level(logging.ERROR, "kernel_factory.hub"):
+        assert _json(_get(state, f"/api/kernels/example/relu/tree/{SHA}", query="recursive=true")) == []
+        assert _get(state, f"/kernels/example/relu/resolve/v1/build/{VARIANT}/metadata.json").status == 502
+    assert [r.getMessage() for r in caplog.records] == [
+        f"not served: {record.filename}: it was made by an older kernel-factory that left relu/__init__.py (listed "
+        "in the variant's digest) out of the wheel, so kernels 0.18+ refuse it; rebuild it with this kernel-factory "
+        "(to-wheel or build), which keeps the variant byte for byte"]
