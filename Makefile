@@ -101,6 +101,7 @@ bench: $(WHEEL)
 	$(BIN)/python scripts/bench_index.py
 	$(BIN)/python scripts/bench_prune.py
 	$(BIN)/python scripts/bench_pipeline.py --s3-store
+	$(BIN)/python scripts/bench_hub.py
 
 # A mutation run (cosmic-ray) over store/check.py, index/pages.py, verify/digest.py, store/adopt.py against
 # their unit tests; hours of CPU, not in CI (docs/testing.md). MUTANTS='--module verify/digest.py' for one.

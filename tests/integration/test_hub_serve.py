@@ -4,9 +4,9 @@ kernels 0.17.2 (with transformers 5.22.2) and 0.19.1 (with transformers 5.25.0),
 it: get_kernel by version, tag and commit, has_kernel, install_kernel, kernelize with a LayerRepository, `kernels
 lock .` then `kernels download .` and offline load_kernel / get_locked_kernel, transformers' from_pretrained with
 use_kernels=True; an organisation the mirror does not allow and a kernel it lacks get kernels' own refusals; and
-huggingface_hub's scan_cache_dir finds each cache clean. kernels 0.18+ checks each loaded variant against its
-metadata.json digest: img2grey (a flat build whose wheel leaves its compat subfolder out) loads with 0.17.2 only
-until the wheels carry the variant folder whole (issue 46); megablocks and relu-nested load with both."""
+huggingface_hub's scan_cache_dir finds each cache clean. kernels 0.19.1 checks each loaded variant against its
+metadata.json digest: img2grey is a flat build with a compat subfolder, which its wheel carries (the variant
+root)."""
 
 from __future__ import annotations
 
@@ -76,6 +76,7 @@ print(json.dumps(out))
 @pytest.mark.parametrize(("version", "repo", "tag"), [
     ("0.17.2", "kernels-community/img2grey", "v1.1.0"),
     ("0.17.2", MEGA, "v1.0.0"),
+    ("0.19.1", "kernels-community/img2grey", "v1.1.0"),
     ("0.19.1", MEGA, "v1.0.0"),
 ])
 def test_get_kernel_by_version_tag_and_commit(hub: str, store: Path, tmp_path: Path, version: str, repo: str,
