@@ -76,8 +76,11 @@ def digests(folder: Path) -> dict[str, str]:
     out = {}
     for path in sorted(folder.rglob("*")):
         if path.is_file():
+            h = hashlib.sha256()
             with open(path, "rb") as f:
-                out[path.relative_to(folder).as_posix()] = hashlib.file_digest(f, "sha256").hexdigest()
+                while chunk := f.read(MB):
+                    h.update(chunk)
+            out[path.relative_to(folder).as_posix()] = h.hexdigest()
     return out
 
 
@@ -139,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                     if got != expected:
                         raise SystemExit(f"error: {name} served other files or bytes than the repository's")
                     results[name].append(seconds)
-            stats = {"serve --hub": server_stats(hub.pid), "olah": server_stats(olah.proc.pid)}  # type: ignore[union-attr]
+            assert olah.proc is not None
+            stats = {"serve --hub": server_stats(hub.pid), "olah": server_stats(olah.proc.pid)}
         finally:
             hub.terminate()
             hub.wait(10)
