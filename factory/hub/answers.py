@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote
@@ -20,6 +21,7 @@ from .state import LOG, HubState
 from .wheels import HubFile, MemberStream
 
 JSON = "application/json; charset=utf-8"
+CHECKERS = 4  #: wheels of one revision checked at once (its first listing waits for them)
 READ_ONLY = "GET, HEAD"
 
 
@@ -119,8 +121,10 @@ def _refs(kind: str, refs: dict[str, str]) -> list[dict[str, str]]:
 def variant_files(state: HubState, rev: Revision) -> dict[str, tuple[str, HubFile]]:
     """``build/<variant>/<rel>`` -> (the variant, the file) of every wheel of ``rev`` that passed its checks."""
     out: dict[str, tuple[str, HubFile]] = {}
-    for variant, record in sorted(rev.variants.items()):
-        checked = state.checked(record)
+    variants = sorted(rev.variants.items())
+    with ThreadPoolExecutor(min(CHECKERS, len(variants) or 1)) as pool:  # hashing and inflating release the GIL
+        results = list(pool.map(state.checked, [record for _variant, record in variants]))
+    for (variant, _record), checked in zip(variants, results, strict=True):
         if checked is not None:
             for rel, f in checked.files.items():
                 out[f"build/{variant}/{rel}"] = (variant, f)

@@ -194,3 +194,28 @@ def test_an_organisation_not_allowed_and_a_missing_kernel_get_kernels_refusals(h
         "from untrusted sources.")
     missing = client(python, REFUSED, tmp_path / "c2", hub, tmp_path, "kernels-community/nothere")
     assert missing.stdout.splitlines()[-1].startswith("RepositoryNotFoundError 404 Client Error.")
+
+
+OFFLINE = """
+import sys, kernels
+try:
+    module = kernels.get_kernel(sys.argv[1], revision=sys.argv[2])
+    print("loaded", module.__file__.split("/snapshots/")[1])
+except Exception as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("version", STACKS)
+def test_offline_after_an_online_fill(hub: str, store: Path, tmp_path: Path, version: str) -> None:
+    """The documented limit: huggingface_hub 2.4 writes trees/{sha}.json (every variant of img2grey) beside the one
+    variant it downloaded; kernels 0.17.2 then refuses the commit offline, 0.19.1 loads it."""
+    python = _python(version)
+    repo = "kernels-community/img2grey"
+    sha = _commit(store, repo, "v1.1.2")
+    client(python, OFFLINE, tmp_path / "cache", hub, tmp_path, repo, sha)
+    assert (tmp_path / "cache" / "kernels--kernels-community--img2grey" / "trees" / f"{sha}.json").is_file()
+    proc = client(python, OFFLINE, tmp_path / "cache", None, tmp_path, repo, sha)
+    variant = "torch213-cxx11-cpu-x86_64-linux"
+    expected = "IncompleteSnapshotError" if version == "0.17.2" else f"loaded {sha}/build/{variant}/__init__.py"
+    assert proc.stdout.splitlines()[-1] == expected
