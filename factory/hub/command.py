@@ -42,11 +42,15 @@ def run_hub(args: HubArgs) -> int:
         raise UsageError(f"--port {args.port}: not a TCP port; give one from 1 to 65535 (0: any free port)")
     folder = store_folder(args.store)
 
+    said: set[str] = set()
+
     def load() -> list[Record]:
         damaged: list[str] = []
         records = load_records(folder, damaged)
         for line in damaged:
-            report.warn(f"not served: {line}")
+            if line not in said:  # the records are read again every few seconds: each line once
+                said.add(line)
+                report.warn(f"not served: {line}")
         return records
 
     state = HubState(folder, args.allow_orgs, load)
