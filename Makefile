@@ -49,18 +49,21 @@ demo: index
 serve: $(WHEEL)
 	$(BIN)/kernel-factory serve --out public --port $(PORT)
 
-# Debian packages the integration tests use (headless Chromium, the aarch64 cross compiler): the missing ones are
-# named before apt-get installs them. APT_GET, CHROMIUM and CROSS_CXX are for the test of this message.
+# Debian packages the integration tests use (headless Chromium, the aarch64 cross compiler, nginx): the missing ones
+# are named before apt-get installs them. APT_GET, CHROMIUM, CROSS_CXX and NGINX are for the test of this message.
 APT_GET   ?= apt-get
 CHROMIUM  ?= chromium
 CROSS_CXX ?= aarch64-linux-gnu-g++
+NGINX     ?= nginx
 system-deps:
 	@missing=""; \
 	command -v $(CHROMIUM) >/dev/null || missing="$$missing chromium"; \
 	command -v $(CROSS_CXX) >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
+	command -v $(NGINX) >/dev/null || [ -x /usr/sbin/$(NGINX) ] || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 	  echo "system-deps: installing Debian packages for the integration tests with $(APT_GET) (root needed):$$missing"; \
-	  echo "system-deps: (chromium renders the index pages headless; g++-aarch64-linux-gnu builds the aarch64 test kernels)"; \
+	  echo "system-deps: (chromium renders the index pages headless; g++-aarch64-linux-gnu builds the aarch64 test kernels;" \
+	       "nginx runs docs/hub.md's recipe)"; \
 	  $(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq $$missing >/dev/null; \
 	fi
 
@@ -98,6 +101,7 @@ bench: $(WHEEL)
 	$(BIN)/python scripts/bench_index.py
 	$(BIN)/python scripts/bench_prune.py
 	$(BIN)/python scripts/bench_pipeline.py --s3-store
+	$(BIN)/python scripts/bench_hub.py
 
 # A mutation run (cosmic-ray) over store/check.py, index/pages.py, verify/digest.py, store/adopt.py against
 # their unit tests; hours of CPU, not in CI (docs/testing.md). MUTANTS='--module verify/digest.py' for one.

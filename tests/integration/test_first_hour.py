@@ -189,12 +189,12 @@ def test_make_says_which_debian_packages_it_installs_before_it_does(tmp_path: Pa
     stub.chmod(0o755)
     root = Path(__file__).resolve().parents[2]
     proc = run("make", "-s", "-C", root, "system-deps", f"APT_GET={stub}", "CHROMIUM=no-such-chromium",
-               "CROSS_CXX=no-such-g++")
+               "CROSS_CXX=no-such-g++", "NGINX=no-such-nginx")
     lines = proc.stdout.splitlines()
     assert lines[0] == (f"system-deps: installing Debian packages for the integration tests with {stub} "
-                        "(root needed): chromium g++-aarch64-linux-gnu")
+                        "(root needed): chromium g++-aarch64-linux-gnu nginx")
     assert lines[-1] == "apt-get update -qq ran"  # the install's own output is silenced; its call is below
     assert (tmp_path / "calls").read_text().splitlines() == [
-        "update -qq", "install -y -qq chromium g++-aarch64-linux-gnu"]
-    proc = run("make", "-s", "-C", root, "system-deps", f"APT_GET={stub}", "CHROMIUM=sh", "CROSS_CXX=sh")
+        "update -qq", "install -y -qq chromium g++-aarch64-linux-gnu nginx"]
+    proc = run("make", "-s", "-C", root, "system-deps", f"APT_GET={stub}", "CHROMIUM=sh", "CROSS_CXX=sh", "NGINX=sh")
     assert proc.stdout == "" and len((tmp_path / "calls").read_text().splitlines()) == 2  # all there: nothing

@@ -1,0 +1,85 @@
+"""The store's records as Hub repositories: revisions, the variants each holds, and the refs the store knows.
+
+A revision holds one wheel per variant (withdrawn wheels left out; of several, the newest record). Refs: a
+``vX.Y.Z`` tag points at the revision built from that tag; a ``v<N>`` branch at the newest revision (commit time,
+then version) of major version N the store holds, built from branch ``v<N>`` (version N.0.K) or from a tag
+``vN.Y.Z``: ``get_kernel(..., version=N)`` gets the newest the mirror has. Only kernels of the allowed
+organisations are served.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from ..record import Record, version_key
+
+TAG = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+")
+COMMIT = re.compile(r"[0-9a-f]{40}")
+NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass
+class Revision:
+    sha: str
+    time: str  # ISO 8601 UTC: the commit time
+    variants: dict[str, Record] = field(default_factory=dict)
+
+
+@dataclass
+class Repo:
+    repo_id: str
+    revisions: dict[str, Revision] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)  # name -> sha
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, rev: str) -> str | None:
+        """The commit a revision names (a commit, a branch or tag name, ``refs/heads/...``, ``refs/tags/...``)."""
+        if rev in self.revisions:
+            return rev
+        for prefix, refs in (("refs/heads/", self.branches), ("refs/tags/", self.tags)):
+            if rev.startswith(prefix):
+                return refs.get(rev.removeprefix(prefix))
+        return self.branches.get(rev) or self.tags.get(rev)
+
+
+@dataclass
+class HubCatalog:
+    repos: dict[str, Repo]
+    orgs: frozenset[str]
+
+    def repo(self, repo_id: str) -> Repo | None:
+        return self.repos.get(repo_id)
+
+
+def valid_repo_id(repo_id: str) -> bool:
+    parts = repo_id.split("/")
+    return len(parts) == 2 and all(NAME_PART.fullmatch(p) and ".." not in p for p in parts)
+
+
+def _major(version: str | None) -> int | None:
+    """N of a kernel version N.Y.Z (a tag vN.Y.Z's, or N.0.K of a build from branch vN)."""
+    head = (version or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> HubCatalog:
+    orgs = frozenset(allow_orgs)
+    repos: dict[str, Repo] = {}
+    kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision
+               and r.variant and COMMIT.fullmatch(r.revision) and valid_repo_id(r.repo_id)
+               and r.repo_id.split("/")[0] in orgs]
+    # the newest record last: of several wheels of one variant, and of a branch's revisions, it wins
+    kernels.sort(key=lambda r: (r.upload_time, version_key(r.kernel_version), r.filename))
+    for r in kernels:
+        assert r.repo_id is not None and r.revision is not None and r.variant is not None
+        repo = repos.setdefault(r.repo_id, Repo(r.repo_id))
+        rev = repo.revisions.setdefault(r.revision, Revision(r.revision, r.upload_time))
+        rev.variants[r.variant] = r
+        if r.ref and TAG.fullmatch(r.ref):
+            repo.tags[r.ref] = r.revision
+        major = _major(r.kernel_version)
+        if major is not None:  # records in time order: the newest revision of the major version wins
+            repo.branches[f"v{major}"] = r.revision
+    return HubCatalog(repos, orgs)

@@ -1,0 +1,116 @@
+"""The Hub over HTTP: an ASGI app around answers.py, served by uvicorn (keep-alive, concurrent clients).
+
+Each request is answered in a worker thread (reading the store and checking wheels block), and a file's bytes go
+out ``wheels.CHUNK`` at a time as the client takes them: memory stays bounded whatever a variant's size. One log
+line per request: method, path, status, bytes sent, seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import anyio
+import uvicorn
+
+from ..errors import Refused
+from ..safe_text import printable
+from .answers import Answer, answer
+from .state import LOG, HubState
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class HubApp:
+    """The ASGI application."""
+
+    def __init__(self, state: HubState) -> None:
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        started = time.monotonic()
+        method = scope["method"]
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        query = scope.get("query_string", b"").decode("latin-1")
+        got: Answer = await anyio.to_thread.run_sync(answer, self.state, method, raw_path, query)
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in got.headers]
+        if not any(k == b"content-length" for k, _ in headers):
+            headers.append((b"content-length", str(len(got.body)).encode()))
+        await send({"type": "http.response.start", "status": got.status, "headers": headers})
+        sent = 0
+        note = ""
+        if got.stream is None:
+            await send({"type": "http.response.body", "body": b"" if method == "HEAD" else got.body})
+            sent = len(got.body) if method != "HEAD" else 0
+        else:
+            sent, note = await self._stream(got, receive, send)
+        LOG.info("%s %s %d %d %.3fs%s", method, printable(raw_path, 300), got.status, sent,
+                 time.monotonic() - started, note)
+
+    async def _stream(self, got: Answer, receive: Receive, send: Send) -> tuple[int, str]:
+        assert got.stream is not None
+        stream = got.stream
+        gone = anyio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                sent, note = await _pump(iter(stream), gone, send)
+                tg.cancel_scope.cancel()
+        finally:
+            await anyio.to_thread.run_sync(stream.close)
+        return sent, note
+
+
+async def _pump(pieces: Iterator[bytes], gone: anyio.Event, send: Send) -> tuple[int, str]:
+    """Send a file's pieces as they are read; (bytes sent, a note for the log line)."""
+    sent = 0
+    try:
+        while not gone.is_set():
+            piece = await anyio.to_thread.run_sync(next, pieces, None)
+            if piece is None:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return sent, ""
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+            sent += len(piece)
+    except Refused as exc:  # the connection is closed short of Content-Length: the client sees an error
+        LOG.error("not served: %s", exc)
+        return sent, " (cut short: the wheel changed)"
+    return sent, " (client gone)"
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (OSError where it cannot be had)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(state: HubState, sock: socket.socket) -> None:
+    """Serve until interrupted."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    LOG.setLevel(logging.INFO)
+    config = uvicorn.Config(HubApp(state), log_config=None, access_log=False, lifespan="off",
+                            timeout_keep_alive=30, server_header=False)
+    uvicorn.Server(config).run(sockets=[sock])

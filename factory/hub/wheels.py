@@ -1,0 +1,212 @@
+"""A wheel checked before any byte of it is served, and its members streamed.
+
+``check_wheel`` reads the wheel once to compare its sha256 and size with the index's record, then inflates each
+member of the variant folder (members.py) once: its sha256 against the wheel's RECORD, and what the Hub would
+answer for it (git blob id, or Git LFS pointer for a binary or large file). ``open_member`` reopens the wheel,
+refuses it if it is no longer the file that was checked, and streams one member in ``CHUNK`` pieces, hashing
+again as it goes (a member that changed under it raises before its last piece).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ..atomic import LinkRefused, open_nofollow, stream_digest
+from ..errors import Refused
+from ..record import PROVENANCE
+from ..safe_text import printable
+from ..store.wheelinfo import read_capped
+from .members import variant_members
+
+CHUNK = 1 << 20  #: bytes read, inflated and sent at a time: a server's memory is CHUNK per transfer
+MAX_MEMBERS = 100_000  #: files in one wheel
+MAX_RECORD = 8 * 1024 * 1024  #: bytes of its RECORD
+MAX_SMALL = 4 * 1024 * 1024  #: bytes of metadata.json or the provenance file
+MAX_RATIO = 100  #: its variant folder inflates to at most this many times the wheel's size (a zip bomb is refused)
+LFS_MIN = 10 * 1024 * 1024  #: the Hub keeps files from this size in Git LFS, and binary files (a NUL byte)
+BINARY_PROBE = 8000  #: bytes git looks at for a NUL
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One file of ``build/<variant>/`` as the Hub lists it, and where it is in the wheel."""
+
+    rel: str  # path inside build/<variant>/
+    member: str  # the wheel's member
+    size: int
+    sha256: str
+    oid: str  # the git blob id of what git holds: the file, or its LFS pointer
+    lfs: bool
+
+    @property
+    def etag(self) -> str:
+        """What the Hub's resolve answer names the blob by: the sha256 of an LFS file, else the git blob id."""
+        return self.sha256 if self.lfs else self.oid
+
+    def pointer(self) -> bytes:
+        return lfs_pointer(self.sha256, self.size)
+
+
+@dataclass(frozen=True)
+class CheckedWheel:
+    path: Path
+    key: tuple[int, int, int, int]  # the checked file's (device, inode, size, mtime_ns)
+    files: dict[str, HubFile]  # rel -> file
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def check_wheel(path: Path, sha256: str, size: int) -> CheckedWheel:
+    """The wheel at ``path`` checked (Refused, saying why, where any check fails)."""
+    name = path.name
+    try:
+        fd = open_nofollow(path, "wheel")
+    except FileNotFoundError:
+        raise Refused(f"{name} is missing from the store; run `kernel-factory index` to list the store again") from None
+    except LinkRefused as exc:
+        raise Refused(str(exc)) from None
+    with os.fdopen(fd, "rb") as f:
+        key = stat_key(os.fstat(f.fileno()))
+        if key[2] != size:
+            raise Refused(f"{name} is {key[2]} bytes, its record says {size}: run `kernel-factory index --repair`")
+        if stream_digest(f) != sha256:
+            raise Refused(f"{name} does not match the sha256 of its record: run `kernel-factory index --repair`")
+        f.seek(0)
+        try:
+            with zipfile.ZipFile(f) as zf:
+                files = _check_members(zf, name, size)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, OSError) as exc:
+            raise Refused(f"{name} is not a readable zip file ({printable(str(exc), 200)}); rebuild it") from None
+    return CheckedWheel(path, key, files)
+
+
+def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str, HubFile]:
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise Refused(f"{name} holds {len(infos)} files, more than the {MAX_MEMBERS} a kernel wheel may; rebuild it")
+    provs = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{PROVENANCE}")]
+    if len(provs) != 1:
+        raise Refused(f"{name} carries no {PROVENANCE}; it was not built by kernel-factory")
+    try:
+        prov = json.loads(read_capped(zf, provs[0], MAX_SMALL, name, "rebuild it"))
+    except (ValueError, RecursionError):
+        prov = None
+    if not isinstance(prov, dict):
+        raise Refused(f"{name}: its {PROVENANCE} is not a JSON object; rebuild it")
+    mapping = variant_members(prov, zf.namelist(), lambda m: read_capped(zf, m, MAX_SMALL, name, "rebuild it"), name)
+    total = sum(zf.getinfo(m).file_size for m in mapping)
+    if total > MAX_RATIO * max(wheel_size, CHUNK):
+        raise Refused(f"{name}: its files inflate to {total} bytes, more than {MAX_RATIO} times the wheel (a zip "
+                      "bomb?); rebuild it")
+    record = _record(zf, name)
+    files: dict[str, HubFile] = {}
+    for member, rel in sorted(mapping.items()):
+        expected = record.get(member)
+        if expected is None:
+            raise Refused(f"{name}: '{printable(member, 200)}' is not in its RECORD; rebuild it")
+        files[rel] = _check_member(zf, member, rel, expected, name)
+    return files
+
+
+def _check_member(zf: zipfile.ZipFile, member: str, rel: str, expected: str, name: str) -> HubFile:
+    size = zf.getinfo(member).file_size
+    sha = hashlib.sha256()
+    blob = None
+    with zf.open(member) as src:
+        first = True
+        while chunk := src.read(CHUNK):
+            if first:
+                first = False
+                if size < LFS_MIN and b"\0" not in chunk[:BINARY_PROBE]:
+                    blob = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+            sha.update(chunk)
+            if blob is not None:
+                blob.update(chunk)
+    digest = sha.hexdigest()
+    if digest != expected:
+        raise Refused(f"{name}: '{printable(member, 200)}' does not match its RECORD sha256; rebuild it")
+    if blob is None and size == 0:
+        blob = hashlib.sha1(b"blob 0\0", usedforsecurity=False)
+    oid = blob.hexdigest() if blob is not None else git_blob_id(lfs_pointer(digest, size))
+    return HubFile(rel, member, size, digest, oid, blob is None)
+
+
+def _record(zf: zipfile.ZipFile, wheel: str) -> dict[str, str]:
+    """The wheel's RECORD: member -> sha256 hex."""
+    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
+    if len(names) != 1:
+        raise Refused(f"{wheel} carries no .dist-info/RECORD; rebuild it")
+    text = read_capped(zf, names[0], MAX_RECORD, wheel, "rebuild it").decode("utf-8", "replace")
+    out: dict[str, str] = {}
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error:
+        raise Refused(f"{wheel}: its RECORD is not CSV; rebuild it") from None
+    for row in rows:
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            b64 = row[1].removeprefix("sha256=")
+            try:
+                out[row[0]] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+            except ValueError:
+                raise Refused(f"{wheel}: its RECORD entry for '{printable(row[0], 200)}' is not a sha256 digest; "
+                              "rebuild it") from None
+    return out
+
+
+class MemberStream:
+    """One member of a checked wheel, opened: iterate for its bytes; ``close`` when done (or cut short)."""
+
+    def __init__(self, checked: CheckedWheel, file: HubFile) -> None:
+        fd = open_nofollow(checked.path, "wheel")
+        self._f: IO[bytes] = os.fdopen(fd, "rb")
+        try:
+            if stat_key(os.fstat(fd)) != checked.key:
+                raise Refused(f"{checked.path.name} changed since it was checked")
+            self._zf = zipfile.ZipFile(self._f)
+            self._src = self._zf.open(file.member)
+        except BaseException:
+            self._f.close()
+            raise
+        self.file = file
+
+    def __iter__(self) -> Iterator[bytes]:
+        """The member's bytes; the last piece is held back until the whole member matched its sha256, so a client
+        never gets all of a changed file (zipfile also checks each member's CRC)."""
+        sha = hashlib.sha256()
+        held = b""
+        read = 0
+        while chunk := self._src.read(CHUNK):
+            sha.update(chunk)
+            read += len(chunk)
+            if held:
+                yield held
+            held = chunk
+        if read != self.file.size or sha.hexdigest() != self.file.sha256:
+            raise Refused(f"{self.file.member}: its bytes changed after the wheel was checked")
+        if held:
+            yield held
+
+    def close(self) -> None:
+        self._src.close()
+        self._zf.close()
+        self._f.close()
