@@ -99,9 +99,11 @@ def make_site(folder: Path, example_repos: Path, lockers: dict[str, Path]) -> No
             project.mkdir(parents=True)
             (project / "pyproject.toml").write_text(PYPROJECT)
             script = Path(python).parent / "kernels"  # the stack venv's console script, run by the app's python
-            proc = run(python, script, "lock", project, env=clean_env(**hf_env(proxy.url, folder / "hf" / version)),
-                       check=False)
-            assert proc.returncode == 0, f"kernels {version} lock: {proc.stdout}{proc.stderr}"
+            # telemetry on (it goes to the proxy): with HF_HUB_DISABLE_TELEMETRY=1, kernels 0.17.2 sends the
+            # user agent "kernels/0.17.2; hf_hub/2.4.0; python/3.11.7; " and httpx refuses its trailing space
+            env = clean_env(**hf_env(proxy.url, folder / "hf" / version, {"HF_HUB_DISABLE_TELEMETRY": "0"}))
+            proc = run(python, script, "lock", project, env=env, check=False)
+            assert proc.returncode == 0, f"kernels {version} lock: {proc.stdout}{proc.stderr}{proxy.requests}"
 
 
 @pytest.fixture(scope="session")
@@ -198,7 +200,8 @@ def test_every_loading_path_offline(stack: str, provider: str, stack_site_folder
             scan(home / "hub")  # huggingface_hub reads what kernel-factory wrote: no warnings
         script = tmp_path / "paths.py"
         script.write_text(PATHS)
-        lock = stack_site_folder / "locks" / LOCKERS[-1] / "kernels.lock"
+        locker = provider.rsplit(" ", 1)[1] if provider.startswith("download") else LOCKERS[-1]
+        lock = stack_site_folder / "locks" / locker / "kernels.lock"  # the lock the provider's cache was made from
         args = json.dumps({"shas": shas, "lock": str(lock), "cases": cases, "marks": MARKS})
         proc = run("bash", "-c", f'{step} && "{python}" "{script}" \'{args}\'', env=offline_env(home), check=False,
                    cwd=tmp_path)
