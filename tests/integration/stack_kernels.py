@@ -259,16 +259,22 @@ LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_lay
              num_key_value_heads=1, max_position_embeddings=64)
 
 
-def use_kernels_config():
-    """transformers' kernel mapping API: KernelConfig maps Llama's RMSNorm to example/act's layer (version 1)."""
-    from transformers import KernelConfig, LlamaConfig, LlamaForCausalLM
+def use_kernels_mapped():
+    """transformers' kernel mapping API on CPU: Llama's RMSNorm mapped to example/act's layer (version 1) with the
+    register_kernel_mapping transformers exports, then use_kernels. (Its KernelConfig refuses the CPU: "Only
+    devices in ['cuda', 'rocm', 'xpu', 'npu', 'neuron', 'tpu', 'mps'] are supported, got: cpu".)"""
+    from kernels import LayerRepository, Mode
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.integrations.hub_kernels import register_kernel_mapping
 
     torch.manual_seed(0)
     m = LlamaForCausalLM(LlamaConfig(**LLAMA)).eval()
     ids = torch.tensor([[1, 2, 3, 4]])
     with torch.no_grad():
         before = m(ids).logits
-    m.set_use_kernels(True, KernelConfig({"RMSNorm": "example/act:RMSNorm"}))
+    register_kernel_mapping({"RMSNorm": {"cpu": {
+        Mode.INFERENCE: LayerRepository("example/act", layer_name="RMSNorm", version=1)}}})
+    m.set_use_kernels(True)
     out = io.StringIO()
     with redirect_stdout(out), torch.no_grad():
         after = m(ids).logits
@@ -323,7 +329,7 @@ CASES = {
     "get_locked_kernel(lockfile)": lambda: relu(k("get_locked_kernel")("example/relu-nested", lockfile=LOCK)),
     "install_kernel(local_files_only)": install_pyonly,
     "kernel dependency": dependency,
-    "transformers use_kernels, KernelConfig": use_kernels_config,
+    "transformers use_kernels, register_kernel_mapping": use_kernels_mapped,
     "transformers use_kernels, built-in mapping": use_kernels_builtin,
 }
 for name in ARGS["cases"]:
@@ -331,7 +337,8 @@ for name in ARGS["cases"]:
         CASES[name]()
         print(f"{name}\tok", flush=True)
     except BaseException as exc:  # noqa: BLE001 - every case reports, whatever it raised
-        print(f"{name}\tFAIL {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}", flush=True)
+        text = " ".join(line.strip() for line in str(exc).strip().splitlines()[:3])
+        print(f"{name}\tFAIL {type(exc).__name__}: {text[:400]}", flush=True)
 '''
 
 MARKS = [RMS_MARK, MEGABLOCKS_MARK, DEP_MARK]
@@ -339,7 +346,8 @@ MARKS = [RMS_MARK, MEGABLOCKS_MARK, DEP_MARK]
 ALL_CASES = ["get_kernel(version) flat", "get_kernel(version) nested", "get_kernel(version) noarch",
              "get_kernel(revision)", "has_kernel(version)", "kernelize LayerRepository", "kernelize FuncRepository",
              "kernelize LockedLayerRepository", "load_kernel(lockfile)", "get_locked_kernel(lockfile)",
-             "install_kernel(local_files_only)", "kernel dependency", "transformers use_kernels, KernelConfig",
+             "install_kernel(local_files_only)", "kernel dependency",
+             "transformers use_kernels, register_kernel_mapping",
              "transformers use_kernels, built-in mapping"]
 # What LOCAL_KERNELS alone serves (kernels reads it in get_kernel and has_kernel only, and for their dependencies):
 # the other paths read the Hub cache, which --shell alone leaves empty.
