@@ -13,6 +13,9 @@ from packaging.version import InvalidVersion, Version
 RECORD_SCHEMA = 1
 #: The provenance file inside each wheel's .dist-info (read back by `kernel-factory local-kernels`).
 PROVENANCE = "kernel_factory.json"
+#: The provenance key (and the record's ``extra`` key) naming the wheel folder that holds build/<variant>/ byte for
+#: byte (wheel/layout.py, docs/convert.md "What a wheel holds and why"); wheels made before it have none.
+VARIANT_ROOT = "variant-root"
 #: The Hub's web address: Project-URL "Hub" and the landing page's links are HUB_URL + repo id.
 HUB_URL = "https://huggingface.co/"
 #: PEP 691 JSON media type of the simple API.

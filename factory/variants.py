@@ -1,7 +1,10 @@
 """Build-variant name -> target: local version label, wheel tags, requirements.
 
-Names are parsed with ``kernels.variants.parse_variant`` (no second grammar);
-this module only maps the parsed variant to what the wheel needs.
+Names are read with the grammar in variant_names.py (kernels' own grammar, owned here since kernels 0.19 has no
+public parser); this module maps a parsed name to what the wheel needs, and the local label back to the name.
+Labels (docs/index.md, "Local version labels"): a legacy name keeps the label it always had
+(``torch213cpucxx11``); a name of the new grammar gets the same spelling plus its Python part
+(``torch-2.13-cxx11-cpu-cpython-3.9-abi3-x86_64-linux`` -> ``torch213cpucxx11cp39``).
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .errors import UnknownVariant
+from .variant_names import LEGACY_WORD, UNVERSIONED, Backend, VariantName, legacy_pair, parse_name
 
 # Platforms and operating systems the kernels project builds for.
 ARCHES = ("x86_64", "aarch64")
 OSES = ("linux", "darwin", "windows")
-# Noarch backends (torch-<backend>); torch-universal has no label.
+# Noarch backends (torch-<backend>, mlx-<backend>, sdk-<backend>); torch-universal has no label.
 NOARCH_BACKENDS = ("universal", "cuda", "rocm", "xpu", "cpu", "metal", "neuron", "tpu", "cann", "npu")
+AGNOSTIC = "agnostic"  # the backend of an SDK build made for every backend (metadata.json backend type agnostic)
 
 _BASE_PLATFORM = {
     ("linux", "x86_64"): "linux_x86_64",
@@ -39,16 +44,17 @@ class Target:
 
     variant: str
     label: str | None  # local version label without '+', None for torch-universal
-    python_tag: str  # "cp39" for arch variants, "py3" for noarch
-    abi_tag: str  # "abi3" or "none"
+    python_tag: str  # "cp39" (legacy arch names), "cp312" (cpython-3.12), "py3" for noarch
+    abi_tag: str  # "abi3", "abi3t" or "none"
     platform: str  # "linux_x86_64", "win_amd64", "macosx_11_0_arm64", "any"
     os: str | None  # linux, darwin, windows; None for noarch
     arch: str | None  # x86_64, aarch64; None for noarch
-    backend: str  # cuda, rocm, xpu, cann, cpu, metal, neuron, tpu, universal
+    backend: str  # cuda, rocm, xpu, cann, cpu, metal, neuron, tpu, universal, agnostic
     backend_version: str | None  # "12.8" for cu128, None where unversioned
-    framework: str  # "torch", "torch-stable-abi", "tvm-ffi", "torch-noarch"
-    framework_version: str | None  # "2.7", None for noarch
+    framework: str  # "torch", "torch-stable-abi", "tvm-ffi", "torch-noarch", "mlx-noarch", "sdk"
+    framework_version: str | None  # "2.7", None for noarch and SDKs
     requires: tuple[str, ...]  # Requires-Dist entries from the variant itself
+    python: tuple[int, int] | None = None  # the lowest CPython its compiled parts load in: (3, 9), (3, 12)
 
     @property
     def noarch(self) -> bool:
@@ -67,88 +73,117 @@ def _upper_bound(version: str) -> str:
     return f"{major}.{int(minor) + 1}"
 
 
+def _refuse(name: str, why: str) -> UnknownVariant:
+    return UnknownVariant(f"unknown build variant {name!r}: {why}; rename the folder or leave it out with "
+                          "`variants = [...]`")
+
+
+# -- local labels of the new grammar ---------------------------------------------------------------------
+_FW_WORD = {"torch": "torch", "torch-stable-abi": "torchabi", "tvm-ffi": "tvmffi"}
+
+
+def _number(kind: str, pair: tuple[int, int]) -> str:
+    """A version in a label: the legacy spelling (``213``, ``128``) where it reads back as this version, else
+    with ``p`` for the point (``12p10`` for CUDA 12.10, which ``1210`` would not give back)."""
+    compact = f"{pair[0]}{pair[1]}"
+    return compact if legacy_pair(kind, compact) == pair else f"{pair[0]}p{pair[1]}"
+
+
+def _backend_label(backend: Backend) -> str:
+    if backend.version is None:
+        return backend.name
+    return LEGACY_WORD[backend.name] + _number(backend.name, backend.version)
+
+
+def _python_label(v: VariantName) -> str:
+    assert v.python is not None
+    return "cp" + _number("python", v.python.version) + ("t" if v.python.abi == "abi3t" else "")
+
+
+def _arch_label(v: VariantName) -> str:
+    assert v.framework is not None and v.framework_version is not None and v.backend is not None
+    cxx = "" if v.cxx11_abi is None else ("cxx11" if v.cxx11_abi else "cxx98")
+    if v.legacy:  # the labels written since the first release, unchanged
+        major, minor = v.framework_version
+        return f"{_FW_WORD[v.framework]}{major}{minor}{v.backend.text}{cxx}"
+    number = _number(v.framework, v.framework_version)
+    return f"{_FW_WORD[v.framework]}{number}{_backend_label(v.backend)}{cxx}{_python_label(v)}"
+
+
+def _system(name: str, v: VariantName) -> str:
+    if v.platform not in ARCHES or v.os not in OSES or (v.os, v.platform) not in _BASE_PLATFORM:
+        raise _refuse(name, f"platform {v.platform}-{v.os} is not one of "
+                      + ", ".join(f"{a}-{o}" for o, a in _BASE_PLATFORM))
+    return _BASE_PLATFORM[(v.os, v.platform)]
+
+
+def _version(pair: tuple[int, int] | None) -> str | None:
+    return None if pair is None else f"{pair[0]}.{pair[1]}"
+
+
+def _noarch(name: str, v: VariantName) -> Target:
+    backend = v.noarch_backend
+    if backend not in NOARCH_BACKENDS or (v.kind == "sdk" and backend == "universal"):
+        raise _refuse(name, f"noarch backend {backend!r} is not one of {', '.join(NOARCH_BACKENDS)}")
+    requires: tuple[str, ...]
+    label: str | None
+    if v.framework == "torch":
+        label, framework, requires = (None if backend == "universal" else backend), "torch-noarch", ("torch",)
+    elif v.framework == "mlx":
+        label, framework, requires = "mlx" + ("" if backend == "universal" else backend), "mlx-noarch", ("mlx",)
+    else:
+        label, framework, requires = f"sdk{backend}", "sdk", ()
+    return Target(name, label, "py3", "none", "any", None, None, backend, None, framework, None, requires)
+
+
+def _sdk(name: str, v: VariantName) -> Target:
+    if v.noarch_backend is not None:
+        return _noarch(name, v)
+    if v.python is None:  # `sdk`: every backend, no compiled parts
+        return Target(name, "sdk", "py3", "none", "any", None, None, AGNOSTIC, None, "sdk", None, ())
+    platform = _system(name, v)
+    backend = v.backend.name if v.backend else AGNOSTIC
+    label = "sdk" + (_backend_label(v.backend) if v.backend else "") + _python_label(v)
+    return Target(name, label, "cp" + "".join(map(str, v.python.version)), v.python.abi, platform, v.os, v.platform,
+                  backend, _version(v.backend.version if v.backend else None), "sdk", None, (), v.python.version)
+
+
 @lru_cache(maxsize=4096)
 def parse(name: str) -> Target:
     """Map a build-variant folder name to its target; UnknownVariant if not a kernels variant."""
-    from kernels.variants import ArchVariant, Torch, TorchStableAbi, TvmFfi, parse_variant
-
     try:
-        parsed = parse_variant(name)
-    except Exception as exc:  # kernels raises ValueError, and others on odd input
-        raise UnknownVariant(
-            f"unknown build variant {name!r}: not a variant name the kernels project defines ({exc}); "
-            "rename the folder or leave it out with `variants = [...]`"
-        ) from None
-    if parsed.variant_str != name:
-        raise UnknownVariant(f"unknown build variant {name!r}: it does not round-trip as {parsed.variant_str!r}")
-
-    if not isinstance(parsed, ArchVariant):
-        backend = parsed.arch.backend_name
-        if backend not in NOARCH_BACKENDS:
-            raise UnknownVariant(
-                f"unknown build variant {name!r}: noarch backend {backend!r} is not one of {', '.join(NOARCH_BACKENDS)}"
-            )
-        return Target(
-            variant=name,
-            label=None if backend == "universal" else backend,
-            python_tag="py3",
-            abi_tag="none",
-            platform="any",
-            os=None,
-            arch=None,
-            backend=backend,
-            backend_version=None,
-            framework="torch-noarch",
-            framework_version=None,
-            requires=("torch",),
-        )
-
-    arch = parsed.arch
-    if arch.platform not in ARCHES or arch.os not in OSES or (arch.os, arch.platform) not in _BASE_PLATFORM:
-        raise UnknownVariant(
-            f"unknown build variant {name!r}: platform {arch.platform}-{arch.os} is not one of "
-            + ", ".join(f"{a}-{o}" for o, a in _BASE_PLATFORM)
-        )
-    backend = arch.backend
-    backend_str = backend.variant_str
-    backend_version = str(backend.version) if hasattr(backend, "version") else None
-    fw = parsed.framework
-    fw_version = f"{fw.version.major}.{fw.version.minor}"
-    if isinstance(fw, Torch):
-        major_minor = f"{fw.version.major}{fw.version.minor}"
-        abi = "" if fw.cxx11_abi is None else ("cxx11" if fw.cxx11_abi else "cxx98")
-        label = f"torch{major_minor}{backend_str}{abi}"
-        framework = "torch"
+        v = parse_name(name)
+    except ValueError as exc:
+        raise _refuse(name, f"not a variant name the kernels project defines ({exc})") from None
+    if v.kind == "noarch":
+        return _noarch(name, v)
+    if v.kind == "sdk":
+        return _sdk(name, v)
+    assert v.framework is not None and v.framework_version is not None and v.backend is not None
+    assert v.python is not None
+    platform = _system(name, v)
+    fw_version = f"{v.framework_version[0]}.{v.framework_version[1]}"
+    if v.framework == "torch":
         requires: tuple[str, ...] = (f"torch>={fw_version},<{_upper_bound(fw_version)}",)
-    elif isinstance(fw, TorchStableAbi):
-        label = f"torchabi{fw.version.major}{fw.version.minor}{backend_str}"
-        framework = "torch-stable-abi"
+    elif v.framework == "torch-stable-abi":
         requires = (f"torch>={fw_version}",)
-    elif isinstance(fw, TvmFfi):
-        label = f"tvmffi{fw.version.major}{fw.version.minor}{backend_str}"
-        framework = "tvm-ffi"
+    else:
         requires = (f"apache-tvm-ffi>={fw_version},<{_upper_bound(fw_version)}",)
-    else:  # pragma: no cover - kernels grew a framework we do not know
-        raise UnknownVariant(f"unknown build variant {name!r}: framework {type(fw).__name__} is not supported")
-    return Target(
-        variant=name,
-        label=label,
-        python_tag="cp39",
-        abi_tag="abi3",
-        platform=_BASE_PLATFORM[(arch.os, arch.platform)],
-        os=arch.os,
-        arch=arch.platform,
-        backend=backend.name,
-        backend_version=backend_version,
-        framework=framework,
-        framework_version=fw_version,
-        requires=requires,
-    )
+    python_tag = "cp" + "".join(map(str, v.python.version))
+    return Target(name, _arch_label(v), python_tag, v.python.abi, platform, v.os, v.platform, v.backend.name,
+                  _version(v.backend.version), v.framework, fw_version, requires, v.python.version)
 
 
 _LABEL = re.compile(r"(?P<fw>torchabi|torch|tvmffi)(?P<major>[0-9])(?P<minor>[0-9]+)(?P<backend>[a-z]+?[0-9]*)"
                     r"(?P<abi>cxx11|cxx98)?")
 _FW_PREFIX = {"torch": "torch", "torchabi": "torch-stable-abi", "tvmffi": "tvm-ffi"}
+# Labels of the new grammar (read back by building the name and parsing it: see _new_names).
+_NUM = r"[0-9]+(?:p[0-9]+)?"
+_BACKEND = rf"(?:cpu|metal|neuron|tpu|(?:cu|rocm|xpu|cann){_NUM})"
+_PY = rf"cp(?P<py>{_NUM})(?P<t>t?)"
+_NEW_ARCH = re.compile(rf"(?P<fw>torchabi|torch|tvmffi)(?P<fwv>{_NUM})(?P<be>{_BACKEND})(?P<abi>cxx11|cxx98)?{_PY}")
+_SDK_ARCH = re.compile(rf"sdk(?P<be>{_BACKEND})?{_PY}")
+_WORD_BACKEND = {word: name for name, word in LEGACY_WORD.items()}
 
 
 _MAC_ARCHES = {"arm64": ("aarch64",), "x86_64": ("x86_64",), "intel": ("x86_64",), "universal2": ("x86_64", "aarch64")}
@@ -178,23 +213,80 @@ def _platforms(tags: Iterable[str]) -> list[tuple[str, str]]:
     return found
 
 
-@lru_cache(maxsize=4096)
-def _for_label(label: str, platforms: tuple[str, ...]) -> Target | None:
-    if platforms == ("any",):
-        if label in NOARCH_BACKENDS and label != "universal":
-            return parse(f"torch-{label}")
-        return None
-    m = _LABEL.fullmatch(label)
+def _decode(kind: str, text: str) -> str | None:
+    """A version in a label (``213``, ``12p10``) -> ``X.Y`` as the new grammar writes it; None if none."""
+    if "p" in text:
+        major, _, minor = text.partition("p")
+        return f"{int(major)}.{int(minor)}"
+    pair = legacy_pair(kind, text)
+    return None if pair is None else f"{pair[0]}.{pair[1]}"
+
+
+def _backend_text(label_part: str) -> str | None:
+    """A backend in a new label (``cu128``, ``cpu``) -> as the new grammar writes it (``cuda-12.8``)."""
+    if label_part in UNVERSIONED:
+        return label_part
+    m = re.fullmatch(r"(cu|rocm|xpu|cann)([0-9p]+)", label_part)
     if m is None:
         return None
-    fw = _FW_PREFIX[m["fw"]] + m["major"] + m["minor"]
-    if m["abi"]:
-        if m["fw"] != "torch":
-            return None
-        fw += f"-{m['abi']}"
-    for arch, os_ in _platforms(platforms):
+    name = _WORD_BACKEND[m[1]]
+    version = _decode(name, m[2])
+    return None if version is None else f"{name}-{version}"
+
+
+def _new_names(label: str, arch: str, os_: str) -> list[str]:
+    """The names of the new grammar a compiled label may stand for, on this platform (checked by the caller)."""
+    names = []
+    for pattern in (_NEW_ARCH, _SDK_ARCH):
+        m = pattern.fullmatch(label)
+        if m is None:
+            continue
+        py = _decode("python", m["py"])
+        backend = _backend_text(m["be"]) if m["be"] else ""
+        if py is None or backend is None:
+            continue
+        tail = f"cpython-{py}-{'abi3t' if m['t'] else 'abi3'}-{arch}-{os_}"
+        if pattern is _SDK_ARCH:
+            names.append("-".join(p for p in ("sdk", backend, tail) if p))
+            continue
+        fw = _FW_PREFIX[m["fw"]]
+        version = _decode(fw, m["fwv"])
+        if version is not None:
+            names.append("-".join(p for p in (f"{fw}-{version}", m["abi"], backend, tail) if p))
+    return names
+
+
+def _noarch_name(label: str) -> str | None:
+    """The noarch or SDK name (no compiled parts) whose label is ``label``."""
+    if label in NOARCH_BACKENDS:
+        return f"torch-{label}"
+    for prefix, framework in (("mlx", "mlx"), ("sdk", "sdk")):
+        rest = label.removeprefix(prefix)
+        if rest == label:
+            continue
+        if not rest:
+            return "sdk" if framework == "sdk" else "mlx-universal"
+        if rest in NOARCH_BACKENDS:
+            return f"{framework}-{rest}"
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _for_label(label: str, platforms: tuple[str, ...]) -> Target | None:
+    candidates: list[str] = []
+    if platforms == ("any",):
+        name = _noarch_name(label)
+        candidates = [name] if name else []
+    else:
+        m = _LABEL.fullmatch(label)
+        for arch, os_ in _platforms(platforms):
+            if m is not None and (m["abi"] is None or m["fw"] == "torch"):
+                fw = _FW_PREFIX[m["fw"]] + m["major"] + m["minor"] + (f"-{m['abi']}" if m["abi"] else "")
+                candidates.append(f"{fw}-{m['backend']}-{arch}-{os_}")
+            candidates.extend(_new_names(label, arch, os_))
+    for name in candidates:
         try:
-            target = parse(f"{fw}-{m['backend']}-{arch}-{os_}")
+            target = parse(name)
         except UnknownVariant:
             continue
         if target.label == label:
@@ -204,8 +296,11 @@ def _for_label(label: str, platforms: tuple[str, ...]) -> Target | None:
 
 def is_label(label: str) -> bool:
     """Whether ``label`` is shaped like a build variant's label (``torch27cu128cxx11``, ``torchabi29cpu``,
-    ``tvmffi01cu128``, a noarch backend such as ``cuda``), whatever the platform."""
-    return _LABEL.fullmatch(label) is not None or (label in NOARCH_BACKENDS and label != "universal")
+    ``tvmffi01cu128``, ``torch213cpucxx11cp39``, a noarch backend such as ``cuda``, ``mlxmetal``, ``sdk``),
+    whatever the platform."""
+    return (_LABEL.fullmatch(label) is not None or _NEW_ARCH.fullmatch(label) is not None
+            or _SDK_ARCH.fullmatch(label) is not None
+            or (_noarch_name(label) is not None and label != "universal"))
 
 
 def for_label(label: str, platforms: Iterable[str]) -> Target | None:
@@ -223,24 +318,32 @@ LABEL_CHARS = re.compile(r"[a-z0-9]{1,64}")
 
 @dataclass(frozen=True)
 class LabelParts:
-    """A torch label's parts: ``torch213cu130cxx11`` -> torch, 2.13, cu130, cuda, cxx11."""
+    """A torch label's parts: ``torch213cu130cxx11`` -> torch, 2.13, cu130, cuda, cxx11 (python None);
+    ``torch213cu130cxx11cp39`` -> the same with python ``cp39``."""
 
     framework: str  # the label's prefix: torch, torchabi, tvmffi
     torch: str  # "2.13"
     backend: str  # "cu130"
     backend_name: str  # "cuda"
     abi: str | None
+    python: str | None = None  # "cp39", "cp315t": labels of the new grammar
 
 
 def parse_label(label: str | None) -> LabelParts | None:
-    """A local label the factory writes -> its parts; None for noarch and unknown labels."""
+    """A local label the factory writes -> its parts; None for noarch, SDK and unknown labels."""
+    m = _NEW_ARCH.fullmatch(label or "")
+    if m is not None:
+        backend = _backend_text(m["be"])
+        version = _decode(_FW_PREFIX[m["fw"]], m["fwv"])
+        if backend is None or version is None:
+            return None
+        return LabelParts(m["fw"], version, m["be"], backend.partition("-")[0], m["abi"], f"cp{m['py']}{m['t']}")
     m = _LABEL.fullmatch(label or "")
     if m is None:
         return None
-    from kernels.backends import parse_backend
-
     try:
-        name = parse_backend(m["backend"]).name
+        name = parse_name(f"torch27-{m['backend']}-x86_64-linux").backend
     except ValueError:
         return None
-    return LabelParts(m["fw"], f"{m['major']}.{m['minor']}", m["backend"], name, m["abi"])
+    assert name is not None
+    return LabelParts(m["fw"], f"{m['major']}.{m['minor']}", m["backend"], name.name, m["abi"])

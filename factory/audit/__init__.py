@@ -28,5 +28,5 @@ def audit(files: Sequence[tuple[str, Path]], target: Target, manylinux: str, acc
     else:
         result = AuditResult(platform=target.platform)
     if target.abi_tag == "abi3":
-        check_abi3(files, where)
+        check_abi3(files, where, target.python or (3, 9))
     return result

@@ -1,4 +1,5 @@
-"""The abi3 audit: every Python extension of a wheel tagged abi3 uses the stable ABI of cp39 (abi3audit)."""
+"""The abi3 audit: every Python extension of a wheel tagged abi3 uses the stable ABI of the wheel's Python tag
+(cp39 for legacy variant names, cp312 for ``cpython-3.12-abi3``) and nothing above it (abi3audit)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from . import macho
 from .elf import ELF_MAGIC, read_magic
 
 
-def check_abi3(files: Sequence[tuple[str, Path]], where: str) -> None:
+def check_abi3(files: Sequence[tuple[str, Path]], where: str, python: tuple[int, int] = (3, 9)) -> None:
     """AuditFailed naming the first non-abi3 symbol of a Python extension (abi3audit's tables)."""
     for rel, path in files:
         if not rel.endswith((".so", ".pyd")) or not _is_extension(path):
@@ -21,7 +22,8 @@ def check_abi3(files: Sequence[tuple[str, Path]], where: str) -> None:
         from abi3audit._extract import SharedObjectExtractor, SharedObjectSpec
         from abi3info.models import PyVersion
 
-        baseline = PyVersion(3, 9)
+        baseline = PyVersion(*python)
+        limited = f"Py_LIMITED_API=0x{python[0]:02X}{python[1]:02X}0000"
         try:
             for so in SharedObjectExtractor(SharedObjectSpec(str(path))):
                 result = abi3_audit(so, assume_minimum_abi3=baseline)
@@ -29,12 +31,12 @@ def check_abi3(files: Sequence[tuple[str, Path]], where: str) -> None:
                     symbol = sorted(s.name for s in result.non_abi3_symbols)[0]
                     raise AuditFailed(
                         f"{where}/{rel} uses {symbol}, which is not in the stable ABI (abi3); "
-                        "build it with Py_LIMITED_API=0x03090000"
+                        f"build it with {limited}"
                     )
                 if result.computed > baseline:
                     raise AuditFailed(
-                        f"{where}/{rel} uses the Python {result.computed} stable ABI, above the wheel's cp39; "
-                        "build it with Py_LIMITED_API=0x03090000"
+                        f"{where}/{rel} uses the Python {result.computed} stable ABI, above the wheel's "
+                        f"cp{python[0]}{python[1]}; build it with {limited}"
                     )
         except AuditFailed:
             raise

@@ -8,8 +8,8 @@ serves one, tells which wheels to skip without downloading them; the provenance 
 decides. The wheel's sha256 is checked against the index page, its package folder becomes
 ``<cache>/kernels--org--name/snapshots/<commit>/build/<variant>/`` (local/hubcache.py), and a
 ref ``v<N>`` (or the locked branch) is written where the lock names one. Kernels named in a
-wheel's ``kernel-depends`` are downloaded too: at their locked commit, else the newest wheel of
-the version they ask for.
+wheel's ``kernel-depends`` are downloaded too, transitively, as kernels 0.19 resolves them
+(local/depends.py: the allow list, the cap, cycles).
 
 Nothing is written into the cache until every kernel has been found, downloaded and checked.
 A kernel already in the cache from an earlier run, whose files still match what that run
@@ -33,12 +33,14 @@ from packaging.utils import canonicalize_name
 
 from .. import report, simple
 from ..atomic import file_digest, write_bytes
+from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
 from ..record import PROVENANCE
 from ..safe_text import printable
 from ..variants import parse
 from ..verify.lockfile import LockedKernel, read_lock
 from . import hubcache, wheelcheck
+from .depends import MAX_DEPENDS, Policy, Want, find_cycle, lock_want, wants_of
 from .probe import Environment, probe, resolve_python
 from .which import Choice, NoProject, build_lines, candidates, nearest
 
@@ -54,18 +56,8 @@ class DownloadArgs:
     project_dir: str = "."
     index_url: str = ""
     python: str | None = None
-
-
-@dataclass(frozen=True)
-class Want:
-    """One kernel to put in the cache: at a locked commit, or (an unlocked dependency) the newest of a major."""
-
-    repo_id: str
-    sha: str | None
-    refs: tuple[str, ...] = ()
-    major: int | None = None
-    why: str = "kernels.lock"
-    hashes: tuple[tuple[str, str], ...] = ()  # an old-format lock's (variant, "sha256-<hex>") git_lfs_concat hashes
+    allow_orgs: tuple[str, ...] | None = None  # --allow-org and KERNEL_FACTORY_ALLOW_ORGS; None: neither given
+    max_depends: int = MAX_DEPENDS
 
 
 @dataclass
@@ -263,27 +255,6 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
                   "builds there are, nearest first:", *build_lines(nearest(every, env))]
 
 
-def _want(lk: LockedKernel, why: str = "kernels.lock") -> Want:
-    return Want(lk.repo_id, lk.sha, (lk.ref,) if lk.ref else (), None, why, tuple(sorted(lk.hashes.items())))
-
-
-def _depends(got: Got, locked: dict[str, LockedKernel]) -> list[Want]:
-    out = []
-    for dep in got.depends:
-        repo_id, version = dep.get("repo-id"), dep.get("version")
-        if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(map(hubcache.valid_ref,
-                                                                                  repo_id.split("/"))):
-            raise Refused(f"{got.wheel}: its kernel-depends names '{printable(str(repo_id), 200)}', which is not an "
-                          "org/name repository id; rebuild it")
-        why = f"kernel-depends of {got.want.repo_id}"
-        major = version if isinstance(version, int) and not isinstance(version, bool) else None
-        if repo_id in locked:
-            out.append(_want(locked[repo_id], why))
-        elif major is not None:
-            out.append(Want(repo_id, None, (f"v{major}",), major, why))
-    return out
-
-
 # -- the subcommand ------------------------------------------------------------------------------------------------
 
 
@@ -296,13 +267,16 @@ def run_download(args: DownloadArgs) -> int:
         raise UsageError(f"{lock_path}: no such file; run `kernels lock {args.project_dir}` first, or give the "
                          "project's folder")
     locked = {lk.repo_id: lk for lk in read_lock(lock_path)}
+    if args.max_depends < 0:
+        raise UsageError(f"--max-depends {args.max_depends}: give 0 or more")
+    policy = Policy.make(args.allow_orgs, DEFAULT_ORGS, locked, args.max_depends)
     env = probe(resolve_python(args.python))
     root = hubcache.cache_root(os.environ)
     session = simple.session()
     try:
         root.mkdir(parents=True, exist_ok=True)
         with hubcache.scratch(root) as tmp:
-            return _download(locked, url, env, root, session, tmp)
+            return _download(locked, url, env, root, session, tmp, policy)
     except hubcache.CacheUnusable as exc:  # the writer's own line names no run: this one says nothing was installed
         err = unusable(exc.error, root)
         what = str(err or exc).partition("; ")[0]
@@ -318,26 +292,46 @@ def run_download(args: DownloadArgs) -> int:
 
 
 def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root: Path, session: Any,
-              scratch: Path) -> int:
-    queue = [_want(lk) for lk in locked.values()]
-    done: dict[str, Got] = {}
+              scratch: Path, policy: Policy) -> int:
+    """Every locked kernel and, transitively, every kernel their kernel-depends need (depends.py), each at one
+    commit, found and checked before anything is placed; a repository the policy refuses is never fetched."""
+    queue = [lock_want(lk) for lk in locked.values()]
+    from_lock = {w.key for w in queue}
+    done: dict[tuple[str, str], Got] = {}
+    edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    pulled: set[tuple[str, str]] = set()  # kernels kernel-depends pull in beyond the lock
     problems: list[tuple[int, list[str]]] = []
-    failed: set[str] = set()
+    failed: set[tuple[str, str]] = set()
     while queue:
         want = queue.pop(0)
-        if want.repo_id in done or want.repo_id in failed:
+        if want.key in done or want.key in failed:
             continue
+        refused = policy.refusal(want)
         try:
+            if refused:
+                raise Refused(refused)
             got, why = _find(want, url, env, root, session, scratch)
             if got is not None:
-                queue += _depends(got, locked)
+                deps = wants_of(got.wheel, want.repo_id, got.depends, locked)
+                edges[want.key] = [d.key for d in deps]
+                pulled.update(d.key for d in deps if d.key not in from_lock)
+                too_many = policy.too_many(pulled)
+                if too_many:
+                    problems.append((Refused.exit_code, [too_many]))
+                    break
+                queue += deps
         except Refused as exc:
             got, why = None, [str(exc)]
         if got is None:
-            failed.add(want.repo_id)
+            failed.add(want.key)
             problems.append((Refused.exit_code, why))
             continue
-        done[want.repo_id] = got
+        done[want.key] = got
+    cycle = None if problems else find_cycle(edges)
+    if cycle:
+        problems.append((Refused.exit_code, [
+            "kernel-depends form a cycle, " + " -> ".join(f"{r} ({s[:12]})" for r, s in cycle) + ", which kernels "
+            "refuses to load (Cyclic kernel dependency detected); fix the kernels' metadata"]))
     if problems:
         for _, lines in problems:
             report.error(printable(lines[0]))

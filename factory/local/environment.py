@@ -3,7 +3,7 @@
 Built from the facts ``facts.py`` collects (run in another interpreter by ``probe.py`` for ``which``, or
 in this one by ``checks.py`` for ``local-kernels --check``), or by hand in tests. The machine name is
 normalised once (``machine``) and the build variant and its label are derived once (``variant``,
-``label``), with kernels' own classes, so the name is spelled the way kernel-builder spells it.
+``label``), spelled the way kernel-builder spells it (``variant_name``), with no kernels import.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Environment:
 
     @property
     def backend(self) -> str:
-        """kernels' backend name, checked in the order of ``kernels.backends._backend``."""
+        """kernels' backend name, checked in the order kernels' backend selection checks them."""
         for name, present in (("tpu", self.tpu), ("neuron", self.neuron), ("cuda", self.cuda), ("rocm", self.hip),
                               ("metal", self.mps), ("xpu", self.xpu), ("cann", self.cann)):
             if present:
@@ -57,17 +57,11 @@ class Environment:
     @functools.cached_property
     def _target(self) -> Any:
         """(variant name, factory.variants.Target); raises Refused/UnknownVariant/UsageError."""
-        from kernels.variants import Arch, ArchVariant, Torch
-
         from ..variants import parse
 
         if self.torch is None:
             raise UsageError(f"{self.python or 'python'} has no torch ({self.torch_error or 'not installed'})")
-        tv = _version(self.torch, "torch")
-        abi = self.cxx11_abi if self.os == "linux" else None
-        framework = Torch(version=Version(f"{tv.major}.{tv.minor}"), cxx11_abi=abi)
-        name = ArchVariant(framework=framework, arch=Arch(backend=_kernels_backend(self), platform=self.arch,
-                                                          os=self.os)).variant_str
+        name = variant_name(self)
         return name, parse(name)  # UnknownVariant (exit 3) for a platform kernels does not build for
 
     @property
@@ -117,26 +111,36 @@ def _version(text: str, what: str) -> Version:
         raise Refused(f"{what} reports an unreadable version {text!r}") from None
 
 
-def _kernels_backend(env: Environment) -> Any:
-    from kernels import backends as kb
+def _mm(text: str, what: str) -> str:
+    v = _version(text, what)
+    return f"{v.major}{v.minor}"
 
+
+def backend_part(env: Environment) -> str:
+    """The backend part of kernel-builder's variant name for this torch (``cu130``, ``rocm71``, ``xpu20251``,
+    ``cann82``, ``cpu``), spelled as kernels' backends spell it (major and minor run together)."""
     backend = env.backend
-    if backend == "tpu":
-        return kb.TPU()
-    if backend == "neuron":
-        return kb.Neuron()
     if backend == "cuda":
-        return kb.CUDA(version=_version(str(env.cuda), "torch's CUDA"))
+        return "cu" + _mm(str(env.cuda), "torch's CUDA")
     if backend == "rocm":
-        return kb.ROCm(version=_version(str(env.hip).split("-")[0], "torch's ROCm"))
-    if backend == "metal":
-        return kb.Metal()
+        return "rocm" + _mm(str(env.hip).split("-")[0], "torch's ROCm")
     if backend == "xpu":
         xpu = str(env.xpu)
-        return kb.XPU(version=_version(f"{xpu[0:4]}.{xpu[5:6]}", "torch's XPU"))
+        return "xpu" + _mm(f"{xpu[0:4]}.{xpu[5:6]}", "torch's XPU")
     if backend == "cann":
-        return kb.CANN(version=_version(str(env.cann), "torch's CANN"))
-    return kb.CPU()
+        return "cann" + _mm(str(env.cann), "torch's CANN")
+    return backend  # tpu, neuron, metal, cpu
+
+
+def variant_name(env: Environment) -> str:
+    """The build variant kernel-builder makes for this torch, in the names every kernels release reads
+    (``torch213-cxx11-cu130-x86_64-linux``): ``torch<major><minor>``, the C++ ABI on Linux only, the backend,
+    the machine and the OS. Spelled here rather than with kernels' classes, whose names and fields changed
+    between releases (0.19 has no ``Arch``) and are not public."""
+    tv = _version(env.torch or "", "torch")
+    abi = env.cxx11_abi if env.os == "linux" else None
+    torch = f"torch{tv.major}{tv.minor}" + ("" if abi is None else "-cxx11" if abi else "-cxx98")
+    return f"{torch}-{backend_part(env)}-{env.arch}-{env.os}"
 
 
 def from_facts(facts: dict[str, Any], *, torch_version: str | None = None, tvm_ffi: str | None = None) -> Environment:

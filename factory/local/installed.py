@@ -17,13 +17,13 @@ class InstalledKernel:
     repo_id: str | None
     name: str
     variant: str | None
-    folder: Path  # the installed package folder: LOCAL_KERNELS' PATH
+    folder: Path  # LOCAL_KERNELS' PATH: the installed variant root (wheel/layout.py; older wheels: the package)
     metadata: dict[str, Any] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()  # why LOCAL_KERNELS cannot point at it at all
     revision: str | None = None  # the commit it was built from (provenance), a sha for a Hub build
     ref: str | None = None  # the branch or tag that named that commit (provenance)
-    files: tuple[tuple[str, str], ...] = ()  # the package folder's files as RECORD lists them: (path, sha256 hex)
+    files: tuple[tuple[str, str], ...] = ()  # the variant root's files as RECORD lists them: (path, sha256 hex)
     files_problem: str | None = None  # why RECORD cannot vouch for the package folder's bytes (None: it can)
     signed: bool = False  # the package carries the Hub's metadata.json.sigstore
 

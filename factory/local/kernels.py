@@ -2,13 +2,16 @@
 
 The kernels library reads ``LOCAL_KERNELS=org/name=PATH:org2/name2=PATH2``
 and, for a PATH that holds ``metadata.json`` (and no build variant folders),
-imports ``PATH/__init__.py`` without further checks and whatever ``version=``
-or ``revision=`` was asked for. A kernel wheel made by kernel-factory installs
-exactly such a folder, so PATH is the installed package folder.
+loads that folder as the build variant whatever ``version=`` or ``revision=``
+was asked for (kernels 0.18+ check its files against metadata.json's digest
+first). A kernel wheel made by kernel-factory installs exactly such a folder,
+its variant root (wheel/layout.py), so PATH is the installed variant root
+(for an older wheel without one, its package folder).
 
 Needs only the standard library and ``packaging``; ``--check`` imports torch
-(guarded) to learn its backend and C++ ABI, and parses variant names with the
-kernels library when it is installed.
+(guarded) to learn its backend and C++ ABI, and asks the target interpreter's
+own kernels library (probe.ask_kernels, in that interpreter's process) which
+variant it loads from each snapshot and whether the files pass its checks.
 """
 
 from __future__ import annotations
@@ -28,15 +31,17 @@ from packaging.utils import canonicalize_name
 from .. import report as reporter  # report() below is this module's own
 from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, EXIT_REFUSED
-from ..record import PROVENANCE, read_provenance
+from ..record import PROVENANCE, VARIANT_ROOT, read_provenance
 from ..verify import metadata as kernelmeta
+from ..wheel import layout
 from . import claims, loaders, mapped
 from .checks import Environment, check_kernel, detect_environment, installed_version
 from .claims import SIGSTORE
 from .environment import from_facts
 from .hubcache import cache_root
 from .installed import InstalledKernel
-from .probe import resolve_python, run_probe, sys_path
+from .probe import ask_kernels, resolve_python, run_probe, sys_path
+from .rules import Judge
 
 # metadata.json fields that kernels 0.17 refuses to load without.
 REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
@@ -84,17 +89,24 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
         if claim:
             problems.append(claim)
     pkg = _package(dist, prov)
-    folder = Path(str(dist.locate_file(pkg or dist_name))).absolute()
+    try:
+        root = layout.recorded_root(prov) or pkg
+    except layout.NotMappable as exc:
+        problems.append(f"{exc}")
+        root = None
+    folder = Path(str(dist.locate_file(root or dist_name))).absolute()
     meta: dict[str, Any] = {}
     if pkg is None:
         problems.append(f"its {PROVENANCE} names no package: rebuild the wheel with kernel-factory to-wheel")
+    elif root is None:
+        pass
     elif not folder.is_dir():
         problems.append(f"its package folder {folder} is missing: pip install --force-reinstall '{dist_name}'")
     else:
         meta_file = folder / "metadata.json"
         if not meta_file.is_file():
             problems.append(
-                f"{pkg}/metadata.json, which the kernels library reads, is missing: "
+                f"{root}/metadata.json, which the kernels library reads, is missing: "
                 "rebuild the wheel with kernel-factory to-wheel and reinstall it"
             )
         else:
@@ -108,8 +120,9 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
                         f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels accepts"
                     )
             meta = data or {}
-        if not (folder / "__init__.py").is_file():
-            problems.append(f"{pkg}/__init__.py is missing: pip install --force-reinstall '{dist_name}'")
+        entries = layout.entry_files(meta or {"name": pkg})
+        if not any((folder / rel).is_file() for rel in entries):
+            problems.append(f"{root}/{entries[0]} is missing: pip install --force-reinstall '{dist_name}'")
     name = str(prov.get("name") or meta.get("name") or dist_name)
     key = repo_id or name
     if ":" in str(folder):
@@ -125,11 +138,38 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
     revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
     ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
-    files, files_problem = claims.record_files(dist, pkg) if pkg else ((), f"its {PROVENANCE} names no package")
+    files, files_problem = claims.record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
+    older = older_layout(root, prov, files, meta_file_bytes(folder)) if root and not files_problem else None
+    if older:
+        problems.append(older)
     return InstalledKernel(
         dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
         revision, ref, files, files_problem, (folder / claims.SIGSTORE).is_file(),
     )
+
+
+def meta_file_bytes(folder: Path) -> bytes | None:
+    try:
+        return (folder / "metadata.json").read_bytes()
+    except OSError:
+        return None
+
+
+def older_layout(root: str, prov: dict[str, Any], files: tuple[tuple[str, str], ...], metadata: bytes | None
+                 ) -> str | None:
+    """Why a wheel made before the variant root was recorded cannot serve kernels 0.18+ as installed (its package
+    folder is not laid out as the variant's digest describes), or None."""
+    if VARIANT_ROOT in prov:
+        return None
+    try:
+        mapping = layout.legacy_map(root, [rel for rel, _ in files], metadata)
+    except layout.NotMappable as exc:
+        return str(exc)
+    moved = next((rel for rel, there in mapping.items() if rel != there), None)
+    if moved is None:
+        return None
+    return (f"it was made by an older kernel-factory that installs the package folder, not the build variant folder "
+            f"its digest describes (with {mapping[moved]}), so kernels 0.18+ refuse it; {layout.REBUILD}")
 
 
 def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
@@ -192,10 +232,12 @@ def report(
     loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
     every_path: bool = False,
     python: str | None = None,
+    judge: Judge | None = None,
 ) -> tuple[list[str], list[str], int]:
     """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``. ``loading_paths``
     (kernel, LOCAL_KERNELS value in effect) -> what each kernels loading path does for a loadable kernel;
-    with ``every_path`` a path that would not load makes the exit code 3 too."""
+    with ``every_path`` a path that would not load makes the exit code 3 too. ``judge``: the target interpreter's
+    kernels library, as it answered (its version and rules; the loading paths hold its refusals)."""
     keep, left = usable(kernels)
     value = local_kernels_value(keep)
     out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
@@ -210,7 +252,9 @@ def report(
         return out, err, EXIT_REFUSED if left else EXIT_OK
     if env is None and kernels:
         raise ValueError("report(check=True) needs the environment")
-    lines: list[str] = []
+    lines: list[str] = [judge.rules_line()] if judge is not None and kernels else []
+    if judge is not None:
+        has_kernels_lib = judge.kernels is not None
     if not has_kernels_lib:
         lines.append("the kernels library is not installed, so get_kernel cannot run: pip install kernels")
     provided = {k.key for k in keep}
@@ -280,14 +324,23 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
         placed, notes = loaders.install(root, usable(kernels)[0], args.allow_orgs)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
+    def ask(repo_ids: list[str]) -> Judge:
+        """The target interpreter's kernels, asked about these repositories' snapshots in the cache (after
+        --cache placed its own) and about the installed package folders."""
+        return ask_kernels(python or sys.executable, loaders.builds_to_ask(root, repo_ids),
+                           [str(k.folder) for k in kernels])
+
+    judge = ask([k.repo_id for k in kernels if k.repo_id]) if args.check and kernels else None
+
     def loading_paths(k: InstalledKernel, value: str) -> list[loaders.LoadPath]:
-        return loaders.paths(k, root, dict(environ, LOCAL_KERNELS=value) if args.shell else environ)
+        assert judge is not None
+        return loaders.paths(k, root, dict(environ, LOCAL_KERNELS=value) if args.shell else environ, judge)
 
     out, err, code = report(kernels, shell=args.shell, check=args.check, env=env, has_kernels_lib=has_lib, path=path,
                             loading_paths=loading_paths if args.check else None, every_path=args.cache is not None,
-                            python=python)
+                            python=python, judge=judge)
     if args.check:  # the kernels transformers' own mapping asks for on this device, from the Hub cache
-        said, all_load = mapped.check(python or sys.executable, path, lambda: env or environment(), root)
+        said, all_load = mapped.check(python or sys.executable, path, lambda: env or environment(), root, ask)
         (err if args.shell else out).extend(said)
         code = EXIT_REFUSED if not all_load and code == EXIT_OK else code
     if args.shell and args.cache:

@@ -1,16 +1,17 @@
 """``local-kernels --cache``: installed kernel wheels in the Hub cache, and which kernels loading paths serve them.
 
-kernels 0.17 has two offline sources (docs/local-kernels.md, "Every loading path"):
+kernels has two offline sources (docs/local-kernels.md, "Every loading path"):
 
 - ``LOCAL_KERNELS`` (org/name=PATH), which only ``get_kernel`` and ``has_kernel`` read, whatever
   ``version=`` or ``revision=`` they are given;
-- the Hub cache (``hubcache.cache_root``): ``refs/v<N>`` turns ``version=N`` into a commit, also for
+- the Hub cache (``hubcache.cache_root``): ``refs/v<N>`` turns ``version=N`` into a commit (read where the
+  target's kernels version reads it: rules.Judge), also for
   ``LayerRepository`` and ``FuncRepository``, and ``snapshots/<sha>/build/<variant>`` is what
   ``revision=<sha>``, the locked repositories, ``get_locked_kernel`` and ``load_kernel`` load.
 
 ``install`` writes each installed kernel wheel into the cache (``hubcache.place``: a checked copy of the installed
-package folder, content-addressed, at the commit its provenance names); ``paths`` says, for one kernel, what each
-path will load.
+variant root, which is the build variant folder byte for byte, content-addressed, at the commit its provenance
+names); ``paths`` says, for one kernel, what each path will load.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from ..errors import Refused
 from . import hubcache
 from .installed import InstalledKernel
+from .rules import Judge
 
 
 def refs_of(k: InstalledKernel) -> list[str]:
@@ -85,45 +87,48 @@ class LoadPath:
         return f"  {self.name}: {'yes' if self.ok else 'no'}, {self.why}"
 
 
-def fitting(build: Path) -> tuple[str | None, list[str]]:
-    """(the variant kernels would choose in ``build`` here, every variant folder there)."""
-    names = sorted(p.name for p in build.iterdir() if p.is_dir()) if build.is_dir() else []
-    try:
-        from kernels.variants import get_variants_local, resolve_variant
-    except ImportError:  # --check says once that kernels is missing
-        return (names[0] if names else None), names
-    variant, _ = resolve_variant(get_variants_local(build), None)
-    return (None if variant is None else variant.variant_str), names
+def builds_to_ask(root: Path, repo_ids: Collection[str]) -> list[str]:
+    """Every ``snapshots/<sha>/build`` folder of these repositories in the cache (both folder types): what
+    ``--check`` asks the target's kernels about, once, before judging any loading path."""
+    out = []
+    for repo_id in sorted(set(repo_ids)):
+        for kind in ("kernel", "model"):
+            snaps = hubcache.repo_folder(root, repo_id, kind) / "snapshots"
+            if snaps.is_dir() and not snaps.is_symlink():
+                out += [str(p / "build") for p in sorted(snaps.iterdir()) if p.is_dir() and not p.is_symlink()]
+    return out
 
 
-def snapshot_fit(snap: Path) -> tuple[str | None, str]:
-    """(the variant folder kernels would load from the snapshot folder ``snap`` here, None and why not)."""
+def snapshot_fit(snap: Path, judge: Judge) -> tuple[str | None, str]:
+    """(the variant folder the target's kernels would load from the snapshot folder ``snap``, None and why not)."""
     if not snap.is_dir() or snap.is_symlink():
         return None, f"{snap} does not exist"
-    chosen, names = fitting(snap / "build")
+    chosen, why = judge.fit(snap / "build")
     if chosen is None:
-        if names:
-            return None, f"none of its build variants ({', '.join(names)}) fits this torch"
-        return None, f"{snap} holds no build variant folder"
+        return None, f"{snap} {why}" if why == "holds no build variant folder" else why
     return chosen, str(snap / "build" / chosen)
 
 
-def resolve(root: Path, repo_id: str, ref: str) -> tuple[Path, str] | None:
+def resolve(root: Path, repo_id: str, ref: str, judge: Judge) -> tuple[Path, str] | None:
     """(the repository folder, the commit) that ``version=N`` (``ref`` v<N>) or a branch resolves to offline, as
-    kernels reads the cache: the legacy models-- folder's ref wins; None where neither folder has the ref."""
-    for folder in (hubcache.repo_folder(root, repo_id, "model"), hubcache.repo_folder(root, repo_id)):
+    the target's kernels reads the cache (0.18 and later: kernels--org--name only; 0.17: the legacy models--
+    folder's ref wins); None where no folder it reads has the ref."""
+    for kind in judge.ref_folders:
+        folder = hubcache.repo_folder(root, repo_id, kind)
         sha = hubcache.read_ref(folder, ref)
         if sha is not None:
             return folder, sha
     return None
 
 
-def _snapshot_loads(folder: Path, sha: str, k: InstalledKernel) -> tuple[bool, str]:
-    """Does ``folder``/snapshots/<sha> hold a variant kernels would load here (and whose is it)?"""
+def _snapshot_loads(folder: Path, sha: str, k: InstalledKernel, judge: Judge) -> tuple[bool, str]:
+    """Does ``folder``/snapshots/<sha> hold a variant the target's kernels would load (and whose is it)?"""
     snap = folder / "snapshots" / sha
-    chosen, why = snapshot_fit(snap)
+    chosen, why = snapshot_fit(snap, judge)
     if chosen is None:
         fix = "run `kernel-factory local-kernels --cache`" + (" again" if snap.is_dir() else "")
+        if why.startswith(str(snap / "build")):  # the target's kernels refuses the chosen variant's files
+            return False, why
         return False, f"{why}: {fix}" if why.startswith(str(snap)) else f"{snap}: {why}"
     origin = hubcache.origin_of(snap)
     if not hubcache.is_ours(snap):
@@ -135,31 +140,37 @@ def _snapshot_loads(folder: Path, sha: str, k: InstalledKernel) -> tuple[bool, s
     return True, f"{why} ({who})"
 
 
-def paths(k: InstalledKernel, root: Path, env: Mapping[str, str]) -> list[LoadPath]:
-    """What each kernels loading path does for this (loadable) kernel with this environment and cache."""
+def paths(k: InstalledKernel, root: Path, env: Mapping[str, str], judge: Judge) -> list[LoadPath]:
+    """What each loading path of the target's kernels (``judge``) does for this (loadable) kernel with this
+    environment and cache."""
     mapped = any(entry == f"{k.key}={k.folder}" for entry in env.get("LOCAL_KERNELS", "").split(":"))
     version = k.metadata.get("version")
     ref = f"v{version}" if isinstance(version, int) else None
     out: list[LoadPath] = []
+    refused = judge.folder_refusal(k.folder)  # what LOCAL_KERNELS would load: the installed package folder
+    through = f"through LOCAL_KERNELS, but {refused}" if refused else "through LOCAL_KERNELS"
     if k.repo_id is None or k.revision is None or not hubcache.SHA.fullmatch(k.revision):
         why = why_not_cacheable(k) or ""
-        out.append(LoadPath("get_kernel, has_kernel", mapped,
-                         "through LOCAL_KERNELS" if mapped else "LOCAL_KERNELS does not name it: eval --shell"))
+        out.append(LoadPath("get_kernel, has_kernel", mapped and not refused,
+                         through if mapped else "LOCAL_KERNELS does not name it: eval --shell"))
         out.append(LoadPath("LayerRepository, FuncRepository, locked paths, load_kernel", False,
                          f"{why}, so it cannot be in the Hub cache they read"))
         return out
     sha = k.revision
-    snap_ok, snap_why = _snapshot_loads(hubcache.repo_folder(root, k.repo_id), sha, k)
+    snap_ok, snap_why = _snapshot_loads(hubcache.repo_folder(root, k.repo_id), sha, k, judge)
     if mapped:
-        out.append(LoadPath("get_kernel, has_kernel (any version= or revision=)", True, "through LOCAL_KERNELS"))
+        out.append(LoadPath("get_kernel, has_kernel (any version= or revision=)", not refused, through))
+    elif refused:
+        out.append(LoadPath(f"LOCAL_KERNELS naming {k.folder} (--shell)", False, refused))
     if ref is not None:
-        found = resolve(root, k.repo_id, ref)
+        found = resolve(root, k.repo_id, ref, judge)
         if found is None:
             vwhy, vok = f"no refs/{ref} for {k.repo_id} in {root}: run `kernel-factory local-kernels --cache`", False
         elif mapped:
-            vok, vwhy = True, f"refs/{ref} names {found[1]}, and LOCAL_KERNELS loads this wheel for it"
+            vok, vwhy = not refused, f"refs/{ref} names {found[1]}, and LOCAL_KERNELS loads this wheel for it"
+            vwhy += f", but {refused}" if refused else ""
         else:
-            vok, vwhy = _snapshot_loads(*found, k)
+            vok, vwhy = _snapshot_loads(*found, k, judge)
             vwhy = f"refs/{ref} names {found[1]}: {vwhy}"
         names = "LayerRepository, FuncRepository"
         names = names if mapped else f"get_kernel, has_kernel, {names}"

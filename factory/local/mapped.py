@@ -4,7 +4,7 @@ whether each loads offline.
 transformers kernelizes through ``get_kernel_mapping_transformers()`` (sources/transformers_map.py reads it from
 the target interpreter, in its own process). ``kernelize`` loads each mapped ``LayerRepository`` or
 ``FuncRepository`` from the Hub cache only (LOCAL_KERNELS is not read there): ``version=N`` resolves through
-``refs/v<N>`` to a commit, and ``snapshots/<commit>/build`` must hold a variant that fits this torch. One line per
+``refs/v<N>`` to a commit, and ``snapshots/<commit>/build`` must hold a variant the target's kernels loads. One line per
 mapped (repository, version or revision) for the device torch reports, and whether it loads offline.
 """
 
@@ -20,6 +20,7 @@ from . import hubcache
 from .checks import installed_version
 from .environment import Environment
 from .loaders import resolve, snapshot_fit
+from .rules import Judge
 
 # kernels' backend name (Environment.backend) -> the device key transformers' mapping uses.
 DEVICES = {"cuda": "cuda", "rocm": "rocm", "xpu": "xpu", "metal": "mps", "cpu": "cpu", "cann": "npu"}
@@ -59,8 +60,9 @@ def group(entries: tuple[Entry, ...], device: str) -> tuple[list[Mapped], list[s
     return [Mapped(r, v, s, tuple(ls), tuple(ms)) for (r, v, s), (ls, ms) in found.items()], local
 
 
-def loads_offline(root: Path, m: Mapped) -> tuple[bool, str]:
-    """Whether kernels finds ``m`` in the Hub cache at ``root`` with a variant that fits here, and why (not)."""
+def loads_offline(root: Path, m: Mapped, judge: Judge) -> tuple[bool, str]:
+    """Whether the target's kernels (``judge``) finds ``m`` in the Hub cache at ``root`` with a variant that fits
+    there, and why (not)."""
     if m.version is not None:
         ref: str | None = f"v{m.version}"
     else:
@@ -69,17 +71,18 @@ def loads_offline(root: Path, m: Mapped) -> tuple[bool, str]:
     if ref is None:
         sha, how = m.revision, ""
     else:
-        found = resolve(root, m.repo_id, ref)
+        found = resolve(root, m.repo_id, ref, judge)
         if found is None:
             return False, f"no refs/{ref} for {m.repo_id} in {root}"
         folder, sha = found
         how = f"refs/{ref} names {sha}: "
     assert sha is not None
-    chosen, why = snapshot_fit(folder / "snapshots" / sha)
+    chosen, why = snapshot_fit(folder / "snapshots" / sha, judge)
     return chosen is not None, how + why
 
 
-def lines(mapping: KernelMapping, env: Environment, root: Path, python: str) -> tuple[list[str], bool]:
+def lines(mapping: KernelMapping, env: Environment, root: Path, python: str,
+          ask: Callable[[list[str]], Judge]) -> tuple[list[str], bool]:
     """The lines for the mapped kernels of ``env``'s device, and whether every one loads offline."""
     if env.torch is None:
         return [f"transformers {mapping.transformers} at {python}: its mapped kernels are not checked, as torch does "
@@ -92,8 +95,10 @@ def lines(mapping: KernelMapping, env: Environment, root: Path, python: str) -> 
     out = [f"transformers {mapping.transformers} (kernels {mapping.kernels}) at {python} maps {len(mapped)} kernels "
            f"for {device}, this machine's device (Hub cache {root}):"]
     ok = 0
+    judge = ask([m.repo_id for m in mapped]) if mapped else None
     for m in mapped:
-        loads, why = loads_offline(root, m)
+        assert judge is not None
+        loads, why = loads_offline(root, m, judge)
         ok += loads
         out.append(f"  {m.title}: loads offline from {why}" if loads else
                    f"  {m.title}: not loadable offline ({why}): {FIX}")
@@ -103,7 +108,7 @@ def lines(mapping: KernelMapping, env: Environment, root: Path, python: str) -> 
 
 
 def check(python: str, path: list[str] | None, environment: Callable[[], Environment],
-          root: Path) -> tuple[list[str], bool]:
+          root: Path, ask: Callable[[list[str]], Judge]) -> tuple[list[str], bool]:
     """``--check``'s lines for transformers' mapping in ``python`` (whose packages are on ``path``; None: this
     interpreter's): nothing without transformers there; a mapping that cannot be read is one line, not a failure."""
     if installed_version("transformers", path) is None:
@@ -112,4 +117,4 @@ def check(python: str, path: list[str] | None, environment: Callable[[], Environ
         mapping = read_mapping(python)
     except UsageError as exc:
         return [f"transformers' mapped kernels are not checked: {exc}"], True
-    return lines(mapping, environment(), root, python)
+    return lines(mapping, environment(), root, python, ask)

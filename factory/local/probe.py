@@ -18,11 +18,15 @@ from typing import Any
 
 from ..errors import UsageError
 from .environment import Environment, from_facts
+from .rules import Judge
 
-__all__ = ["MARK", "PROBE", "Environment", "environment", "probe", "resolve_python", "run_probe", "sys_path"]
+__all__ = ["MARK", "PROBE", "Environment", "Judge", "ask_kernels", "environment", "probe", "resolve_python",
+           "run_probe", "sys_path"]
 
 MARK = "KF-PROBE "
 PROBE = (Path(__file__).parent / "facts.py").read_text(encoding="utf-8")
+KERNELS_MARK = "KF-KERNELS "
+ASK_KERNELS = (Path(__file__).parent / "askkernels.py").read_text(encoding="utf-8")
 
 
 def run_probe(python: str) -> dict[str, Any]:
@@ -43,6 +47,28 @@ def run_probe(python: str) -> dict[str, Any]:
             return facts
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
     raise UsageError(f"--python {python}: the probe failed ({tail}); is it a Python 3 interpreter?")
+
+
+def ask_kernels(python: str, builds: list[str], folders: list[str]) -> Judge:
+    """Ask ``python``'s own kernels library (askkernels.py, run there offline, in an empty folder) which variant
+    it loads from each ``build/`` folder and whether each variant folder's files pass its checks."""
+    query = json.dumps({"builds": sorted(set(builds)), "folders": sorted(set(folders))})
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1"}
+    try:
+        with tempfile.TemporaryDirectory(prefix="kernel-factory-probe-") as tmp:
+            proc = subprocess.run([python, "-c", ASK_KERNELS], cwd=tmp, input=query, capture_output=True, text=True,
+                                  timeout=300, env=env)
+    except (FileNotFoundError, PermissionError):
+        raise UsageError(f"--python {python}: no such interpreter; give the path of a python executable") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"--python {python}: its kernels library did not answer within 300 s") from None
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(KERNELS_MARK):
+            data = json.loads(line[len(KERNELS_MARK):])
+            if isinstance(data, dict):
+                return Judge.from_json(data, python)
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+    raise UsageError(f"--python {python}: asking its kernels library failed ({tail}); is it a Python 3 interpreter?")
 
 
 def sys_path(python: str) -> list[str]:

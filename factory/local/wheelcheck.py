@@ -22,6 +22,7 @@ from ..record import PROVENANCE
 from ..safe_text import has_control, printable
 from ..store.wheelinfo import read_capped
 from ..verify.lockfile import files_lock_hash
+from ..wheel import layout
 
 _CHUNK = 1 << 20
 
@@ -32,6 +33,7 @@ MAX_RATIO = 100  #: ... and at most this many times the wheel's own size (a zip 
 MAX_MEMBERS = 10_000  #: files in one wheel
 MAX_PROVENANCE = 64 * 1024  #: bytes of the provenance file (kernel_factory.json)
 MAX_RECORD = 8 * 1024 * 1024  #: bytes of the wheel's RECORD
+MAX_METADATA = 32 * 1024 * 1024  #: bytes of an older wheel's metadata.json, read for its digest (verify.metadata's cap)
 _TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, inside it in the wheel
 
 
@@ -58,8 +60,10 @@ def _record(zf: zipfile.ZipFile, wheel: str) -> dict[str, str]:
 
 
 def unpack(wheel: Path, into: Path) -> tuple[dict[str, Any], Path, dict[str, str]]:
-    """(provenance, the package folder unpacked into ``into``, its files: path -> sha256 hex) of a kernel wheel,
-    every file checked against the wheel's RECORD as it is written."""
+    """(provenance, the build variant folder unpacked into ``into``, its files: path -> sha256 hex) of a kernel
+    wheel, every file checked against the wheel's RECORD as it is written. The files below the wheel's variant root
+    (wheel/layout.py) go to their places in the variant folder; an older wheel's package folder is mapped by its
+    digest, or refused where a file the digest lists is not in it."""
     try:
         with zipfile.ZipFile(wheel) as zf:
             return _unpack_zip(zf, wheel.name, wheel.stat().st_size, into)
@@ -80,20 +84,30 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
         prov = json.loads(read_capped(zf, names[0], MAX_PROVENANCE, name, "rebuild the wheel"))
     except (ValueError, RecursionError):
         raise Refused(f"{name}: its {PROVENANCE} is not valid JSON; rebuild it") from None
-    package = prov.get("package") if isinstance(prov, dict) else None
-    if not isinstance(package, str) or not package.isidentifier():
+    try:
+        root = layout.root_of(prov) if isinstance(prov, dict) else None
+    except layout.NotMappable as exc:
+        raise Refused(f"{name}: {printable(str(exc), 300)}") from None
+    if root is None:
         raise Refused(f"{name}: its {PROVENANCE} names no package; rebuild it with kernel-factory")
-    members = [i for i in infos if not i.is_dir() and i.filename.startswith(package + "/")]
+    members = [i for i in infos if not i.is_dir() and i.filename.startswith(root + "/")]
     total = sum(i.file_size for i in members)
     limit = min(MAX_UNPACKED, max(MAX_RATIO * wheel_size, _CHUNK))
     if total > limit:
         raise Refused(f"{name}: its files inflate to {total} bytes, more than the {limit} allowed for a wheel of "
                       f"{wheel_size} bytes (a zip bomb?); nothing was installed: rebuild the wheel")
     record = _record(zf, name)
+    meta_name = f"{root}/metadata.json"
+    older = layout.recorded_root(prov) is None and meta_name in {i.filename for i in members}
+    metadata = read_capped(zf, meta_name, MAX_METADATA, name, "rebuild the wheel") if older else None
+    try:
+        mapped = layout.member_map(prov, [i.filename for i in members], metadata)
+    except layout.NotMappable as exc:
+        raise Refused(f"{name}: {printable(str(exc), 300)}; nothing was installed") from None
     folder = into / "build"
     files: dict[str, str] = {}
     for info in members:
-        rel = info.filename[len(package) + 1:]
+        rel = mapped[info.filename]
         parts = rel.split("/")
         if "\\" in rel or any(p in ("", ".", "..") for p in parts):
             raise Refused(f"{name}: member '{printable(info.filename)}' is not a plain relative path")
@@ -120,7 +134,7 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
             target.chmod(0o755)
         files[rel] = expected
     if "metadata.json" not in files:
-        raise Refused(f"{name}: its package {package} holds no metadata.json, which kernels loads; rebuild it")
+        raise Refused(f"{name}: its variant folder {root} holds no metadata.json, which kernels loads; rebuild it")
     return prov, folder, files
 
 

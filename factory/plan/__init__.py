@@ -11,7 +11,7 @@ from .. import report, versions
 from .. import variants as variants_mod
 from ..config import Environment, KernelSpec, Options
 from ..errors import FactoryError, NotAllowed, Refused, UsageError
-from ..record import Record
+from ..record import VARIANT_ROOT, Record
 from ..sources import open_source
 from ..sources.base import Source
 from ..sources.hub_list import expand, is_glob
@@ -327,6 +327,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     from .shard import in_shard
 
     planned: set[tuple[str, str, str]] = set()
+    older = 0  # held jobs whose wheels were made before the variant root (docs/convert.md)
 
     for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment) + _mapped(opts, plan.notes):
         try:
@@ -345,6 +346,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             jobs = [job for job in jobs if in_shard(job.key, *shard)]
         held = {job.key for job in jobs if _held(job, by_key, plan.misversioned)}
         plan.done += [job for job in jobs if job.key in held]
+        older += sum(1 for key in held if not any(VARIANT_ROOT in r.extra for r in by_key.get(key, [])))
         new = [job for job in jobs if job.key not in held]
         if new and (found := project_status(new[0].key[0], new[0].repo_name, projects, statuses)) is not None:
             name, status = found
@@ -360,6 +362,11 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
                 plan.notes.append(deprecated_note(name, status))
         plan.todo += _complete(src, new)
     plan.withheld = list(withheld.values())
+    if older:
+        plan.notes.append(f"note: {older} wheel(s) in the store were made by an older kernel-factory, without the "
+                          "whole build variant (kernels 0.18+ refuse them); they are kept, as new ones would have "
+                          "the same names and other bytes: to replace them, see docs/convert.md, 'A store that already "
+                          "holds older wheels'")
     return plan
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ from ..errors import BadKernel
 
 MAX_BYTES = 32 << 20  # a digest of tens of thousands of files stays far below this
 MAX_DEPTH = 16  # metadata.json nests 3-4 levels deep
+# The kernels whose Metadata reads backend type "agnostic" (0.18.3 refuses it; no 0.19.0 is served).
+AGNOSTIC_SINCE = (0, 19, 1)
+_MINVER = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9}){0,3}")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class KernelMeta:
     backend_type: str | None = None
     archs: tuple[str, ...] = ()
     digest: dict[str, Any] | None = None
+    kernels_minver: str | None = None  # "0.19.0": the oldest kernels that loads this variant (kernels 0.19+)
+    source: str | None = None
 
     @property
     def digest_hash(self) -> str | None:
@@ -106,6 +112,10 @@ def parse(raw: bytes, where: str) -> KernelMeta:
     backend_type = backend.get("type")
     if backend_type is not None and not isinstance(backend_type, str):
         raise BadKernel(f"{where}: metadata.json 'backend.type' must be a string; {fix}")
+    minver = typed("kernels-minver", str, "a version such as \"0.19.0\"")
+    if minver is not None and not _MINVER.fullmatch(minver):
+        raise BadKernel(f"{where}: metadata.json 'kernels-minver' {minver[:40]!r} is not a version such as "
+                        f"\"0.19.0\"; {fix}")
     digest = typed("digest", dict, "an object with 'algorithm' and 'files'")
     if digest is not None:
         files = digest.get("files")
@@ -125,14 +135,17 @@ def parse(raw: bytes, where: str) -> KernelMeta:
         backend_type=backend_type,
         archs=strings(backend.get("archs"), "backend.archs"),
         digest=digest,
+        kernels_minver=minver,
+        source=typed("source", str, "a string"),
     )
 
 
 def kernels_refusal(raw: bytes) -> str | None:
     """The kernels library's own message, on one line, when ``get_kernel`` would refuse this metadata.json.
 
-    ``kernels.Metadata`` is the parser ``get_kernel`` reads metadata.json with (name rules, required fields,
-    backend types, URLs). ImportError when the kernels library is not installed.
+    ``kernels.Metadata`` (a public name of kernels 0.17 to 0.19) is the parser ``get_kernel`` reads metadata.json
+    with (name rules, required fields, backend types, URLs): the rules of the kernels installed beside the
+    factory. ImportError when the kernels library is not installed.
     """
     from kernels import Metadata
 
@@ -141,6 +154,43 @@ def kernels_refusal(raw: bytes) -> str | None:
     except ValueError as exc:
         return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     return None
+
+
+def _installed_kernels() -> tuple[int, ...] | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return _numbers(version("kernels"))
+    except PackageNotFoundError:
+        return None
+
+
+def _numbers(text: str) -> tuple[int, ...] | None:
+    m = re.match(r"[0-9]+(?:\.[0-9]+)*", text)
+    return tuple(int(n) for n in m[0].split(".")) if m else None
+
+
+def newer_kernels_hint(raw: bytes) -> str:
+    """"" or, when the installed kernels is older than this build (its kernels-minver, or backend type agnostic,
+    which kernels 0.19 introduced), what to upgrade: ``"; it needs kernels >= 0.19.1 and 0.17.2 is installed
+    ..."``."""
+    installed = _installed_kernels()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return ""
+    if installed is None or not isinstance(data, dict):
+        return ""
+    minver = data.get("kernels-minver")
+    needed = _numbers(minver) if isinstance(minver, str) else None
+    backend = data.get("backend")
+    if isinstance(backend, dict) and backend.get("type") == "agnostic" and (needed or ()) < AGNOSTIC_SINCE:
+        needed = AGNOSTIC_SINCE
+    if needed is None or installed >= needed:
+        return ""
+    have = ".".join(map(str, installed))
+    return (f"; it needs kernels >= {'.'.join(map(str, needed))} and kernels {have} is installed beside "
+            "kernel-factory: pip install -U kernels")
 
 
 def check_kernels_rules(raw: bytes, where: str) -> None:
@@ -152,7 +202,7 @@ def check_kernels_rules(raw: bytes, where: str) -> None:
     if message:
         raise BadKernel(
             f"{where}: kernels.get_kernel would refuse this metadata.json: {message}; "
-            "fix metadata.json or rebuild the kernel with kernel-builder"
+            "fix metadata.json or rebuild the kernel with kernel-builder" + newer_kernels_hint(raw)
         )
 
 

@@ -11,13 +11,11 @@ verified, then add the .dist-info files, name the wheel and make the record.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import stat
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from .. import __version__
@@ -25,16 +23,16 @@ from ..atomic import file_digest
 from ..audit import audit
 from ..audit.elf import repair
 from ..errors import BadKernel, UnsafePath
-from ..record import PROVENANCE, Record
+from ..record import PROVENANCE, VARIANT_ROOT, Record
 from ..safe_text import has_control
 from ..variants import Target
-from ..verify import digest
+from ..verify import digest, pydepends
 from ..verify import metadata as kernelmeta
 from ..verify.metadata import KernelMeta
 from . import distinfo as wheel
 from . import stages
+from .layout import LAYOUT, TOP_META, FileEntry, find_layout
 
-_TOP_META = ("metadata.json", "metadata.json.sigstore")
 SMALL = 1 << 20  # files up to this size are digest-checked before anything reads them (layout, audit)
 
 
@@ -53,13 +51,6 @@ class WheelInput:
     manylinux: str = "2_28"
     accept_higher_policy: bool = False
     allow_no_digest: bool = False
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    rel: str  # path inside the variant folder, with '/'
-    path: Path  # where to read it (a symlink's target inside the folder)
-    executable: bool
 
 
 def scan(root: Path, where: str) -> list[FileEntry]:
@@ -110,70 +101,10 @@ def _entry_name(name: str, prefix: str, where: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
-class Layout:
-    package: str  # the import package name
-    files: tuple[FileEntry, ...]  # rel = the wheel entry name, "<package>/..." (metadata.json included)
-
-
-def find_layout(files: list[FileEntry], meta: KernelMeta, repo_name: str, where: str) -> Layout:
-    """Flat (``__init__.py`` at the top, a re-exporting compat subfolder left out) or nested ``<pkg>/``."""
-    rels = {f.rel for f in files}
-    packages = sorted({r.split("/", 1)[0] for r in rels if r.count("/") == 1 and r.endswith("/__init__.py")})
-    wanted = (meta.name or repo_name).replace("-", "_")
-    top_meta = [f for f in files if f.rel in _TOP_META]
-    if "__init__.py" in rels:
-        compat = wanted if wanted in packages else (packages[0] if len(packages) == 1 else None)
-        if compat is not None and not _reexports(next(f for f in files if f.rel == f"{compat}/__init__.py")):
-            compat = None
-        package = compat or wanted
-        kept = [f for f in files if compat is None or not f.rel.startswith(f"{compat}/")]
-        layout = Layout(package, tuple(_move(f, package) for f in kept))
-    elif packages:
-        package = wanted if wanted in packages else (packages[0] if len(packages) == 1 else "")
-        if not package:
-            raise BadKernel(f"{where}: several packages ({', '.join(packages)}) and none named {wanted!r}; "
-                            "set metadata.json 'name' to the package's name")
-        inner = [f for f in files if f.rel.startswith(f"{package}/") and f.rel.removeprefix(f"{package}/")
-                 not in _TOP_META]
-        layout = Layout(package, tuple(inner + [_move(f, package) for f in top_meta]))
-    else:
-        raise BadKernel(f"{where}: no __init__.py at the top or in a package folder; "
-                        "this is not a kernel build (rebuild it with kernel-builder)")
-    if not package.isidentifier():
-        raise BadKernel(f"{where}: {package!r} is not a valid Python package name; set metadata.json 'name'")
-    return layout
-
-
-def _move(f: FileEntry, package: str) -> FileEntry:
-    return FileEntry(f"{package}/{f.rel}", f.path, f.executable)
-
-
-def _reexports(init: FileEntry) -> bool:
-    """A compat ``__init__.py`` only imports from its parent package."""
-    if init.path.stat().st_size > 4096:
-        return False
-    code = [ln.strip() for ln in init.path.read_text("utf-8", "replace").splitlines()]
-    code = [ln for ln in code if ln and not ln.startswith("#")]
-    return bool(code) and all(ln.startswith(("from ..", "import ", '"""', "__all__")) for ln in code)
-
-
 def requirements(meta: KernelMeta, target: Target, where: str) -> tuple[str, ...]:
     """target.requires + python-depends (kernels' names mapped to packages) + the backend's extra ones."""
-    table = json.loads(resources.files("kernels").joinpath("python_depends.json").read_text())
-    general: dict[str, dict[str, object]] = table.get("general", {})
-    backend_table: dict[str, dict[str, object]] = table.get("backends", {}).get(target.backend, {})
     names = list(meta.python_depends) + list(meta.python_depends_backends.get(target.backend, ()))
-    reqs: list[str] = list(target.requires)
-    for dep in names:
-        info = general.get(dep) or backend_table.get(dep)
-        if isinstance(info, dict):
-            packages = info.get("python", [])
-            assert isinstance(packages, list)
-            reqs.extend(str(p["pkg"]) for p in packages if isinstance(p, dict) and "pkg" in p)
-        else:
-            reqs.append(dep)
-    return wheel.check_requirements(reqs, where)
+    return wheel.check_requirements([*target.requires, *pydepends.packages(names, target.backend)], where)
 
 
 def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
@@ -192,15 +123,15 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         if not inp.allow_no_digest:
             raise BadKernel(f"{where}: metadata.json has no digest; rebuild the kernel, or pass --allow-no-digest")
     else:
-        check = digest.Check(meta.digest, (f.rel for f in files if f.rel not in _TOP_META), where)
+        check = digest.Check(meta.digest, (f.rel for f in files if f.rel not in TOP_META), where)
     digest_rel = {f.path: f.rel for f in files if check is not None and f.rel in check.expected}
     if check is not None:
         with stages.timed("verify"):
             for f in files:
                 if f.rel in check.expected and f.path.stat().st_size <= SMALL:
                     check.check_file(f.rel, f.path)
-    layout = find_layout(files, meta, inp.repo_name, where)
     name = wheel.dist_name(meta.name or inp.repo_name, where)
+    layout = find_layout(files, meta.raw, meta.name, inp.repo_name, name, where)
     version = wheel.full_version(target.local_version(inp.kernel_version), where)
     requires = requirements(meta, target, where)
     metadata = wheel.metadata_bytes(
@@ -216,9 +147,11 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
             raw = ww.add(wheel.Member(f.rel, path=f.path, executable=f.executable), also)
             if check and rel:
                 check.check(rel, also.digest() if also is not None else raw)
+        if layout.path_file is not None:  # puts the root on sys.path: `import <package>` after pip install
+            ww.add(wheel.Member(layout.path_file[0], data=layout.path_file[1]))
         if check is not None:
             with stages.timed("verify"):
-                for f in files:  # what the wheel leaves out (a compat folder), still covered by the digest
+                for f in files:  # every file is in the wheel: this finds none (kept as the guard it is)
                     if f.rel in check.unchecked:
                         check.check_file(f.rel, f.path)
             check.done()
@@ -233,6 +166,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
             "digest": {"algorithm": (meta.digest or {}).get("algorithm"), "hash": meta.digest_hash},
             "factory_version": __version__, "package": layout.package, "name": meta.name,
             "kernel_version": inp.kernel_version, "kernel-depends": list(meta.kernel_depends),
+            VARIANT_ROOT: layout.root, LAYOUT: layout.kind,
         }
         if inp.repo_id is None or inp.source != inp.repo_id:
             provenance["source"] = inp.source
@@ -263,7 +197,8 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         revision=inp.revision, ref=inp.ref, backend=target.backend, backend_version=target.backend_version,
         framework=target.framework, framework_version=target.framework_version, os=target.os, arch=target.arch,
         platform_tag=result.platform, archs=meta.archs, license=meta.license, upstream=meta.upstream,
-        import_name=layout.package, digest=meta.digest_hash, factory_version=__version__,
+        import_name=layout.package if layout.importable else None, digest=meta.digest_hash,
+        factory_version=__version__, extra={VARIANT_ROOT: layout.root},
     )
     return dest, metadata, record
 

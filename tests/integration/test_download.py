@@ -209,8 +209,8 @@ def test_new_lock_downloads_once_and_kernels_loads_offline(
         f"/files/{img_wheel.replace('+', '%2B')}", "/files/pydep-0.1.0-py3-none-any.whl",
         "/files/pyonly-0.2.0-py3-none-any.whl"]  # the records told which wheels to leave: only these three
     img_dir = cache / "kernels--example--img2grey" / "snapshots" / old / "build" / CPU
-    assert sorted(p.name for p in img_dir.iterdir()) == [
-        "__init__.py", "_img2grey_7ad1a3f.abi3.so", "_ops.py", "metadata.json"]
+    assert sorted(p.name for p in img_dir.iterdir()) == [  # the Hub's folder, its compat folder img2grey/ included
+        "__init__.py", "_img2grey_7ad1a3f.abi3.so", "_ops.py", "img2grey", "metadata.json"]
     assert (cache / "kernels--example--img2grey" / "refs" / "v1").read_text() == old
 
     # Twice: nothing downloaded.
@@ -224,7 +224,7 @@ def test_new_lock_downloads_once_and_kernels_loads_offline(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [
         f"{img_dir}/__init__.py",
-        f"{cache}/kernels--example--pydep/snapshots/{pydep}/build/torch-universal/__init__.py",
+        f"{cache}/kernels--example--pydep/snapshots/{pydep}/build/torch-universal/pydep/__init__.py",  # nested
     ]
 
 
@@ -372,5 +372,5 @@ def test_the_index_may_be_a_folder(form: str, example_repos: Path, site: Path, t
     proc = download(project, str(site) if form == "folder" else site.as_uri(), torch_venv, cache)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == f"1 kernel in {cache}: 1 downloaded, 0 already there"
-    assert (cache / "kernels--example--pyonly" / "snapshots" / pyonly / "build" / "torch-universal" / "__init__.py"
-            ).is_file()
+    assert (cache / "kernels--example--pyonly" / "snapshots" / pyonly / "build" / "torch-universal" / "pyonly" /
+            "__init__.py").is_file()

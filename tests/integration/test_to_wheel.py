@@ -42,7 +42,8 @@ def test_one_wheel_per_variant_with_audited_tags(img2grey_wheels: Path) -> None:
         meta = zf.read("img2grey-1.1.2+torch213cpucxx11.dist-info/METADATA").decode()
         prov = json.loads(zf.read("img2grey-1.1.2+torch213cpucxx11.dist-info/kernel_factory.json"))
     assert "img2grey/metadata.json" in names and "img2grey/__init__.py" in names
-    assert not any(n.startswith("img2grey/img2grey/") for n in names)  # the compatibility folder is left out
+    assert "img2grey/img2grey/__init__.py" in names  # the compat folder: the variant travels byte for byte
+    assert prov["variant-root"] == "img2grey" and prov["layout"] == "flat"
     assert "Version: 1.1.2+torch213cpucxx11" in meta
     assert "Requires-Dist: torch>=2.13,<2.14\n" in meta and "Requires-Python: >=3.9\n" in meta
     assert "License-Expression: Apache-2.0\n" in meta

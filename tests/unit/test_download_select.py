@@ -12,7 +12,8 @@ from index_synth import add_kernel
 from kernel_factory import simple
 from kernel_factory.errors import Refused
 from kernel_factory.index.command import index_store
-from kernel_factory.local.download import Got, Want, _depends
+from kernel_factory.local.depends import Want, wants_of
+from kernel_factory.local.download import Got
 from kernel_factory.local.probe import environment
 from kernel_factory.local.which import NoProject, candidates
 from kernel_factory.safe_text import printable
@@ -103,10 +104,9 @@ def test_candidates_best_first(store: Path) -> None:
 
 
 def test_dependencies_take_the_lock_when_it_has_them() -> None:
-    got = Got(Want("a/top", "1" * 40), "top.whl", None, "1" * 40, "torch-universal", [
-        {"repo-id": "b/locked", "version": 1}, {"repo-id": "c/free", "version": 2}])
+    depends = [{"repo-id": "b/locked", "version": 1}, {"repo-id": "c/free", "version": 2}]
     locked = {"b/locked": LockedKernel("b/locked", "2" * 40, ref="v1")}
-    assert _depends(got, locked) == [
+    assert wants_of("top.whl", "a/top", depends, locked) == [
         Want("b/locked", "2" * 40, ("v1",), None, "kernel-depends of a/top"),
         Want("c/free", None, ("v2",), 2, "kernel-depends of a/top"),
     ]
@@ -114,9 +114,8 @@ def test_dependencies_take_the_lock_when_it_has_them() -> None:
 
 @pytest.mark.parametrize("bad", ["bad", "a/b/c", "org/\x1b[31mred", "../x"])
 def test_a_dependency_that_is_no_repository_id_is_refused_escaped(bad: str) -> None:
-    got = Got(Want("a/top", "1" * 40), "top.whl", None, "1" * 40, "torch-universal", [{"repo-id": bad}])
     with pytest.raises(Refused) as info:
-        _depends(got, {})
+        wants_of("top.whl", "a/top", [{"repo-id": bad}], {})
     assert str(info.value) == (f"top.whl: its kernel-depends names '{printable(bad)}', which is not an org/name "
                                "repository id; rebuild it")
     assert "\x1b" not in str(info.value)

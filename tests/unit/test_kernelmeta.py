@@ -65,3 +65,47 @@ def test_too_large(tmp_path: Path) -> None:
 
 def test_missing_file_is_empty(tmp_path: Path) -> None:
     assert kernelmeta.load(tmp_path, "build/v").digest is None
+
+
+NEW_FIELDS = {
+    "name": "relu", "id": "_relu_abc", "version": 1, "license": "Apache-2.0", "python-depends": [],
+    "backend": {"type": "agnostic"}, "build-layout": "zip", "kernels-minver": "0.19.1",
+    "source": "https://github.com/example/relu",
+    "provenance": {"kernel-builder": {"version": "0.16.2", "git": {"commit": "a" * 40, "dirty": False}}},
+    "kernel-depends": [{"repo-id": "kernels-community/relu", "version": 1},
+                       {"repo-id": "kernels-community/gelu", "revision": "b" * 40}],
+}
+
+
+def test_new_fields_are_read_and_kept() -> None:
+    raw = json.dumps(NEW_FIELDS).encode()
+    meta = kernelmeta.parse(raw, "build/sdk")
+    assert (meta.backend_type, meta.kernels_minver, meta.source) == (
+        "agnostic", "0.19.1", "https://github.com/example/relu")
+    assert meta.kernel_depends == tuple(NEW_FIELDS["kernel-depends"])  # type: ignore[arg-type]
+    assert meta.raw == raw  # what the wheel carries, byte for byte
+
+
+@pytest.mark.parametrize("minver", ["0.19", "latest", "0.19.1rc1", "1.2.3.4.5", ""])
+def test_kernels_minver_must_be_a_version(minver: str) -> None:
+    ok = minver in ("0.19",)
+    doc = {**NEW_FIELDS, "kernels-minver": minver}
+    if ok:
+        assert kernelmeta.parse(json.dumps(doc).encode(), "build/v").kernels_minver == minver
+        return
+    with pytest.raises(BadKernel, match="'kernels-minver' .* is not a version such as \"0.19.0\""):
+        kernelmeta.parse(json.dumps(doc).encode(), "build/v")
+
+
+@pytest.mark.parametrize(("installed", "doc", "hint"), [
+    ((0, 17, 2), {"backend": {"type": "agnostic"}}, "; it needs kernels >= 0.19.1 and kernels 0.17.2 is installed "
+     "beside kernel-factory: pip install -U kernels"),
+    ((0, 18, 3), {"backend": {"type": "cpu"}, "kernels-minver": "0.19.0"}, "; it needs kernels >= 0.19.0 and "
+     "kernels 0.18.3 is installed beside kernel-factory: pip install -U kernels"),
+    ((0, 19, 1), {"backend": {"type": "agnostic"}, "kernels-minver": "0.19.1"}, ""),
+    ((0, 17, 2), {"backend": {"type": "cpu"}}, ""),
+])
+def test_older_kernels_is_named(monkeypatch: pytest.MonkeyPatch, installed: tuple[int, ...],
+                                doc: dict[str, object], hint: str) -> None:
+    monkeypatch.setattr(kernelmeta, "_installed_kernels", lambda: installed)
+    assert kernelmeta.newer_kernels_hint(json.dumps(doc).encode()) == hint

@@ -58,14 +58,27 @@ def opts(store: Path | None = None) -> Options:
     return o if store is None else Options(kernels=(spec,), allow_orgs=o.allow_orgs, store=Location.parse(str(store)))
 
 
-def held(name: str = "img2grey") -> list[Record]:
-    """The store's wheels of v1.0.0 (both variants), under the project ``name``."""
+def held(name: str = "img2grey", root: str | None = "img2grey") -> list[Record]:
+    """The store's wheels of v1.0.0 (both variants), under the project ``name``; ``root``: their variant root
+    (None: wheels of an older kernel-factory, without one)."""
     return [
         Record(filename=f"{name}-1.0.0+{i}-py3-none-any.whl", name=name, version=f"1.0.0+{i}", sha256="0" * 64,
                size=1, metadata_sha256="0" * 64, requires_python=None, upload_time="2025-04-07T10:00:00Z",
-               kernel_version="1.0.0", label=str(i), variant=v, repo_id=REPO, revision=OLD, ref="v1.0.0")
+               kernel_version="1.0.0", label=str(i), variant=v, repo_id=REPO, revision=OLD, ref="v1.0.0",
+               extra={"variant-root": root} if root else {})
         for i, v in enumerate(VARIANTS)
     ]
+
+
+def test_older_wheels_in_the_store_are_kept_and_named() -> None:
+    """Wheels made before the variant root are not built again under the same names; the plan says so."""
+    plan = make_plan(opts(), held(root=None), statuses={})
+    assert [(j.sha, j.variant) for j in plan.done] == [(OLD, v) for v in VARIANTS]
+    assert plan.notes == [
+        "note: 2 wheel(s) in the store were made by an older kernel-factory, without the whole build variant "
+        "(kernels 0.18+ refuse them); they are kept, as new ones would have the same names and other bytes: to "
+        "replace them, see docs/convert.md, 'A store that already holds older wheels'"]
+    assert make_plan(opts(), held(), statuses={}).notes == []
 
 
 @pytest.mark.parametrize("status", ["archived", "quarantined"])

@@ -34,7 +34,7 @@ def test_flat_layout_wheel_content(tmp_path: Path) -> None:
     files = _read(whl)
     names = list(files)
     assert names[:4] == sorted(names[:4]) and names[-1] == f"{DIST}/RECORD"
-    assert "img2grey/img2grey/__init__.py" not in files  # the compat subfolder is left out
+    assert files["img2grey/img2grey/__init__.py"] == (vdir / "img2grey/__init__.py").read_bytes()  # compat kept
     assert json.loads(files["img2grey/metadata.json"])["name"] == "img2grey"
     assert files[f"{DIST}/METADATA"] == metadata
     meta = Metadata.from_email(metadata, validate=True)
@@ -54,6 +54,8 @@ def test_flat_layout_wheel_content(tmp_path: Path) -> None:
         assert digest == wheel.record_hash(hashlib.sha256(files[name]).digest()) and int(size) == len(files[name])
     prov = json.loads(files[f"{DIST}/kernel_factory.json"])
     assert prov["package"] == "img2grey" and prov["variant"] == "torch27-cxx11-cpu-x86_64-linux"
+    assert prov["variant-root"] == "img2grey" and prov["layout"] == "flat"
+    assert record.extra == {"variant-root": "img2grey"}
     assert prov["digest"]["hash"] == record.digest and "source" not in prov
     assert record.sha256 == hashlib.sha256(whl.read_bytes()).hexdigest() and record.size == whl.stat().st_size
     assert record.metadata_sha256 == hashlib.sha256(metadata).hexdigest()
@@ -67,7 +69,10 @@ def test_nested_layout_and_noarch(tmp_path: Path) -> None:
     assert whl.name == "relu-1.1.2-py3-none-any.whl"
     files = _read(whl)
     assert sorted(n for n in files if not n.startswith("relu-")) == [
-        "relu/__init__.py", "relu/_ops.py", "relu/metadata.json"]
+        "_relu_kernel.pth", "_relu_kernel/metadata.json", "_relu_kernel/relu/__init__.py", "_relu_kernel/relu/_ops.py"]
+    assert files["_relu_kernel.pth"] == b"_relu_kernel\n"  # puts the root on sys.path: `import relu` works
+    prov = json.loads(files["relu-1.1.2.dist-info/kernel_factory.json"])
+    assert (prov["variant-root"], prov["layout"], prov["package"]) == ("_relu_kernel", "nested", "relu")
     assert b"Root-Is-Purelib: true" in files["relu-1.1.2.dist-info/WHEEL"]
     assert json.loads(files["relu-1.1.2.dist-info/kernel_factory.json"])["source"] == "/src/relu"
     assert b"/src/relu" not in files["relu-1.1.2.dist-info/METADATA"]

@@ -77,3 +77,29 @@ def wheel_input(vdir: Path, **changes: Any) -> WheelInput:
     }
     values.update(changes)
     return WheelInput(**values)
+
+
+def make_zip_variant(root: Path, variant: str = "torch-universal", *, name: str = "relu",
+                     meta: dict[str, Any] | None = None) -> Path:
+    """build/<variant>/ of a kernel in kernel-builder's zip layout: metadata.json (``build-layout: "zip"``) and the
+    package in ``<id>.zip`` (``__init__.py`` at the archive's top), digest included."""
+    import io
+    import zipfile
+
+    vdir = root / "build" / variant
+    vdir.mkdir(parents=True)
+    kernel_id = f"_{name.replace('-', '_')}_abc123"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for arcname, text in (("__init__.py", "from ._ops import ops\n"), ("_ops.py", "ops = 'zip'\n")):
+            info = zipfile.ZipInfo(arcname, (2026, 1, 1, 0, 0, 0))
+            zf.writestr(info, text)
+    (vdir / f"{kernel_id}.zip").write_bytes(buf.getvalue())
+    metadata: dict[str, Any] = {
+        "name": name, "id": kernel_id, "version": 1, "license": "Apache-2.0", "python-depends": [],
+        "backend": {"type": "cpu", "archs": []}, "build-layout": "zip", "kernels-minver": "0.19.0",
+    }
+    metadata.update(meta or {})
+    metadata["digest"] = {"algorithm": "sha256", "files": digest.compute(vdir)}
+    (vdir / "metadata.json").write_text(json.dumps(metadata, indent=2))
+    return vdir

@@ -1,0 +1,197 @@
+"""Where a build variant's files go in its wheel, and how a consumer maps the wheel's files back.
+
+A wheel holds the variant folder ``build/<variant>/`` byte for byte under one folder of the wheel, the
+*variant root*: every file of the variant (metadata.json and its .sigstore bundle included) at its place
+relative to the root, and nothing else inside the root. The provenance file names the root
+(``VARIANT_ROOT``), so a consumer maps ``<root>/<rel>`` to ``build/<variant>/<rel>`` without guessing
+(docs/convert.md, "What a wheel holds and why"):
+
+- flat (``build/<variant>/__init__.py``, the compat ``<pkg>/`` subfolder kept): the root is ``<pkg>/``,
+  so ``import <pkg>`` works after ``pip install``;
+- nested (``build/<variant>/<pkg>/__init__.py``): the root is ``_<dist>_kernel/`` (not a package), and a
+  path file ``_<dist>_kernel.pth`` puts it on ``sys.path``, so ``import <pkg>`` works;
+- zip (metadata.json ``build-layout: "zip"``, the package in ``<id>.zip``): the root is ``_<dist>_kernel/``
+  and no path file: the kernels library loads it (LOCAL_KERNELS, the Hub cache), ``import <pkg>`` does not.
+
+Wheels made before the root was recorded (no ``VARIANT_ROOT``) held the package folder: ``legacy_map``
+maps them back where their files are the variant's, and says why not otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from ..errors import BadKernel
+from ..record import VARIANT_ROOT
+
+LAYOUT = "layout"  #: provenance key: "flat", "nested" or "zip"
+TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, never in the digest
+REBUILD = "rebuild it with this kernel-factory (to-wheel or build), which keeps the variant byte for byte"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    rel: str  # path inside the variant folder, with '/'
+    path: Path  # where to read it (a symlink's target inside the folder)
+    executable: bool
+
+
+@dataclass(frozen=True)
+class Layout:
+    kind: str  # "flat", "nested" or "zip"
+    package: str  # the import package name
+    root: str  # the wheel folder that holds the variant folder
+    files: tuple[FileEntry, ...]  # rel = the wheel entry name, "<root>/<rel in the variant>"
+    path_file: tuple[str, bytes] | None = None  # (name, bytes) of the .pth that puts the root on sys.path
+
+    @property
+    def importable(self) -> bool:
+        """Whether ``import <package>`` works after pip install (not for the zip layout: kernels loads it)."""
+        return self.kind != "zip"
+
+
+def root_name(dist: str) -> str:
+    """The variant root of a nested or zip build: ``_<dist>_kernel`` (an identifier, private by its underscore,
+    one per distribution, so two kernels never share it)."""
+    return f"_{canonicalize_name(dist).replace('-', '_')}_kernel"
+
+
+def raw_fields(raw: bytes | None) -> dict[str, Any]:
+    """metadata.json's object (already validated by verify.metadata.parse), or {}."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # a consumer reading an older wheel's copy: no digest to map by
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None, repo_name: str, dist: str,
+                where: str) -> Layout:
+    """The layout of a variant folder's ``files`` (every file, metadata.json included) and where each goes."""
+    rels = {f.rel for f in files}
+    packages = sorted({r.split("/", 1)[0] for r in rels if r.count("/") == 1 and r.endswith("/__init__.py")})
+    wanted = (name or repo_name).replace("-", "_")
+    fields = raw_fields(raw_meta)
+    build_layout = fields.get("build-layout", "files")
+    if build_layout == "zip":
+        kernel_id = fields.get("id")
+        if not isinstance(kernel_id, str) or f"{kernel_id}.zip" not in rels:
+            archive = f"{kernel_id}.zip" if isinstance(kernel_id, str) else "<id>.zip"
+            raise BadKernel(f"{where}: metadata.json says build-layout \"zip\" but the folder has no {archive}; "
+                            "rebuild it with kernel-builder")
+        kind, package, root = "zip", wanted, root_name(dist)
+    elif build_layout != "files":
+        raise BadKernel(f"{where}: metadata.json build-layout {str(build_layout)[:40]!r} is not \"files\" or \"zip\"; "
+                        "upgrade kernel-factory or rebuild the kernel")
+    elif "__init__.py" in rels:
+        compat = wanted if wanted in packages else (packages[0] if len(packages) == 1 else None)
+        if compat is not None and not _reexports(next(f for f in files if f.rel == f"{compat}/__init__.py")):
+            compat = None
+        kind, package = "flat", compat or wanted
+        root = package
+    elif packages:
+        package = wanted if wanted in packages else (packages[0] if len(packages) == 1 else "")
+        if not package:
+            raise BadKernel(f"{where}: several packages ({', '.join(packages)}) and none named {wanted!r}; "
+                            "set metadata.json 'name' to the package's name")
+        kind, root = "nested", root_name(dist)
+    else:
+        raise BadKernel(f"{where}: no __init__.py at the top or in a package folder; "
+                        "this is not a kernel build (rebuild it with kernel-builder)")
+    if not package.isidentifier():
+        raise BadKernel(f"{where}: {package!r} is not a valid Python package name; set metadata.json 'name'")
+    moved = tuple(FileEntry(f"{root}/{f.rel}", f.path, f.executable) for f in files)
+    path_file = (f"{root}.pth", f"{root}\n".encode()) if kind == "nested" else None
+    return Layout(kind, package, root, moved, path_file)
+
+
+def _reexports(init: FileEntry) -> bool:
+    """A compat ``__init__.py`` only imports from its parent package."""
+    if init.path.stat().st_size > 4096:
+        return False
+    code = [ln.strip() for ln in init.path.read_text("utf-8", "replace").splitlines()]
+    code = [ln for ln in code if ln and not ln.startswith("#")]
+    return bool(code) and all(ln.startswith(("from ..", "import ", '"""', "__all__")) for ln in code)
+
+
+# -- consumers: wheel members -> build/<variant>/ ----------------------------------------------------------------
+
+
+class NotMappable(ValueError):
+    """The wheel's files cannot be laid out as the variant's digest describes (the message says why and the fix)."""
+
+
+def recorded_root(prov: Mapping[str, Any]) -> str | None:
+    """The variant root the provenance names, None for a wheel made before it was recorded; NotMappable for a
+    value that is not one plain folder name."""
+    root = prov.get(VARIANT_ROOT)
+    if root is None:
+        return None
+    if not isinstance(root, str) or not root or "/" in root or "\\" in root or root in (".", "..") or \
+            root.endswith(".dist-info") or root.endswith(".data") or not root.isprintable():
+        raise NotMappable(f"its provenance names the variant root {str(root)[:80]!r}, which is not one folder of the "
+                          "wheel; rebuild it")
+    return root
+
+
+def root_of(prov: Mapping[str, Any]) -> str | None:
+    """The wheel folder whose files are mapped: the recorded root, else (an older wheel) its package folder."""
+    root = recorded_root(prov)
+    if root is not None:
+        return root
+    package = prov.get("package")
+    return package if isinstance(package, str) and package.isidentifier() else None
+
+
+def legacy_map(package: str, rels: Iterable[str], metadata: bytes | None) -> dict[str, str]:
+    """For a wheel without a recorded root: its package folder's files (``rels``, relative to ``<package>/``) ->
+    their paths in build/<variant>/. Such a wheel held a flat build's package folder without the compat
+    subfolder, or a nested build's package folder with metadata.json moved into it. The one mapping whose
+    files are the digest's is taken; NotMappable where none is (a file the digest lists is not in the wheel).
+    Without a digest, the files go where they are (as before)."""
+    rels = sorted(rels)
+    digest = raw_fields(metadata).get("digest") if metadata else None
+    listed = digest.get("files") if isinstance(digest, dict) else None
+    if not isinstance(listed, dict):
+        return {rel: rel for rel in rels}
+    want = set(listed)
+    flat = {rel: rel for rel in rels}
+    nested = {rel: rel if rel in TOP_META else f"{package}/{rel}" for rel in rels}
+    mapping = flat if "__init__.py" in want else nested  # the digest says which the variant was
+    have = {v for v in mapping.values() if v not in TOP_META}
+    if have == want:
+        return mapping
+    missing, extra = sorted(want - have), sorted(have - want)
+    what = f"left {missing[0]} (listed in the variant's digest) out of the wheel" if missing else \
+        f"put {extra[0]} (not in the variant's digest) in the wheel"
+    raise NotMappable(f"it was made by an older kernel-factory that {what}, so kernels 0.18+ refuse it; {REBUILD}")
+
+
+def entry_files(fields: Mapping[str, Any]) -> tuple[str, ...]:
+    """The files, relative to the variant folder, one of which kernels imports the kernel from (its importer:
+    ``__init__.py``, else ``<python name>/__init__.py``; ``<id>.zip`` for the zip layout)."""
+    if fields.get("build-layout") == "zip":
+        return (f"{fields.get('id')}.zip",)
+    name = fields.get("name")
+    return ("__init__.py",) + ((f"{name.replace('-', '_')}/__init__.py",) if isinstance(name, str) else ())
+
+
+def member_map(prov: Mapping[str, Any], names: Iterable[str], metadata: bytes | None) -> dict[str, str]:
+    """Wheel member name -> path in build/<variant>/, for the members below the root (``root_of``).
+    ``metadata``: the bytes of ``<root>/metadata.json`` (read for an older wheel's digest). NotMappable."""
+    root = root_of(prov)
+    if root is None:
+        raise NotMappable("its provenance names neither a variant root nor a package; rebuild it")
+    below = {n: n[len(root) + 1:] for n in names if n.startswith(root + "/") and not n.endswith("/")}
+    if recorded_root(prov) is not None:
+        return below
+    legacy = legacy_map(root, below.values(), metadata)
+    return {n: legacy[rel] for n, rel in below.items()}
