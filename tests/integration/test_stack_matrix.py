@@ -55,6 +55,10 @@ STACKS = {
     "kernels 0.19.1 + transformers 5.25.0": ("0.19.1", "5.25.0"),
     "kernels 0.18.3 + transformers 5.24.0": ("0.18.3", "5.24.0"),
 }
+# KF_TEST_STACKS=0.17.2,0.19.1 (kernels versions) runs those stacks only, to keep CI within its time (docs/testing.md)
+_ONLY = [v for v in os.environ.get("KF_TEST_STACKS", "").split(",") if v]
+ALL_STACKS = STACKS
+STACKS = {name: kt for name, kt in STACKS.items() if not _ONLY or kt[0] in _ONLY}
 LOCKERS = ("0.17.2", "0.19.1")  # the kernels versions whose `kernels lock` writes the locks download reads
 PROVIDERS = ("download, lock by kernels 0.17.2", "download, lock by kernels 0.19.1", "local-kernels --cache",
              "local-kernels --shell")
@@ -111,7 +115,7 @@ def stack_site_folder(example_repos: Path, tmp_path_factory: pytest.TempPathFact
     def make(folder: Path) -> None:
         lockers = {}
         for version in LOCKERS:
-            transformers = next(t for k, t in STACKS.values() if k == version)
+            transformers = next(t for k, t in ALL_STACKS.values() if k == version)
             python = stack_venv(folder / f"locker-{version}", version, transformers)
             # the console script of the stack venv, beside the locker's python
             shutil.copy(Path(stack_site(version, transformers)).parents[2] / "bin" / "kernels",
