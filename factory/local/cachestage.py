@@ -47,9 +47,12 @@ class CacheRefused(CacheLink):
 
 
 def _sweep(own: Folder) -> None:
-    """Remove the run folders whose owner is gone (its flock can be taken), never through a link."""
+    """Remove this user's run folders whose owner is gone (its flock can be taken), never through a link; another
+    user's are theirs to sweep."""
+    me = os.geteuid()
     for name in own.names():
-        if not name.startswith(RUN_PREFIX) or own.kind(name) != "dir":
+        st = own.lstat(name) if name.startswith(RUN_PREFIX) else None
+        if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
         try:
             with own.sub(name) as run:
@@ -112,6 +115,18 @@ def blob_mode(blobs: Folder) -> int:
         os.close(fd)
         os.unlink(name, dir_fd=blobs.fd)
     return mode & ~0o222
+
+
+def folder_mode(parent: Folder) -> tuple[int, int]:
+    """The mode and group huggingface_hub's ``mkdir`` gives a folder in ``parent`` (the umask, a default ACL and
+    the parent's setgid decide), read from a folder made there and removed again."""
+    name = f".tmp-mode-{os.urandom(8).hex()}"
+    os.mkdir(name, 0o777, dir_fd=parent.fd)
+    try:
+        st = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
+        return stat.S_IMODE(st.st_mode), st.st_gid
+    finally:
+        os.rmdir(name, dir_fd=parent.fd)
 
 
 def check_files(files: Mapping[str, str], where: str) -> None:
