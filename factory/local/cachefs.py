@@ -22,6 +22,8 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: waiting forever for a writer; it changes nothing for a regular file.
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 CHUNK = 1 << 20
+#: what vfat and exFAT answer where a link (symbolic or hard) or a mode cannot be made there
+NOT_HERE = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS)
 
 
 class CacheLink(Refused):
@@ -181,6 +183,16 @@ def _first_folder(folder: Folder) -> str | None:
             return child
         os.unlink(child, dir_fd=folder.fd)
     return None
+
+
+def set_mode(target: int | str, mode: int) -> None:
+    """chmod ``target`` (a descriptor, or a path in the run's private folder), as huggingface_hub does: where
+    the file system keeps no modes (vfat, exFAT) the failure is passed over."""
+    try:
+        os.chmod(target, mode)
+    except OSError as exc:
+        if exc.errno not in NOT_HERE:
+            raise
 
 
 def trusted(st: os.stat_result) -> bool:

@@ -6,7 +6,6 @@ hubcache.py's ``place`` drives it; see there for the rules. Every cache folder i
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -17,12 +16,11 @@ from pathlib import Path
 
 from ..errors import Refused
 from ..report import warn
-from .cachefs import CacheLink, Folder, planted, relative_blob, sha256_fd, trusted
+from .cachefs import NOT_HERE, CacheLink, Folder, planted, relative_blob, set_mode, sha256_fd, trusted
 from .cachestage import CacheRefused, folder_mode, stage_file
 
 MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
 ORIGINS = ("download", "local-kernels")  # who wrote it: the marker's "origin"
-_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS)  # vfat, exFAT: no symbolic links
 
 
 class CacheConflict(Refused):
@@ -204,7 +202,7 @@ class Placing:
             fd = os.open(top / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(marker, sort_keys=True) + "\n")
-                os.fchmod(f.fileno(), mode)
+                set_mode(f.fileno(), mode)
         base.mkdir(parents=True, exist_ok=True)
         for rel, want in sorted(self.files.items()):
             path = base / rel
@@ -212,7 +210,7 @@ class Placing:
             try:
                 os.symlink(relative_blob(rel, want), path)
             except OSError as exc:
-                if exc.errno not in _NO_LINKS:
+                if exc.errno not in NOT_HERE:
                     raise
                 if not _warned:  # as huggingface_hub does where links cannot be made: a copy, and one warning
                     _warned.append(True)
@@ -221,11 +219,15 @@ class Placing:
                 self.copy_blob(run, blobs, want, path, mode)
         folders = [top] + [Path(d) for d, _, _ in os.walk(top)][1:]
         for folder in folders:
-            os.chmod(folder, dmode[0] & 0o7777)
+            set_mode(str(folder), dmode[0] & 0o7777)
             if os.stat(folder).st_gid != dmode[1]:  # the group the setgid folder hands down
-                with contextlib.suppress(PermissionError):
+                try:
                     os.chown(folder, -1, dmode[1])
-                    os.chmod(folder, dmode[0] & 0o7777)  # chown takes the setgid bit away
+                except OSError as exc:
+                    if exc.errno not in NOT_HERE:
+                        raise
+                    continue
+                set_mode(str(folder), dmode[0] & 0o7777)  # chown takes the setgid bit away
 
     def copy_blob(self, run: Folder, blobs: Folder, want: str, path: Path, mode: int) -> None:
         fd = run.open_file(f"b-{want}") if run.kind(f"b-{want}") == "file" else blobs.open_file(want)
@@ -234,33 +236,39 @@ class Placing:
                 os.lseek(fd, 0, os.SEEK_SET)
                 while chunk := os.read(fd, 1 << 20):
                     out.write(chunk)
-                os.fchmod(out.fileno(), mode)
+                set_mode(out.fileno(), mode)
         finally:
             os.close(fd)
 
     def publish_blobs(self, run: Folder, blobs: Folder, staged: set[str]) -> None:
         """Link each staged file in as ``blobs/<hex>``; one already there that is not to be trusted is replaced
         by the checked copy (one rename: a snapshot linking to that name never dangles). A blob once published
-        is never taken back: another run's snapshot may link to it from then on."""
+        is never taken back: another run's snapshot may link to it from then on. Where the file system makes no
+        hard links (vfat, exFAT), the staged file itself is renamed in."""
         for want in sorted(staged):
+            staged_name = f"b-{want}"
             try:
-                os.link(f"b-{want}", want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd, follow_symlinks=False)
+                os.link(staged_name, want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd, follow_symlinks=False)
                 self.published += 1
                 continue
             except FileExistsError:
-                pass
+                links = True
+            except OSError as exc:
+                if exc.errno not in NOT_HERE:
+                    raise
+                links = False
             st = blobs.lstat(want)
-            mine = identity(os.stat(f"b-{want}", dir_fd=run.fd, follow_symlinks=False))
-            if st is not None and identity(st) == mine:
+            if st is not None and identity(st) == identity(os.stat(staged_name, dir_fd=run.fd,
+                                                                   follow_symlinks=False)):
                 continue  # published by an earlier attempt of this call
-            if st is not None and stat.S_ISREG(st.st_mode) and trusted(st) and blob_holds(blobs, want):
-                continue  # another run of this user placed the same bytes meanwhile
             if st is not None and stat.S_ISDIR(st.st_mode):
                 raise planted(blobs.path / want, "file")
-            # one rename over the blob not to be trusted; the run keeps its own link (b-<hex>) until it ends, so
-            # no other run takes this new blob for one that is safe to adopt (trusted: linked nowhere else)
-            os.link(f"b-{want}", f"p-{want}", src_dir_fd=run.fd, dst_dir_fd=run.fd, follow_symlinks=False)
-            os.rename(f"p-{want}", want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd)
+            if st is not None and stat.S_ISREG(st.st_mode) and (trusted(st) or not links) and blob_holds(blobs, want):
+                continue  # another run of this user placed the same bytes meanwhile (no owners where no links)
+            if links:  # the run keeps its own link (b-<hex>) until it ends, so no other run takes the new blob
+                os.link(staged_name, f"p-{want}", src_dir_fd=run.fd, dst_dir_fd=run.fd, follow_symlinks=False)
+                staged_name = f"p-{want}"  # for one that is safe to adopt (trusted: linked nowhere else)
+            os.rename(staged_name, want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd)
             self.published += 1
         blobs.fsync()
 

@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from ..errors import Unreachable, unusable
 from ..safe_text import has_control
 from ..space import unheld
-from .cachefs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, sha256_fd
+from .cachefs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, set_mode, sha256_fd
 
 LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
 OWN = "kernel-factory"  # our folder in it: LOCKS/OWN/run-<random>/
@@ -202,7 +202,7 @@ def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str
                 digest = sha256_fd(dst)  # the clone's own bytes
             else:
                 digest = _copy(src, dst, source / rel)
-            os.fchmod(dst, mode)
+            set_mode(dst, mode)
             os.fsync(dst)
         finally:
             os.close(dst)

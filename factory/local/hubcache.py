@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import UNUSABLE_ERRNOS, Unreachable
-from .cachefs import CacheLink, Folder, planted, remove, trusted
+from .cachefs import NOT_HERE, CacheLink, Folder, planted, remove, set_mode, trusted
 from .cacheplace import MARKER, ORIGINS, CacheConflict, Made, Placing, dir_mode, holds, identity, move_in, origin_of
 from .cachestage import CacheRefused, blob_mode, check_files, scratch_folder, source_files
 
@@ -207,7 +207,7 @@ def write_own(root: Path, repo_id: str, sha: str, name: str, data: bytes) -> Non
         try:
             try:
                 os.write(fd, data)
-                os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~0o022)
+                set_mode(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~0o022)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -281,7 +281,7 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=run.fd)
     try:
         os.write(fd, p.sha.encode("ascii"))  # huggingface_hub writes refs without a newline
-        os.fchmod(fd, mode)
+        set_mode(fd, mode)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -292,7 +292,8 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
             p.made.append(Made("dir", "refs", identity(os.fstat(refs.fd))))
         for _ in range(3):
             try:
-                os.link(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd, follow_symlinks=False)  # only if absent
+                if _link_or_create(run, name, refs, ref, p.sha, mode):  # only if absent
+                    ident = identity(os.stat(ref, dir_fd=refs.fd, follow_symlinks=False))
                 p.made.append(Made("ref", ref, ident, sha=p.sha, old=None))
                 refs.fsync()
                 return None
@@ -312,6 +313,24 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
             refs.fsync()
             return None
     return f"{p.repo_id}: refs/{ref} in {p.root} keeps changing; left as it is"
+
+
+def _link_or_create(run: Folder, name: str, refs: Folder, ref: str, sha: str, mode: int) -> bool:
+    """``refs/<ref>`` made only where it is absent (FileExistsError otherwise): a hard link to the run's finished
+    file, or, where the file system makes no hard links (vfat, exFAT), a new file written in place; True then."""
+    try:
+        os.link(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd, follow_symlinks=False)
+        return False
+    except OSError as exc:
+        if exc.errno not in NOT_HERE:
+            raise
+    fd = os.open(ref, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=refs.fd)
+    try:
+        os.write(fd, sha.encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _precheck_refs(repo: Folder, refs: list[str]) -> None:

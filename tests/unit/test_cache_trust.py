@@ -269,22 +269,33 @@ def test_folders_get_the_mode_and_group_a_setgid_group_cache_hands_down(tmp_path
     assert stat.S_IMODE(blob.stat().st_mode) == 0o444 and blob.stat().st_gid == root.stat().st_gid
 
 
-def test_without_links_the_files_are_copied_with_one_warning(tmp_path: Path, pkg: Path,
+@pytest.mark.parametrize("fs", ["vfat", "exFAT"])
+def test_without_links_the_files_are_copied_with_one_warning(tmp_path: Path, pkg: Path, fs: str,
                                                            monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """vfat answers ENOSYS (exFAT EPERM) at symlink: as huggingface_hub, a copy of each blob, one warning."""
+    """What vfat answers (measured on fusefat: ENOSYS at symlink and chmod, EPERM at link) and exFAT (EPERM at
+    symlink): as huggingface_hub, a copy of each blob in the snapshot, modes passed over, one warning."""
     root = tmp_path / "cache"
+    code = errno.ENOSYS if fs == "vfat" else errno.EPERM
 
-    def no_links(*args: object, **kw: object) -> None:
-        raise OSError(errno.ENOSYS, "Function not implemented")
+    def refused(*args: object, **kw: object) -> None:
+        raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(cacheplace.os, "symlink", no_links)
+    def no_hard_links(*args: object, **kw: object) -> None:
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(os, "symlink", refused)
+    monkeypatch.setattr(os, "link", no_hard_links)
+    if fs == "vfat":
+        monkeypatch.setattr(os, "chmod", refused)
     monkeypatch.setattr(cacheplace, "_warned", [], raising=False)
     got = place(root, pkg)
-    place(root, pkg, variant=OTHER)
+    place(root, pkg, variant=OTHER, refs=("v1", "main"))
+    monkeypatch.undo()
     assert not (got / "__init__.py").is_symlink() and hashes(got) == hashes(pkg)
     assert capsys.readouterr().err.count("makes no symbolic links") == 1
-    assert scan(root) == {"org/act": {SHA: ["v1"]}}
+    assert scan(root) == {"org/act": {SHA: ["main", "v1"]}}
+    no_scratch_left(root)
 
 
 def test_a_satisfied_place_writes_nothing(tmp_path: Path, pkg: Path) -> None:
