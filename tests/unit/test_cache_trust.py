@@ -12,9 +12,9 @@ import json
 import os
 import stat
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cache_oracle import hashes, no_scratch_left, scan
@@ -38,7 +38,7 @@ def pkg(tmp_path: Path) -> Path:
 
 def place(root: Path, pkg: Path, sha: str = SHA, variant: str = VARIANT, refs: tuple[str, ...] = ("v1",),
           made: list[hubcache.Made] | None = None) -> Path:
-    more = {} if made is None else {"made": made}
+    more: dict[str, Any] = {} if made is None else {"made": made}
     return hubcache.place(root, "org/act", sha, variant, pkg, files=hashes(pkg), refs=refs, origin="local-kernels",
                           **more)
 

@@ -16,9 +16,14 @@ from cache_oracle import scan
 from download_kit import SHA1, SHA2
 from kernel_factory.local import download, hubcache
 from kernel_factory.verify.lockfile import files_lock_hash
-from test_download_run import Run, run  # noqa: F401 - the fixture
+from test_download_run import Run
 
 REPO = "kernels--org--relu"
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Run:
+    return Run(tmp_path, monkeypatch, capsys)
 
 
 def forge(run: Run, sha: str = SHA1) -> Path:
