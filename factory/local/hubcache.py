@@ -270,6 +270,22 @@ def _check(repo_id: str, sha: str, variant: str, refs: list[str], origin: str) -
         raise ValueError(f"origin {origin!r} is not one of {', '.join(ORIGINS)}")
 
 
+def _prepare_ref(run: Folder, ref: str, sha: str, mode: int) -> str:
+    """The run's file ``ref-<ref>`` naming ``sha``, written once: ``place`` writes every ref's file before it
+    publishes a blob, so that a full disk stops it while nothing of it is in the cache yet."""
+    name = f"ref-{ref}"
+    if run.kind(name) == "file":
+        return name
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=run.fd)
+    try:
+        os.write(fd, sha.encode("ascii"))  # huggingface_hub writes refs without a newline
+        set_mode(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return name
+
+
 def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> str | None:
     """Point ``refs/<ref>`` at the commit when that damages nothing; else the note saying why it was left."""
     legacy_folder = repo_folder(p.root, p.repo_id, "model")
@@ -277,14 +293,7 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
     if legacy and legacy != p.sha:
         return (f"{p.repo_id}: refs/{ref} in {legacy_folder.name} names {legacy}, and kernels reads it first; left as "
                 f"it is: use revision='{p.sha}' or a lock file")
-    name = f"ref-{ref}"
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=run.fd)
-    try:
-        os.write(fd, p.sha.encode("ascii"))  # huggingface_hub writes refs without a newline
-        set_mode(fd, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    name = _prepare_ref(run, ref, p.sha, mode)
     ident = identity(os.stat(name, dir_fd=run.fd, follow_symlinks=False))
     made_refs = repo.kind("refs") is None
     with repo.sub("refs", create=True) as refs, repo.sub("snapshots") as snaps:
@@ -414,6 +423,8 @@ def _place_in(p: Placing, top: Folder, run: Folder, name: str, refs: list[str], 
                 p.made.append(Made("dir", sub, identity(os.stat(sub, dir_fd=repo.fd, follow_symlinks=False))))
         with repo.sub("snapshots") as snaps, repo.sub("blobs") as blobs:
             mode = blob_mode(blobs)
+            for ref in refs:
+                _prepare_ref(run, ref, p.sha, mode | 0o200)
             _place(p, run, snaps, blobs, mode, notes)
         for ref in refs:
             note = _write_ref(p, repo, run, ref, mode | 0o200)
