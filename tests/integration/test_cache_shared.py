@@ -206,3 +206,89 @@ def _as_nobody(group: int, work: object) -> int:
         finally:
             os._exit(code)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _forge(cache: Path) -> Path:
+    """Another writer of the repository folder: relu's __init__.py swapped for its own bytes and download's record
+    rewritten to match (owned by that user)."""
+    import hashlib
+
+    snap = cache / "kernels--org--relu" / "snapshots" / SHA1
+    evil = b"import os  # the attacker's\n"
+    digest = hashlib.sha256(evil).hexdigest()
+    (cache / "kernels--org--relu" / "blobs" / digest).write_bytes(evil)
+    link = snap / "build" / "torch-universal" / "__init__.py"
+    link.unlink()
+    link.symlink_to(f"../../../../blobs/{digest}")
+    record = snap / ".kernel-factory-download.json"
+    data = json.loads(record.read_text())
+    data["torch-universal"]["files"]["__init__.py"] = digest
+    record.unlink()
+    record.write_text(json.dumps(data))
+    os.chown(record, 65534, 65534)
+    return link
+
+
+@pytest.mark.skipif(not ROOT, reason="a record of another user needs root to make")
+def test_a_forged_record_is_no_shortcut_and_the_attackers_bytes_are_refused(proj: Project) -> None:
+    proj.index.add(index_wheel(proj.top / "w", "relu"))
+    proj.lock(SHA1)
+    assert proj.download().returncode == 0
+    link = _forge(proj.cache)
+    got = proj.download()
+    assert got.returncode == 3, got.stdout + got.stderr
+    assert got.stderr.splitlines() == [
+        f"error: org/relu: snapshot {SHA1} in {proj.cache} already holds build/torch-universal with other bytes "
+        "(written by download); left as it is: a commit's snapshot never changes; remove that snapshot to replace it"]
+    assert "(already there)" not in got.stdout
+    assert link.read_bytes() == b"import os  # the attacker's\n"  # left as it is, and said so
+
+
+def test_a_planted_link_at_the_repository_folder_is_neither_read_nor_written_through(proj: Project) -> None:
+    proj.index.add(index_wheel(proj.top / "w", "relu"))
+    proj.lock(SHA1)
+    assert proj.download().returncode == 0
+    elsewhere = proj.top / "attackers"
+    (proj.cache / "kernels--org--relu").rename(elsewhere)
+    (proj.cache / "kernels--org--relu").symlink_to(elsewhere, target_is_directory=True)
+    got = proj.download()
+    assert got.returncode == 3, got.stdout + got.stderr
+    assert got.stderr.splitlines() == [
+        f"error: {proj.cache}/kernels--org--relu -> {elsewhere}: a symbolic link in the Hub cache where kernel-factory "
+        "expects a folder, and it never writes or reads through one; remove the link (rm, not rm -r) and run again"]
+
+
+@pytest.mark.parametrize("where", ["blob", "ref"])
+def test_a_fifo_at_a_blob_or_a_ref_never_blocks_download(proj: Project, where: str) -> None:
+    proj.index.add(index_wheel(proj.top / "w", "relu"))
+    proj.lock(SHA1)
+    assert proj.download().returncode == 0
+    repo = proj.cache / "kernels--org--relu"
+    shutil.rmtree(repo / "snapshots" / SHA1)
+    fifo = repo / "refs" / "v1" if where == "ref" else next((repo / "blobs").iterdir())
+    fifo.unlink()
+    os.mkfifo(fifo)
+    got = proj.download()  # subprocess.run's timeout (600 s) is the hang this stops
+    assert got.returncode == 3, got.stdout + got.stderr
+    assert got.stderr.splitlines()[-1].endswith(
+        f"{fifo}: a symbolic link in the Hub cache where kernel-factory expects a file, and it never writes or reads "
+        "through one; remove the link (rm, not rm -r) and run again")
+
+
+def test_a_planted_run_folder_1200_deep_is_swept(proj: Project) -> None:
+    run_dir = proj.cache / ".locks" / "kernel-factory" / "run-0123456789abcdef"
+    run_dir.mkdir(parents=True)
+    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1200):
+        os.mkdir("d", dir_fd=fd)
+        nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(fd)
+    (run_dir / "owner").write_text("")
+    proj.index.add(index_wheel(proj.top / "w", "relu"))
+    proj.lock(SHA1)
+    got = proj.download()
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert not run_dir.exists()
+    assert scan(proj.cache) == {"org/relu": {SHA1: ["v1"]}}
