@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import Refused
 from ..report import warn
-from .cachefs import NOT_HERE, CacheLink, Folder, planted, relative_blob, set_mode, sha256_fd, trusted
+from .cachefs import FILE_FLAGS, NOT_HERE, CacheLink, Folder, planted, relative_blob, set_mode, sha256_fd, trusted
 from .cachestage import CacheRefused, folder_mode, stage_file
 
 MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
@@ -52,9 +52,9 @@ _warned: list[bool] = []  # one warning per process where the cache's file syste
 def origin_of(snapshot: Path) -> str | None:
     """Who wrote a kernel-factory snapshot (MARKER's "origin": "download" or "local-kernels")."""
     try:
-        fd = os.open(snapshot / MARKER, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(snapshot / MARKER, FILE_FLAGS)  # a FIFO there opens at once, and is no marker
         try:
-            data = json.loads(os.read(fd, 65536))
+            data = json.loads(os.read(fd, 65536)) if stat.S_ISREG(os.fstat(fd).st_mode) else None
         finally:
             os.close(fd)
     except (OSError, ValueError):

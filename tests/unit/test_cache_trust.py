@@ -308,3 +308,11 @@ def test_a_satisfied_place_writes_nothing(tmp_path: Path, pkg: Path) -> None:
     before = {str(p): p.lstat().st_mtime_ns for p in [root, *root.rglob("*")]}
     place(root, pkg)
     assert {str(p): p.lstat().st_mtime_ns for p in [root, *root.rglob("*")]} == before
+
+
+def test_a_fifo_at_a_snapshots_marker_names_no_origin(tmp_path: Path, fifos: list[Path]) -> None:
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    fifos.append(snap / hubcache.MARKER)
+    os.mkfifo(fifos[0])
+    assert within(20, lambda: hubcache.origin_of(snap)) is None
