@@ -18,6 +18,7 @@ recorded, is not downloaded again (the index's pages are still read).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -136,8 +137,12 @@ def _remember(root: Path, got: Got) -> None:
     data = _placed(root, got.want.repo_id, got.sha)
     data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends,
                          "package": got.package}
-    hubcache.write_own(root, got.want.repo_id, got.sha, FILES,
-                       (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    try:
+        hubcache.write_own(root, got.want.repo_id, got.sha, FILES,
+                           (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    except OSError as exc:  # the record only saves a download next time: a cache this user cannot write (another
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):  # user's, read-only) that holds the
+            raise  # checked bytes already is fine without it
 
 
 # -- the index ------------------------------------------------------------------------------------------------

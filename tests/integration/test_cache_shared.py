@@ -292,3 +292,27 @@ def test_a_planted_run_folder_1200_deep_is_swept(proj: Project) -> None:
     assert got.returncode == 0, got.stdout + got.stderr
     assert not run_dir.exists()
     assert scan(proj.cache) == {"org/relu": {SHA1: ["v1"]}}
+
+
+@pytest.mark.skipif(not ROOT, reason="a read-only bind mount and another user's record need root")
+def test_another_users_read_only_cache_that_holds_the_lock_is_checked_not_written(proj: Project) -> None:
+    """The record is another user's (no shortcut): the wheel is downloaded into a temporary folder outside the
+    cache, compared with what the cache holds, and nothing is written: exit 0."""
+    proj.index.add(index_wheel(proj.top / "w", "relu"))
+    proj.lock(SHA1)
+    assert proj.download().returncode == 0
+    shutil.rmtree(proj.cache / ".locks")
+    record = proj.cache / "kernels--org--relu" / "snapshots" / SHA1 / ".kernel-factory-download.json"
+    os.chown(record, 65534, 65534)
+    ro = proj.top / "ro"
+    ro.mkdir()
+    run("mount", "--bind", proj.cache, ro)
+    try:
+        run("mount", "-o", "remount,ro,bind", ro)
+        got = proj.download(ro)
+        assert got.returncode == 0, got.stdout + got.stderr
+        assert got.stdout.splitlines()[-1] == f"1 kernel in {ro}: 1 downloaded, 0 already there"
+    finally:
+        run("umount", ro)
+    assert sorted(p.name for p in proj.cache.iterdir()) == ["kernels--org--relu"]
+    assert scan(proj.cache) == {"org/relu": {SHA1: ["v1"]}}
