@@ -113,8 +113,8 @@ def get(url: str, root: str, session: Any, *, headers: dict[str, str], what: str
     sent = check(url, root, session)
     for hop in range(MAX_REDIRECTS + 1):
         request = session.prepare_request(requests.Request("GET", sent, headers=headers))
-        settings = session.merge_environment_settings(request.url, {}, True, None, None)
-        resp = session.send(request, allow_redirects=False, stream=True, timeout=READ_TIMEOUT_S, **settings)
+        settings = session.merge_environment_settings(request.url, {}, True, None, None)  # proxies, certificates
+        resp = session.send(request, allow_redirects=False, timeout=READ_TIMEOUT_S, **settings)
         with resp:
             location = resp.headers.get("Location") if resp.status_code in _REDIRECTS else None
             if location is None:

@@ -167,6 +167,9 @@ def index_root(url: str) -> str:
     """``--index-url`` as the index root (no trailing slash); UsageError for a URL that names a simple/ root (the
     index root, the folder holding simple/ and variants/, is wanted)."""
     root = url.rstrip("/")
+    if "://" in root and "\\" in urlsplit(root).netloc:
+        raise UsageError(f"--index-url {url} has a backslash before its host, which URL parsers read apart (the HTTP "
+                         "client ends the host there); quote it as %5C, or give the index's own URL")
     path = urlsplit(root).path if "://" in root else root
     if path == "simple" or path.endswith("/simple") or path.endswith("/+simple"):
         parent = root.rsplit("/", 1)[0]
