@@ -288,7 +288,8 @@ def test_members_a_file_system_cannot_hold_as_named_are_refused(
     shutil.rmtree(copy / "variants")
     page(copy, "pyonly", [f"../../files/{PYONLY}#sha256={sha256(wheel)}"])
     cache = tmp_path / "cache"
-    proc = download(pyonly_lock(example_repos, tmp_path), str(copy), torch_venv, cache)
+    with serving(copy) as index:
+        proc = download(pyonly_lock(example_repos, tmp_path), index.url, torch_venv, cache)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [
         f"error: {PYONLY}: {line.format(p=package)}; nothing was installed: rebuild the wheel",
@@ -305,7 +306,8 @@ def test_a_corrupt_deflate_stream_is_refused(example_repos: Path, copy: Path, to
     shutil.rmtree(copy / "variants")
     page(copy, "pyonly", [f"../../files/{PYONLY}#sha256={sha256(wheel)}"])
     cache = tmp_path / "cache"
-    proc = download(pyonly_lock(example_repos, tmp_path), str(copy), torch_venv, cache)
+    with serving(copy) as index:
+        proc = download(pyonly_lock(example_repos, tmp_path), index.url, torch_venv, cache)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [
         f"error: {PYONLY} is not a readable zip file (Error -3 while decompressing data: invalid block type); "
