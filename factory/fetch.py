@@ -160,7 +160,6 @@ def read_wheel(url: str, root: str, session: Any, *, size: int | None, headers: 
     """GET ``url``, each chunk of a 200's body given to ``take``; the wheel must keep ``MIN_RATE`` on average
     after ``WHEEL_GRACE_S`` (``size``, where known, tells how big the last chunk is); the status."""
     clock = Clock()
-    got = 0
 
     def due(received: int, total: int | None) -> float:
         target = received + chunk if total is None else min(received + chunk, total)
@@ -174,14 +173,15 @@ def read_wheel(url: str, root: str, session: Any, *, size: int | None, headers: 
             length = resp.headers.get("Content-Length")
             total = size if size is not None else int(length) if length and length.isdigit() else None
             clock.until(due(0, total))
+            got = 0
             for part in resp.iter_content(chunk):
                 got += len(part)
                 take(part)
                 clock.until(due(got, total))
             return 200
     except _Expired:
-        raise expired(what, url, clock, f"{got} bytes came; a wheel must come at {MIN_RATE // 1024} KiB/s on "
-                      f"average after {WHEEL_GRACE_S:.0f} s") from None
+        raise expired(what, url, clock, f"a wheel must come at {MIN_RATE // 1024} KiB/s on average after "
+                      f"{WHEEL_GRACE_S:.0f} s") from None
     except _requests_error() as exc:
         raise Unreachable(f"{what}: cannot download {url} ({type(exc).__name__}); check the network") from None
     finally:

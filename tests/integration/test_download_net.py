@@ -189,8 +189,8 @@ def test_a_wheel_sent_a_byte_every_5_s_ends_below_the_minimum_rate(example_repos
     due = 30 + size / 65536
     assert due <= took < due + 20, took
     assert proc.stderr.splitlines() == [
-        f"error: --index-url: {index.url}/files/{PYONLY} was not read in time ({round(due)} s; 7 bytes came; a wheel "
-        "must come at 64 KiB/s on average after 30 s); nothing was installed: check the index and the network"]
+        f"error: --index-url: {index.url}/files/{PYONLY} was not read in time ({round(due)} s; a wheel must "
+        "come at 64 KiB/s on average after 30 s); nothing was installed: check the index and the network"]
     assert cache_state(cache) == {} and scratch_left(cache) == []
 
 
@@ -240,9 +240,18 @@ def with_members(src: Path, dest: Path, members: list[tuple[str, bytes]], *, enc
             for name, data in members:
                 info = zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
-                if name == encrypt:
-                    info.flag_bits |= 0x1
                 zout.writestr(info, data)
+    if encrypt:  # zipfile clears the flag as it writes: set it in the local header and the central directory
+        with zipfile.ZipFile(dest) as zf:
+            info, start = zf.getinfo(encrypt), zf.start_dir
+        raw = bytearray(dest.read_bytes())
+        raw[info.header_offset + 6] |= 0x1
+        while raw[start:start + 4] == b"PK\x01\x02":
+            n, m, k = (int.from_bytes(raw[start + i:start + i + 2], "little") for i in (28, 30, 32))
+            if raw[start + 46:start + 46 + n] == encrypt.encode():
+                raw[start + 8] |= 0x1
+            start += 46 + n + m + k
+        dest.write_bytes(bytes(raw))
     if corrupt:
         with zipfile.ZipFile(dest) as zf:
             info = zf.getinfo(corrupt)
