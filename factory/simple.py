@@ -123,8 +123,8 @@ def local_path(url: str) -> Path | None:
 def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str] | None:
     """(body, content type) at ``url``: an http(s) URL through the requests ``session``, a folder or
     ``file://`` URL from disk (a page folder's index.json, or the file itself); None for "no such page" (404,
-    410, no file); Unreachable (exit 4) when the index cannot be read."""
-
+    410, no file); Unreachable (exit 4) when the index cannot be read: an http(s) page through factory/fetch.py
+    (redirects checked hop by hop, read whole within its deadline)."""
     local = local_path(url)
     if local is not None:
         page = local / "index.json" if url.endswith("/") or local.is_dir() else local
