@@ -47,7 +47,7 @@ MODULES = {  # module -> the unit tests that cover it
                        "tests/unit/test_index_rerun.py", "tests/unit/test_report.py",
                        "tests/unit/test_adopt_write.py", "tests/unit/test_adopt_repair.py"],
     "local/wheelcheck.py": ["tests/unit/test_download_limits.py", "tests/unit/test_wheel_members.py"],
-    "fetch.py": ["tests/unit/test_fetch.py", "tests/unit/test_download_fetch.py"],
+    "fetch.py": ["tests/unit/test_fetch.py", "tests/unit/test_fetch_limits.py", "tests/unit/test_download_fetch.py"],
     "safe_text.py": ["tests/unit/test_safe_text.py"],
     "local/download.py": ["tests/unit/test_download_fetch.py", "tests/unit/test_download_run.py",
                           "tests/unit/test_download_cache.py",

@@ -71,3 +71,24 @@ def test_a_wheel_is_due_after_the_grace_and_its_first_chunk(monkeypatch: pytest.
     rate, grace = fetch.MIN_RATE, fetch.WHEEL_GRACE_S
     assert armed == [grace + 4 / rate, grace + 4 / rate, grace + 8 / rate, grace + 8 / rate]
 
+
+
+def test_a_deadline_already_past_fires_at_once() -> None:
+    clock = fetch.Clock()
+    try:
+        with pytest.raises(fetch._Expired):
+            clock.until(time.monotonic() - 1)
+            time.sleep(2)
+    finally:
+        clock.done()
+
+
+def test_the_wheels_expiry_line_gives_the_rate_in_kib(monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_fetch import Slow
+
+    monkeypatch.setattr(fetch, "WHEEL_GRACE_S", 0.2)
+    s, _ = session({f"{INDEX}/k.whl": (200, {}, Slow(b"x" * 8, 0.5, 4))})
+    with pytest.raises(fetch.Unreachable) as info:
+        fetch.read_wheel(f"{INDEX}/k.whl", INDEX, s, size=None, headers={}, what="w", take=lambda b: None, chunk=4)
+    assert str(info.value) == (f"w: {INDEX}/k.whl was not read in time (0 s; a wheel must come at 64 KiB/s on "
+                               "average after 0 s); nothing was installed: check the index and the network")
