@@ -9,22 +9,21 @@ its listing (``FILES_STATE``): then nothing is listed.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
 import tempfile
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ..atomic import LinkRefused, copy_file, file_digest, real_folder, refuse_link, write_bytes
+from ..atomic import LinkRefused, copy_file, file_digest, open_nofollow, real_folder, refuse_link, write_bytes
 from ..config import DEFAULT_LOCK_WAIT_S
-from ..errors import Unreachable, UsageError, unusable
+from ..errors import Unreachable, unusable
 from ..record import FILES, Record
-from . import check
+from . import MAX_BYTES, check
 from .catalog import CATALOG_FILE, Catalog, Got, Synced, record_key, sync, text_of
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
@@ -76,54 +75,41 @@ def local_catalog(root: Path) -> Catalog:
 class LocalStore:
     """``<root>/files/`` on a local file system."""
 
-    FIX_CHANGED = "run `kernel-factory index --repair` to record this wheel as it is"
-    HASH_ON_NEW_RECORD = True  # a record written again: its wheel is hashed again
-    FIX_METADATA = "run `kernel-factory index --repair`"
-
     def __init__(self, root: Path, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         self.root = Path(root)
         self.lock_wait_s = lock_wait_s  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
         self.files = self.root / FILES
-        self.damaged: list[str] = []
         self.display = str(self.root)
+        self.folder: Path | None = self.root  # adoption and --repair work on a folder
 
-    def iter_records(self) -> Iterator[Record]:
-        """Valid records whose wheel is there; each record skipped adds one line to ``damaged``."""
-        self.damaged = []
-        if not self.files.is_dir():
-            return
-        for entry in sorted(os.scandir(self.files), key=lambda e: e.name):
-            if entry.name.startswith(".") or not entry.name.endswith(".whl.json"):
-                continue
-            wheel = entry.name.removesuffix(".json")
-            where = f"{self.files / entry.name}"
-            if not (self.files / wheel).exists():
-                self.damaged.append(check.missing_wheel(where, wheel))
-                continue
-            try:
-                with open(entry.path, "rb") as f:
-                    data = f.read(check.MAX_RECORD_BYTES + 1)
-                yield check.parse(data, wheel, where)
-            except check.BadRecord as exc:
-                self.damaged.append(str(exc))
-            except FileNotFoundError:
-                continue
+    # -- the small files of files/ that yank, status and prune change ---------------------------------------
 
-    def records(self) -> list[Record]:
-        return list(self.iter_records())
+    def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
+        """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link), or None when there is none."""
+        try:
+            with os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
+                return f.read(limit + 1)
+        except FileNotFoundError:
+            return None
+
+    def write(self, name: str, data: bytes) -> None:
+        """Write ``files/<name>``, renamed into place; Unreachable where the folder cannot be written."""
+        if not os.access(self.files, os.W_OK):
+            raise Unreachable("the store is read-only here: run `kernel-factory` where the store can be written")
+        write_bytes(self.files / name, data)
+
+    def delete(self, name: str) -> bool:
+        """Delete ``files/<name>`` (a link itself, never what it points to); whether it was there."""
+        try:
+            os.unlink(self.files / name)
+        except FileNotFoundError:
+            return False
+        return True
 
     def lock(self) -> AbstractContextManager[None]:
         from .lock import folder_lock
 
         return folder_lock(self.root, self.lock_wait_s)
-
-    def index_lock(self, adopting: bool = False) -> AbstractContextManager[None]:
-        if not self.root.exists() and not adopting:
-            raise UsageError(f"no store at {self.root}: run `kernel-factory build` first, check --store (or `store` "
-                             "in the config), or pass --wheels DIR to index a folder of wheels")
-        if self.root.is_dir() and not os.access(self.root, os.W_OK):
-            return contextlib.nullcontext()  # read-only: no writer to wait for
-        return self.lock()
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
         """In ``files/``: wheels move in by rename; ``.tmp-`` names are hidden from listings."""
@@ -229,9 +215,6 @@ class LocalStore:
         kind = None if stat.S_ISREG(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         return st.st_size, record_key(st), kind
 
-    def has_file(self, name: str) -> bool:
-        return os.path.exists(os.path.join(self.files, name))
-
     def sha256_of(self, name: str) -> str:
         return file_digest(self.files / name)
 
@@ -241,33 +224,8 @@ class LocalStore:
 
         return read_wheel_info(self.files / name)[0]
 
-    def write_file(self, name: str, data: bytes) -> None:
-        if not os.access(self.files, os.W_OK):
-            raise Unreachable("the store is read-only here: run `kernel-factory index` where the store can be written")
-        write_bytes(self.files / name, data)
-
     def file_url(self, name: str) -> str:
         return str(self.files / name)
-
-    def repair(self, name: str) -> tuple[str, Record]:
-        """Record the wheel as it is now (``index --repair``): (its record's key, the record); Refused where it is
-        not a valid wheel."""
-        from .adopt import repair
-
-        record = repair(self.root, name)
-        return record_key((self.files / f"{name}.json").stat()), record
-
-    def repair_records(self) -> tuple[list[str], list[str]]:
-        """Every damaged, invalid or missing record of a wheel made again (``index --repair``)."""
-        from .adopt import repair_store
-
-        return repair_store(self.root)
-
-    def adopt(self, paths: list[str], refuse: Collection[str], known: dict[str, Any]) -> Any:
-        """Copy the wheels at ``paths`` in with their records (store/adopt.py); an AdoptResult."""
-        from .adopt import adopt_wheels
-
-        return adopt_wheels(self.root, paths, refuse, known)
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
         """After the run: where ``files/`` matched the catalog before this run's adoption (whose rows are
