@@ -97,7 +97,7 @@ def execute(
         with worker_pool(converters + fetchers) as pool:
 
             def fetch(job: Job) -> Future[Fetched | Built | Outcome]:
-                future = pool.submit(fetch_task, job, opts, into)
+                future: Future[Fetched | Built | Outcome] = pool.submit(fetch_task, job, opts, into)
                 started()  # the first task forked every worker (a "fork" pool starts them all at once)
                 return future
 
@@ -256,7 +256,7 @@ def run_plan(args: PlanArgs) -> int:
     opts = load_options(args)
     store = open_store(opts.store, opts)
     damaged: list[str] = []
-    records = load_records(store, damaged)
+    records = load_records(store, damaged, readonly=True)
     _warn_damaged(damaged)
     plan = make_plan(opts, records, _shard(args.shard), statuses=store_statuses(store, records))
     _warn_damaged(misversioned_lines(plan))
@@ -281,7 +281,7 @@ def run_build(args: BuildArgs) -> int:
     store = open_store(opts.store, opts)
     with store.lock():
         damaged: list[str] = []
-        records = load_records(store, damaged)
+        records = load_records(store, damaged, readonly=True)
         _warn_damaged(damaged)  # their jobs count as not built: the build makes their records again
         plan = early if early is not None and not records else \
             make_plan(opts, records, shard, statuses=store_statuses(store, records))

@@ -68,8 +68,9 @@ class Store(Protocol):
         ...
 
     # -- the records, through the catalog (catalog.py)
-    def open_catalog(self, adopting: bool = False) -> Catalog:
-        """The store's catalog of records (catalog.py): a cache, rebuilt where it is missing or damaged."""
+    def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
+        """The store's catalog of records (catalog.py): a cache, rebuilt where it is missing or damaged;
+        ``readonly``: a copy that is never written back (a reader's: plan and build)."""
         ...
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
@@ -123,16 +124,18 @@ def opened(store: Store | Location | str | Path) -> Store:
 
 
 def load_records(
-    store: Store | Location | str | Path, damaged: list[str] | None = None, rescan: bool = False
+    store: Store | Location | str | Path, damaged: list[str] | None = None, rescan: bool = False,
+    readonly: bool = False,
 ) -> list[Record]:
-    """Every valid record of a store, through its catalog (read-only: an s3:// store's is not put back), sorted
-    by file name; each record left out adds one line to ``damaged``; ``rescan``: see ``Store.sync``."""
+    """Every valid record of a store, through its catalog (an s3:// store's is not put back; a local one's file is
+    kept up to date, unless ``readonly``: plan and build, whose no-op run writes nothing), sorted by file name;
+    each record left out adds one line to ``damaged``; ``rescan``: see ``Store.sync``."""
     from .. import report
     from .catalog import rebuilt, sqlite_problem
 
     opened_store = opened(store)
     try:
-        catalog = opened_store.open_catalog()
+        catalog = opened_store.open_catalog(readonly=readonly)
     except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
         raise sqlite_problem(opened_store.display, exc) from None
     lines: list[str] = []

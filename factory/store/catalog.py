@@ -212,6 +212,28 @@ class Catalog:
         self.changed = True
         return db
 
+    @classmethod
+    def copy_of(cls, path: Path) -> Catalog:
+        """An in-memory copy of the catalog file at ``path``, for a reader that keeps nothing (plan and build:
+        ``load_records(readonly=True)``): brought up to date with the store here, the file left as it is. Empty
+        where there is no file, or one that cannot be read or is not a catalog of this schema."""
+        catalog = cls(":memory:")
+        try:
+            src = sqlite3.connect(f"{Path(os.path.abspath(path)).as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return catalog
+        try:
+            src.backup(catalog.db)
+            schema = catalog.db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            valid = _master(catalog.db) == _expected_master() and schema is not None and schema[0] == SCHEMA
+        except sqlite3.Error:
+            valid = False
+        finally:
+            src.close()
+        if not valid:
+            catalog.reset()
+        return catalog
+
     def reset(self) -> None:
         """Start again from an empty catalog (a row failed its check: CatalogDamaged)."""
         self.db.close()

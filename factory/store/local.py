@@ -53,11 +53,12 @@ def folder_state(folder: Path) -> str | None:
     return stat_state(st)
 
 
-def local_catalog(root: Path) -> Catalog:
-    """The catalog file of a local store folder; in memory where the store cannot be written (read-only)."""
+def local_catalog(root: Path, readonly: bool = False) -> Catalog:
+    """The catalog file of a local store folder; in memory where the store cannot be written (read-only), and
+    ``readonly``: an in-memory copy of the file (``Catalog.copy_of``), which is never written."""
     files = root / FILES
     real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
-    if not (files.is_dir() and os.access(files, os.W_OK)):
+    if not files.is_dir() or not (readonly or os.access(files, os.W_OK)):
         return Catalog(":memory:")
     path = files / CATALOG_FILE
     for each in (path, files / f"{CATALOG_FILE}-journal"):
@@ -69,7 +70,7 @@ def local_catalog(root: Path) -> Catalog:
             raise refuse_link(each, "catalog")
         if not stat.S_ISREG(st.st_mode):
             raise LinkRefused(f"{each}: not a regular file, where kernel-factory keeps its catalog; remove it")
-    return Catalog(path)
+    return Catalog.copy_of(path) if readonly else Catalog(path)
 
 
 class LocalStore:
@@ -137,12 +138,12 @@ class LocalStore:
 
     # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
 
-    def open_catalog(self, adopting: bool = False) -> Catalog:
+    def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
         """``files/.catalog.sqlite`` (in memory where the folder cannot be written); ``adopting``: make ``files/``
-        first (wheels are adopted into it)."""
+        first (wheels are adopted into it); ``readonly``: an in-memory copy of it, the file left as it is."""
         if adopting:
             self.files.mkdir(parents=True, exist_ok=True)
-        return local_catalog(self.root)
+        return local_catalog(self.root, readonly)
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Bring ``catalog`` up to date with ``files/``: nothing is listed where the folder's stat is the one the

@@ -134,10 +134,10 @@ class S3Store:
 
     # -- the records, through the catalog ---------------------------------------------------------------------
 
-    def open_catalog(self, adopting: bool = False) -> Catalog:
+    def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
         """The store's catalog (``files/.catalog.sqlite`` in the bucket), read after one listing of ``files/``
         (kept for ``sync`` and the file check): an unchanged store costs the listing and one GET. ``adopting``:
-        refused, there is no folder to adopt into."""
+        refused, there is no folder to adopt into. A copy either way (``readonly``): only ``save`` puts it back."""
         if adopting:
             raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
         cut = len(self.files_prefix) + 1

@@ -91,7 +91,7 @@ def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: 
     except KeyError as exc:
         bug = failure(_job("torch-cuda"), exc)
     assert bug.exit_code == EXIT_BUG and bug.error == "org/r@v1 torch-cuda: KeyError: 'boom'"
-    report, close = progress(2, Bytes(Path("."), None, []), lambda job: 0, _describe, stream=io.StringIO())
+    _start, report, close = progress(2, Bytes(Path("."), None, []), lambda job: 0, _describe, stream=io.StringIO())
     report(full)
     report(bug)
     close()
