@@ -10,11 +10,12 @@ its listing (``FILES_STATE``): then nothing is listed.
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ from .catalog import CATALOG_FILE, Catalog, Got, Synced, record_key, sync, text_
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
+PARALLEL_READ = 5000  # records read in one sync from which batches are read and checked in worker processes
+MAX_WORKERS = 16
+Read = tuple[str, "Record | None", "str | None", "str | None"]  # wheel, its record, its file's text, why not
 FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 
 
@@ -71,6 +75,33 @@ def local_catalog(root: Path, readonly: bool = False) -> Catalog:
         if not stat.S_ISREG(st.st_mode):
             raise LinkRefused(f"{each}: not a regular file, where kernel-factory keeps its catalog; remove it")
     return Catalog.copy_of(path) if readonly else Catalog(path)
+
+
+def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
+    """(wheel, its record, the record file's text, why not: a line or None) of each wheel of ``batch`` whose record
+    is in ``folder`` (``check.parse_many``; a record gone: neither record nor line). ``known_variants``: see
+    ``check.check``."""
+    datas: list[bytes | None] = []
+    for wheel in batch:
+        try:
+            with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
+                datas.append(f.read(check.MAX_RECORD_BYTES + 1))
+        except FileNotFoundError:
+            datas.append(None)
+    where = [os.path.join(folder, f"{w}.json") for w in batch]
+    parsed = check.parse_many(batch, datas, where, known_variants=known_variants)
+    return [(wheel, record, text_of(data) if record is not None else None, why)
+            for (wheel, record, why), data in zip(parsed, datas, strict=True)]
+
+
+_VALUES = operator.attrgetter(*Record.__slots__)  # a Record's fields in order: what a worker sends back of it
+
+
+def _read_in_worker(folder: str, batch: list[str]) -> list[tuple[str, tuple[Any, ...] | None, str | None, str | None]]:
+    """``read_records`` in a worker process (variants by their shape): each record as its fields' values, which
+    pickle in a third of the time a Record takes."""
+    return [(wheel, None if record is None else _VALUES(record), text, why)
+            for wheel, record, text, why in read_records(folder, batch, known_variants=False)]
 
 
 class LocalStore:
@@ -185,24 +216,40 @@ class LocalStore:
 
     def _read(self, found: Synced) -> Any:
         """A ``read`` for catalog.sync: each record checked (store/check.py); one that fails is not read into the
-        catalog and adds one line to ``found.errors`` (it is read again next time)."""
+        catalog and adds one line to ``found.errors`` (it is read again next time). From ``PARALLEL_READ``
+        records on (a first index of a store built elsewhere), batches are read and checked in worker processes
+        (store/pool.py), while this one loads kernels' variant parser: the workers check each variant's shape,
+        this process each distinct variant once by the parser, as ``check.parse`` does."""
 
         def read(wheels: list[str]) -> Iterator[Got]:
             folder = os.fspath(self.files)
-            for i in range(0, len(wheels), READ_BATCH):
-                batch = wheels[i : i + READ_BATCH]
-                datas: list[bytes | None] = []
-                for wheel in batch:
-                    try:
-                        with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
-                            datas.append(f.read(check.MAX_RECORD_BYTES + 1))
-                    except FileNotFoundError:
-                        datas.append(None)
-                where = [os.path.join(folder, f"{w}.json") for w in batch]
-                for (wheel, record, why), data in zip(check.parse_many(batch, datas, where), datas, strict=True):
+            batches = [wheels[i : i + READ_BATCH] for i in range(0, len(wheels), READ_BATCH)]
+            workers = min(os.cpu_count() or 1, MAX_WORKERS, len(batches))
+            if len(wheels) < PARALLEL_READ or workers <= 1:
+                results: Iterable[list[Read]] = (read_records(folder, batch) for batch in batches)
+                parsed = True
+            else:
+                from .pool import worker_pool
+
+                with worker_pool(workers) as pool:
+                    futures = [pool.submit(_read_in_worker, folder, batch) for batch in batches]
+                    check.load_variant_parser()  # meanwhile
+                    results = [[(wheel, None if values is None else Record(*values), text, why)
+                                for wheel, values, text, why in future.result()] for future in futures]
+                parsed = False
+            problems: dict[tuple[str, str | None], str] = {}
+            for batch in results:
+                for wheel, record, text, why in batch:
+                    if record is not None and not parsed and record.variant is not None:
+                        key = (record.variant, record.label)
+                        if key not in problems:
+                            problems[key] = check.variant_problem(*key)
+                        if problems[key]:
+                            record, text = None, None
+                            why = check.invalid(os.path.join(folder, f"{wheel}.json"), problems[key])
                     if why is not None:
                         found.errors.append((wheel, why))
-                    yield wheel, record, text_of(data) if record is not None else None
+                    yield wheel, record, text
 
         return read
 
