@@ -31,7 +31,6 @@ from .. import atomic, report
 from ..atomic import TMP_PREFIX, Tree
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..record import Record
 from ..store import Store, open_store
 from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
@@ -256,22 +255,30 @@ def build_index(
     return IndexResult(count, written, count - written, writer.removed)
 
 
-_CHUNKS: list[list[tuple[str, list[Record]]]] = []  # a full build's projects, read before its workers fork
+_CHUNKS: list[list[str]] = []  # a full build's projects, split before its workers fork
+_CATALOG: list[Catalog] = []  # the catalog they read them from
 
 
 def _render_chunk(
     index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    withdrawals: Withdrawals,
+    withdrawals: Withdrawals, hidden: frozenset[str],
 ) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """Render the pages of ``_CHUNKS[index]`` (forked after they were read and checked) in a worker of a full
-    build; (the pages written, their state entries, each page's size and mtime)."""
+    """Read (and check) the records of the projects of ``_CHUNKS[index]`` from the catalog file, on a connection
+    of this worker's own, and render their pages, in a worker of a full build; (the pages written, their state
+    entries, each page's size and mtime). A row that fails its check raises CatalogDamaged here, which the main
+    process gets back as the task's exception (the catalog is rebuilt: ``rebuilt``)."""
     env = environment(templates)
     writer = _Writer(out)
     entries: dict[str, Any] = {}
-    for name, records in _CHUNKS[index]:
-        pages, in_labels, summary = project_pages(env, name, records, labels, base_url, withdrawals)
-        writer.write(pages)
-        entries[name] = {"labels": in_labels, "summary": summary}
+    reader = _CATALOG[0].reader()
+    try:
+        for name, records in reader.projects(_CHUNKS[index]):
+            pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in hidden],
+                                                      labels, base_url, withdrawals)  # fmt: skip
+            writer.write(pages)
+            entries[name] = {"labels": in_labels, "summary": summary}
+    finally:
+        reader.close()
     return writer.paths, entries, writer.stats
 
 
@@ -282,21 +289,22 @@ def _render_parallel(
 ) -> set[str]:  # fmt: skip
     """Render every project's pages in ``workers`` forked processes; the pages written.
 
-    The projects are read from the catalog (and checked) here, then shared with the workers as the fork gives
-    them (a module global: nothing is pickled but the results). The workers drop the store lock and die with
-    this process (store/pool.py)."""
+    Each worker reads its share of the projects from the catalog file and checks them (the rows a sync has just
+    checked are known from the fork: not checked twice), so neither reading nor checking waits in this process.
+    The workers drop the store lock and die with this process (store/pool.py)."""
     from ..store.pool import worker_pool
 
     env = environment(templates)
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
         env.get_template(name)
     parts = workers * 4
-    everything = [(name, [r for r in records if r.filename not in hidden]) for name, records in catalog.projects()]
-    _CHUNKS[:] = [everything[i::parts] for i in range(parts) if everything[i::parts]]
+    names = catalog.project_names()
+    _CHUNKS[:] = [names[i::parts] for i in range(parts) if names[i::parts]]
+    _CATALOG[:] = [catalog]
     written: set[str] = set()
     try:
         with worker_pool(workers) as pool:
-            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels, withdrawals)
+            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels, withdrawals, hidden)
                        for i in range(len(_CHUNKS))]  # fmt: skip
             for future in futures:
                 paths, entries, written_stats = future.result()
@@ -305,6 +313,7 @@ def _render_parallel(
                 stats.update(written_stats)
     finally:
         _CHUNKS.clear()
+        _CATALOG.clear()
     return written
 
 

@@ -267,6 +267,20 @@ class Catalog:
             self._keys = dict(self.db.execute("SELECT filename, key FROM records"))
         return self._keys
 
+    def project_names(self) -> list[str]:
+        """Every project, in name order."""
+        return [str(name) for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
+
+    def reader(self) -> Catalog:
+        """Another connection to this catalog's file, read-only (a render worker's, forked after the file was
+        checked and brought up to date here): it shares the rows this one has checked."""
+        other = object.__new__(Catalog)
+        other.path, other.scratch, other.note, other.changed = self.path, None, None, False
+        other._keys, other._checked = None, self._checked
+        other.db = sqlite3.connect(f"{Path(os.path.abspath(self.path)).as_uri()}?mode=ro", uri=True,
+                                   isolation_level=None)  # fmt: skip
+        return other
+
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
