@@ -137,6 +137,23 @@ def test_catalog(store: Path) -> None:
     assert load_records(store) == on_disk(store)
 
 
+def test_a_readers_catalog_is_a_copy_that_is_never_written(store: Path) -> None:
+    """plan and build read through the catalog (load_records(readonly=True)): an in-memory copy of the file,
+    brought up to date with the store, the file left as it was (a no-op build writes nothing)."""
+    catalog = store / "files" / CATALOG_FILE
+    assert load_records(store, readonly=True) == on_disk(store) and not catalog.exists()  # none: read all
+    first = load_records(store)  # the index's way: the file made
+    before = (catalog.read_bytes(), catalog.stat().st_mtime_ns)
+    path = store / "files" / f"{first[0].filename}.json"
+    raw = json.loads(path.read_bytes())
+    raw["summary"] = "changed since the catalog was written"
+    write_bytes(path, json.dumps(raw).encode())
+    assert load_records(store, readonly=True)[0].summary == "changed since the catalog was written"
+    assert (catalog.read_bytes(), catalog.stat().st_mtime_ns) == before
+    catalog.write_text("not a database")  # a copy of a damaged file: empty, every record read
+    assert load_records(store, readonly=True) == on_disk(store)
+
+
 def test_record_without_wheel_not_listed(store: Path) -> None:
     before = len(load_records(store))
     wheel = next((store / "files").glob("*.whl"))
