@@ -138,7 +138,8 @@ def test_no_thread_of_the_build_runs_when_its_worker_pool_forks(
 
     cfg = write_config(tmp_path, example_repos)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "stderr", _Tty())  # the bar is drawn on a terminal only
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)  # the bar is drawn on a terminal only
     before = {t.name for t in threading.enumerate()}
     _AT_FORK.clear()
     _WATCHING[0] = True
@@ -147,6 +148,6 @@ def test_no_thread_of_the_build_runs_when_its_worker_pool_forks(
     finally:
         _WATCHING[0] = False
     assert code == 0
-    assert "building: 100%" in sys.stderr.getvalue()  # type: ignore[attr-defined]
+    assert "building: 100%" in tty.getvalue()
     assert len(_AT_FORK) == 4  # one pool of 2 converters and 2 fetchers, forked at once
     assert all(threads == before for threads in _AT_FORK), _AT_FORK
