@@ -68,8 +68,9 @@ def execute(ns: argparse.Namespace) -> int:
     from ..errors import worst
     from ..index.command import IndexArgs, run_index
     from ..record import FILES
+    from ..store import load_records
     from ..store.retain import plan, plan_named, read_journal, read_pending, remove, started, write_pending
-    from ..store.withdraw import parse_spec, select, store_records
+    from ..store.withdraw import parse_spec, select
     from .options import flags_of
     from .store_of import store_of
 
@@ -85,7 +86,7 @@ def execute(ns: argparse.Namespace) -> int:
         if pending and not ns.dry_run and (rendered if deferred else started(store, pending)):
             finished = remove(store, pending)  # the pages were rendered without them already
             pending = frozenset()
-        records = store_records(store)
+        records = load_records(store)
         if spec is not None:  # the wheels a spec names: refused whole if one is locked or the newest
             found = plan_named(records, select(records, spec, store.display), rules.locked, local)
         else:

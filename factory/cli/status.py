@@ -31,8 +31,8 @@ def execute(ns: argparse.Namespace) -> int:
     from .. import report
     from ..errors import UsageError
     from ..index.command import IndexArgs, run_index
+    from ..store import load_records
     from ..store.status import Status, check_status, read_statuses, write_statuses
-    from ..store.withdraw import store_records
     from .options import flags_of
     from .store_of import store_of
 
@@ -49,7 +49,7 @@ def execute(ns: argparse.Namespace) -> int:
         return 0
     new = check_status(ns.status, ns.reason)
     with store.lock():
-        if not any(str(canonicalize_name(r.name)) == project for r in store_records(store)):
+        if not any(str(canonicalize_name(r.name)) == project for r in load_records(store)):
             raise UsageError(f"no project {project!r} in the store {store.display}; check the name (the index's "
                              "simple/ page lists every project)")
         statuses = read_statuses(store)

@@ -39,7 +39,8 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     from .. import report
     from ..errors import worst
     from ..index.command import IndexArgs, run_index
-    from ..store.withdraw import check_reason, mark, parse_spec, select, store_records, yanked_value
+    from ..store import load_records
+    from ..store.withdraw import check_reason, mark, parse_spec, select, yanked_value
     from .store_of import store_of
 
     flags = flags_of(ns, "index")
@@ -47,7 +48,7 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     reason = check_reason(getattr(ns, "reason", None)) if yank else ""
     store = store_of(flags, NAME if yank else "unyank", remote=True)
     with store.lock():  # an s3:// store has no lock: each record is one PUT
-        chosen = select(store_records(store), spec, store.display)
+        chosen = select(load_records(store), spec, store.display)
         changed, same = mark(store, chosen, yanked_value(reason, yank))
     verb = "yanked" if yank else "unyanked"
     for r in changed:

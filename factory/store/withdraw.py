@@ -69,14 +69,6 @@ def check_reason(reason: str | None) -> str:
     return reason
 
 
-def store_records(store: Store) -> list[Record]:
-    """Every valid record of a store, through its catalog (an s3:// store's: one listing and one GET, not one GET
-    per record)."""
-    from . import load_records
-
-    return load_records(store)
-
-
 def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
     """The records ``spec`` names, sorted by file name; UsageError for an unknown project, VersionNotFound
     (exit 2) for a spec that names none of its wheels."""
