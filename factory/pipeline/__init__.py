@@ -254,7 +254,7 @@ def _put_notices(opts: Options) -> None:
 
 def run_plan(args: PlanArgs) -> int:
     opts = load_options(args)
-    store = open_store(opts.store, opts)
+    store = open_store(opts.store)  # read only: plan puts nothing (and names the put args build would refuse)
     damaged: list[str] = []
     records = load_records(store, damaged, readonly=True)
     _warn_damaged(damaged)

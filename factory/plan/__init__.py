@@ -311,7 +311,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     if statuses is None:
         from ..store import open_store
 
-        statuses = store_statuses(open_store(opts.store, opts), records) if records else {}
+        statuses = store_statuses(open_store(opts.store), records) if records else {}
     projects = projects_by_source(records)
     withheld: dict[str, Withheld] = {}
     deprecated: set[str] = set()
