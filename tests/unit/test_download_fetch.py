@@ -227,7 +227,7 @@ def find(index: Index, want: Want, tmp_path: Path, url: str | None = None, sessi
          ) -> tuple[Got | None, list[str]]:
     scratch = tmp_path / "scratch"
     scratch.mkdir(exist_ok=True)
-    return _find(want, url or str(index.root), env(), tmp_path / "cache", session, scratch)
+    return _find(want, url or str(index.root), env(), tmp_path / "cache", session, lambda: scratch)
 
 
 def test_the_locked_commits_wheel_is_found_unpacked_and_checked(index: Index, tmp_path: Path) -> None:
