@@ -32,7 +32,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from .. import report, simple
+from .. import fetch, report, simple
 from ..atomic import file_digest
 from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
@@ -157,13 +157,12 @@ def _record_revision(url: str, session: Any) -> str | None:
 
 
 def _fetch_wheel(choice: Choice, url: str, session: Any, into: Path) -> Path:
-    """The wheel, downloaded into ``into`` and checked against the sha256 (and size) the index page gives."""
-    import requests
-
+    """The wheel, downloaded into ``into`` and checked against the sha256 (and size) the index page gives; over
+    http its redirects followed by hand, each checked, and its rate held (factory/fetch.py)."""
     w = choice.wheel
     if not w.sha256:
         raise Refused(f"{choice.root} gives no sha256 for {w.filename}; publish the index with hashes")
-    simple.check_link(w.url, url)
+    link = simple.check_link(w.url, url, session)
     limit = min(MAX_WHEEL, w.size) if w.size is not None and w.size >= 0 else MAX_WHEEL
     dest = into / w.filename
     digest = hashlib.sha256()
@@ -187,18 +186,11 @@ def _fetch_wheel(choice: Choice, url: str, session: Any, into: Path) -> Path:
                     while chunk := f.read(_CHUNK):
                         take(chunk)
             else:
-                try:
-                    with session.get(w.url, stream=True, timeout=60,
-                                     headers={"User-Agent": simple.USER_AGENT}) as resp:
-                        if resp.status_code != 200:
-                            raise Unreachable(f"--index-url: {w.url} answered HTTP {resp.status_code}; "
-                                              "check the index")
-                        simple.check_link(str(resp.url), url)  # a redirect leaves the origin no more than a link
-                        for chunk in resp.iter_content(_CHUNK):
-                            take(chunk)
-                except requests.RequestException as exc:
-                    raise Unreachable(f"--index-url: cannot download {w.url} ({type(exc).__name__}); "
-                                      "check the network") from None
+                status = fetch.read_wheel(link, url, session, size=limit if limit == w.size else None,
+                                          headers={"User-Agent": simple.USER_AGENT}, what="--index-url", take=take,
+                                          chunk=_CHUNK)
+                if status != 200:
+                    raise Unreachable(f"--index-url: {link} answered HTTP {status}; check the index")
     except FileNotFoundError:
         raise Unreachable(f"--index-url: {local} is missing; check the index") from None
     if digest.hexdigest() != w.sha256:
@@ -227,8 +219,7 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
         if cached is not None:
             return cached, []
         if want.sha is not None:
-            simple.check_link(choice.wheel.url, url)
-            hint = _record_revision(choice.wheel.url, session)
+            hint = _record_revision(simple.check_link(choice.wheel.url, url, session), session)
             if hint is not None and hint != want.sha:
                 others.setdefault(hint, str(choice.wheel.version))
                 continue
