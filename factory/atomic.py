@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import UsageError
+from .errors import DigestMismatch, UsageError
 
 TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings skip them
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC  # every open of a file in a store or index root
@@ -279,29 +279,25 @@ def file_digest(path: Path, algorithm: str = "sha256", *, follow: bool = True) -
         return stream_digest(f, algorithm)
 
 
-def stream_digest(f: BinaryIO, algorithm: str = "sha256") -> str:
-    """Hex digest of what is left to read of an open binary file, read in 1 MiB chunks."""
+def stream_digest(f: BinaryIO, algorithm: str = "sha256", out: BinaryIO | None = None) -> str:
+    """Hex digest of what is left to read of an open binary file, read in 1 MiB chunks; ``out``: each chunk is
+    also written there (a copy hashed as it is made: the one hash-while-copy loop of the factory outside local/)."""
     h = hashlib.new(algorithm, usedforsecurity=False)
     while chunk := f.read(1 << 20):
         h.update(chunk)
+        if out is not None:
+            out.write(chunk)
     return h.hexdigest()
-
-
-class DigestMismatch(ValueError):
-    """A copied file's bytes are not those whose sha256 was expected (nothing was put in place)."""
 
 
 def copy_file(src: Path, dest: Path, sha256: str | None = None) -> None:
     """Copy ``src`` to ``dest`` atomically (a hidden temporary file, fsynced, then renamed), never through a link
-    at ``src``. ``sha256``: the bytes copied must have this digest, else DigestMismatch and nothing is put there."""
+    at ``src``. ``sha256``: the bytes copied must have this digest, else DigestMismatch (exit 3) and nothing is put
+    there."""
     with atomic_open(dest) as out, os.fdopen(open_nofollow(src), "rb") as f:
-        h = hashlib.sha256() if sha256 is not None else None
-        while chunk := f.read(1 << 20):
-            if h is not None:
-                h.update(chunk)
-            out.write(chunk)
-        if h is not None and h.hexdigest() != sha256:
-            raise DigestMismatch(f"{src}: its sha256 is {h.hexdigest()}, not {sha256}")
+        got = stream_digest(f, out=out)
+        if sha256 is not None and got != sha256:
+            raise DigestMismatch(f"{src}: its sha256 is {got}, not {sha256}")
 
 
 def link_or_copy(src: Path, dest: Path) -> None:

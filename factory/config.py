@@ -445,7 +445,7 @@ class Option:
 
 
 _BUILD = ("to-wheel", "plan", "build")
-_S3 = ("build", "publish")
+_S3 = ("build", "publish", "index")  # index, yank, unyank, status and prune put to an s3:// store too
 
 OPTIONS: tuple[Option, ...] = (
     Option("store", _store, "store folder or s3://bucket/prefix (overrides the config; default ./public)",

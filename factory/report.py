@@ -32,6 +32,21 @@ _json_mode = False
 _verbose = 0
 
 
+def size(n: float) -> str:
+    """A byte count for a person, in decimal units: ``999 B``, ``1.0 kB``, ``123.5 MB``, ``5.0 TB`` (every size a
+    command prints goes through here or ``megabytes``)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def megabytes(n: float) -> str:
+    """A byte count in MB, one decimal (the summaries of publish and prune, which add sizes up in one unit)."""
+    return f"{n / 1e6:.1f} MB"
+
+
 def configure(*, quiet: bool = False, json: bool = False, verbose: int = 0) -> None:
     global _quiet, _json_mode, _verbose
     _quiet, _json_mode, _verbose = bool(quiet), bool(json), int(verbose or 0)

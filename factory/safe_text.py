@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     import logging
 
-# A scheme, "//", then everything up to the end of the authority (the first /, ?, # or space): userinfo may hold
-# '@' and ':' (``user:p@ss@host``), and only the last '@' of the authority ends it (RFC 3986, as urlsplit reads it).
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s\"'<>]*")
+# A scheme, "//", then everything up to the end of the authority as urlsplit reads it (the first /, ?, # or line
+# break), or up to where another URL begins: userinfo may hold any character (``user:p@ss@host``, a quote, a space,
+# a backslash), and only the last '@' of that span ends it. A span that runs on past a URL's end (``http://h:1 see
+# a@b``) loses too much, never too little.
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://(?:(?![A-Za-z][A-Za-z0-9+.-]*://)[^/?#\r\n])*")
 _QUIET = False  # quiet_credentials has run
 
 
@@ -46,20 +47,15 @@ def _escape(char: str) -> str:
 
 
 def _strip_userinfo(match: re.Match[str]) -> str:
-    url = match.group(0)
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # an unreadable authority (a bad IPv6 literal): keep only what follows its last '@'
-        scheme, _, rest = url.partition("://")
-        return f"{scheme}://{rest.rpartition('@')[2]}"
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    scheme, _, authority = match.group(0).partition("://")
+    return f"{scheme}://{authority.rpartition('@')[2]}"
 
 
 def redact_url(text: str) -> str:
     """``text`` with the user and password of every URL in it left out (``http://user:p@ss@host/x`` ->
-    ``http://host/x``), as ``urllib.parse.urlsplit`` reads a URL's authority."""
+    ``http://host/x``), whatever the userinfo holds: a URL's authority is taken as ``urllib.parse.urlsplit`` reads
+    it or longer. (The HTTP client ends an authority at a backslash too: factory/fetch.py prints the URLs it
+    refuses as the client would send them, with the backslash quoted.)"""
     return _URL.sub(_strip_userinfo, text) if "://" in text else text
 
 

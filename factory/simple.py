@@ -19,6 +19,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
+from . import fetch as fetch_
 from .errors import Refused, Unreachable, UsageError
 from .record import PEP691_JSON
 from .safe_text import printable
@@ -122,9 +123,8 @@ def local_path(url: str) -> Path | None:
 def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str] | None:
     """(body, content type) at ``url``: an http(s) URL through the requests ``session``, a folder or
     ``file://`` URL from disk (a page folder's index.json, or the file itself); None for "no such page" (404,
-    410, no file); Unreachable (exit 4) when the index cannot be read."""
-    import requests
-
+    410, no file); Unreachable (exit 4) when the index cannot be read: an http(s) page through factory/fetch.py
+    (redirects checked hop by hop, read whole within its deadline)."""
     local = local_path(url)
     if local is not None:
         page = local / "index.json" if url.endswith("/") or local.is_dir() else local
@@ -139,21 +139,22 @@ def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str
             raise Unreachable(f"{what}: cannot read {page} ({exc.strerror}); check the path") from None
         _cap(len(body), str(page))
         return body, PEP691_JSON if page.name == "index.json" else "application/octet-stream"
-    try:
-        with session.get(url, headers={"Accept": ACCEPT, "User-Agent": USER_AGENT}, timeout=60, stream=True) as resp:
-            if resp.status_code in (404, 410):
-                return None
-            if resp.status_code != 200:
-                raise Unreachable(f"{what}: {url} answered HTTP {resp.status_code}; check the URL and credentials")
-            chunks, size = [], 0
-            for chunk in resp.iter_content(1 << 16):
-                size += len(chunk)
-                _cap(size, url)
-                chunks.append(chunk)
-            return b"".join(chunks), str(resp.headers.get("Content-Type", ""))
-    except requests.RequestException as exc:
-        raise Unreachable(f"{what}: cannot reach {url} ({type(exc).__name__}); check the URL and that the index "
-                          "is served") from None
+    chunks: list[bytes] = []
+    size = 0
+
+    def take(chunk: bytes) -> None:
+        nonlocal size
+        size += len(chunk)
+        _cap(size, url)
+        chunks.append(chunk)
+
+    status, content_type = fetch_.read_page(url, url, session, headers={"Accept": ACCEPT, "User-Agent": USER_AGENT},
+                                            what=what, take=take)
+    if status in (404, 410):
+        return None
+    if status != 200:
+        raise Unreachable(f"{what}: {url} answered HTTP {status}; check the URL and credentials")
+    return b"".join(chunks), content_type
 
 
 def _cap(size: int, where: str) -> None:
@@ -166,6 +167,9 @@ def index_root(url: str) -> str:
     """``--index-url`` as the index root (no trailing slash); UsageError for a URL that names a simple/ root (the
     index root, the folder holding simple/ and variants/, is wanted)."""
     root = url.rstrip("/")
+    if "://" in root and "\\" in urlsplit(root).netloc:
+        raise UsageError(f"--index-url {url} has a backslash before its host, which URL parsers read apart (the HTTP "
+                         "client ends the host there); quote it as %5C, or give the index's own URL")
     path = urlsplit(root).path if "://" in root else root
     if path == "simple" or path.endswith("/simple") or path.endswith("/+simple"):
         parent = root.rsplit("/", 1)[0]
@@ -174,28 +178,16 @@ def index_root(url: str) -> str:
     return root
 
 
-def origin(url: str) -> tuple[str, str, int | None] | None:
-    """(scheme, host, port) of an http(s) URL; None for anything else (a file:// URL, a folder)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return None
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return None
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def check_link(link: str, root: str) -> None:
-    """Refused unless ``link`` (a URL a page of the index at ``root`` gave) is on the index's own origin: an
-    http(s) index links only to its own scheme, host and port; a file:// URL only from a local index."""
-    if origin(root) is not None:
-        ok = origin(link) == origin(root)
-    else:
-        ok = link.startswith("file://") or "://" not in link
-    if not ok:
+def check_link(link: str, root: str, session: Any = None) -> str:
+    """The URL the HTTP client will send for ``link`` (a URL a page of the index at ``root`` gave); Refused unless
+    it is on the index's own origin: an http(s) index links only to its own scheme, host and port (as the client
+    reads them, factory/fetch.py); a file:// URL only from a local index."""
+    if "://" in root and not root.startswith("file://"):
+        return fetch_.check(link, root, session if session is not None else _session())
+    if not (link.startswith("file://") or "://" not in link):
         raise Refused(f"{root} links to {printable(link, 200)}, which is not on the index's own origin; nothing "
                       "is read from there: fix the index")
+    return link
 
 
 def project_names(url: str, session: Any, what: str = "--index-url") -> list[str]:
@@ -247,3 +239,6 @@ def session() -> Any:
     import requests
 
     return requests.Session()
+
+
+_session = session

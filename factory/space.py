@@ -19,14 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import Unreachable, unusable
-
-
-def human(n: float) -> str:
-    for unit in ("bytes", "kB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
+from .report import size
 
 
 def free_bytes(path: Path) -> int:
@@ -59,7 +52,7 @@ def check(store_dir: Path, store_need: int, scratch_dir: Path, scratch_need: int
             err = unusable(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), path)
             assert err is not None
             head, _, fix = str(err).partition("; ")
-            raise Unreachable(f"{head} (the plan needs {human(need)}, {human(free)} free); {fix}")
+            raise Unreachable(f"{head} (the plan needs {size(need)}, {size(free)} free); {fix}")
 
 
 def measure(folder: Path) -> int:

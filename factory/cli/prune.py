@@ -68,54 +68,53 @@ def execute(ns: argparse.Namespace) -> int:
     from ..errors import worst
     from ..index.command import IndexArgs, run_index
     from ..record import FILES
-    from ..store import open_store
+    from ..store import load_records
     from ..store.retain import plan, plan_named, read_journal, read_pending, remove, started, write_pending
-    from ..store.storefiles import store_files
-    from ..store.withdraw import parse_spec, select, store_records
+    from ..store.withdraw import parse_spec, select
     from .options import flags_of
     from .store_of import store_of
 
     flags = flags_of(ns, "index")
-    store, wait = store_of(flags, NAME, remote=True)
-    files = store_files(store)
-    local = store.local / FILES if store.local is not None else None  # on S3 the bytes are the wheels' sizes
+    store = store_of(flags, NAME, remote=True)
+    local = store.folder / FILES if store.folder is not None else None  # on S3 the bytes are the wheels' sizes
     rules = rules_of(ns, flags, named=ns.spec is not None)
     spec = parse_spec(ns.spec) if ns.spec is not None else None
     finished: list[str] = []
-    deferred = store.local is None  # an s3:// store is often the published site: deleted at the next prune
-    with open_store(store, lock_wait_s=wait).lock():
-        pending, rendered = read_journal(files)  # a prune that was stopped (or, on S3, the last one): first
-        if pending and not ns.dry_run and (rendered if deferred else started(files, pending)):
-            finished = remove(files, pending)  # the pages were rendered without them already
+    deferred = store.folder is None  # an s3:// store is often the published site: deleted at the next prune
+    with store.lock():
+        pending, rendered = read_journal(store)  # a prune that was stopped (or, on S3, the last one): first
+        if pending and not ns.dry_run and (rendered if deferred else started(store, pending)):
+            finished = remove(store, pending)  # the pages were rendered without them already
             pending = frozenset()
-        records = store_records(store)
+        records = load_records(store)
         if spec is not None:  # the wheels a spec names: refused whole if one is locked or the newest
             found = plan_named(records, select(records, spec, store.display), rules.locked, local)
         else:
             found = plan([r for r in records if r.filename not in pending], rules, local)
         going = sorted(pending | {r.filename for r in found.remove})
         if going and not ns.dry_run:
-            write_pending(files, going)  # from here on the pages leave them out
+            write_pending(store, going)  # from here on the pages leave them out
     verb = "would remove" if ns.dry_run else "removing"
     for name in sorted({*pending, *finished}):
         report.info(f"{verb} {name} (left by a prune that was stopped)")
     for r in found.remove:
-        report.info(f"{verb} {r.filename} ({r.size / 1e6:.1f} MB)")
+        report.info(f"{verb} {r.filename} ({report.megabytes(r.size)})")
     codes = []
     gone = list(finished)
     if not ns.dry_run:
         if going:
-            codes.append(run_index(IndexArgs(flags=flags)))  # the pages stop linking them, before any is deleted
-            with open_store(store, lock_wait_s=wait).lock():
+            # the pages stop linking them, before any is deleted
+            codes.append(run_index(IndexArgs(flags=flags, store=store)))
+            with store.lock():
                 if deferred:
-                    write_pending(files, going, rendered=True)
+                    write_pending(store, going, rendered=True)
                     report.info(f"{len(going)} wheel(s) left in {store.display} until the next prune: publish the "
                                 "pages, which no longer link them, first (docs/withdraw.md)")
                 else:
-                    gone += remove(files, read_pending(files))
-        codes.append(run_index(IndexArgs(flags=flags)))  # the catalog and pages see them gone
+                    gone += remove(store, read_pending(store))
+        codes.append(run_index(IndexArgs(flags=flags, store=store)))  # the catalog and pages see them gone
     versions = len({(r.name, r.kernel_version or r.version) for r in found.remove})
-    size = f"{found.bytes / 1e6:.1f} MB ({found.bytes} bytes)"
+    size = f"{report.megabytes(found.bytes)} ({found.bytes} bytes)"
     if ns.dry_run:
         report.result(f"prune (dry run): would remove {len(going)} wheel(s) of {versions} version(s), freeing "
                       f"{size}; {len(found.kept)} version(s) kept")

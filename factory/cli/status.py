@@ -31,35 +31,32 @@ def execute(ns: argparse.Namespace) -> int:
     from .. import report
     from ..errors import UsageError
     from ..index.command import IndexArgs, run_index
-    from ..store import open_store
+    from ..store import load_records
     from ..store.status import Status, check_status, read_statuses, write_statuses
-    from ..store.storefiles import store_files
-    from ..store.withdraw import store_records
     from .options import flags_of
     from .store_of import store_of
 
     flags = flags_of(ns, "index")
     project = str(canonicalize_name(ns.project))
-    store, wait = store_of(flags, NAME, remote=True)
-    files = store_files(store)
+    store = store_of(flags, NAME, remote=True)
     if ns.status is None:
         if ns.reason is not None:
             raise UsageError("--reason goes with a STATUS: kernel-factory status PROJECT STATUS --reason TEXT")
-        current = read_statuses(files).get(project, Status("active"))
+        current = read_statuses(store).get(project, Status("active"))
         report.result(f"{project}: {current.status}" + (f" ({current.reason})" if current.reason else ""))
         if ns.json:
             report.document({"project": project, **current.to_json()})
         return 0
     new = check_status(ns.status, ns.reason)
-    with open_store(store, lock_wait_s=wait).lock():
-        if not any(str(canonicalize_name(r.name)) == project for r in store_records(store)):
+    with store.lock():
+        if not any(str(canonicalize_name(r.name)) == project for r in load_records(store)):
             raise UsageError(f"no project {project!r} in the store {store.display}; check the name (the index's "
                              "simple/ page lists every project)")
-        statuses = read_statuses(files)
+        statuses = read_statuses(store)
         before = statuses.get(project, Status("active"))
         statuses[project] = new
-        write_statuses(files, statuses)
-    code = run_index(IndexArgs(flags=flags))
+        write_statuses(store, statuses)
+    code = run_index(IndexArgs(flags=flags, store=store))
     report.result(f"status {project}: {before.status} -> {new.status}" + (f" ({new.reason})" if new.reason else ""))
     if ns.json:
         report.document({"project": project, "before": before.to_json(), **new.to_json(), "index_exit_code": code})

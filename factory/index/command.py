@@ -14,11 +14,13 @@ state of another catalog generation) renders every project again, streaming them
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +31,8 @@ from .. import atomic, report
 from ..atomic import TMP_PREFIX, Tree
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..record import Record
 from ..store import Store, open_store
+from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
 from ..store.filecheck import check_files
 from .pages import (
@@ -70,6 +72,7 @@ class IndexArgs:
     repair: bool = False
     rescan: bool = False  # list and check every record even when files/ looks unchanged
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
+    store: Store | None = None  # the store as the command opened it (yank, status, prune): not opened again
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class IndexOptions:
     kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
     as_json: bool = False
     lock_wait_s: float = DEFAULT_LOCK_WAIT_S  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
+    options: Any = None  # the resolved config.Options: the store is opened with them (S3 put args, lock wait)
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
     as_json = args.json
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
-                        args.rescan, opts.allow_kernel_names, names, as_json, opts.environment.lock_wait_s)
+                        args.rescan, opts.allow_kernel_names, names, as_json, opts.environment.lock_wait_s, opts)
 
 
 def write_page(path: Path, data: bytes) -> bool:
@@ -251,22 +255,30 @@ def build_index(
     return IndexResult(count, written, count - written, writer.removed)
 
 
-_CHUNKS: list[list[tuple[str, list[Record]]]] = []  # a full build's projects, read before its workers fork
+_CHUNKS: list[list[str]] = []  # a full build's projects, split before its workers fork
+_CATALOG: list[Catalog] = []  # the catalog they read them from
 
 
 def _render_chunk(
     index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    withdrawals: Withdrawals,
+    withdrawals: Withdrawals, hidden: frozenset[str],
 ) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """Render the pages of ``_CHUNKS[index]`` (forked after they were read and checked) in a worker of a full
-    build; (the pages written, their state entries, each page's size and mtime)."""
+    """Read (and check) the records of the projects of ``_CHUNKS[index]`` from the catalog file, on a connection
+    of this worker's own, and render their pages, in a worker of a full build; (the pages written, their state
+    entries, each page's size and mtime). A row that fails its check raises CatalogDamaged here, which the main
+    process gets back as the task's exception (the catalog is rebuilt: ``rebuilt``)."""
     env = environment(templates)
     writer = _Writer(out)
     entries: dict[str, Any] = {}
-    for name, records in _CHUNKS[index]:
-        pages, in_labels, summary = project_pages(env, name, records, labels, base_url, withdrawals)
-        writer.write(pages)
-        entries[name] = {"labels": in_labels, "summary": summary}
+    reader = _CATALOG[0].reader()
+    try:
+        for name, records in reader.projects(_CHUNKS[index]):
+            pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in hidden],
+                                                      labels, base_url, withdrawals)  # fmt: skip
+            writer.write(pages)
+            entries[name] = {"labels": in_labels, "summary": summary}
+    finally:
+        reader.close()
     return writer.paths, entries, writer.stats
 
 
@@ -277,21 +289,22 @@ def _render_parallel(
 ) -> set[str]:  # fmt: skip
     """Render every project's pages in ``workers`` forked processes; the pages written.
 
-    The projects are read from the catalog (and checked) here, then shared with the workers as the fork gives
-    them (a module global: nothing is pickled but the results). The workers drop the store lock and die with
-    this process (store/pool.py)."""
+    Each worker reads its share of the projects from the catalog file and checks them (the rows a sync has just
+    checked are known from the fork: not checked twice), so neither reading nor checking waits in this process.
+    The workers drop the store lock and die with this process (store/pool.py)."""
     from ..store.pool import worker_pool
 
     env = environment(templates)
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
         env.get_template(name)
     parts = workers * 4
-    everything = [(name, [r for r in records if r.filename not in hidden]) for name, records in catalog.projects()]
-    _CHUNKS[:] = [everything[i::parts] for i in range(parts) if everything[i::parts]]
+    names = catalog.project_names()
+    _CHUNKS[:] = [names[i::parts] for i in range(parts) if names[i::parts]]
+    _CATALOG[:] = [catalog]
     written: set[str] = set()
     try:
         with worker_pool(workers) as pool:
-            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels, withdrawals)
+            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels, withdrawals, hidden)
                        for i in range(len(_CHUNKS))]  # fmt: skip
             for future in futures:
                 paths, entries, written_stats = future.result()
@@ -300,6 +313,7 @@ def _render_parallel(
                 stats.update(written_stats)
     finally:
         _CHUNKS.clear()
+        _CATALOG.clear()
     return written
 
 
@@ -316,7 +330,7 @@ class Indexed:
 
 
 def index_store(
-    store: Location | str | Path, out: Path, templates: Path | None, base_url: str
+    store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str
 ) -> tuple[int, IndexResult]:
     """Bring the store's catalog and then the index in ``out`` up to date; (number of records, result)."""
     done = index_with_adoption(store, out, templates, base_url)
@@ -324,8 +338,9 @@ def index_store(
 
 
 def index_with_adoption(
-    store: Location | str | Path, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...] = (),
-    kernels: Iterable[str] = (), allow_kernel_names: bool = False, rescan: bool = False, repair: bool = False,
+    store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str,
+    wheels: tuple[Path, ...] = (), kernels: Iterable[str] = (), allow_kernel_names: bool = False,
+    rescan: bool = False, repair: bool = False,
 ) -> Indexed:  # fmt: skip
     """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index: one
     flow over the Store protocol (store/__init__.py) for every backend.
@@ -336,15 +351,14 @@ def index_with_adoption(
     checks, a file SQLite finds malformed) is named in one warning and rebuilt from the records in the same run
     (a second attempt adopts only the folders the first did not reach); any other SQLite error is Unreachable
     (exit 4). Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py)."""
-    loc = Location.of(store)
-    opened = open_store(loc)
+    opened = opened_store(store)
     try:  # first: a store that cannot adopt refuses --wheels before anything is read
         catalog = opened.open_catalog(adopting=bool(wheels))
     except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
         raise sqlite_problem(opened.display, exc) from None
     done = Indexed(warnings=[catalog.note] if catalog.note is not None else [])
     try:
-        withdrawals = read_withdrawals(loc)  # project statuses, a prune under way (store/status.py, retain.py)
+        withdrawals = read_withdrawals(opened)  # project statuses, a prune under way (store/status.py, retain.py)
 
         def attempt(again: bool) -> tuple[int, IndexResult]:
             done.errors, done.notes = [], []  # this attempt's lines, kept only if it holds up
@@ -405,7 +419,12 @@ def _adopt_folder(
     refuse: set[str] = set()
     if todo and not allow_kernel_names:
         refuse = kernels | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
-    result = store.adopt([os.path.join(folder, n) for n in todo], refuse, known) if todo else AdoptResult()
+    result = AdoptResult()
+    if todo:
+        from ..store.adopt import adopt_wheels
+
+        assert store.folder is not None  # open_catalog(adopting=True) refused a store without one
+        result = adopt_wheels(store.folder, [os.path.join(folder, n) for n in todo], refuse, known)
     result.present = [n for n in fresh if n in held]
     result.not_wheels = not_wheels(names)
     if synced.listing is not None:
@@ -432,18 +451,40 @@ def run_index(args: IndexArgs) -> int:
     """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock,
     where the store can be written: a read-only one has no writer to wait for)."""
     opts = resolve_paths(args)
-    with open_store(opts.store, lock_wait_s=opts.lock_wait_s).index_lock(adopting=bool(opts.wheels)):
-        return _run_index(opts)
+    store = args.store
+    if store is None:  # else the command (yank, status, prune) opened it: once per command, with its options
+        store = open_store(opts.store, opts.options, lock_wait_s=opts.lock_wait_s)
+    with index_lock(store, adopting=bool(opts.wheels), repair=opts.repair):
+        return _run_index(opts, store)
 
 
-def _run_index(opts: IndexOptions) -> int:
+def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextManager[None]:
+    """What ``index`` holds: the store lock, where the store can be written (a read-only one has no writer to wait
+    for); UsageError where there is no store and nothing to adopt into one, or --repair of an s3:// store."""
+    root = store.folder
+    if root is None:
+        if repair:
+            raise UsageError(f"--repair needs a local store folder, not {store.display}; delete the damaged records "
+                             "and rerun build")
+        return contextlib.nullcontext()  # S3: shards write distinct keys, each wheel before its record
+    if not root.exists() and not adopting:
+        raise UsageError(f"no store at {root}: run `kernel-factory build` first, check --store (or `store` in the "
+                         "config), or pass --wheels DIR to index a folder of wheels")
+    if root.is_dir() and not os.access(root, os.W_OK):
+        return contextlib.nullcontext()  # read-only: no writer to wait for
+    return store.lock()
+
+
+def _run_index(opts: IndexOptions, store: Store) -> int:
     refused = 0
-    if opts.repair:
-        repaired, failed = open_store(opts.store).repair_records()
+    if opts.repair and store.folder is not None:
+        from ..store.adopt import repair_store
+
+        repaired, failed = repair_store(store.folder)
         report.info(f"repaired {len(repaired)} record(s)"
                     + (f", {len(failed)} could not be repaired" if failed else ""))
         refused += len(failed)
-    done = index_with_adoption(opts.store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names,
+    done = index_with_adoption(store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names,
                                opts.allow_kernel_names, opts.rescan, opts.repair)  # fmt: skip
     for line in done.warnings:
         report.warn(line)  # shown under -q too

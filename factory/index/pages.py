@@ -18,7 +18,6 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from ..config import Location
 from ..errors import ConfigError
 from ..record import Record, version_key
 from ..store.status import Status
@@ -28,6 +27,8 @@ from .landing import project_context, project_summary, quoted
 
 if TYPE_CHECKING:
     import jinja2
+
+    from ..store import Store
 
 API_VERSION = "1.1"
 STATUS_API_VERSION = "1.4"  # PEP 792: the pages that carry a project status marker
@@ -59,14 +60,12 @@ class Withdrawals(NamedTuple):
 NO_WITHDRAWALS = Withdrawals()
 
 
-def read_withdrawals(store: Location) -> Withdrawals:
+def read_withdrawals(store: Store) -> Withdrawals:
     """The statuses and the prune under way that ``store`` keeps (a local folder or an s3:// store)."""
     from ..store.retain import read_pending
     from ..store.status import read_statuses
-    from ..store.storefiles import store_files
 
-    files = store_files(store)
-    return Withdrawals(read_statuses(files), read_pending(files))
+    return Withdrawals(read_statuses(store), read_pending(store))
 
 
 def combined_only(record: Record) -> bool:

@@ -18,8 +18,12 @@ from pathlib import Path
 from ..errors import Refused
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: O_NONBLOCK: a FIFO planted where a file is expected opens at once (and is then refused by its fstat) instead of
+#: waiting forever for a writer; it changes nothing for a regular file.
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 CHUNK = 1 << 20
+#: what vfat and exFAT answer where a link (symbolic or hard) or a mode cannot be made there
+NOT_HERE = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS)
 
 
 class CacheLink(Refused):
@@ -97,7 +101,7 @@ class Folder:
         try:
             fd = os.open(name, FILE_FLAGS, dir_fd=self.fd)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link; a socket
                 raise planted(self.path / name, "file") from None
             raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -126,17 +130,75 @@ class Folder:
 
 
 def remove(parent: Folder, name: str) -> None:
-    """Remove ``name`` below ``parent`` and all it holds, by descriptors: a link is removed, never followed."""
+    """Remove ``name`` below ``parent`` and all it holds, by descriptors: a link is removed, never followed. The
+    walk keeps its own trail (a planted folder thousands deep is no RecursionError) and one descriptor open:
+    it goes back up through ``..``, checked to be the folder it came down from (stops where one was moved)."""
     st = parent.lstat(name)
     if st is None:
         return
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=parent.fd)
         return
-    with parent.sub(name) as folder:
-        for child in folder.names():
-            remove(folder, child)
-    os.rmdir(name, dir_fd=parent.fd)
+    first = parent.sub(name)
+    here: Folder | None = first
+    trail = [(name, _identity(first.fd))]
+    try:
+        while here is not None:
+            child = _first_folder(here)
+            if child is not None:
+                down = here.sub(child)
+                here.close()
+                here = down
+                trail.append((child, _identity(down.fd)))
+                continue
+            me, _ = trail.pop()
+            if not trail:
+                here.close()
+                here = None
+                os.rmdir(me, dir_fd=parent.fd)
+                return
+            up = Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent)
+            here.close()
+            here = up
+            if _identity(up.fd) != trail[-1][1]:
+                raise CacheLink(f"{up.path}: moved while kernel-factory removed what it holds; left as it is")
+            os.rmdir(me, dir_fd=up.fd)
+    finally:
+        if here is not None:
+            here.close()
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _first_folder(folder: Folder) -> str | None:
+    """Unlink every entry of ``folder`` that is not a folder; the name of one folder left in it, or None."""
+    for child in folder.names():
+        st = folder.lstat(child)
+        if st is None:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            return child
+        os.unlink(child, dir_fd=folder.fd)
+    return None
+
+
+def set_mode(target: int | str, mode: int) -> None:
+    """chmod ``target`` (a descriptor, or a path in the run's private folder), as huggingface_hub does: where
+    the file system keeps no modes (vfat, exFAT) the failure is passed over."""
+    try:
+        os.chmod(target, mode)
+    except OSError as exc:
+        if exc.errno not in NOT_HERE:
+            raise
+
+
+def trusted(st: os.stat_result) -> bool:
+    """Whether a file already in the cache can be taken as it is: owned by this user, writable by no one else
+    and linked nowhere else (a hard link to a file outside the cache would let its owner change it later)."""
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022 and st.st_nlink == 1
 
 
 def sha256_fd(fd: int) -> str:

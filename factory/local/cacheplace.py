@@ -6,32 +6,55 @@ hubcache.py's ``place`` drives it; see there for the rules. Every cache folder i
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
+import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Refused
-from .cachefs import Folder, planted, relative_blob, sha256_fd
-from .cachestage import CacheRefused, stage_file
+from ..report import warn
+from .cachefs import FILE_FLAGS, NOT_HERE, CacheLink, Folder, planted, relative_blob, set_mode, sha256_fd, trusted
+from .cachestage import CacheRefused, folder_mode, stage_file
 
 MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
 ORIGINS = ("download", "local-kernels")  # who wrote it: the marker's "origin"
-_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS)  # vfat, exFAT: no symbolic links
 
 
 class CacheConflict(Refused):
     """The Hub cache already holds other content where this kernel would go; nothing was changed there."""
 
 
+@dataclass(frozen=True)
+class Made:
+    """One thing a ``place`` call put in the cache, by identity (st_dev, st_ino), so that a failed run takes
+    back exactly that and never what another writer put at the same name meanwhile. ``kind``: "dir" (``name``
+    a folder below the repository folder), "snapshot" (``name`` its commit), "variant" (``name`` the variant of
+    snapshot ``sha``) or "ref" (``name`` the ref, ``sha`` the commit written, ``old`` the one it named before, None:
+    none); "repo": the repository folder itself."""
+
+    kind: str
+    name: str
+    ident: tuple[int, int]
+    sha: str = ""
+    old: str | None = None
+
+
+def identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+_warned: list[bool] = []  # one warning per process where the cache's file system takes no links
+
+
 def origin_of(snapshot: Path) -> str | None:
     """Who wrote a kernel-factory snapshot (MARKER's "origin": "download" or "local-kernels")."""
     try:
-        fd = os.open(snapshot / MARKER, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(snapshot / MARKER, FILE_FLAGS)  # a FIFO there opens at once, and is no marker
         try:
-            data = json.loads(os.read(fd, 65536))
+            data = json.loads(os.read(fd, 65536)) if stat.S_ISREG(os.fstat(fd).st_mode) else None
         finally:
             os.close(fd)
     except (OSError, ValueError):
@@ -59,8 +82,8 @@ def holds(folder: Folder, files: Mapping[str, str], blobs: Folder, prefix: str =
         want = files.get(rel)
         if want is None:
             return None
-        if kind == "link":
-            if os.readlink(name, dir_fd=folder.fd) != relative_blob(rel, want) or blobs.kind(want) != "file":
+        if kind == "link":  # the blob it names must hold those bytes: its name alone proves nothing
+            if os.readlink(name, dir_fd=folder.fd) != relative_blob(rel, want) or not blob_holds(blobs, want):
                 return None
         elif kind == "file":
             fd = folder.open_file(name)
@@ -75,6 +98,19 @@ def holds(folder: Folder, files: Mapping[str, str], blobs: Folder, prefix: str =
     return seen
 
 
+def blob_holds(blobs: Folder, want: str) -> bool:
+    """Whether ``blobs/<want>`` is a regular file whose bytes hash to ``want`` (opened without following a link
+    or blocking on a FIFO)."""
+    try:
+        fd = blobs.open_file(want)
+    except (OSError, CacheLink):
+        return False
+    try:
+        return sha256_fd(fd) == want
+    finally:
+        os.close(fd)
+
+
 class Placing:
     """One ``place`` call: the cache's folders, opened, and what it staged in its scratch folder."""
 
@@ -83,7 +119,8 @@ class Placing:
         self.root, self.repo_id, self.sha, self.variant = root, repo_id, sha, variant
         self.source, self.files, self.origin = source, files, origin
         self.where = f"{repo_id}: snapshot {sha} in {root}"
-        self.new_blobs: list[tuple[str, int]] = []  # (hex, inode) linked into blobs/ by this call
+        self.made: list[Made] = []  # what this call put in the cache, in order
+        self.published = 0  # blobs this call linked into blobs/ (never taken back)
 
     def judge(self, snaps: Folder, blobs: Folder) -> str:
         """"new" (no snapshot), "add" (our snapshot without the variant), "relink" (our snapshot where an
@@ -128,9 +165,14 @@ class Placing:
             want = self.files[rel]
             if want in staged:
                 continue
-            if blobs.kind(want) is not None:
+            st = blobs.lstat(want)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise planted(blobs.path / want, "file")
+            if st is not None and trusted(st):  # this user's, writable by no one else, linked nowhere else
                 self.check_blob(blobs, want)
                 continue
+            # missing, or not to be trusted (another owner, writable by others, a hard link to a file elsewhere):
+            # a checked copy of ours is staged, and replaces it when published
             got = stage_file(self.source, rel, run, f"b-{want}", mode)
             if got != want:
                 raise CacheRefused(f"{self.repo_id}: {self.source / rel} does not hold the bytes listed for it "
@@ -149,9 +191,10 @@ class Placing:
             raise CacheConflict(f"{blobs.path / want}: a blob whose bytes are not the ones its name says; nothing was "
                                 "placed: remove that file and run again")
 
-    def tree(self, run: Folder, blobs: Folder, mode: int, with_marker: bool) -> None:
-        """``run/tree``: the snapshot (``with_marker``: MARKER and build/<variant>/...) or the variant folder."""
-        os.mkdir("tree", 0o755, dir_fd=run.fd)
+    def tree(self, run: Folder, blobs: Folder, mode: int, with_marker: bool, dmode: tuple[int, int]) -> None:
+        """``run/tree``: the snapshot (``with_marker``: MARKER and build/<variant>/...) or the variant folder.
+        Its folders get ``dmode`` (mode, group): what a folder made where it goes would get (folder_mode)."""
+        os.mkdir("tree", 0o700, dir_fd=run.fd)
         top = run.path / "tree"
         base = top / "build" / self.variant if with_marker else top
         if with_marker:
@@ -159,7 +202,7 @@ class Placing:
             fd = os.open(top / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(marker, sort_keys=True) + "\n")
-                os.fchmod(f.fileno(), mode)
+                set_mode(f.fileno(), mode)
         base.mkdir(parents=True, exist_ok=True)
         for rel, want in sorted(self.files.items()):
             path = base / rel
@@ -167,9 +210,24 @@ class Placing:
             try:
                 os.symlink(relative_blob(rel, want), path)
             except OSError as exc:
-                if exc.errno not in _NO_LINKS:
+                if exc.errno not in NOT_HERE:
                     raise
-                self.copy_blob(run, blobs, want, path, mode)  # as huggingface_hub does where links are not possible
+                if not _warned:  # as huggingface_hub does where links cannot be made: a copy, and one warning
+                    _warned.append(True)
+                    warn(f"{self.root}: its file system makes no symbolic links; the kernel's files are copied into "
+                         "the snapshot (as huggingface_hub does there), which takes more space")
+                self.copy_blob(run, blobs, want, path, mode)
+        folders = [top] + [Path(d) for d, _, _ in os.walk(top)][1:]
+        for folder in folders:
+            set_mode(str(folder), dmode[0] & 0o7777)
+            if os.stat(folder).st_gid != dmode[1]:  # the group the setgid folder hands down
+                try:
+                    os.chown(folder, -1, dmode[1])
+                except OSError as exc:
+                    if exc.errno not in NOT_HERE:
+                        raise
+                    continue
+                set_mode(str(folder), dmode[0] & 0o7777)  # chown takes the setgid bit away
 
     def copy_blob(self, run: Folder, blobs: Folder, want: str, path: Path, mode: int) -> None:
         fd = run.open_file(f"b-{want}") if run.kind(f"b-{want}") == "file" else blobs.open_file(want)
@@ -178,35 +236,50 @@ class Placing:
                 os.lseek(fd, 0, os.SEEK_SET)
                 while chunk := os.read(fd, 1 << 20):
                     out.write(chunk)
-                os.fchmod(out.fileno(), mode)
+                set_mode(out.fileno(), mode)
         finally:
             os.close(fd)
 
     def publish_blobs(self, run: Folder, blobs: Folder, staged: set[str]) -> None:
+        """Link each staged file in as ``blobs/<hex>``; one already there that is not to be trusted is replaced
+        by the checked copy (one rename: a snapshot linking to that name never dangles). A blob once published
+        is never taken back: another run's snapshot may link to it from then on. Where the file system makes no
+        hard links (vfat, exFAT), the staged file itself is renamed in."""
         for want in sorted(staged):
+            staged_name = f"b-{want}"
             try:
-                os.link(f"b-{want}", want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd, follow_symlinks=False)
-            except FileExistsError:
-                self.check_blob(blobs, want)  # another run placed the same bytes meanwhile
+                os.link(staged_name, want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd, follow_symlinks=False)
+                self.published += 1
                 continue
-            self.new_blobs.append((want, os.stat(f"b-{want}", dir_fd=run.fd, follow_symlinks=False).st_ino))
-        blobs.fsync()
-
-    def withdraw_blobs(self, blobs: Folder) -> None:
-        """Remove the blobs this call added (a failed place leaves nothing it wrote in the cache)."""
-        for want, ino in self.new_blobs:
+            except FileExistsError:
+                links = True
+            except OSError as exc:
+                if exc.errno not in NOT_HERE:
+                    raise
+                links = False
             st = blobs.lstat(want)
-            if st is not None and st.st_ino == ino:
-                with contextlib.suppress(OSError):
-                    os.unlink(want, dir_fd=blobs.fd)
-        self.new_blobs.clear()
+            if st is not None and identity(st) == identity(os.stat(staged_name, dir_fd=run.fd,
+                                                                   follow_symlinks=False)):
+                continue  # published by an earlier attempt of this call
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                raise planted(blobs.path / want, "file")
+            if st is not None and stat.S_ISREG(st.st_mode) and (trusted(st) or not links) and blob_holds(blobs, want):
+                continue  # another run of this user placed the same bytes meanwhile (no owners where no links)
+            if links:  # the run keeps its own link (b-<hex>) until it ends, so no other run takes the new blob
+                os.link(staged_name, f"p-{want}", src_dir_fd=run.fd, dst_dir_fd=run.fd, follow_symlinks=False)
+                staged_name = f"p-{want}"  # for one that is safe to adopt (trusted: linked nowhere else)
+            os.rename(staged_name, want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd)
+            self.published += 1
+        blobs.fsync()
 
 
 def move_in(run: Folder, snaps: Folder, p: Placing, how: str, notes: list[str] | None) -> bool:
     """Rename the staged tree into place; False where another run placed something there first."""
+    ident = identity(os.stat("tree", dir_fd=run.fd, follow_symlinks=False))
     try:
         if how == "new":
             os.rename("tree", p.sha, src_dir_fd=run.fd, dst_dir_fd=snaps.fd)
+            p.made.append(Made("snapshot", p.sha, ident))
             snaps.fsync()
             return True
         with snaps.sub(p.sha) as snap, snap.sub("build") as build:
@@ -223,9 +296,18 @@ def move_in(run: Folder, snaps: Folder, p: Placing, how: str, notes: list[str] |
                                  "kernel-factory; now a checked copy")
             else:
                 os.rename("tree", p.variant, src_dir_fd=run.fd, dst_dir_fd=build.fd)
+            p.made.append(Made("variant", p.variant, ident, sha=p.sha))
             build.fsync()
         return True
     except OSError as exc:
         if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
             return False
         raise
+
+
+def dir_mode(snaps: Folder, p: Placing, how: str) -> tuple[int, int]:
+    """(mode, group) of a folder made where the tree goes: in snapshots/ for a new snapshot, else in its build/."""
+    if how == "new":
+        return folder_mode(snaps)
+    with snaps.sub(p.sha) as snap, snap.sub("build") as build:
+        return folder_mode(build)

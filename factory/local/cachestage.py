@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from ..errors import Unreachable, unusable
 from ..safe_text import has_control
 from ..space import unheld
-from .cachefs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, sha256_fd
+from .cachefs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, set_mode, sha256_fd
 
 LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
 OWN = "kernel-factory"  # our folder in it: LOCKS/OWN/run-<random>/
@@ -47,9 +47,12 @@ class CacheRefused(CacheLink):
 
 
 def _sweep(own: Folder) -> None:
-    """Remove the run folders whose owner is gone (its flock can be taken), never through a link."""
+    """Remove this user's run folders whose owner is gone (its flock can be taken), never through a link; another
+    user's are theirs to sweep."""
+    me = os.geteuid()
     for name in own.names():
-        if not name.startswith(RUN_PREFIX) or own.kind(name) != "dir":
+        st = own.lstat(name) if name.startswith(RUN_PREFIX) else None
+        if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
         try:
             with own.sub(name) as run:
@@ -112,6 +115,18 @@ def blob_mode(blobs: Folder) -> int:
         os.close(fd)
         os.unlink(name, dir_fd=blobs.fd)
     return mode & ~0o222
+
+
+def folder_mode(parent: Folder) -> tuple[int, int]:
+    """The mode and group huggingface_hub's ``mkdir`` gives a folder in ``parent`` (the umask, a default ACL and
+    the parent's setgid decide), read from a folder made there and removed again."""
+    name = f".tmp-mode-{os.urandom(8).hex()}"
+    os.mkdir(name, 0o777, dir_fd=parent.fd)
+    try:
+        st = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
+        return stat.S_IMODE(st.st_mode), st.st_gid
+    finally:
+        os.rmdir(name, dir_fd=parent.fd)
 
 
 def check_files(files: Mapping[str, str], where: str) -> None:
@@ -187,7 +202,7 @@ def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str
                 digest = sha256_fd(dst)  # the clone's own bytes
             else:
                 digest = _copy(src, dst, source / rel)
-            os.fchmod(dst, mode)
+            set_mode(dst, mode)
             os.fsync(dst)
         finally:
             os.close(dst)

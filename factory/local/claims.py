@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import csv
 import importlib.metadata as im
+import io
+import os
+from collections.abc import Iterable
 from typing import Any
 
 from packaging.utils import canonicalize_name
@@ -75,3 +79,68 @@ def record_files(dist: im.Distribution, package: str) -> tuple[tuple[tuple[str, 
     if not out:
         return (), f"its RECORD lists no file of {package}/: reinstall the wheel with pip"
     return tuple(sorted(out)), None
+
+
+def _listed(dist: im.Distribution) -> Iterable[str]:
+    """The absolute paths ``dist``'s RECORD lists, as written (normalised, links not followed)."""
+    base = str(dist.locate_file(""))
+    try:
+        text = dist.read_text("RECORD") or ""
+    except (OSError, UnicodeDecodeError):
+        return
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error:
+        return
+    for row in rows:
+        if row and row[0]:
+            yield os.path.normpath(os.path.join(base, row[0]))
+
+
+def _own_files(dist: im.Distribution, package: str | None) -> set[str]:
+    """What makes ``dist`` the kernel: the files of its .dist-info folder (whatever its RECORD says) and the files
+    its RECORD lists below its package folder."""
+    out: set[str] = set()
+    info = _info(dist)
+    if info is not None and os.path.isdir(info):
+        out.update(os.path.join(info, name) for name in os.listdir(info))
+    if package:
+        folder = os.path.normpath(str(dist.locate_file(package))) + os.sep
+        out.update(p for p in _listed(dist) if p.startswith(folder))
+    return out
+
+
+def shared_problems(claimants: list[tuple[im.Distribution, str | None]], every: Iterable[im.Distribution]
+                    ) -> list[str | None]:
+    """For each (distribution, its package folder) of ``claimants``, why it may not claim a kernel because another
+    installed distribution of ``every`` lists its files in its RECORD too (None: none does). A wheel may carry a
+    second ``.dist-info`` folder as data (``<x>.data/purelib/``, which pip installs beside its own and no code
+    runs): that folder names whatever project it likes, but the RECORD of the wheel that carried it lists its
+    files, while pip's own RECORD of a distribution is listed by that one only."""
+    mine = [_own_files(dist, package) for dist, package in claimants]
+    wanted = set().union(*mine)
+    owners: dict[str, list[im.Distribution]] = {}
+    for other in every:
+        for path in _listed(other):
+            if path in wanted:
+                owners.setdefault(path, []).append(other)
+    out: list[str | None] = []
+    for (dist, _), files in zip(claimants, mine, strict=True):
+        here = _info(dist)
+        shared = [(path, other) for path in sorted(files) for other in owners.get(path, ()) if _info(other) != here]
+        if not shared:
+            out.append(None)
+            continue
+        path, other = shared[0]
+        name = other.metadata["Name"] or "?"
+        where = os.path.relpath(path, str(dist.locate_file("")))
+        out.append(f"its file {where} is listed in the RECORD of {name!r} {other.version} too, which installed it: "
+                   f"only the distribution that installed its own files may claim a kernel; pip uninstall '{name}' "
+                   "unless you trust it")
+    return out
+
+
+def _info(dist: im.Distribution) -> str | None:
+    """The folder of a distribution's metadata (importlib.metadata.PathDistribution's ``.dist-info``)."""
+    info = getattr(dist, "_path", None)
+    return None if info is None else os.path.normpath(str(info))

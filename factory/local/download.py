@@ -18,21 +18,22 @@ recorded, is not downloaded again (the index's pages are still read).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from .. import report, simple
-from ..atomic import file_digest, write_bytes
+from .. import fetch, report, simple
+from ..atomic import file_digest
 from ..config import DEFAULT_ORGS
 from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
 from ..record import PROVENANCE
@@ -48,6 +49,7 @@ from .which import Choice, NoProject, build_lines, candidates, nearest
 FILES = ".kernel-factory-download.json"
 _CHUNK = 1 << 20
 MAX_WHEEL = 4 * 1024**3  #: bytes of one wheel downloaded (less where the page gives the wheel's size)
+_RECORD_LIMIT = 64 << 20  #: bytes of FILES read
 
 @dataclass(frozen=True)
 class DownloadArgs:
@@ -91,29 +93,32 @@ def _file_hashes(folder: Path) -> dict[str, str]:
 
 
 def _placed(root: Path, repo_id: str, sha: str) -> dict[str, Any]:
-    path = hubcache.repo_folder(root, repo_id) / "snapshots" / sha / FILES
+    """This command's record beside snapshot ``sha``, read by descriptors, and only where this user wrote it and no
+    one else can write it (hubcache.read_own): a record others could forge vouches for nothing."""
+    raw = hubcache.read_own(root, repo_id, sha, FILES, _RECORD_LIMIT)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(raw) if raw is not None else {}
+    except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
-    """The kernel as an earlier run placed it, if its wheel is this one and its files are unchanged."""
+    """The kernel as an earlier run of this user placed it, if its wheel is this one and the variant's bytes are
+    still the ones recorded: every link names its blob and every blob's bytes hash to its name."""
     snapshot = hubcache.repo_folder(root, want.repo_id) / "snapshots" / sha
     for variant, entry in _placed(root, want.repo_id, sha).items():
         if not isinstance(entry, dict) or entry.get("wheel") != choice.wheel.filename:
             continue
-        if entry.get("sha256") != choice.wheel.sha256 or not hubcache.is_ours(snapshot):
+        if entry.get("sha256") != choice.wheel.sha256 or not hubcache.valid_ref(variant):
             continue
-        folder = snapshot / "build" / variant
         files = entry.get("files")
-        if folder.is_dir() and not folder.is_symlink() and isinstance(files, dict) and _file_hashes(folder) == files:
-            # the lock's hashes hold for what is there, as for a new download (a lock may gain hashes meanwhile)
-            wheelcheck.check_lock_hash(dict(want.hashes), want.repo_id, variant, str(entry.get("package")), folder,
-                                       files, choice.wheel.filename)
-            return Got(want, choice.wheel.filename, choice.wheel.sha256, sha, variant, list(entry.get("depends") or []))
+        if not isinstance(files, dict) or not hubcache.variant_holds(root, want.repo_id, sha, variant, files):
+            continue
+        # the lock's hashes hold for what is there, as for a new download (a lock may gain hashes meanwhile)
+        wheelcheck.check_lock_hash(dict(want.hashes), want.repo_id, variant, str(entry.get("package")),
+                                   snapshot / "build" / variant, files, choice.wheel.filename)
+        return Got(want, choice.wheel.filename, choice.wheel.sha256, sha, variant, list(entry.get("depends") or []))
     return None
 
 
@@ -124,7 +129,12 @@ def _remember(root: Path, got: Got) -> None:
     data = _placed(root, got.want.repo_id, got.sha)
     data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends,
                          "package": got.package}
-    write_bytes(snapshot / FILES, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    try:
+        hubcache.write_own(root, got.want.repo_id, got.sha, FILES,
+                           (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    except OSError as exc:  # the record only saves a download next time: a cache this user cannot write (another
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):  # user's, read-only) that holds the
+            raise  # checked bytes already is fine without it
 
 
 # -- the index ------------------------------------------------------------------------------------------------
@@ -147,13 +157,12 @@ def _record_revision(url: str, session: Any) -> str | None:
 
 
 def _fetch_wheel(choice: Choice, url: str, session: Any, into: Path) -> Path:
-    """The wheel, downloaded into ``into`` and checked against the sha256 (and size) the index page gives."""
-    import requests
-
+    """The wheel, downloaded into ``into`` and checked against the sha256 (and size) the index page gives; over
+    http its redirects followed by hand, each checked, and its rate held (factory/fetch.py)."""
     w = choice.wheel
     if not w.sha256:
         raise Refused(f"{choice.root} gives no sha256 for {w.filename}; publish the index with hashes")
-    simple.check_link(w.url, url)
+    link = simple.check_link(w.url, url, session)
     limit = min(MAX_WHEEL, w.size) if w.size is not None and w.size >= 0 else MAX_WHEEL
     dest = into / w.filename
     digest = hashlib.sha256()
@@ -177,18 +186,11 @@ def _fetch_wheel(choice: Choice, url: str, session: Any, into: Path) -> Path:
                     while chunk := f.read(_CHUNK):
                         take(chunk)
             else:
-                try:
-                    with session.get(w.url, stream=True, timeout=60,
-                                     headers={"User-Agent": simple.USER_AGENT}) as resp:
-                        if resp.status_code != 200:
-                            raise Unreachable(f"--index-url: {w.url} answered HTTP {resp.status_code}; "
-                                              "check the index")
-                        simple.check_link(str(resp.url), url)  # a redirect leaves the origin no more than a link
-                        for chunk in resp.iter_content(_CHUNK):
-                            take(chunk)
-                except requests.RequestException as exc:
-                    raise Unreachable(f"--index-url: cannot download {w.url} ({type(exc).__name__}); "
-                                      "check the network") from None
+                status = fetch.read_wheel(link, url, session, size=limit if limit == w.size else None,
+                                          headers={"User-Agent": simple.USER_AGENT}, what="--index-url", take=take,
+                                          chunk=_CHUNK)
+                if status != 200:
+                    raise Unreachable(f"--index-url: {link} answered HTTP {status}; check the index")
     except FileNotFoundError:
         raise Unreachable(f"--index-url: {local} is missing; check the index") from None
     if digest.hexdigest() != w.sha256:
@@ -198,7 +200,7 @@ def _fetch_wheel(choice: Choice, url: str, session: Any, into: Path) -> Path:
     return dest
 
 
-def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scratch: Path
+def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scratch: Callable[[], Path]
           ) -> tuple[Got | None, list[str]]:
     """The kernel, found on the index (downloaded, unpacked, checked) or in the cache; else (None, why lines)."""
     project = str(canonicalize_name(want.repo_id.split("/", 1)[1]))
@@ -217,12 +219,11 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
         if cached is not None:
             return cached, []
         if want.sha is not None:
-            simple.check_link(choice.wheel.url, url)
-            hint = _record_revision(choice.wheel.url, session)
+            hint = _record_revision(simple.check_link(choice.wheel.url, url, session), session)
             if hint is not None and hint != want.sha:
                 others.setdefault(hint, str(choice.wheel.version))
                 continue
-        into = Path(tempfile.mkdtemp(dir=scratch))
+        into = Path(tempfile.mkdtemp(dir=scratch()))
         wheel = _fetch_wheel(choice, url, session, into)
         prov, folder, files = wheelcheck.unpack(wheel, into)
         wheel.unlink()
@@ -275,8 +276,8 @@ def run_download(args: DownloadArgs) -> int:
     session = simple.session()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        with hubcache.scratch(root) as tmp:
-            return _download(locked, url, env, root, session, tmp, policy)
+        with ExitStack() as stack:
+            return _download(locked, url, env, root, session, _scratch(stack, root), policy)
     except hubcache.CacheUnusable as exc:  # the writer's own line names no run: this one says nothing was installed
         err = unusable(exc.error, root)
         what = str(err or exc).partition("; ")[0]
@@ -291,8 +292,24 @@ def run_download(args: DownloadArgs) -> int:
                           "folder") from None
 
 
+def _scratch(stack: ExitStack, root: Path) -> Callable[[], Path]:
+    """The folder wheels are downloaded and unpacked into, made on first use (a lock the cache satisfies
+    already writes nothing): private scratch inside the cache (its file system), else, where the cache cannot
+    be written (another user's, a read-only mount), a temporary folder elsewhere."""
+    made: list[Path] = []
+
+    def get() -> Path:
+        if not made:
+            try:
+                made.append(stack.enter_context(hubcache.scratch(root)))
+            except Unreachable:
+                made.append(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-factory-"))))
+        return made[0]
+    return get
+
+
 def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root: Path, session: Any,
-              scratch: Path, policy: Policy) -> int:
+              scratch: Callable[[], Path], policy: Policy) -> int:
     """Every locked kernel and, transitively, every kernel their kernel-depends need (depends.py), each at one
     commit, found and checked before anything is placed; a repository the policy refuses is never fetched."""
     queue = [lock_want(lk) for lk in locked.values()]
@@ -343,21 +360,16 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
 
 
 @contextmanager
-def _all_or_nothing(root: Path, gots: list[Got]) -> Iterator[None]:
-    """On an OSError (a full disk) or a refusal (a file name or a link the writer refuses) while placing, the
-    snapshots and refs this run made are taken away again (hubcache.take_back, which follows no link), so that
+def _all_or_nothing(root: Path, made: dict[str, list[hubcache.Made]]) -> Iterator[None]:
+    """On an OSError (a full disk) or a refusal (a file name or a link the writer refuses) while placing, what
+    this run put in the cache (``made``: each snapshot, variant, ref and folder, by identity) is taken away again
+    (hubcache.take_back, which follows no link and touches nothing another writer placed meanwhile), so that
     nothing of the run is visible; the error goes on."""
-    before = []
-    for g in gots:
-        repo = hubcache.repo_folder(root, g.want.repo_id)
-        refs = {r: hubcache.read_ref(repo, r) for r in g.want.refs if hubcache.valid_ref(r)}
-        fresh = None if os.path.lexists(repo / "snapshots" / g.sha) else g.sha
-        before.append((g.want.repo_id, fresh, refs, not os.path.lexists(repo)))
     try:
         yield
     except (OSError, hubcache.CacheUnusable, Refused):
-        for repo_id, fresh, refs, whole in before:
-            hubcache.take_back(root, repo_id, snapshot=fresh, refs=refs, whole=whole)
+        for repo_id, things in made.items():
+            hubcache.take_back(root, repo_id, things)
         raise
 
 
@@ -367,19 +379,28 @@ def _place_all(gots: list[Got], root: Path) -> int:
     notes: list[str] = []
     fetched, code = 0, EXIT_OK
     lines: list[str] = []
-    with _all_or_nothing(root, gots):
+    made: dict[str, list[hubcache.Made]] = {}
+    with _all_or_nothing(root, made):
         placed: list[Got] = []
         for got in gots:
             state = "already there"
             if got.folder is not None:
                 try:
                     target = hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder, files=got.files,
-                                            refs=[], origin="download", notes=notes)
+                                            refs=[], origin="download", notes=notes,
+                                            made=made.setdefault(got.want.repo_id, []))
                 except hubcache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
                     report.error(printable(str(exc)))
                     code = exc.exit_code
                     continue
                 if not hubcache.is_ours(target.parent.parent):  # the Hub's own download of this commit and variant
+                    try:  # an old-format lock's hash holds for it, as for a wheel (the Hub's copy is no exception)
+                        wheelcheck.check_lock_hash(dict(got.want.hashes), got.want.repo_id, got.variant, got.package,
+                                                   target, _file_hashes(target), f"the Hub's copy at {target}")
+                    except Refused as exc:
+                        report.error(printable(f"{exc}; left as it is: remove that snapshot and run again"))
+                        code = exc.exit_code
+                        continue
                     lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  (the Hub's copy, already there)")
                     placed.append(got)
                     continue
@@ -397,7 +418,10 @@ def _place_all(gots: list[Got], root: Path) -> int:
             refs = [r for r in got.want.refs if hubcache.valid_ref(r)]
             if refs and got.folder is not None:  # place again, now with the refs: the snapshot is there already
                 hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder, files=got.files, refs=refs,
-                               origin="download", notes=notes)
+                               origin="download", notes=notes, made=made.setdefault(got.want.repo_id, []))
+            elif refs:  # already there: the refs still follow the lock
+                hubcache.set_refs(root, got.want.repo_id, got.sha, refs, origin="download", notes=notes,
+                                  made=made.setdefault(got.want.repo_id, []))
     for line in lines:
         report.info(printable(line))
     for note in notes:

@@ -32,16 +32,18 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import UNUSABLE_ERRNOS, Unreachable
-from .cachefs import CacheLink, Folder, planted, remove
-from .cacheplace import MARKER, ORIGINS, CacheConflict, Placing, move_in, origin_of
+from .cachefs import NOT_HERE, CacheLink, Folder, planted, remove, set_mode
+from .cacheplace import MARKER, ORIGINS, CacheConflict, Made, Placing, dir_mode, identity, move_in, origin_of
+from .cacheread import read_own, repo_folder, take_back, variant_holds, write_own
 from .cachestage import CacheRefused, blob_mode, check_files, scratch_folder, source_files
 
 SHA = re.compile(r"[0-9a-f]{40}")
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-__all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheLink", "CacheRefused", "CacheUnusable", "cache_root",
-           "is_ours", "origin_of", "place", "read_ref", "repo_folder", "scratch", "take_back", "valid_ref"]
+__all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheLink", "CacheRefused", "CacheUnusable", "Made",
+           "cache_root", "is_ours", "origin_of", "place", "read_own", "read_ref", "repo_folder", "scratch", "set_refs",
+           "take_back", "valid_ref", "variant_holds", "write_own"]
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -59,11 +61,6 @@ def cache_root(env: Mapping[str, str]) -> Path:
         return Path(expand(hub))
     home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
     return Path(expand(os.path.join(home, "hub")))
-
-
-def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:
-    """``<root>/kernels--org--name`` (``kind="model"``: the legacy ``models--`` folder kernels also reads)."""
-    return root / "--".join([f"{kind}s", *repo_id.split("/")])
 
 
 def valid_ref(ref: str) -> bool:
@@ -107,52 +104,6 @@ def scratch(root: Path) -> Iterator[Path]:
         yield run.path
 
 
-def take_back(root: Path, repo_id: str, *, snapshot: str | None, refs: Mapping[str, str | None],
-              whole: bool) -> None:
-    """Undo what one run placed for ``repo_id`` (download's all or nothing), by descriptors, so that a link is
-    removed and never followed: each of ``refs`` set back to the commit it named (None: removed), the snapshot
-    ``snapshot`` removed, or with ``whole`` the repository folder the run made. Best effort: the caller is
-    failing already, and what cannot be taken back stays as the writer left it (checked, complete)."""
-    with contextlib.suppress(OSError, CacheLink), Folder.root(root) as top:
-        name = repo_folder(root, repo_id).name
-        if top.kind(name) != "dir":
-            return
-        if whole:
-            remove(top, name)
-            return
-        with top.sub(name) as repo:
-            if refs and repo.kind("refs") == "dir":
-                with repo.sub("refs") as folder:
-                    for ref, old in refs.items():
-                        now = folder.read_small(ref, 256) if folder.kind(ref) == "file" else None
-                        if now is None or now.decode("ascii", "replace").strip() != old:
-                            _set_ref(folder, ref, old)
-            if snapshot is not None and repo.kind("snapshots") == "dir":
-                with repo.sub("snapshots") as snaps:
-                    remove(snaps, snapshot)
-
-
-def _set_ref(refs: Folder, ref: str, sha: str | None) -> None:
-    """``refs/<ref>`` removed (``sha`` None) or replaced by a new file naming ``sha``; a link there is replaced,
-    never written through."""
-    if sha is None:
-        if refs.kind(ref) is not None:
-            os.unlink(ref, dir_fd=refs.fd)
-        return
-    tmp = f".{ref}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=refs.fd)
-    try:
-        os.write(fd, sha.encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.rename(tmp, ref, src_dir_fd=refs.fd, dst_dir_fd=refs.fd)
-    finally:
-        if refs.kind(tmp) is not None:
-            os.unlink(tmp, dir_fd=refs.fd)
-
-
 def _check(repo_id: str, sha: str, variant: str, refs: list[str], origin: str) -> None:
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(_REF.fullmatch(p) for p in parts):
@@ -168,6 +119,22 @@ def _check(repo_id: str, sha: str, variant: str, refs: list[str], origin: str) -
         raise ValueError(f"origin {origin!r} is not one of {', '.join(ORIGINS)}")
 
 
+def _prepare_ref(run: Folder, ref: str, sha: str, mode: int) -> str:
+    """The run's file ``ref-<ref>`` naming ``sha``, written once: ``place`` writes every ref's file before it
+    publishes a blob, so that a full disk stops it while nothing of it is in the cache yet."""
+    name = f"ref-{ref}"
+    if run.kind(name) == "file":
+        return name
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=run.fd)
+    try:
+        os.write(fd, sha.encode("ascii"))  # huggingface_hub writes refs without a newline
+        set_mode(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return name
+
+
 def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> str | None:
     """Point ``refs/<ref>`` at the commit when that damages nothing; else the note saying why it was left."""
     legacy_folder = repo_folder(p.root, p.repo_id, "model")
@@ -175,18 +142,17 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
     if legacy and legacy != p.sha:
         return (f"{p.repo_id}: refs/{ref} in {legacy_folder.name} names {legacy}, and kernels reads it first; left as "
                 f"it is: use revision='{p.sha}' or a lock file")
-    name = f"ref-{ref}"
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=run.fd)
-    try:
-        os.write(fd, p.sha.encode("ascii"))  # huggingface_hub writes refs without a newline
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    name = _prepare_ref(run, ref, p.sha, mode)
+    ident = identity(os.stat(name, dir_fd=run.fd, follow_symlinks=False))
+    made_refs = repo.kind("refs") is None
     with repo.sub("refs", create=True) as refs, repo.sub("snapshots") as snaps:
+        if made_refs:
+            p.made.append(Made("dir", "refs", identity(os.fstat(refs.fd))))
         for _ in range(3):
             try:
-                os.link(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd, follow_symlinks=False)  # only if absent
+                if _link_or_create(run, name, refs, ref, p.sha, mode):  # only if absent
+                    ident = identity(os.stat(ref, dir_fd=refs.fd, follow_symlinks=False))
+                p.made.append(Made("ref", ref, ident, sha=p.sha, old=None))
                 refs.fsync()
                 return None
             except FileExistsError:
@@ -201,9 +167,28 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
                 return (f"{p.repo_id}: refs/{ref} in {p.root} names {have or 'an unreadable commit'}, which "
                         f"kernel-factory did not write; left as it is: use revision='{p.sha}' or a lock file")
             os.rename(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd)  # a ref we wrote earlier: move it
+            p.made.append(Made("ref", ref, ident, sha=p.sha, old=have))
             refs.fsync()
             return None
     return f"{p.repo_id}: refs/{ref} in {p.root} keeps changing; left as it is"
+
+
+def _link_or_create(run: Folder, name: str, refs: Folder, ref: str, sha: str, mode: int) -> bool:
+    """``refs/<ref>`` made only where it is absent (FileExistsError otherwise): a hard link to the run's finished
+    file, or, where the file system makes no hard links (vfat, exFAT), a new file written in place; True then."""
+    try:
+        os.link(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd, follow_symlinks=False)
+        return False
+    except OSError as exc:
+        if exc.errno not in NOT_HERE:
+            raise
+    fd = os.open(ref, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=refs.fd)
+    try:
+        os.write(fd, sha.encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _precheck_refs(repo: Folder, refs: list[str]) -> None:
@@ -228,6 +213,7 @@ def place(
     refs: Iterable[str],
     origin: str,
     notes: list[str] | None = None,
+    made: list[Made] | None = None,
 ) -> Path:
     """Place ``source`` (a kernel's build variant folder) as ``<root>/kernels--org--name/snapshots/<sha>/build/
     <variant>``, every file checked against ``files`` (posix path relative to ``source`` -> sha256 hex), and
@@ -237,7 +223,9 @@ def place(
     Refuses (CacheRefused) a file of ``source`` that ``files`` does not list, one it lists that is missing, or
     bytes that differ; (CacheLink) a link anywhere in the cache where it would read or write; (CacheConflict)
     other bytes at this commit. A full or read-only cache raises Unreachable. In each case nothing of this call
-    is left in the cache. A ref that names another commit is left, with a line appended to ``notes``."""
+    is left in the cache but blobs it published (never taken back: another run may link to them meanwhile). A ref
+    that names another commit is left, with a line appended to ``notes``. ``made`` gets what this call put in
+    the cache (take_back undoes it: download's all or nothing)."""
     refs = list(refs)
     _check(repo_id, sha, variant, refs, origin)
     files = dict(files)
@@ -255,26 +243,96 @@ def place(
     p = Placing(root, repo_id, sha, variant, source, files, origin)
     name = repo_folder(root, repo_id).name
     try:
-        with Folder.root(root) as top, scratch_folder(top) as run:
-            made = [f for f in (name, f"{name}/snapshots", f"{name}/blobs") if top.kind(f) is None]
+        with Folder.root(root) as top:
+            if _satisfied(p, top, name, refs):
+                return repo_folder(root, repo_id) / "snapshots" / sha / "build" / variant  # nothing to write
             try:
-                with top.sub(name, create=True) as repo:
+                with scratch_folder(top) as run:
+                    _place_in(p, top, run, name, refs, notes)
+            except BaseException:
+                take_back(root, repo_id, p.made)  # exactly what this call made, by identity
+                raise
+            finally:
+                if made is not None:
+                    made.extend(p.made)
+    except OSError as exc:
+        raise _unusable(exc, root, p.published) from None
+    return repo_folder(root, repo_id) / "snapshots" / sha / "build" / variant
+
+
+def _place_in(p: Placing, top: Folder, run: Folder, name: str, refs: list[str], notes: list[str] | None) -> None:
+    if top.kind(name) is None:
+        os.mkdir(name, 0o777, dir_fd=top.fd)
+        p.made.append(Made("repo", name, identity(os.stat(name, dir_fd=top.fd, follow_symlinks=False))))
+    with top.sub(name) as repo:
+        _precheck_refs(repo, refs)
+        for sub in ("snapshots", "blobs"):
+            if repo.kind(sub) is None:
+                os.mkdir(sub, 0o777, dir_fd=repo.fd)
+                p.made.append(Made("dir", sub, identity(os.stat(sub, dir_fd=repo.fd, follow_symlinks=False))))
+        with repo.sub("snapshots") as snaps, repo.sub("blobs") as blobs:
+            mode = blob_mode(blobs)
+            for ref in refs:
+                _prepare_ref(run, ref, p.sha, mode | 0o200)
+            _place(p, run, snaps, blobs, mode, notes)
+        for ref in refs:
+            note = _write_ref(p, repo, run, ref, mode | 0o200)
+            if note and notes is not None:
+                notes.append(note)
+
+
+def _satisfied(p: Placing, top: Folder, name: str, refs: list[str]) -> bool:
+    """Whether the cache already holds this variant's checked bytes at this commit and every ref names it:
+    then nothing is written (a read-only cache that holds it is fine)."""
+    if top.kind(name) != "dir":
+        return False
+    with top.sub(name) as repo:
+        if repo.kind("snapshots") != "dir" or repo.kind("blobs") != "dir":
+            return False
+        with repo.sub("snapshots") as snaps, repo.sub("blobs") as blobs:
+            if p.judge(snaps, blobs) != "keep":
+                return False
+        if refs and repo.kind("refs") != "dir":
+            return False
+        for ref in refs:
+            if read_ref(p.root / name, ref) != p.sha:
+                return False
+            legacy = read_ref(repo_folder(p.root, p.repo_id, "model"), ref) if ref.startswith("v") else None
+            if legacy and legacy != p.sha:
+                return False  # the writer's note says why kernels would load another commit
+    return True
+
+
+def set_refs(root: Path, repo_id: str, sha: str, refs: Iterable[str], *, origin: str,
+             notes: list[str] | None = None, made: list[Made] | None = None) -> None:
+    """Point each of ``refs`` at ``sha``, whose snapshot is in the cache already, by the rules of ``place`` (a
+    ref naming a commit kernel-factory did not write is left, with a note); nothing is written where every ref
+    names ``sha`` already."""
+    refs = list(refs)
+    _check(repo_id, sha, "v", refs, origin)
+    repo_path = repo_folder(root, repo_id)
+    if all(read_ref(repo_path, ref) == sha for ref in refs):
+        return
+    p = Placing(root, repo_id, sha, "", Path(), {}, origin)
+    try:
+        with Folder.root(root) as top:
+            try:
+                with scratch_folder(top) as run, top.sub(repo_path.name) as repo:
                     _precheck_refs(repo, refs)
-                    with repo.sub("snapshots", create=True) as snaps, repo.sub("blobs", create=True) as blobs:
+                    with repo.sub("blobs") as blobs:
                         mode = blob_mode(blobs)
-                        _place(p, run, snaps, blobs, mode, notes)
                     for ref in refs:
                         note = _write_ref(p, repo, run, ref, mode | 0o200)
                         if note and notes is not None:
                             notes.append(note)
             except BaseException:
-                for folder in reversed(made):  # the folders this call made, if they are still empty
-                    with contextlib.suppress(OSError):
-                        os.rmdir(folder, dir_fd=top.fd)
+                take_back(root, repo_id, p.made)
                 raise
+            finally:
+                if made is not None:
+                    made.extend(p.made)
     except OSError as exc:
         raise _unusable(exc, root) from None
-    return repo_folder(root, repo_id) / "snapshots" / sha / "build" / variant
 
 
 class CacheUnusable(Unreachable):
@@ -286,34 +344,33 @@ class CacheUnusable(Unreachable):
         self.error = error
 
 
-def _unusable(exc: OSError, root: Path) -> Exception:
-    """A full, read-only or forbidden cache -> CacheUnusable (exit 4) in one line; any other OSError as it is."""
+def _unusable(exc: OSError, root: Path, published: int = 0) -> Exception:
+    """A full, read-only or forbidden cache -> CacheUnusable (exit 4) in one line, saying what stays (blobs this
+    call published: never taken back); any other OSError as it is."""
     if exc.errno not in UNUSABLE_ERRNOS:
         return exc
     text = exc.strerror or os.strerror(exc.errno or 0)
-    return CacheUnusable(f"the Hub cache {root}: {text} (nothing of this kernel was left there); free space or fix "
-                         "its permissions, or give another folder: --cache DIR or KERNELS_CACHE", exc)
+    left = ("nothing of this kernel was left there" if not published else
+            f"no snapshot or ref of this kernel was left there; the {published} checked blob"
+            f"{'s' if published != 1 else ''} it published stay in blobs/, unused")
+    return CacheUnusable(f"the Hub cache {root}: {text} ({left}); free space or fix its permissions, or give "
+                         "another folder: --cache DIR or KERNELS_CACHE", exc)
 
 
 def _place(p: Placing, run: Folder, snaps: Folder, blobs: Folder, mode: int, notes: list[str] | None) -> None:
     staged: set[str] | None = None
-    try:
-        for _ in range(3):
-            how = p.judge(snaps, blobs)
-            if how == "keep":
-                return
-            if staged is None:
-                staged = p.stage(run, blobs, mode)
-            if run.kind("tree") is not None:
-                remove(run, "tree")  # an earlier attempt's
-            p.tree(run, blobs, mode, with_marker=how == "new")
-            p.publish_blobs(run, blobs, staged)
-            if move_in(run, snaps, p, how, notes):
-                p.new_blobs.clear()  # referenced now
-                return
-            staged = {want for want in staged if run.kind(f"b-{want}") == "file"}
-        raise CacheConflict(f"{p.where} keeps changing while it is placed; left as it is: run again")
-    except BaseException:
-        p.withdraw_blobs(blobs)
-        raise
+    for _ in range(3):
+        how = p.judge(snaps, blobs)
+        if how == "keep":
+            return
+        if staged is None:
+            staged = p.stage(run, blobs, mode)
+        if run.kind("tree") is not None:
+            remove(run, "tree")  # an earlier attempt's
+        p.tree(run, blobs, mode, with_marker=how == "new", dmode=dir_mode(snaps, p, how))
+        p.publish_blobs(run, blobs, staged)
+        if move_in(run, snaps, p, how, notes):
+            return
+        staged = {want for want in staged if run.kind(f"b-{want}") == "file"}
+    raise CacheConflict(f"{p.where} keeps changing while it is placed; left as it is: run again")
 

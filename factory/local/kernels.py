@@ -22,7 +22,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +176,7 @@ def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
     """Installed distributions that carry kernel-factory's provenance file, first of each name, sorted by key."""
     seen: set[str] = set()
     found: list[InstalledKernel] = []
+    claimants: list[tuple[im.Distribution, str | None]] = []
     for dist in im.distributions(path=path) if path is not None else im.distributions():
         canon = canonicalize_name(dist.metadata["Name"] or "")
         if canon in seen:
@@ -186,6 +187,12 @@ def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
             continue
         prov, err = read_provenance(text)
         found.append(_kernel(dist, prov, err))
+        claimants.append((dist, _package(dist, prov or {})))
+    if found:  # a kernel's files listed by another distribution's RECORD too: that one may claim nothing
+        every = list(im.distributions(path=path) if path is not None else im.distributions())
+        for i, shared in enumerate(claims.shared_problems(claimants, every)):
+            if shared:
+                found[i] = replace(found[i], problems=(*found[i].problems, shared))
     return sorted(found, key=lambda k: (k.key, k.dist))
 
 

@@ -13,7 +13,9 @@ import csv
 import hashlib
 import io
 import json
+import unicodedata
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,8 @@ MAX_MEMBERS = 10_000  #: files in one wheel
 MAX_PROVENANCE = 64 * 1024  #: bytes of the provenance file (kernel_factory.json)
 MAX_RECORD = 8 * 1024 * 1024  #: bytes of the wheel's RECORD
 MAX_METADATA = 32 * 1024 * 1024  #: bytes of an older wheel's metadata.json, read for its digest (verify.metadata's cap)
+MAX_NAME_PART = 255  #: bytes (UTF-8) of one part of a member's path: a file system's NAME_MAX
+MAX_NAME = 1024  #: bytes (UTF-8) of a member's whole path
 _TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, inside it in the wheel
 
 
@@ -67,9 +71,54 @@ def unpack(wheel: Path, into: Path) -> tuple[dict[str, Any], Path, dict[str, str
     try:
         with zipfile.ZipFile(wheel) as zf:
             return _unpack_zip(zf, wheel.name, wheel.stat().st_size, into)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, zlib.error) as exc:
         raise Refused(f"{wheel.name} is not a readable zip file ({printable(str(exc), 200)}); republish the wheel"
                       ) from None
+
+
+def _key(path: str) -> str:
+    """One path as a case-insensitive, Unicode-normalising file system (APFS, NTFS, vfat) compares it: canonical
+    caseless matching (Unicode 15, D145: NFD, casefold, NFD)."""
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", path).casefold())
+
+
+def check_names(members: list[zipfile.ZipInfo], wheel: str) -> None:
+    """Refused unless the members can be unpacked one by one as a file system sees them: no name twice, none a
+    file where another puts a folder, none that a case-insensitive or Unicode-normalising file system takes for
+    another (``A.py``/``a.py``, NFC/NFD ``é``), no part longer than ``MAX_NAME_PART`` bytes (nor the name longer
+    than ``MAX_NAME``), none encrypted."""
+    files: dict[str, str] = {}  # key -> the member that is that file
+    folders: dict[str, str] = {}  # key -> the first member inside that folder
+    for info in members:
+        shown = printable(info.filename, 200)
+        encoded = info.filename.encode("utf-8", "surrogateescape")
+        if len(encoded) > MAX_NAME or any(len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_PART
+                                          for p in info.filename.split("/")):
+            raise Refused(f"{wheel}: member '{shown}' has a name longer than a file system takes ({MAX_NAME_PART} "
+                          f"bytes a part, {MAX_NAME} in all); nothing was installed: rebuild the wheel")
+        if info.flag_bits & 0x1:
+            raise Refused(f"{wheel}: member '{shown}' is encrypted; nothing was installed: rebuild the wheel")
+        key = _key(info.filename)
+        same = files.get(key) if key in files else folders.get(key)
+        if same is not None:
+            why = (f"member '{shown}' appears twice" if same == info.filename else
+                   f"member '{shown}' is a file where '{printable(same, 200)}' needs a folder" if key in folders else
+                   f"members '{shown}' and '{printable(same, 200)}' are one file on a case-insensitive or "
+                   "Unicode-normalising file system")
+            raise Refused(f"{wheel}: {why}; nothing was installed: rebuild the wheel")
+        files[key] = info.filename
+        parts = info.filename.split("/")
+        for end in range(1, len(parts)):
+            spelt = "/".join(parts[:end])
+            folder = _key(spelt)
+            if folder in files:
+                raise Refused(f"{wheel}: member '{shown}' needs a folder where '{printable(files[folder], 200)}' "
+                              "is a file; nothing was installed: rebuild the wheel")
+            other = folders.setdefault(folder, info.filename)
+            if not other.startswith(spelt + "/"):
+                raise Refused(f"{wheel}: members '{shown}' and '{printable(other, 200)}' are in one folder on a "
+                              "case-insensitive or Unicode-normalising file system, in two here; nothing was "
+                              "installed: rebuild the wheel")
 
 
 def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
@@ -91,6 +140,7 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
     if root is None:
         raise Refused(f"{name}: its {PROVENANCE} names no package; rebuild it with kernel-factory")
     members = [i for i in infos if not i.is_dir() and i.filename.startswith(root + "/")]
+    check_names(members, name)
     total = sum(i.file_size for i in members)
     limit = min(MAX_UNPACKED, max(MAX_RATIO * wheel_size, _CHUNK))
     if total > limit:

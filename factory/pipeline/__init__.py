@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections.abc import Callable
@@ -17,15 +16,15 @@ from ..errors import (
     EXIT_BUG,
     EXIT_OK,
     BadKernel,
-    FactoryError,
     Refused,
     UsageError,
     output_folder,
     worst,
 )
 from ..plan import Job, Plan, check_options, make_plan, misversioned_lines, plan_lines
+from ..plan.withhold import store_statuses
 from ..record import Record
-from ..store import open_store
+from ..store import load_records, open_store
 from ..store.pool import worker_pool
 from . import flow
 from .flow import Fetched
@@ -75,50 +74,22 @@ def execute(
     scratch: Path | None = None,
     uploads: int = 0,
     sizes: dict[tuple[str, str, str], int] | None = None,
+    started: Callable[[], None] = lambda: None,
 ) -> list[Outcome]:
     """Build every job, handing each finished wheel to ``deliver``: fetch workers run ahead of ``opts.jobs``
-    conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here. ``deliver``
-    runs in this process: on the main thread, or with ``uploads`` on that many threads (a remote store's
-    uploads overlap the next conversions; ``deliver`` must then be thread-safe). ``sizes``: each job's bytes to
-    fetch (by its key, from ``check_space``), which stagger two fetches from a Hub (``halfway``)."""
-    outcomes: list[Outcome] = []
-    lock = threading.Lock()
-
-    def record(outcome: Outcome) -> None:
-        with lock:
-            outcomes.append(outcome)
-            progress(outcome)
-
-    def handed(job: Job, result: Built) -> Outcome:
-        try:
-            deliver(job, *result)
-            return Outcome(job, record=result[2])
-        except (FactoryError, OSError) as exc:  # the store full, read-only, unreachable or refusing the wheel
-            return failure(job, exc)
-
-    def in_background(job: Job, result: Built) -> None:
-        try:
-            outcome = handed(job, result)
-        except Exception as exc:  # a bug: its job fails with the traceback, as in a worker
-            outcome = failure(job, exc)
-        record(outcome)
-
-    background = flow.Background(uploads) if uploads > 0 else None
-
-    def finish(job: Job, result: Built | Outcome) -> None:
-        if isinstance(result, Outcome):
-            record(result)
-        elif background is None:
-            record(handed(job, result))
-        else:
-            background.submit(functools.partial(in_background, job, result))
-
+    conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here. What becomes of
+    each job as it ends is ``flow.Finisher``'s: ``deliver`` runs in this process, on the main thread or with
+    ``uploads`` on that many threads; ``progress`` is told each outcome. ``sizes``: each job's bytes to
+    fetch (by its key, from ``check_space``), which stagger two fetches from a Hub (``halfway``). ``started``
+    runs once the workers are forked (the progress bar's threads: no thread of ours runs at a fork)."""
+    finish = flow.Finisher(deliver, progress, uploads)
     converters, fetchers = flow.lanes(opts.jobs, len(jobs))
     try:
         if fetchers == 0:
+            started()
             for job in jobs:
                 finish(job, run_here(job, opts, work, scratch))
-            return outcomes
+            return finish.outcomes
         into = scratch if scratch is not None else work
         worker_imports()
         # One pool, forked at once: the flow never runs more fetches or conversions than it has workers for
@@ -126,25 +97,29 @@ def execute(
         with worker_pool(converters + fetchers) as pool:
 
             def fetch(job: Job) -> Future[Fetched | Built | Outcome]:
-                return pool.submit(fetch_task, job, opts, into)
+                future: Future[Fetched | Built | Outcome] = pool.submit(fetch_task, job, opts, into)
+                started()  # the first task forked every worker (a "fork" pool starts them all at once)
+                return future
 
             def convert(job: Job, fetched: Fetched) -> Future[Built | Outcome]:
                 return pool.submit(convert_task, job, opts, work, fetched)
 
             flow.pipelined(jobs, fetch, convert, finish, converters, fetchers, halfway(opts, sizes or {}))
     finally:
-        if background is not None:
-            background.close()
-    return outcomes
+        finish.close()
+    return finish.outcomes
+
+
+SMALL_VARIANT = 20 << 20  # bytes: a variant under this starts the next fetch at once (``halfway``)
 
 
 def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[Job], bool]:
-    """Whether a job's running fetch has half its bytes: its source's partial downloads (huggingface_hub's
-    ``*.incomplete``) hold half the job's known size. True for a source that downloads nothing (a local folder,
-    a git checkout: no link to share), a job of unknown size, or one under two of huggingface_hub's writes
-    (``DOWNLOAD_CHUNK_SIZE``, 10 MB: its partial file grows in those steps, so a smaller variant cannot show
-    its halfway point; its conversion is short, so ending beside another costs little). False while the fetch
-    has no partial file yet (asking the Hub) or after its files are complete (it ends soon)."""
+    """Whether a job's running fetch has half its bytes: its source's partial downloads (``*.incomplete``) hold
+    half the job's known size. True for a source that downloads nothing (a local folder, a git checkout: no link
+    to share), a job of unknown size, or one under ``SMALL_VARIANT`` bytes (a download library writes its partial
+    file in steps of megabytes, so a small variant may not show its halfway point; its conversion is short, so
+    ending beside another costs little). False while the fetch has no partial file yet (asking the Hub) or after
+    its files are complete (it ends soon)."""
     from .progress import incomplete_bytes
 
     def check(job: Job) -> bool:
@@ -152,9 +127,7 @@ def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[
         size = sizes.get(job.key, 0)
         if not folders:
             return True
-        from huggingface_hub import constants
-
-        return size < 2 * constants.DOWNLOAD_CHUNK_SIZE or 2 * incomplete_bytes(folders) >= size
+        return size < SMALL_VARIANT or 2 * incomplete_bytes(folders) >= size
 
     return check
 
@@ -167,7 +140,8 @@ def _describe(outcome: Outcome) -> tuple[str, int]:
 
 
 def _progress(jobs: list[Job], opts: Options, work: Path, scratch: Path | None,
-              sizes: dict[tuple[str, str, str], int]) -> tuple[Callable[[Outcome], None], Callable[[], None]]:
+              sizes: dict[tuple[str, str, str], int]
+              ) -> tuple[Callable[[], None], Callable[[Outcome], None], Callable[[], None]]:
     """A bar with the bytes fetched and written on a terminal (tqdm; pipeline/progress.py); one line per wheel
     in logs; nothing with -q."""
     from . import progress
@@ -280,10 +254,11 @@ def _put_notices(opts: Options) -> None:
 
 def run_plan(args: PlanArgs) -> int:
     opts = load_options(args)
-    store = open_store(opts.store)
-    records = store.records()
-    _warn_damaged(store.damaged)
-    plan = make_plan(opts, records, _shard(args.shard))
+    store = open_store(opts.store)  # read only: plan puts nothing (and names the put args build would refuse)
+    damaged: list[str] = []
+    records = load_records(store, damaged, readonly=True)
+    _warn_damaged(damaged)
+    plan = make_plan(opts, records, _shard(args.shard), statuses=store_statuses(store, records))
     _warn_damaged(misversioned_lines(plan))
     _put_notices(opts)
     if args.json:
@@ -305,9 +280,11 @@ def run_build(args: BuildArgs) -> int:
             early = make_plan(opts, [], shard)
     store = open_store(opts.store, opts)
     with store.lock():
-        records = store.records()
-        _warn_damaged(store.damaged)  # their jobs count as not built: the build makes their records again
-        plan = early if early is not None and not records else make_plan(opts, records, shard)
+        damaged: list[str] = []
+        records = load_records(store, damaged, readonly=True)
+        _warn_damaged(damaged)  # their jobs count as not built: the build makes their records again
+        plan = early if early is not None and not records else \
+            make_plan(opts, records, shard, statuses=store_statuses(store, records))
         use_sources(plan)
         for line in plan_lines(plan):
             report.info(line, stderr=True)
@@ -337,10 +314,11 @@ def run_build(args: BuildArgs) -> int:
             if plan.todo:
                 with space.scratch_dir(opts.scratch) as scratch:
                     sizes = check_space(plan.todo, opts, Path(work))
-                    tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
+                    start, tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
                     try:
                         outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch),
-                                           uploads=flow.UPLOADS if opts.store.scheme == "s3" else 0, sizes=sizes)
+                                           uploads=flow.UPLOADS if opts.store.scheme == "s3" else 0, sizes=sizes,
+                                           started=start)
                     finally:
                         close()
     _summarise(outcomes, plan, args.json, args.debug)
@@ -381,9 +359,10 @@ def run_to_wheel(args: ToWheelArgs) -> int:
     if plan.todo:
         with space.scratch_dir(str(out), prefix=".tmp-work-") as work, space.scratch_dir(opts.scratch) as scratch:
             sizes = check_space(plan.todo, opts, out)
-            tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
+            start, tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
             try:
-                outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch), sizes=sizes)
+                outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch), sizes=sizes,
+                                   started=start)
             finally:
                 close()
     wheels = [str(out / o.record.filename) for o in outcomes if o.record is not None]

@@ -25,6 +25,7 @@ scratch folder is removed with everything in it (pipeline/__init__.py).
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 from collections import deque
@@ -32,7 +33,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ..plan import Job
+    from .jobs import Built, Outcome
 
 FETCHERS = 2  # downloads at once: two keep a link busy between files; more split the same link
 UPLOADS = 4  # wheels handed to an s3:// store at once, while the next ones are fetched and converted
@@ -144,3 +149,57 @@ class Background:
     def close(self) -> None:
         """Wait for the tasks handed over (an upload in flight ends whole, even after Ctrl-C)."""
         self._pool.shutdown(wait=True)
+
+
+class Finisher:
+    """What becomes of each job as it ends (``pipelined``'s ``finish``): a job that failed is told at once; a
+    wheel goes to ``deliver`` here, or with ``uploads`` on that many threads (``Background``: a remote store's
+    uploads overlap the next conversions; ``deliver`` must then be thread-safe). A delivery that fails (the store
+    full, read-only, unreachable or refusing the wheel) is its job's failure; any other exception there is a bug,
+    with its traceback, as in a worker. ``outcomes``: every job's, in the order they were told to ``tell``."""
+
+    def __init__(self, deliver: Callable[[Job, Path, bytes, Any], None], tell: Callable[[Outcome], None],
+                 uploads: int = 0) -> None:  # fmt: skip
+        self.outcomes: list[Outcome] = []
+        self._deliver, self._tell = deliver, tell
+        self._lock = threading.Lock()
+        self._background = Background(uploads) if uploads > 0 else None
+
+    def __call__(self, job: Job, result: Built | Outcome) -> None:
+        from .jobs import Outcome
+
+        if isinstance(result, Outcome):
+            self._record(result)
+        elif self._background is None:
+            self._record(self._handed(job, result))
+        else:
+            self._background.submit(functools.partial(self._in_background, job, result))
+
+    def close(self) -> None:
+        """Wait for the deliveries handed to threads (an upload in flight ends whole, even after Ctrl-C)."""
+        if self._background is not None:
+            self._background.close()
+
+    def _record(self, outcome: Outcome) -> None:
+        with self._lock:
+            self.outcomes.append(outcome)
+            self._tell(outcome)
+
+    def _handed(self, job: Job, result: Built) -> Outcome:
+        from ..errors import FactoryError
+        from .jobs import Outcome, failure
+
+        try:
+            self._deliver(job, *result)
+            return Outcome(job, record=result[2])
+        except (FactoryError, OSError) as exc:
+            return failure(job, exc)
+
+    def _in_background(self, job: Job, result: Built) -> None:
+        from .jobs import failure
+
+        try:
+            outcome = self._handed(job, result)
+        except Exception as exc:  # a bug: its job fails with the traceback, as in a worker
+            outcome = failure(job, exc)
+        self._record(outcome)

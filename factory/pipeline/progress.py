@@ -63,14 +63,6 @@ def incomplete_bytes(folders: Iterable[Path]) -> int:
     return total
 
 
-def size_text(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return f"{n} B"  # not reached
-
-
 class Bytes:
     """The bytes fetched and written: those of finished items, plus what the folders hold for items in flight."""
 
@@ -88,7 +80,7 @@ class Bytes:
         if self.scratch is not None:
             fetched += folder_bytes(self.scratch)
         written = self.written_done + folder_bytes(self.work)
-        return f"fetched {size_text(fetched)}, wheels written {size_text(written)}"
+        return f"fetched {report.size(fetched)}, wheels written {report.size(written)}"
 
 
 class Poller:
@@ -111,35 +103,44 @@ class Poller:
 
 
 def progress(total: int, count: Bytes, sizes: Callable[[Any], int], describe: Callable[[Any], tuple[str, int]],
-             stream: Any = None) -> tuple[Callable[[Any], None], Callable[[], None]]:
-    """(tell, close): ``tell(outcome)`` after each item, ``close()`` once all are done (or the run is stopped).
+             stream: Any = None) -> tuple[Callable[[], None], Callable[[Any], None], Callable[[], None]]:
+    """(start, tell, close): ``start()`` once the worker pool has forked (the bar's threads, this poller's and
+    tqdm's monitor, must not run at a fork: docs/architecture.md), ``tell(outcome)`` after each item,
+    ``close()`` once all are done (or the run is stopped).
 
     ``sizes(job)``: the bytes a job fetches (0 where not known); ``describe(outcome)``: (its line, its wheel's
     bytes, 0 for a failed item)."""
     stream = sys.stderr if stream is None else stream
     if report.quiet():
-        return (lambda outcome: None), (lambda: None)
+        return (lambda: None), (lambda outcome: None), (lambda: None)
     done = [0]
     if not stream.isatty():
         def log(outcome: Any) -> None:
             done[0] += 1
             report.progress(f"[{done[0]}/{total}] {describe(outcome)[0]}")
 
-        return log, (lambda: None)
-    from tqdm import tqdm
+        return (lambda: None), log, (lambda: None)
+    shown: list[tuple[Any, Poller]] = []  # the bar and its poller, once started
 
-    bar = tqdm(total=total, unit="wheel", desc="building", file=stream, dynamic_ncols=True)
-    poller = Poller(bar, count)
+    def start() -> None:
+        if not shown:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="wheel", desc="building", file=stream, dynamic_ncols=True)
+            shown.append((bar, Poller(bar, count)))
 
     def tell(outcome: Any) -> None:
+        start()
+        bar = shown[0][0]
         line, written = describe(outcome)
         count.finished(sizes(outcome.job), written)
         bar.write(line, file=stream)
         bar.update(1)
 
     def close() -> None:
-        if not poller.done.is_set():
+        if shown and not shown[0][1].done.is_set():
+            bar, poller = shown[0]
             poller.stop()
             bar.close()
 
-    return tell, close
+    return start, tell, close

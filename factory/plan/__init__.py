@@ -309,7 +309,9 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     (by default read from ``opts.store`` when records are given: see withhold.store_statuses)."""
     records = list(records)
     if statuses is None:
-        statuses = store_statuses(opts.store, records)
+        from ..store import open_store
+
+        statuses = store_statuses(open_store(opts.store), records) if records else {}
     projects = projects_by_source(records)
     withheld: dict[str, Withheld] = {}
     deprecated: set[str] = set()

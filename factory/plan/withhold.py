@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 
-from ..config import Location
 from ..record import Record
+from ..store import Store
 from ..store.status import Status, read_statuses
-from ..store.storefiles import store_files
 
 CLOSED = ("archived", "quarantined")  # PEP 792: the index takes no new files for these
 
@@ -30,11 +29,11 @@ class Withheld:
     jobs: int
 
 
-def store_statuses(store: Location, records: list[Record]) -> dict[str, Status]:
+def store_statuses(store: Store, records: list[Record]) -> dict[str, Status]:
     """The statuses ``store`` keeps, read when the plan was given its records (``build`` and ``plan``; ``to-wheel``
     plans against no store and reads none). A status is only set on a project the store holds, so a store with
     no records has none that matter."""
-    return read_statuses(store_files(store)) if records else {}
+    return read_statuses(store) if records else {}
 
 
 def projects_by_source(records: Iterable[Record]) -> dict[str, set[str]]:

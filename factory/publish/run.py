@@ -169,10 +169,6 @@ def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
     return [p for p in [wheels, metadata, other_files, *page_phases] if p]
 
 
-def _size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
 @dataclass
 class Summary:
     """What a publish did (or, in a dry run, would do); file paths relative to the root."""
@@ -280,9 +276,9 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
                 summary.uploaded_bytes += f.size
                 verb = "upload" if state == "new" else "replace"
                 if dry_run:
-                    out(f"would {verb} {f.rel} ({_size(f.size)})")
+                    out(f"would {verb} {f.rel} ({report.megabytes(f.size)})")
                 else:
-                    out(f"{'uploaded' if state == 'new' else 'replaced'} {f.rel} ({_size(f.size)})")
+                    out(f"{'uploaded' if state == 'new' else 'replaced'} {f.rel} ({report.megabytes(f.size)})")
 
         for phase in phases(files):
             _run_all(one, phase, dest.workers)
@@ -343,10 +339,10 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
     finally:
         dest.close()
     if dry_run:
-        report.result(f"would upload {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
+        report.result(f"would upload {summary.uploaded} files ({report.megabytes(summary.uploaded_bytes)}), "
                       f"{summary.skipped} already there")
     else:
-        report.result(f"uploaded {summary.uploaded} files ({_size(summary.uploaded_bytes)}), "
+        report.result(f"uploaded {summary.uploaded} files ({report.megabytes(summary.uploaded_bytes)}), "
                       f"skipped {summary.skipped} unchanged")
     if summary.removed:
         report.result(f"{'would remove' if dry_run else 'removed'} {len(summary.removed)} withdrawn file(s)")

@@ -7,7 +7,6 @@ for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,46 +20,34 @@ if TYPE_CHECKING:
 
     from .catalog import Catalog, Synced
 
+MAX_BYTES = 1 << 20  # a small file of files/ that yank, status and prune read: a record is 1-3 KB
+
 
 class Store(Protocol):
-    """Where wheels and records live: a local folder (local.py) or S3 (s3.py).
+    """Where wheels and records live: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py), opened once per
+    command with its options (``open_store``). Every command reads the records one way, through the store's
+    catalog (``load_records``; the index: ``open_catalog`` and ``sync``); ``files/`` is read and written through
+    the file methods; adoption and ``--repair`` need a ``folder``."""
 
-    ``records()`` lists the valid records whose wheel is there (check.py checks each one) and leaves in
-    ``damaged`` one line per record it skipped: damaged, invalid, or without its wheel.
-    """
-
-    damaged: list[str]
-
-    def records(self) -> list[Record]: ...
-
-    def put(self, wheel: Path, metadata: bytes, record: Record) -> None: ...
-
-    def lock(self) -> AbstractContextManager[None]:
-        """One writer at a time: a local folder's lock file (lock.py); S3 needs none (shards write distinct keys)."""
-        ...
-
-    def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
-        """A temporary folder for wheels on their way in: on the store's own file system where it has one (so
-        they move in by rename, hidden from listings), else in ``scratch`` (None: TMPDIR)."""
-        ...
-
-    def index_lock(self, adopting: bool = False) -> AbstractContextManager[None]:
-        """What ``index`` holds: the store lock, where the store can be written (a read-only one has no writer to
-        wait for); UsageError where there is no store and nothing to adopt into one."""
-        ...
-
-    # The index's view of the store: one flow over this for every backend (index/command.py).
     display: str  # the store, for messages
-    FIX_CHANGED: str  # what to do about a wheel that differs from its record
-    HASH_ON_NEW_RECORD: bool  # a wheel whose record changed is hashed again (store/filecheck.py)
-    FIX_METADATA: str  # ... about a missing .metadata that its wheel cannot give again
+    folder: Path | None  # a local store's folder (adoption and --repair work in it); None on S3
 
-    def open_catalog(self, adopting: bool = False) -> Catalog:
-        """The store's catalog of records (catalog.py): a cache, rebuilt where it is missing or damaged."""
+    # -- the files of files/
+    def file_url(self, name: str) -> str:
+        """Where ``files/<name>`` is, for messages."""
         ...
 
-    def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
-        """Bring ``catalog`` up to date with the store, reading only the records that changed (``rescan``: all)."""
+    def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
+        """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link), or None when there is none."""
+        ...
+
+    def write(self, name: str, data: bytes) -> None:
+        """Write ``files/<name>`` whole (renamed into place; on S3 one PUT with the store's put options);
+        Unreachable, saying why, where it cannot be written."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Delete ``files/<name>`` (a link itself, never what it points to); whether it was there."""
         ...
 
     def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
@@ -68,38 +55,44 @@ class Store(Protocol):
         None where there is none."""
         ...
 
-    def has_file(self, name: str) -> bool: ...
-
-    def sha256_of(self, name: str) -> str: ...
+    def sha256_of(self, name: str) -> str:
+        """A file's sha256, streamed; Unreachable where it cannot be read."""
+        ...
 
     def wheel_metadata(self, name: str) -> bytes:
         """A wheel's METADATA; Refused or Unreachable where it cannot be read."""
         ...
 
-    def write_file(self, name: str, data: bytes) -> None:
-        """Write a file of files/; Unreachable, saying why, where it cannot be."""
+    def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
+        """Store a wheel: the wheel, then its .metadata, then its record (a listed record always has its wheel)."""
         ...
 
-    def file_url(self, name: str) -> str: ...
-
-    def repair(self, name: str) -> tuple[str, Record]:
-        """``index --repair`` of one wheel: (its new record's key, the record); Refused where it is no wheel."""
+    # -- the records, through the catalog (catalog.py)
+    def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
+        """The store's catalog of records (catalog.py): a cache, rebuilt where it is missing or damaged;
+        ``readonly``: a copy that is never written back (a reader's: plan and build)."""
         ...
 
-    def repair_records(self) -> tuple[list[str], list[str]]:
-        """``index --repair``: every damaged or missing record made again; (repaired, refused) wheel names."""
-        ...
-
-    def adopt(self, paths: list[str], refuse: Collection[str], known: dict[str, Any]) -> Any:
-        """``index --wheels``: copy wheels in with their records (adopt.py); an AdoptResult."""
+    def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
+        """Bring ``catalog`` up to date with the store, reading only the records that changed (``rescan``: all)."""
         ...
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
-        """Keep what the run leaves in the catalog (an S3 store puts a changed one back)."""
+        """Keep what the run leaves in the catalog (an S3 store puts a changed one back: Unreachable if refused)."""
         ...
 
     def forget_listing(self, catalog: Catalog) -> None:
         """List the store again next run."""
+        ...
+
+    # -- the run around it
+    def lock(self) -> AbstractContextManager[None]:
+        """One writer at a time: a local folder's lock file (lock.py); S3 needs none (shards write distinct keys)."""
+        ...
+
+    def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
+        """A temporary folder for wheels on their way in: on the store's own file system where it has one (so
+        they move in by rename, hidden from listings), else in ``scratch`` (None: TMPDIR)."""
         ...
 
     def mark_index(self, out: Path) -> None:
@@ -125,26 +118,33 @@ def open_store(location: Location | str | Path, options: Any = None, *, lock_wai
     return S3Store(loc.display, put=DEFAULT_PUT if options is None else PutOptions.from_options(options))
 
 
+def opened(store: Store | Location | str | Path) -> Store:
+    """``store`` itself where it is an open store, else the store at that location (default put options)."""
+    return open_store(store) if isinstance(store, (Location, str, Path)) else store
+
+
 def load_records(
-    store: Location | str | Path, damaged: list[str] | None = None, rescan: bool = False
+    store: Store | Location | str | Path, damaged: list[str] | None = None, rescan: bool = False,
+    readonly: bool = False,
 ) -> list[Record]:
-    """Every valid record of a store, through its catalog (read-only: an s3:// store's is not put back), sorted
-    by file name; each record left out adds one line to ``damaged``; ``rescan``: see ``Store.sync``."""
+    """Every valid record of a store, through its catalog (an s3:// store's is not put back; a local one's file is
+    kept up to date, unless ``readonly``: plan and build, whose no-op run writes nothing), sorted by file name;
+    each record left out adds one line to ``damaged``; ``rescan``: see ``Store.sync``."""
     from .. import report
     from .catalog import rebuilt, sqlite_problem
 
-    opened = open_store(store)
+    opened_store = opened(store)
     try:
-        catalog = opened.open_catalog()
+        catalog = opened_store.open_catalog(readonly=readonly)
     except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
-        raise sqlite_problem(opened.display, exc) from None
+        raise sqlite_problem(opened_store.display, exc) from None
     lines: list[str] = []
     try:
         if catalog.note is not None:
             report.warn(catalog.note)
 
         def attempt(again: bool) -> list[Record]:
-            lines[:] = [line for _wheel, line in opened.sync(catalog, rescan or again).errors]
+            lines[:] = [line for _wheel, line in opened_store.sync(catalog, rescan or again).errors]
             return catalog.records()
 
         records = rebuilt(catalog, attempt, report.warn)

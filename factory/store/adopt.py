@@ -37,8 +37,8 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from .. import report
-from ..atomic import Batch, DigestMismatch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
-from ..errors import Refused
+from ..atomic import Batch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
+from ..errors import DigestMismatch, Refused
 from ..libc import sync_fs
 from ..record import FILES, VARIANT_ROOT, Record, read_provenance
 from . import check as record_check

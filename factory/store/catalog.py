@@ -212,6 +212,28 @@ class Catalog:
         self.changed = True
         return db
 
+    @classmethod
+    def copy_of(cls, path: Path) -> Catalog:
+        """An in-memory copy of the catalog file at ``path``, for a reader that keeps nothing (plan and build:
+        ``load_records(readonly=True)``): brought up to date with the store here, the file left as it is. Empty
+        where there is no file, or one that cannot be read or is not a catalog of this schema."""
+        catalog = cls(":memory:")
+        try:
+            src = sqlite3.connect(f"{Path(os.path.abspath(path)).as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return catalog
+        try:
+            src.backup(catalog.db)
+            schema = catalog.db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            valid = _master(catalog.db) == _expected_master() and schema is not None and schema[0] == SCHEMA
+        except sqlite3.Error:
+            valid = False
+        finally:
+            src.close()
+        if not valid:
+            catalog.reset()
+        return catalog
+
     def reset(self) -> None:
         """Start again from an empty catalog (a row failed its check: CatalogDamaged)."""
         self.db.close()
@@ -244,6 +266,20 @@ class Catalog:
         if self._keys is None:
             self._keys = dict(self.db.execute("SELECT filename, key FROM records"))
         return self._keys
+
+    def project_names(self) -> list[str]:
+        """Every project, in name order."""
+        return [str(name) for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
+
+    def reader(self) -> Catalog:
+        """Another connection to this catalog's file, read-only (a render worker's, forked after the file was
+        checked and brought up to date here): it shares the rows this one has checked."""
+        other = object.__new__(Catalog)
+        other.path, other.scratch, other.note, other.changed = self.path, None, None, False
+        other._keys, other._checked = None, self._checked
+        other.db = sqlite3.connect(f"{Path(os.path.abspath(self.path)).as_uri()}?mode=ro", uri=True,
+                                   isolation_level=None)  # fmt: skip
+        return other
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM records").fetchone()[0])

@@ -251,6 +251,14 @@ def _label_problem(label: str | None, variant: str | None, version: str, known_v
     return variant_problem(variant, label)
 
 
+def load_variant_parser() -> None:
+    """Import kernels' variant parser now (~0.3 s of CPU), e.g. while workers check records' shapes."""
+    try:
+        variants.parse("torch-universal")
+    except UnknownVariant:
+        pass
+
+
 def variant_problem(variant: str, label: str | None) -> str:
     """What is wrong with a record's variant by kernels' parser, given its label ("" if nothing): the part of
     a record's check that ``known_variants=False`` leaves out."""

@@ -26,9 +26,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Refused, Unreachable
+from ..record import FILES
 from .catalog import Catalog, Synced
 
 if TYPE_CHECKING:
@@ -65,10 +67,28 @@ def _changed(where: str, name: str, what: str, fix: str) -> str:
     )
 
 
+# What to do about a wheel that differs from its record, and about a missing .metadata its wheel cannot give again:
+# in a local folder (which ``--repair`` records as it is), and on S3.
+FIX_CHANGED = {True: "run `kernel-factory index --repair` to record this wheel as it is",
+               False: "delete the wheel and its record and run `kernel-factory build` again"}
+FIX_METADATA = {True: "run `kernel-factory index --repair`", False: "build the wheel again"}
+
+
+def _repair(folder: Path, name: str) -> tuple[str, Any]:
+    """Record the wheel as it is now (``index --repair``): (its record's catalog key, the record); Refused where it
+    is not a valid wheel."""
+    from .adopt import repair
+    from .catalog import record_key
+
+    record = repair(folder, name)
+    return record_key((folder / FILES / f"{name}.json").stat()), record
+
+
 def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = False) -> FileCheck:
     """Compare every record in ``catalog`` with its wheel and ``.metadata`` in ``store``; ``synced``: what the
     store's ``sync`` of this run found (its listing of files/, or None)."""
     found = FileCheck()
+    local = store.folder is not None  # a local record written again: its wheel is hashed again (S3: a new ETag)
     names = synced.names
     saved = catalog.meta(STATS)
     stats: dict[str, str] = json.loads(saved) if saved else {}
@@ -80,7 +100,7 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
         got = store.wheel_stat(name)
         if got is None:
             continue
-        key = f"{got[1]}/{row_key}" if store.HASH_ON_NEW_RECORD else got[1]
+        key = f"{got[1]}/{row_key}" if local else got[1]
         if stats.get(name) == key and (names is None or f"{name}.metadata" in names):
             seen[name] = key  # the wheel and the record the last check compared (and its .metadata is there)
         else:
@@ -103,9 +123,9 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
         elif before is not None and before not in (key, f"?{key}") and store.sha256_of(name) != sha256:
             bad = "its sha256 differs from its record's"
         if bad is not None:
-            if repair:
+            if repair and store.folder is not None:
                 try:
-                    record_key, record = store.repair(name)
+                    record_key, record = _repair(store.folder, name)
                 except Refused as exc:
                     found.errors.append(f"{store.file_url(name)}: differs from its record and cannot be recorded "
                                         f"again: {exc}")  # fmt: skip
@@ -117,13 +137,13 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
                     seen[name] = f"{got[1] if got else ''}/{record_key}"  # the wheel as its new record has it
                     continue
             else:
-                found.errors.append(_changed(store.file_url(name), name, bad, store.FIX_CHANGED))
+                found.errors.append(_changed(store.file_url(name), name, bad, FIX_CHANGED[local]))
             drop.append(name)
             seen[name] = f"!{key}"  # never its key: checked (hashed) again next run, not taken at first sight
             continue
         seen[name] = key
         meta = f"{name}.metadata"
-        missing = metadata_sha256 and not (meta in names if names is not None else store.has_file(meta))
+        missing = metadata_sha256 and not (meta in names if names is not None else store.wheel_stat(meta))
         if missing and not _put_metadata(store, name, metadata_sha256, found):  # type: ignore[arg-type]
             seen[name] = f"?{key}"  # compared, but its .metadata is missing: looked at again next run
     if drop or redo:
@@ -146,10 +166,10 @@ def _put_metadata(store: Store, name: str, metadata_sha256: str, found: FileChec
         return False
     if hashlib.sha256(metadata).hexdigest() != metadata_sha256:
         found.errors.append(f"{where} is missing, and the wheel's METADATA is not the one its record names; "
-                            f"{store.FIX_METADATA}")  # fmt: skip
+                            f"{FIX_METADATA[store.folder is not None]}")  # fmt: skip
         return False
     try:
-        store.write_file(f"{name}.metadata", metadata)
+        store.write(f"{name}.metadata", metadata)
     except Unreachable as exc:
         found.errors.append(f"{where} is missing (pip gets a 404 for it); {exc}")
         return False

@@ -9,26 +9,29 @@ its listing (``FILES_STATE``): then nothing is listed.
 
 from __future__ import annotations
 
-import contextlib
 import errno
+import operator
 import os
 import stat
 import tempfile
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ..atomic import LinkRefused, copy_file, file_digest, real_folder, refuse_link, write_bytes
+from ..atomic import LinkRefused, copy_file, file_digest, open_nofollow, real_folder, refuse_link, write_bytes
 from ..config import DEFAULT_LOCK_WAIT_S
-from ..errors import Unreachable, UsageError, unusable
+from ..errors import Unreachable, unusable
 from ..record import FILES, Record
-from . import check
+from . import MAX_BYTES, check
 from .catalog import CATALOG_FILE, Catalog, Got, Synced, record_key, sync, text_of
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
+PARALLEL_READ = 5000  # records read in one sync from which batches are read and checked in worker processes
+MAX_WORKERS = 16
+Read = tuple[str, "Record | None", "str | None", "str | None"]  # wheel, its record, its file's text, why not
 FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 
 
@@ -54,11 +57,12 @@ def folder_state(folder: Path) -> str | None:
     return stat_state(st)
 
 
-def local_catalog(root: Path) -> Catalog:
-    """The catalog file of a local store folder; in memory where the store cannot be written (read-only)."""
+def local_catalog(root: Path, readonly: bool = False) -> Catalog:
+    """The catalog file of a local store folder; in memory where the store cannot be written (read-only), and
+    ``readonly``: an in-memory copy of the file (``Catalog.copy_of``), which is never written."""
     files = root / FILES
     real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
-    if not (files.is_dir() and os.access(files, os.W_OK)):
+    if not files.is_dir() or not (readonly or os.access(files, os.W_OK)):
         return Catalog(":memory:")
     path = files / CATALOG_FILE
     for each in (path, files / f"{CATALOG_FILE}-journal"):
@@ -70,60 +74,74 @@ def local_catalog(root: Path) -> Catalog:
             raise refuse_link(each, "catalog")
         if not stat.S_ISREG(st.st_mode):
             raise LinkRefused(f"{each}: not a regular file, where kernel-factory keeps its catalog; remove it")
-    return Catalog(path)
+    return Catalog.copy_of(path) if readonly else Catalog(path)
+
+
+def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
+    """(wheel, its record, the record file's text, why not: a line or None) of each wheel of ``batch`` whose record
+    is in ``folder`` (``check.parse_many``; a record gone: neither record nor line). ``known_variants``: see
+    ``check.check``."""
+    datas: list[bytes | None] = []
+    for wheel in batch:
+        try:
+            with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
+                datas.append(f.read(check.MAX_RECORD_BYTES + 1))
+        except FileNotFoundError:
+            datas.append(None)
+    where = [os.path.join(folder, f"{w}.json") for w in batch]
+    parsed = check.parse_many(batch, datas, where, known_variants=known_variants)
+    return [(wheel, record, text_of(data) if record is not None else None, why)
+            for (wheel, record, why), data in zip(parsed, datas, strict=True)]
+
+
+_VALUES = operator.attrgetter(*Record.__slots__)  # a Record's fields in order: what a worker sends back of it
+
+
+def _read_in_worker(folder: str, batch: list[str]) -> list[tuple[str, tuple[Any, ...] | None, str | None, str | None]]:
+    """``read_records`` in a worker process (variants by their shape): each record as its fields' values, which
+    pickle in a third of the time a Record takes."""
+    return [(wheel, None if record is None else _VALUES(record), text, why)
+            for wheel, record, text, why in read_records(folder, batch, known_variants=False)]
 
 
 class LocalStore:
     """``<root>/files/`` on a local file system."""
 
-    FIX_CHANGED = "run `kernel-factory index --repair` to record this wheel as it is"
-    HASH_ON_NEW_RECORD = True  # a record written again: its wheel is hashed again
-    FIX_METADATA = "run `kernel-factory index --repair`"
-
     def __init__(self, root: Path, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         self.root = Path(root)
         self.lock_wait_s = lock_wait_s  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
         self.files = self.root / FILES
-        self.damaged: list[str] = []
         self.display = str(self.root)
+        self.folder: Path | None = self.root  # adoption and --repair work on a folder
 
-    def iter_records(self) -> Iterator[Record]:
-        """Valid records whose wheel is there; each record skipped adds one line to ``damaged``."""
-        self.damaged = []
-        if not self.files.is_dir():
-            return
-        for entry in sorted(os.scandir(self.files), key=lambda e: e.name):
-            if entry.name.startswith(".") or not entry.name.endswith(".whl.json"):
-                continue
-            wheel = entry.name.removesuffix(".json")
-            where = f"{self.files / entry.name}"
-            if not (self.files / wheel).exists():
-                self.damaged.append(check.missing_wheel(where, wheel))
-                continue
-            try:
-                with open(entry.path, "rb") as f:
-                    data = f.read(check.MAX_RECORD_BYTES + 1)
-                yield check.parse(data, wheel, where)
-            except check.BadRecord as exc:
-                self.damaged.append(str(exc))
-            except FileNotFoundError:
-                continue
+    # -- the small files of files/ that yank, status and prune change ---------------------------------------
 
-    def records(self) -> list[Record]:
-        return list(self.iter_records())
+    def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
+        """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link), or None when there is none."""
+        try:
+            with os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
+                return f.read(limit + 1)
+        except FileNotFoundError:
+            return None
+
+    def write(self, name: str, data: bytes) -> None:
+        """Write ``files/<name>``, renamed into place; Unreachable where the folder cannot be written."""
+        if not os.access(self.files, os.W_OK):
+            raise Unreachable("the store is read-only here: run `kernel-factory` where the store can be written")
+        write_bytes(self.files / name, data)
+
+    def delete(self, name: str) -> bool:
+        """Delete ``files/<name>`` (a link itself, never what it points to); whether it was there."""
+        try:
+            os.unlink(self.files / name)
+        except FileNotFoundError:
+            return False
+        return True
 
     def lock(self) -> AbstractContextManager[None]:
         from .lock import folder_lock
 
         return folder_lock(self.root, self.lock_wait_s)
-
-    def index_lock(self, adopting: bool = False) -> AbstractContextManager[None]:
-        if not self.root.exists() and not adopting:
-            raise UsageError(f"no store at {self.root}: run `kernel-factory build` first, check --store (or `store` "
-                             "in the config), or pass --wheels DIR to index a folder of wheels")
-        if self.root.is_dir() and not os.access(self.root, os.W_OK):
-            return contextlib.nullcontext()  # read-only: no writer to wait for
-        return self.lock()
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
         """In ``files/``: wheels move in by rename; ``.tmp-`` names are hidden from listings."""
@@ -151,12 +169,12 @@ class LocalStore:
 
     # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
 
-    def open_catalog(self, adopting: bool = False) -> Catalog:
+    def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
         """``files/.catalog.sqlite`` (in memory where the folder cannot be written); ``adopting``: make ``files/``
-        first (wheels are adopted into it)."""
+        first (wheels are adopted into it); ``readonly``: an in-memory copy of it, the file left as it is."""
         if adopting:
             self.files.mkdir(parents=True, exist_ok=True)
-        return local_catalog(self.root)
+        return local_catalog(self.root, readonly)
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Bring ``catalog`` up to date with ``files/``: nothing is listed where the folder's stat is the one the
@@ -198,24 +216,40 @@ class LocalStore:
 
     def _read(self, found: Synced) -> Any:
         """A ``read`` for catalog.sync: each record checked (store/check.py); one that fails is not read into the
-        catalog and adds one line to ``found.errors`` (it is read again next time)."""
+        catalog and adds one line to ``found.errors`` (it is read again next time). From ``PARALLEL_READ``
+        records on (a first index of a store built elsewhere), batches are read and checked in worker processes
+        (store/pool.py), while this one loads kernels' variant parser: the workers check each variant's shape,
+        this process each distinct variant once by the parser, as ``check.parse`` does."""
 
         def read(wheels: list[str]) -> Iterator[Got]:
             folder = os.fspath(self.files)
-            for i in range(0, len(wheels), READ_BATCH):
-                batch = wheels[i : i + READ_BATCH]
-                datas: list[bytes | None] = []
-                for wheel in batch:
-                    try:
-                        with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
-                            datas.append(f.read(check.MAX_RECORD_BYTES + 1))
-                    except FileNotFoundError:
-                        datas.append(None)
-                where = [os.path.join(folder, f"{w}.json") for w in batch]
-                for (wheel, record, why), data in zip(check.parse_many(batch, datas, where), datas, strict=True):
+            batches = [wheels[i : i + READ_BATCH] for i in range(0, len(wheels), READ_BATCH)]
+            workers = min(os.cpu_count() or 1, MAX_WORKERS, len(batches))
+            if len(wheels) < PARALLEL_READ or workers <= 1:
+                results: Iterable[list[Read]] = (read_records(folder, batch) for batch in batches)
+                parsed = True
+            else:
+                from .pool import worker_pool
+
+                with worker_pool(workers) as pool:
+                    futures = [pool.submit(_read_in_worker, folder, batch) for batch in batches]
+                    check.load_variant_parser()  # meanwhile
+                    results = [[(wheel, None if values is None else Record(*values), text, why)
+                                for wheel, values, text, why in future.result()] for future in futures]
+                parsed = False
+            problems: dict[tuple[str, str | None], str] = {}
+            for batch in results:
+                for wheel, record, text, why in batch:
+                    if record is not None and not parsed and record.variant is not None:
+                        key = (record.variant, record.label)
+                        if key not in problems:
+                            problems[key] = check.variant_problem(*key)
+                        if problems[key]:
+                            record, text = None, None
+                            why = check.invalid(os.path.join(folder, f"{wheel}.json"), problems[key])
                     if why is not None:
                         found.errors.append((wheel, why))
-                    yield wheel, record, text_of(data) if record is not None else None
+                    yield wheel, record, text
 
         return read
 
@@ -229,9 +263,6 @@ class LocalStore:
         kind = None if stat.S_ISREG(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         return st.st_size, record_key(st), kind
 
-    def has_file(self, name: str) -> bool:
-        return os.path.exists(os.path.join(self.files, name))
-
     def sha256_of(self, name: str) -> str:
         return file_digest(self.files / name)
 
@@ -241,33 +272,8 @@ class LocalStore:
 
         return read_wheel_info(self.files / name)[0]
 
-    def write_file(self, name: str, data: bytes) -> None:
-        if not os.access(self.files, os.W_OK):
-            raise Unreachable("the store is read-only here: run `kernel-factory index` where the store can be written")
-        write_bytes(self.files / name, data)
-
     def file_url(self, name: str) -> str:
         return str(self.files / name)
-
-    def repair(self, name: str) -> tuple[str, Record]:
-        """Record the wheel as it is now (``index --repair``): (its record's key, the record); Refused where it is
-        not a valid wheel."""
-        from .adopt import repair
-
-        record = repair(self.root, name)
-        return record_key((self.files / f"{name}.json").stat()), record
-
-    def repair_records(self) -> tuple[list[str], list[str]]:
-        """Every damaged, invalid or missing record of a wheel made again (``index --repair``)."""
-        from .adopt import repair_store
-
-        return repair_store(self.root)
-
-    def adopt(self, paths: list[str], refuse: Collection[str], known: dict[str, Any]) -> Any:
-        """Copy the wheels at ``paths`` in with their records (store/adopt.py); an AdoptResult."""
-        from .adopt import adopt_wheels
-
-        return adopt_wheels(self.root, paths, refuse, known)
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
         """After the run: where ``files/`` matched the catalog before this run's adoption (whose rows are

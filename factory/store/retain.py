@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -30,7 +31,9 @@ from ..atomic import LinkRefused
 from ..errors import Refused, UsageError
 from ..record import Record
 from .check import plain_wheel
-from .storefiles import StoreFiles
+
+if TYPE_CHECKING:
+    from . import Store
 
 JOURNAL = ".prune-pending.json"
 MAX_JOURNAL = 64 << 20
@@ -166,10 +169,10 @@ def freed(files: Path | None, r: Record) -> int:
     return total
 
 
-def read_journal(files: StoreFiles) -> tuple[frozenset[str], bool]:
+def read_journal(files: Store) -> tuple[frozenset[str], bool]:
     """(the wheels a prune under way removes, whether the index was rendered without them since) from the journal
     (none when there is none); Refused for a damaged journal."""
-    where = f"{files.where}/{JOURNAL}"
+    where = f"{files.file_url(JOURNAL)}"
     try:
         data = files.read(JOURNAL, MAX_JOURNAL)
     except LinkRefused:
@@ -189,23 +192,23 @@ def read_journal(files: StoreFiles) -> tuple[frozenset[str], bool]:
     return frozenset(wheels), rendered
 
 
-def read_pending(files: StoreFiles) -> frozenset[str]:
+def read_pending(files: Store) -> frozenset[str]:
     """The wheels a prune under way removes (none when there is no journal); Refused for a damaged journal."""
     return read_journal(files)[0]
 
 
-def write_pending(files: StoreFiles, wheels: Iterable[str], rendered: bool = False) -> None:
+def write_pending(files: Store, wheels: Iterable[str], rendered: bool = False) -> None:
     """The journal: the wheels to remove, and whether the index has been rendered without them since."""
     doc = {"schema": 1, "wheels": sorted(wheels), "rendered": rendered}
     files.write(JOURNAL, (json.dumps(doc) + "\n").encode())
 
 
-def started(files: StoreFiles, wheels: Iterable[str]) -> bool:
+def started(files: Store, wheels: Iterable[str]) -> bool:
     """Whether a stopped prune had begun deleting ``wheels`` (a record gone): its pages left them out already."""
     return any(files.read(f"{w}.json", 0) is None for w in wheels)
 
 
-def remove(files: StoreFiles, wheels: Iterable[str]) -> list[str]:
+def remove(files: Store, wheels: Iterable[str]) -> list[str]:
     """Delete each wheel's record, then its .metadata, then the wheel (a reader following a page of before the
     prune still finds the wheel until the last step); the wheels whose files were there. Then the journal."""
     gone = []

@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import tempfile
-from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from ..errors import Unreachable, UsageError
 from ..record import FILES, Record
 from ..s3util import (
     DEFAULT_PUT,
+    TRANSFER,
     PutOptions,
     explain,
     join_key,
@@ -36,7 +36,19 @@ from ..s3util import (
     upload_file,
 )
 from ..space import scratch_dir
+from . import MAX_BYTES
 from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync, text_of
+
+
+class _Sink:
+    """A file-like object that hashes what is written to it (a download streamed into a digest)."""
+
+    def __init__(self, digest: Any) -> None:
+        self.digest = digest
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return len(data)
 
 
 class S3Store:
@@ -49,9 +61,43 @@ class S3Store:
         self.files_prefix = join_key(self.prefix, FILES)
         self.client = client if client is not None else make_client()
         self.endpoint = str(self.client.meta.endpoint_url)
-        self.damaged: list[str] = []
         self.listing: dict[str, tuple[int, str]] = {}  # name in files/ -> (size, ETag), as open_catalog listed it
         self.display = url
+        self.folder: Path | None = None  # no folder to adopt into or repair in
+
+    # -- the small files of files/ that yank, status and prune change: one GET, one PUT ---------------------
+
+    def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
+        """The bytes of ``files/<name>`` (at most ``limit`` + 1), or None when there is none."""
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self.key(name))["Body"]
+            data: bytes = body.read(limit + 1)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._fail(exc) from None
+        except BotoCoreError as exc:
+            raise self._fail(exc) from None
+        return data
+
+    def write(self, name: str, data: bytes) -> None:
+        """Put ``files/<name>`` with the store's put options (Unreachable, saying why, where it cannot be)."""
+        try:
+            put_bytes(self.client, data, self.bucket, self.key(name), hashlib.sha256(data).hexdigest(),
+                      self.put_options)  # fmt: skip
+        except (BotoCoreError, ClientError) as exc:
+            raise Unreachable(f"{self.file_url(name)} cannot be written: {self._fail(exc)}") from None
+
+    def delete(self, name: str) -> bool:
+        """Delete ``files/<name>`` where kernel-factory wrote it (it carries the sha256); whether it was there."""
+        key = self.key(name)
+        try:
+            if remote_sha256(self.client, self.bucket, key) is None:
+                return False  # gone (or not written by kernel-factory: left alone)
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(exc) from None
+        return True
 
     def _fail(self, exc: BaseException) -> Unreachable:
         err = explain(exc, self.bucket, self.endpoint, flag="--store")
@@ -75,42 +121,8 @@ class S3Store:
             raise self._fail(exc) from None
         return body
 
-    def records(self) -> list[Record]:
-        """Every valid ``files/*.whl.json`` record whose wheel object exists, sorted by file name.
-
-        Each record skipped (damaged, invalid, too big, without its wheel) adds one line to ``damaged``.
-        """
-        from . import check as record_check
-
-        self.damaged = []
-        listing = self._listing()
-        keys: list[str] = []
-        for key in sorted(listing):
-            name = key[len(self.files_prefix) + 1:]
-            if not name.endswith(".whl.json") or "/" in name or name.startswith("."):
-                continue
-            if key.removesuffix(".json") not in listing:
-                self.damaged.append(record_check.missing_wheel(self.object_url(key), name.removesuffix(".json")))
-            elif listing[key][0] > record_check.MAX_RECORD_BYTES:
-                self.damaged.append(f"{self.object_url(key)}: {listing[key][0]} bytes, more than a record may hold "
-                                    f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}")
-            else:
-                keys.append(key)
-        records: list[Record] = []
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            for key, data in zip(keys, pool.map(self.get, keys), strict=True):
-                name = key[len(self.files_prefix) + 1:].removesuffix(".json")
-                try:
-                    records.append(record_check.parse(data, name, self.object_url(key), record_check.REMOTE_HINT))
-                except record_check.BadRecord as exc:
-                    self.damaged.append(str(exc))
-        return records
-
     def lock(self) -> contextlib.AbstractContextManager[None]:
         """No lock: shards write distinct keys, each wheel before its record."""
-        return contextlib.nullcontext()
-
-    def index_lock(self, adopting: bool = False) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
@@ -120,16 +132,12 @@ class S3Store:
         """The s3:// URL of an object key, for messages."""
         return f"s3://{self.bucket}/{key}"
 
-    # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
+    # -- the records, through the catalog ---------------------------------------------------------------------
 
-    FIX_CHANGED = "delete the wheel and its record and run `kernel-factory build` again"
-    HASH_ON_NEW_RECORD = False  # only a new ETag: a GET of the wheel
-    FIX_METADATA = "build the wheel again"
-
-    def open_catalog(self, adopting: bool = False) -> Catalog:
+    def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
         """The store's catalog (``files/.catalog.sqlite`` in the bucket), read after one listing of ``files/``
         (kept for ``sync`` and the file check): an unchanged store costs the listing and one GET. ``adopting``:
-        refused, there is no folder to adopt into."""
+        refused, there is no folder to adopt into. A copy either way (``readonly``): only ``save`` puts it back."""
         if adopting:
             raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
         cut = len(self.files_prefix) + 1
@@ -194,59 +202,45 @@ class S3Store:
         got = self.listing.get(name)
         return None if got is None else (got[0], got[1], None)
 
-    def has_file(self, name: str) -> bool:
-        return name in self.listing
-
     def sha256_of(self, name: str) -> str:
-        """The sha256 of an object ("" where it cannot be read, which no record holds)."""
-        try:
-            return hashlib.sha256(self.get(self.key(name))).hexdigest()
-        except Unreachable:
-            return ""
+        """The sha256 of an object, streamed (a wheel may be gigabytes); a read cut off midway is tried again
+        (s3transfer's download retries), and one that still fails is Unreachable (exit 4), never a digest that
+        differs from every record's."""
+        digest = hashlib.sha256()
+        self._download(name, _Sink(digest))
+        return digest.hexdigest()
 
     def wheel_metadata(self, name: str) -> bytes:
-        """A wheel's METADATA, read with wheelinfo's caps from a copy of the object."""
+        """A wheel's METADATA, read with wheelinfo's caps from a copy of the object streamed to scratch."""
         from .wheelinfo import read_wheel_info
 
-        data = self.get(self.key(name))
         with scratch_dir(None, prefix="kernel-factory-wheel-") as tmp:
             path = Path(tmp, name)
-            path.write_bytes(data)
+            with open(path, "wb") as f:
+                self._download(name, f)
             return read_wheel_info(path)[0]
 
-    def write_file(self, name: str, data: bytes) -> None:
-        """Put a file in files/ (Unreachable where it cannot be written: read-only credentials)."""
+    def _download(self, name: str, sink: Any) -> None:
+        """Stream an object of files/ into ``sink`` (its ``write``), in order."""
         try:
-            put_bytes(self.client, data, self.bucket, self.key(name), hashlib.sha256(data).hexdigest(),
-                      self.put_options)  # fmt: skip
-        except (BotoCoreError, ClientError) as exc:
-            raise Unreachable(f"it cannot be written: {self._fail(exc)}") from None
+            self.client.download_fileobj(self.bucket, self.key(name), sink, Config=TRANSFER)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
+                raise Unreachable(f"{self.file_url(name)}: gone since the store was listed (another writer?); run "
+                                  "the command again") from None
+            raise self._fail(exc) from None
+        except (Boto3Error, BotoCoreError) as exc:
+            raise self._fail(exc) from None
 
     def file_url(self, name: str) -> str:
         """The s3:// URL of a file in files/, for messages."""
         return self.object_url(self.key(name))
 
-    def repair(self, name: str) -> tuple[str, Record]:
-        raise UsageError(f"--repair needs a local store folder, not {self.url}")
-
-    def repair_records(self) -> tuple[list[str], list[str]]:
-        raise UsageError(f"--repair needs a local store folder, not {self.url}; delete the damaged records and "
-                         "rerun build")
-
-    def adopt(self, paths: list[str], refuse: Collection[str], known: dict[str, Any]) -> Any:
-        raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
-
     def save(self, catalog: Catalog, adopted: bool) -> None:
-        """Put the catalog back where this run changed it: one PUT; a refused PUT is ignored (read-only
-        credentials: the next run reads the changes again)."""
-        if not catalog.changed:
-            return
-        blob = Path(catalog.path).read_bytes()
-        try:
-            put_bytes(self.client, blob, self.bucket, self.key(CATALOG_FILE), hashlib.sha256(blob).hexdigest(),
-                      self.put_options)  # fmt: skip
-        except (BotoCoreError, ClientError):
-            pass
+        """Put the catalog back where this run changed it: one PUT, with the store's put options; a refused PUT
+        is Unreachable (exit 4), naming the object and why."""
+        if catalog.changed:
+            self.write(CATALOG_FILE, Path(catalog.path).read_bytes())
 
     def forget_listing(self, catalog: Catalog) -> None:
         """Nothing: the bucket is listed on every run."""

@@ -14,14 +14,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
 from ..atomic import LinkRefused
 from ..errors import Refused, UsageError
+from . import MAX_BYTES
 from .check import plain_text
-from .storefiles import MAX_BYTES, StoreFiles
+
+if TYPE_CHECKING:
+    from . import Store
 
 STATUS_FILE = "project-status.json"
 SCHEMA = 1
@@ -66,7 +69,7 @@ def parse(data: bytes, where: str) -> dict[str, Status]:
         return BadStatusFile(f"{where}: {why}; fix the file, or remove it and set each status again with "
                              "`kernel-factory status PROJECT STATUS`")
 
-    if len(data) > MAX_BYTES:  # storefiles reads at most one byte more
+    if len(data) > MAX_BYTES:  # Store.read reads at most one byte more
         raise bad(f"larger than {MAX_BYTES} bytes")
     try:
         raw: Any = json.loads(data)
@@ -90,9 +93,9 @@ def parse(data: bytes, where: str) -> dict[str, Status]:
     return found
 
 
-def read_statuses(files: StoreFiles) -> dict[str, Status]:
+def read_statuses(files: Store) -> dict[str, Status]:
     """Every project status a store keeps (none when it has no status file)."""
-    where = f"{files.where}/{STATUS_FILE}"
+    where = f"{files.file_url(STATUS_FILE)}"
     try:
         data = files.read(STATUS_FILE)
     except LinkRefused:
@@ -105,7 +108,7 @@ def to_bytes(statuses: Mapping[str, Status]) -> bytes:
     return (json.dumps({"projects": projects, "schema": SCHEMA}, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def write_statuses(files: StoreFiles, statuses: Mapping[str, Status]) -> None:
+def write_statuses(files: Store, statuses: Mapping[str, Status]) -> None:
     """Write the status file (locally renamed into place; ``active`` without a reason is the default: not
     written)."""
     kept = {name: s for name, s in statuses.items() if s.status != "active" or s.reason}

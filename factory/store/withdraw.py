@@ -11,18 +11,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..config import Location
 from ..errors import Refused, UsageError, VersionNotFound
 from ..record import Record
 from . import check
 from .status import one_line
-from .storefiles import StoreFiles
+
+if TYPE_CHECKING:
+    from . import Store
 
 
 @dataclass(frozen=True)
@@ -67,14 +69,6 @@ def check_reason(reason: str | None) -> str:
     return reason
 
 
-def store_records(store: Location) -> list[Record]:
-    """Every valid record of a store, through its catalog (an s3:// store's: one listing and one GET, not one GET
-    per record)."""
-    from . import load_records
-
-    return load_records(store)
-
-
 def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
     """The records ``spec`` names, sorted by file name; UsageError for an unknown project, VersionNotFound
     (exit 2) for a spec that names none of its wheels."""
@@ -97,7 +91,7 @@ def yanked_value(reason: str | None, yank: bool) -> bool | str:
     return reason or True
 
 
-def mark(files: StoreFiles, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
+def mark(files: Store, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
     """Write each record with ``yanked`` = ``value`` (locally renamed into place; on S3 one PUT); (those changed,
     those already so).
 
@@ -110,7 +104,7 @@ def mark(files: StoreFiles, records: list[Record], value: bool | str) -> tuple[l
             continue
         name = f"{r.filename}.json"
         data = files.read(name)
-        where = f"{files.where}/{name}"
+        where = f"{files.file_url(name)}"
         raw = json.loads(data) if data is not None and len(data) <= check.MAX_RECORD_BYTES else None
         if raw is None or check.check(raw, r.filename).sha256 != r.sha256:
             raise Refused(f"{where}: changed while it was read (another writer?); run the command again")

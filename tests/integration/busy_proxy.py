@@ -32,20 +32,23 @@ class BusyProxy(ThreadingHTTPServer):
         self.body = b""
         self.retry_after: str | None = "1"
         self.methods: tuple[str, ...] = ()
+        self.path_end: str | None = None  # only requests whose path (before any query) ends so
         self.answered: list[str] = []  # "METHOD path" of every busy answer
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
 
     def busy(self, n: int, *, status: int = 503, methods: tuple[str, ...] = ("GET", "HEAD", "PUT", "POST"),
-             body: bytes = b"busy", retry_after: str | None = "1") -> None:
+             body: bytes = b"busy", retry_after: str | None = "1", path_end: str | None = None) -> None:
         with self.lock:
             self.busy_left, self.status, self.methods = n, status, methods
-            self.body, self.retry_after = body, retry_after
+            self.body, self.retry_after, self.path_end = body, retry_after, path_end
 
     def take_busy(self, method: str, path: str) -> bool:
         with self.lock:
             if self.busy_left <= 0 or method not in self.methods:
+                return False
+            if self.path_end is not None and not path.split("?", 1)[0].endswith(self.path_end):
                 return False
             self.busy_left -= 1
             self.answered.append(f"{method} {path}")

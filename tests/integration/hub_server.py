@@ -213,9 +213,10 @@ class Proxy:
     ``pace(rate)``: every response byte crosses one link of ``rate`` bytes a second, shared by all connections.
     """
 
-    def __init__(self, upstream_port: int, mirrors: Path | None = None) -> None:
+    def __init__(self, upstream_port: int, mirrors: Path | None = None, trusted: tuple[str, ...] = ()) -> None:
         self.upstream_port = upstream_port
         self.mirrors = mirrors  # answers /api/kernels?author=ORG (and /api/models) from here: olah does not
+        self.trusted = trusted  # organisations whose overview says trustedKernelPublisher (kernels 0.19 asks)
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((HOST, 0))
@@ -317,6 +318,16 @@ class Proxy:
         """Answer ``GET /api/kernels?author=ORG`` (or models) the way the Hub does: a JSON list of repositories."""
         line = request.split(b"\r\n", 1)[0].decode("latin-1")
         parts = line.split(" ")
+        if len(parts) >= 2 and parts[1].startswith("/api/organizations/") and parts[1].endswith("/overview"):
+            org = parts[1].split("/")[3]
+            if org not in self.trusted:
+                return False
+            body = json.dumps({"name": org, "fullname": org, "avatarUrl": "", "trustedKernelPublisher": True}).encode()
+            with self._lock:
+                self.requests.append(line)
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            return True
         if self.mirrors is None or len(parts) < 2 or not parts[1].startswith(("/api/kernels?", "/api/models?")):
             return False
         url = urllib.parse.urlsplit(parts[1])
@@ -368,12 +379,14 @@ class Proxy:
 
 
 @contextmanager
-def hub(mirrors: Path, workdir: Path, *, listing: bool = False) -> Iterator[tuple[OlahServer, Proxy]]:
+def hub(mirrors: Path, workdir: Path, *, listing: bool = False,
+        trusted: tuple[str, ...] = ()) -> Iterator[tuple[OlahServer, Proxy]]:
     """olah on ``mirrors`` and a proxy in front of it; use ``proxy.url`` as HF_ENDPOINT. With ``listing`` the
-    proxy also answers the organisation listings (``/api/kernels?author=ORG``) that olah does not serve."""
+    proxy also answers the organisation listings (``/api/kernels?author=ORG``) that olah does not serve; the
+    organisations in ``trusted`` get an overview with ``trustedKernelPublisher: true`` (olah has none)."""
     server = OlahServer(mirrors, workdir)
     server.start()
-    proxy = Proxy(server.port, mirrors if listing else None)
+    proxy = Proxy(server.port, mirrors if listing else None, trusted)
     try:
         yield server, proxy
     finally:

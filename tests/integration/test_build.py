@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
+import threading
 from pathlib import Path
 
+import pytest
 from support import kf
 
 CONFIG = """
@@ -112,3 +116,38 @@ def test_unknown_repository_org_refused_before_any_work(example_repos: Path, tmp
     assert proc.returncode == 2
     assert "organisation 'evil-org' is not allowed" in proc.stderr
     assert not (tmp_path / "store").exists()  # refused before the store was touched
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+_AT_FORK: list[set[str]] = []  # the threads running at each fork of this process, while a test watches
+_WATCHING = [False]
+os.register_at_fork(before=lambda: _AT_FORK.append({t.name for t in threading.enumerate()})
+                    if _WATCHING[0] else None)
+
+
+def test_no_thread_of_the_build_runs_when_its_worker_pool_forks(
+    example_repos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the progress bar's threads (its poller, tqdm's monitor) start after the pool has forked
+    (docs/architecture.md): a fork that lands while one holds a lock would hang a worker."""
+    from kernel_factory.cli import main
+
+    cfg = write_config(tmp_path, example_repos)
+    monkeypatch.chdir(tmp_path)
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)  # the bar is drawn on a terminal only
+    before = {t.name for t in threading.enumerate()}
+    _AT_FORK.clear()
+    _WATCHING[0] = True
+    try:
+        code = main(["build", "--config", str(cfg), "--jobs", "2"])
+    finally:
+        _WATCHING[0] = False
+    assert code == 0
+    assert "building: 100%" in tty.getvalue()
+    assert len(_AT_FORK) == 4  # one pool of 2 converters and 2 fetchers, forked at once
+    assert all(threads == before for threads in _AT_FORK), _AT_FORK

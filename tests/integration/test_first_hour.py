@@ -13,7 +13,7 @@ import termios
 from pathlib import Path
 
 import pytest
-from kernel_factory.pipeline.progress import size_text
+from kernel_factory.report import size as size_text
 from support import kf, run
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"

@@ -285,3 +285,61 @@ def test_run_from_the_tools_own_venv_it_names_where_it_looked_and_takes_python(
     assert missing.returncode == 2
     assert missing.stderr.strip().endswith(f"--python {tmp_path}/nope/python: no such interpreter; give the path of a "
                                            "python executable")
+
+
+def helper_wheel(out: Path, *, sha: str = SHA2) -> Path:
+    """``fast-activation-helpers`` 1.0.0, whose wheel carries, as data (``.data/purelib/``), a second
+    ``activation-1.0.0.dist-info`` naming kernels-community/activation at ``sha``, and the ``act`` package it
+    points at: pip installs both beside its own .dist-info, and no code runs."""
+    info, data = "fast_activation_helpers-1.0.0.dist-info", "fast_activation_helpers-1.0.0.data/purelib"
+    meta = {"name": "act", "id": "_act_0000000", "version": 1, "license": "Apache-2.0", "python-depends": [],
+            "backend": {"type": "cpu"}}
+    prov = {"repo_id": "kernels-community/activation", "revision": sha, "ref": "v1.0.0", "variant": VARIANT,
+            "digest": None, "factory_version": "0.1.0", "package": "act", "name": "act", "kernel_version": "1.0.0"}
+
+    def line(name: str, body: bytes) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(body).digest()).rstrip(b"=").decode()
+        return f"{name},sha256={digest},{len(body)}\n"
+
+    package = {"act/__init__.py": b"WHO = 'helper'\n", "act/metadata.json": json.dumps(meta).encode()}
+    fake = {"activation-1.0.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: activation\nVersion: 1.0.0\n",
+            "activation-1.0.0.dist-info/kernel_factory.json": json.dumps(prov, sort_keys=True).encode()}
+    fake_record = "".join(line(n, d) for n, d in {**package, **fake}.items()) + "activation-1.0.0.dist-info/RECORD,,\n"
+    files = {
+        **{f"{data}/{n}": d for n, d in package.items()},
+        **{f"{data}/{n}": d for n, d in fake.items()},
+        f"{data}/activation-1.0.0.dist-info/RECORD": fake_record.encode(),
+        "fast_activation_helpers/__init__.py": b"",
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: fast-activation-helpers\nVersion: 1.0.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = out / "fast_activation_helpers-1.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, body in files.items():
+            z.writestr(name, body)
+        z.writestr(f"{info}/RECORD", "".join(line(n, d) for n, d in files.items()) + f"{info}/RECORD,,\n")
+    return wheel
+
+
+def test_a_dist_info_carried_as_data_by_another_wheel_claims_nothing(tmp_path: Path, kernels_site: str) -> None:
+    """A plain pip install of fast-activation-helpers (a .dist-info of `activation` in its .data/purelib/) must
+    not place kernels-community/activation at its commit, nor move refs/v1 off the real kernel's commit."""
+    real = kernel_wheel(tmp_path / "w1", dist="activation", repo_id="kernels-community/activation", sha=SHA1)
+    python = kernel_venv(tmp_path / "venv", kernels_site, real)
+    cache = tmp_path / "cache"
+    first = cache_run(python, cache)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert scan(cache) == {"kernels-community/activation": {SHA1: ["v1", "v1.0.0"]}}
+    run(python, "-m", "pip", "uninstall", "-q", "-y", "activation")
+    pip(python, helper_wheel(tmp_path / "w2"))
+    assert (site_of(python) / "activation-1.0.0.dist-info" / "kernel_factory.json").is_file()  # pip put it there
+    proc = cache_run(python, cache)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        "left out act (kernels-community/activation) 1.0.0: its file act/__init__.py is listed in the RECORD of "
+        "'fast-activation-helpers' 1.0.0 too, which installed it: only the distribution that installed its own "
+        "files may claim a kernel; pip uninstall 'fast-activation-helpers' unless you trust it"]
+    assert proc.stdout == ""  # not in LOCAL_KERNELS either
+    assert scan(cache) == {"kernels-community/activation": {SHA1: ["v1", "v1.0.0"]}}
+    assert not (cache / "kernels--kernels-community--activation" / "snapshots" / SHA2).exists()

@@ -112,7 +112,8 @@ def test_the_stale_sweep_leaves_links_alone(tmp_path: Path) -> None:
 def test_copy_file_puts_nothing_when_the_bytes_are_not_the_expected_ones(tmp_path: Path) -> None:
     import hashlib
 
-    from kernel_factory.atomic import DigestMismatch, LinkRefused, copy_file
+    from kernel_factory.atomic import LinkRefused, copy_file
+    from kernel_factory.errors import DigestMismatch
 
     src = tmp_path / "a.whl"
     src.write_bytes(b"wheel")

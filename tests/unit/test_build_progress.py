@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,8 +39,8 @@ def test_bytes_of_items_in_flight_and_done(tmp_path: Path) -> None:
 
 
 def test_size_text() -> None:
-    assert [progress.size_text(n) for n in (0, 999, 1_000, 123_456_789, 5 * 10**12)] == [
-        "0 B", "999 B", "1.0 kB", "123.5 MB", "5000.0 GB"]
+    assert [report.size(n) for n in (0, 999, 1_000, 123_456_789, 5 * 10**12, 5 * 10**15)] == [
+        "0 B", "999 B", "1.0 kB", "123.5 MB", "5.0 TB", "5000.0 TB"]
 
 
 class Tty(io.StringIO):
@@ -53,8 +54,9 @@ def outcome(name: str) -> SimpleNamespace:
 
 def run_two(stream: io.StringIO, tmp_path: Path) -> None:
     count = progress.Bytes(tmp_path, None, [])
-    tell, close = progress.progress(2, count, lambda job: 1_000_000,
-                                    lambda o: (f"built  {o.name}.whl", 250_000), stream=stream)
+    start, tell, close = progress.progress(2, count, lambda job: 1_000_000,
+                                           lambda o: (f"built  {o.name}.whl", 250_000), stream=stream)
+    start()
     tell(outcome("a"))
     tell(outcome("b"))
     close()
@@ -67,6 +69,19 @@ def test_a_terminal_gets_a_bar_with_the_bytes(tmp_path: Path) -> None:
     assert "built  a.whl\n" in text and "built  b.whl\n" in text
     last = text.rsplit("\r", 1)[-1]
     assert "building: 100%" in last and "2/2" in last and "fetched 2.0 MB, wheels written 500.0 kB" in last
+
+
+def test_the_bar_starts_no_thread_until_the_workers_are_forked(tmp_path: Path) -> None:
+    """The pool forks between progress() and start(): no thread of the bar (its poller, tqdm's monitor) runs then."""
+    before = {t.name for t in threading.enumerate()}
+    start, tell, close = progress.progress(1, progress.Bytes(tmp_path, None, []), lambda job: 0,
+                                           lambda o: ("built  a.whl", 1), stream=Tty())
+    assert {t.name for t in threading.enumerate()} == before
+    start()
+    assert "build-progress" in {t.name for t in threading.enumerate()} - before
+    tell(outcome("a"))
+    close()
+    assert "build-progress" not in {t.name for t in threading.enumerate()}
 
 
 def test_a_log_gets_one_line_per_item_and_no_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_factory import report, simple
+from kernel_factory import fetch, report, simple
 from kernel_factory.errors import Refused, UsageError
 from kernel_factory.local import wheelcheck
 from kernel_factory.verify.lockfile import files_lock_hash, lock_hash
@@ -164,8 +164,8 @@ def test_file_links_only_from_a_local_index() -> None:
     simple.check_link("file:///srv/index/files/k.whl", "file:///srv/index")
     with pytest.raises(Refused):
         simple.check_link("http://127.0.0.1:8000/k.whl", "/srv/index")
-    assert simple.origin("http://127.0.0.1/x") == ("http", "127.0.0.1", 80)
-    assert simple.origin("https://127.0.0.1/x") == ("https", "127.0.0.1", 443)
+    assert fetch.origin("http://127.0.0.1/x") == ("http", "127.0.0.1", 80)
+    assert fetch.origin("https://127.0.0.1/x") == ("https", "127.0.0.1", 443)
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8000/simple", "http://127.0.0.1:8000/simple/",

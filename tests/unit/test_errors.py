@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from kernel_factory import space
+from kernel_factory import report, space
 from kernel_factory.errors import (
     EXIT_BUG,
     EXIT_OK,
@@ -75,7 +75,7 @@ def test_space_needed_by_a_plan() -> None:
     # every wheel stays in the store; scratch holds the fetched trees of the `jobs` largest at once
     assert space.needs([(10, 10), (30, 30), (20, 0)], jobs=2) == (60, 40)
     assert space.needs([], jobs=4) == (0, 0)
-    assert [space.human(n) for n in (999, 7_800_000_000, 1_234_567)] == ["999 bytes", "7.8 GB", "1.2 MB"]
+    assert [report.size(n) for n in (999, 7_800_000_000, 1_234_567)] == ["999 B", "7.8 GB", "1.2 MB"]
 
 
 def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,7 +91,7 @@ def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: 
     except KeyError as exc:
         bug = failure(_job("torch-cuda"), exc)
     assert bug.exit_code == EXIT_BUG and bug.error == "org/r@v1 torch-cuda: KeyError: 'boom'"
-    report, close = progress(2, Bytes(Path("."), None, []), lambda job: 0, _describe, stream=io.StringIO())
+    _start, report, close = progress(2, Bytes(Path("."), None, []), lambda job: 0, _describe, stream=io.StringIO())
     report(full)
     report(bug)
     close()

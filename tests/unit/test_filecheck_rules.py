@@ -63,7 +63,7 @@ def test_missing_metadata_in_a_store_that_cannot_be_written_is_one_error_line(
     monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if mode & os.W_OK else real(path, mode, **kw))
     damaged, notes = run(root)  # read-only: the catalog in memory, nothing written in files/
     assert damaged == [f"{meta} is missing (pip gets a 404 for it); the store is read-only here: run "
-                       "`kernel-factory index` where the store can be written"]
+                       "`kernel-factory` where the store can be written"]
     assert not meta.exists()
 
 

@@ -388,22 +388,26 @@ def test_files_with_the_same_bytes_share_one_blob(tmp_path: Path, pkg: Path) -> 
     assert scan(tmp_path / "cache") == {"org/act": {SHA: ["v1"]}}
 
 
-def test_a_failed_move_takes_back_the_blobs_it_added(tmp_path: Path, pkg: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_move_keeps_the_blobs_it_published_and_says_so(tmp_path: Path, pkg: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blobs once published are never taken back (another run's snapshot may link to them by then); no
+    snapshot or ref is left, the line says what stays, and scan_cache_dir sees a repository without revisions."""
     root = tmp_path / "cache"
     blobs = root / "kernels--org--act" / "blobs"
     blobs.mkdir(parents=True)
     (root / "kernels--org--act" / "snapshots").mkdir()
     kept = hashes(pkg)["__init__.py"]
     (blobs / kept).write_bytes((pkg / "__init__.py").read_bytes())  # there before: not this run's to remove
+    (blobs / kept).chmod(0o444)
 
     def full(*args: object, **kw: object) -> bool:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(hubcache, "move_in", full)
-    with pytest.raises(Unreachable, match=rf"the Hub cache {root}: No space left on device \(nothing of this kernel"):
+    with pytest.raises(Unreachable, match=rf"the Hub cache {root}: No space left on device \(no snapshot or ref of "
+                       r"this kernel was left there; the 2 checked blobs it published stay in blobs/, unused\)"):
         place(root, pkg)
-    assert [p.name for p in blobs.iterdir()] == [kept]
+    assert sorted(p.name for p in blobs.iterdir()) == sorted(set(hashes(pkg).values()))
     assert scan(root) == {"org/act": {}} and not (root / "kernels--org--act" / "refs").exists()
     no_scratch_left(root)
 
@@ -470,26 +474,32 @@ def test_one_environment_one_machine_name_one_label() -> None:
     assert main_label(Environment("linux", "x86_64")) is None
 
 
-def test_take_back_follows_no_link(tmp_path: Path) -> None:
-    """download's all or nothing: refs set back and the run's snapshot removed through descriptors; links planted
-    meanwhile are removed or replaced, and what they point at is untouched."""
+def test_take_back_follows_no_link_and_takes_only_what_the_run_made(tmp_path: Path, pkg: Path) -> None:
+    """download's all or nothing: what place recorded is taken back by identity, through descriptors. A ref
+    another writer set meanwhile, a snapshot another writer placed and a link planted where the run's snapshot
+    was are left as they are, and what the link points at is untouched."""
     root = tmp_path / "cache"
-    repo = hubcache.repo_folder(root, "org/name")
-    (repo / "refs").mkdir(parents=True)
-    (repo / "snapshots").mkdir()
+    made: list[hubcache.Made] = []
+    hubcache.place(root, "org/act", SHA, VARIANT, pkg, files=hashes(pkg), refs=["v1", "main"], origin="download",
+                   made=made)
+    assert [m.kind for m in made] == ["repo", "dir", "dir", "snapshot", "dir", "ref", "ref"]
+    repo = hubcache.repo_folder(root, "org/act")
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep").write_text("mine")
-    (repo / "refs" / "v1").symlink_to(outside / "keep")  # planted after the run wrote v1
-    (repo / "refs" / "main").write_text("b" * 40)
-    (repo / "refs" / "v2").write_text("c" * 40)
-    (repo / "snapshots" / "a").symlink_to(outside, target_is_directory=True)
-    hubcache.take_back(root, "org/name", snapshot="a", refs={"v1": "d" * 40, "main": None, "v2": "c" * 40},
-                       whole=False)
-    assert (outside / "keep").read_text() == "mine" and sorted(p.name for p in outside.iterdir()) == ["keep"]
-    assert not (repo / "refs" / "v1").is_symlink() and (repo / "refs" / "v1").read_text() == "d" * 40
-    assert sorted(p.name for p in (repo / "refs").iterdir()) == ["v1", "v2"]
-    assert list((repo / "snapshots").iterdir()) == []
+    (repo / "refs" / "main").unlink()
+    (repo / "refs" / "main").write_text(SHA2)  # another writer's ref, set meanwhile
+    (repo / "snapshots" / SHA2).mkdir()  # another writer's snapshot, placed meanwhile
+    hubcache.take_back(root, "org/act", list(made))
+    assert (repo / "refs" / "main").read_text() == SHA2 and not (repo / "refs" / "v1").exists()
+    assert sorted(p.name for p in (repo / "snapshots").iterdir()) == [SHA2]
+    assert repo.is_dir()  # not the run's to remove: it holds another writer's snapshot
 
-    hubcache.take_back(root, "org/name", snapshot=None, refs={}, whole=True)
-    assert list(root.iterdir()) == [] and (outside / "keep").read_text() == "mine"
+    made2: list[hubcache.Made] = []
+    (repo / "snapshots" / SHA2).rmdir()
+    hubcache.place(root, "org/act", SHA, VARIANT, pkg, files=hashes(pkg), refs=[], origin="download", made=made2)
+    os.rename(repo / "snapshots" / SHA, tmp_path / "moved")
+    (repo / "snapshots" / SHA).symlink_to(outside, target_is_directory=True)  # planted where the run's was
+    hubcache.take_back(root, "org/act", made2)
+    assert (repo / "snapshots" / SHA).is_symlink() and sorted(p.name for p in outside.iterdir()) == ["keep"]
+    assert (tmp_path / "moved" / hubcache.MARKER).is_file()

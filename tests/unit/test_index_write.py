@@ -22,10 +22,10 @@ from kernel_factory.index.command import (
     run_index,
     write_page,
 )
-from kernel_factory.store import load_records
+from kernel_factory.record import Record
+from kernel_factory.store import check, load_records
 from kernel_factory.store.adopt import adopt
 from kernel_factory.store.catalog import CATALOG_FILE
-from kernel_factory.store.local import LocalStore
 
 CU = "torch27-cxx11-cu128-x86_64-linux"
 CPU = "torch213-cxx11-cpu-x86_64-linux"
@@ -109,11 +109,18 @@ def test_remove_stale_keeps_listed(tmp_path: Path) -> None:
     assert (tmp_path / "simple/b/notes.txt").exists()
 
 
+def on_disk(store: Path) -> list[Record]:
+    """The store's records as their files say (check.parse of each), sorted by file name."""
+    files = store / "files"
+    return [check.parse((files / n).read_bytes(), n.removesuffix(".json"), str(files / n))
+            for n in sorted(os.listdir(files)) if n.endswith(".whl.json")]
+
+
 def test_catalog(store: Path) -> None:
     first = load_records(store)
     catalog = store / "files" / CATALOG_FILE
     assert catalog.is_file()
-    assert load_records(store) == first == LocalStore(store).records()
+    assert load_records(store) == first == on_disk(store)
     # a record replaced the way every writer does it (renamed over) is read again
     path = store / "files" / f"{first[0].filename}.json"
     raw = json.loads(path.read_bytes())
@@ -127,7 +134,24 @@ def test_catalog(store: Path) -> None:
     # a damaged catalog is rebuilt from the records
     catalog.write_text("not a database")
     assert load_records(store)[0].summary == "edited in place"
-    assert load_records(store) == LocalStore(store).records()
+    assert load_records(store) == on_disk(store)
+
+
+def test_a_readers_catalog_is_a_copy_that_is_never_written(store: Path) -> None:
+    """plan and build read through the catalog (load_records(readonly=True)): an in-memory copy of the file,
+    brought up to date with the store, the file left as it was (a no-op build writes nothing)."""
+    catalog = store / "files" / CATALOG_FILE
+    assert load_records(store, readonly=True) == on_disk(store) and not catalog.exists()  # none: read all
+    first = load_records(store)  # the index's way: the file made
+    before = (catalog.read_bytes(), catalog.stat().st_mtime_ns)
+    path = store / "files" / f"{first[0].filename}.json"
+    raw = json.loads(path.read_bytes())
+    raw["summary"] = "changed since the catalog was written"
+    write_bytes(path, json.dumps(raw).encode())
+    assert load_records(store, readonly=True)[0].summary == "changed since the catalog was written"
+    assert (catalog.read_bytes(), catalog.stat().st_mtime_ns) == before
+    catalog.write_text("not a database")  # a copy of a damaged file: empty, every record read
+    assert load_records(store, readonly=True) == on_disk(store)
 
 
 def test_record_without_wheel_not_listed(store: Path) -> None:

@@ -121,3 +121,64 @@ def test_record_files_refuses_a_file_it_cannot_vouch_for(tmp_path: Path, line: s
 def test_record_files_with_no_file_of_the_package(tmp_path: Path, lines: list[str] | None) -> None:
     assert claims.record_files(dist(tmp_path, lines), "img2grey") == (
         (), "its RECORD lists no file of img2grey/: reinstall the wheel with pip")
+
+
+# -- a .dist-info another distribution's RECORD lists ----------------------------------------------------------
+
+
+def installed(site: Path, name: str, files: dict[str, bytes], listed: list[str] | None = None) -> im.Distribution:
+    """``name``-1.0 installed in ``site``: ``files`` written, a RECORD listing them (``listed``: other paths) and
+    itself."""
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    for rel, data in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data)
+    rows = [f"{rel},sha256={b64(files.get(rel, b''))},1" for rel in (listed if listed is not None else files)]
+    (info / "RECORD").write_text("\n".join([*rows, f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]) + "\n")
+    return im.PathDistribution(info)
+
+
+def test_a_dist_info_listed_by_another_distributions_record_claims_nothing(tmp_path: Path) -> None:
+    """pip put activation-1.0.dist-info there as fast-activation-helpers' data: the helper's RECORD lists it."""
+    site = tmp_path / "site"
+    fake = installed(site, "activation", {"act/__init__.py": b"X = 1\n"})
+    helper = installed(site, "fast-activation-helpers", {"helpers/__init__.py": b""},
+                       listed=["helpers/__init__.py", "activation-1.0.dist-info/METADATA",
+                               "activation-1.0.dist-info/RECORD"])
+    every = list(im.distributions(path=[str(site)]))
+    assert claims.shared_problems([(fake, "act"), (helper, None)], every) == [
+        "its file activation-1.0.dist-info/METADATA is listed in the RECORD of 'fast-activation-helpers' 1.0 too, "
+        "which installed it: only the distribution that installed its own files may claim a kernel; pip uninstall "
+        "'fast-activation-helpers' unless you trust it", None]
+
+
+def test_a_package_file_another_record_lists_too_claims_nothing(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    kernel = installed(site, "activation", {"act/__init__.py": b"X = 1\n", "act/sub/ops.py": b""})
+    installed(site, "zzz-overwriter", {"z.py": b""}, listed=["z.py", "act/sub/ops.py"])
+    every = list(im.distributions(path=[str(site)]))
+    (why,) = claims.shared_problems([(kernel, "act")], every)
+    assert why is not None and why.startswith("its file act/sub/ops.py is listed in the RECORD of 'zzz-overwriter' 1.0")
+
+
+def test_a_distribution_alone_with_its_files_may_claim(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    kernel = installed(site, "activation", {"act/__init__.py": b"X = 1\n"})
+    installed(site, "other", {"actual/__init__.py": b"", "act.py": b""})  # names that only start alike
+    installed(site, "third", {"t.py": b""}, listed=["t.py", "../elsewhere/act/__init__.py"])
+    every = list(im.distributions(path=[str(site)]))
+    assert claims.shared_problems([(kernel, "act")], every) == [None]
+    assert claims.shared_problems([(kernel, None)], every) == [None]  # its .dist-info alone
+
+
+def test_a_record_that_cannot_be_read_lists_nothing(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    kernel = installed(site, "activation", {"act/__init__.py": b"X = 1\n"})
+    broken = installed(site, "broken", {"b.py": b""})
+    (Path(str(broken._path)) / "RECORD").write_bytes(b"\xff\xfe act/__init__.py")  # type: ignore[attr-defined]
+    nul = installed(site, "nul", {"n.py": b""})
+    (Path(str(nul._path)) / "RECORD").write_text('"act/__init__.py\0,x\n')  # type: ignore[attr-defined]
+    every = list(im.distributions(path=[str(site)]))
+    assert claims.shared_problems([(kernel, "act")], every) == [None]

@@ -15,8 +15,8 @@ from kernel_factory.publish.base import LocalFile
 from kernel_factory.publish.withdrawals import carry, manifest_bytes, manifest_path, parse_manifest
 from kernel_factory.record import Record
 from kernel_factory.store import retain
+from kernel_factory.store.local import LocalStore as LocalFiles
 from kernel_factory.store.status import BadStatusFile, Status, check_status, parse, read_statuses, write_statuses
-from kernel_factory.store.storefiles import LocalFiles
 from kernel_factory.store.withdraw import check_reason, mark, parse_spec, select, yanked_value
 from test_index_pages import CPU, CU, rec, render
 
