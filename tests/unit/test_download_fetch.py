@@ -14,7 +14,8 @@ import requests
 from download_kit import CPU, HTTP, LABEL, SHA1, SHA2, Index, env, files_of, http_session, kernel_wheel
 from kernel_factory.errors import Refused, Unreachable
 from kernel_factory.local import download
-from kernel_factory.local.download import Got, Want, _fetch_wheel, _find
+from kernel_factory.local.depends import Want
+from kernel_factory.local.download import Got, _fetch_wheel, _find
 from kernel_factory.local.which import Choice, candidates
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "download.md"

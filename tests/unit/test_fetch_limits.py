@@ -7,6 +7,7 @@ import time
 
 import pytest
 from kernel_factory import fetch
+from kernel_factory.errors import Unreachable
 from test_fetch import INDEX, page, session
 
 
@@ -88,7 +89,7 @@ def test_the_wheels_expiry_line_gives_the_rate_in_kib(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(fetch, "WHEEL_GRACE_S", 0.2)
     s, _ = session({f"{INDEX}/k.whl": (200, {}, Slow(b"x" * 8, 0.5, 4))})
-    with pytest.raises(fetch.Unreachable) as info:
+    with pytest.raises(Unreachable) as info:
         fetch.read_wheel(f"{INDEX}/k.whl", INDEX, s, size=None, headers={}, what="w", take=lambda b: None, chunk=4)
     assert str(info.value) == (f"w: {INDEX}/k.whl was not read in time (0 s; a wheel must come at 64 KiB/s on "
                                "average after 0 s); nothing was installed: check the index and the network")
