@@ -275,7 +275,7 @@ LONG = "a" * 300 + ".py"
     ("duplicate", ["dup.py", "dup.py"], {}, "member '{p}/dup.py' appears twice"),
     ("file-and-folder", ["x", "x/y.py"], {}, "member '{p}/x/y.py' needs a folder where '{p}/x' is a file"),
     ("folder-and-file", ["x/y.py", "x"], {}, "member '{p}/x' is a file where '{p}/x/y.py' needs a folder"),
-    ("long", [LONG], {}, "member '{p}/" + LONG[:200 - 7] + "...' has a name longer than a file system takes (255 "
+    ("long", [LONG], {}, "member '{long}...' has a name longer than a file system takes (255 "
                          "bytes a part, 1024 in all)"),
     ("case", ["Ops.py", "ops.py"], {}, "members '{p}/ops.py' and '{p}/Ops.py' are one file on a case-insensitive "
                                        "or Unicode-normalising file system"),
@@ -289,7 +289,7 @@ LONG = "a" * 300 + ".py"
 def test_members_a_file_system_cannot_hold_as_named_are_refused(
         example_repos: Path, copy: Path, torch_venv: Path, tmp_path: Path, case: str, members: list[str],
         how: dict[str, str], line: str) -> None:
-    package = provenance_of(copy / "files" / PYONLY)["package"]
+    package = provenance_of(copy / "files" / PYONLY)["variant-root"]  # where download reads the variant
     full = {k: f"{package}/{v}" for k, v in how.items()}
     wheel = with_members(copy / "files" / PYONLY, tmp_path / PYONLY,
                          [(f"{package}/{m}", f"# {i}\n".encode()) for i, m in enumerate(members)], **full)
@@ -301,14 +301,15 @@ def test_members_a_file_system_cannot_hold_as_named_are_refused(
         proc = download(pyonly_lock(example_repos, tmp_path), index.url, torch_venv, cache)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [
-        f"error: {PYONLY}: {line.format(p=package)}; nothing was installed: rebuild the wheel",
+        f"error: {PYONLY}: {line.format(p=package, long=f'{package}/{LONG}'[:200])}; nothing was installed: "
+        "rebuild the wheel",
         f"nothing was installed in {cache}"]
     assert cache_state(cache) == {} and scratch_left(cache) == []
 
 
 def test_a_corrupt_deflate_stream_is_refused(example_repos: Path, copy: Path, torch_venv: Path,
                                              tmp_path: Path) -> None:
-    package = provenance_of(copy / "files" / PYONLY)["package"]
+    package = provenance_of(copy / "files" / PYONLY)["variant-root"]  # where download reads the variant
     wheel = with_members(copy / "files" / PYONLY, tmp_path / PYONLY, [(f"{package}/bad.py", b"X = 1\n" * 100)],
                          corrupt=f"{package}/bad.py")
     shutil.copy(wheel, copy / "files" / PYONLY)

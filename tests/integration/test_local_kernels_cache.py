@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from support import cached_venv, kf, run, tmpfs_at
 from test_kernels_loaders import files_of, scan
-from test_local_kernels_offline import KERNELS_REQ, kernel_venv, offline_env
+from test_local_kernels_offline import KERNELS_REQ, judged, kernel_venv, offline_env
 
 SHA1, SHA2 = "1" * 40, "2" * 40
 VARIANT = "torch-universal"
@@ -191,11 +191,12 @@ def test_two_environments_sharing_a_cache_keep_each_others_snapshots(tmp_path: P
     check = cache_run(a, cache, "--allow-org", "example", "--check")
     lines = check.stdout.splitlines()
     variant2 = f"{cache}/{SNAP}/{SHA2}/build/{VARIANT}"
-    assert lines[1] == (f"  get_kernel, has_kernel, LayerRepository, FuncRepository (version=1): yes, refs/v1 names "
+    assert lines[0] == judged(a)
+    assert lines[2] == (f"  get_kernel, has_kernel, LayerRepository, FuncRepository (version=1): yes, refs/v1 names "
                         f"{SHA1}: {cache}/{SNAP}/{SHA1}/build/{VARIANT} (this wheel's commit and variant, checked and "
                         "placed by kernel-factory local-kernels)"), check.stdout  # a's run moved v1 back
     check_b = cache_run(b, cache, "--allow-org", "example", "--check")
-    assert check_b.stdout.splitlines()[1] == (
+    assert check_b.stdout.splitlines()[2] == (
         f"  get_kernel, has_kernel, LayerRepository, FuncRepository (version=1): yes, refs/v1 names {SHA2}: "
         f"{variant2} (this wheel's commit and variant, checked and placed by kernel-factory local-kernels)")
     assert scan(cache) == {"example/act": {SHA1: ["v1.0.0"], SHA2: ["v1", "v1.0.1"]}}
@@ -280,7 +281,8 @@ def test_run_from_the_tools_own_venv_it_names_where_it_looked_and_takes_python(
     assert got.returncode == 0, got.stderr
     assert got.stdout == f"example/act={site_of(python)}/act\n"
     check = kf("local-kernels", "--python", tmp_path / "venv", "--check", env=offline_env())
-    assert check.stdout.splitlines()[0] == f"act (example/act) 1.0.0: would load from {site_of(python)}/act", check
+    assert check.stdout.splitlines()[:2] == [
+        judged(python), f"act (example/act) 1.0.0: would load from {site_of(python)}/act"], check
     missing = kf("local-kernels", "--python", tmp_path / "nope" / "python", env=offline_env())
     assert missing.returncode == 2
     assert missing.stderr.strip().endswith(f"--python {tmp_path}/nope/python: no such interpreter; give the path of a "

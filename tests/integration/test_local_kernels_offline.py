@@ -25,6 +25,17 @@ from support import built_wheel, cached_venv, clean_env, fresh_venv, kf, run
 KERNELS_REQ = f"kernels=={importlib.metadata.version('kernels')}"
 
 
+def judged(python: Path) -> str:
+    """--check's first line for an interpreter with the kernels version the project tests (KERNELS_REQ)."""
+    version = importlib.metadata.version("kernels")
+    if tuple(int(p) for p in version.split(".")[:2]) >= (0, 18):
+        rules = ("refs/v<N> read from kernels--org--name only; every load checks the files against metadata.json's "
+                 "digest")
+    else:
+        rules = "refs/v<N> read from kernels--org--name and models--org--name (models-- wins); no digest check at load"
+    return f"judged for kernels {version} at {python}: {rules}"
+
+
 @pytest.fixture(scope="session")
 def kernel_wheels(example_repos: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Wheels of img2grey 1.1.2, relu-nested 0.1.0 and pyonly 0.2.0 built by ``kernel-factory to-wheel``."""
@@ -205,14 +216,15 @@ def test_check_names_a_torch_mismatch(tmp_path: Path, kernels_site: str, kernel_
     check = local_kernels(python, "--check", home=tmp_path / "hf-home")
     assert check.returncode == 3, check.stdout + check.stderr
     lines = [line for line in check.stdout.splitlines() if not line.startswith("  ")]
-    assert lines[0].startswith("img2grey (example/img2grey) 1.1.2+torch213cpucxx11: would load from ")
-    assert lines[1] == (
+    assert lines[0] == judged(python)
+    assert lines[1].startswith("img2grey (example/img2grey) 1.1.2+torch213cpucxx11: would load from ")
+    assert lines[2] == (
         "oldgrey (example/oldgrey) 1.0.0+torch27cu128cxx11: built for torch 2.7 but torch 2.13.0+cpu is installed: "
         "pip install --force-reinstall 'oldgrey==1.0.0' from the variants/torch213cpucxx11/simple index; "
         "a CUDA build but torch 2.13.0+cpu has no CUDA: pip install --force-reinstall 'oldgrey==1.0.0' "
         "from the variants/torch213cpucxx11/simple index, or install a CUDA build of torch"
     )
-    assert lines[2] == unreached(1, 2)
+    assert lines[3] == unreached(1, 2)
 
 
 def named_wheel(out: Path, dist: str, meta_name: str) -> Path:
@@ -261,12 +273,13 @@ def test_check_agrees_with_get_kernel_on_kernel_names(tmp_path: Path, kernels_si
     assert check.returncode == 3, check.stdout + check.stderr
     lines = [line for line in check.stdout.splitlines() if not line.startswith("  ")]
     site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
-    assert lines[0] == f"scale-add (example/scale-add) 1.0.0: would load from {site}/scale_add"
-    assert lines[1].startswith(
+    assert lines[0] == judged(python)
+    assert lines[1] == f"scale-add (example/scale-add) 1.0.0: would load from {site}/scale_add"
+    assert lines[2].startswith(
         f"scale_bad (example/scale-bad) 1.0.0: {site}/scale_bad/metadata.json: kernels.get_kernel would refuse it: "
         "Cannot parse metadata: Invalid kernel name `scale_bad`. Name must: - Start with a lowercase letter (a-z)"
-    ), lines[1]
-    assert lines[2] == unreached(1, 2)
+    ), lines[2]
+    assert lines[3] == unreached(1, 2)
     script = tmp_path / "agree.py"
     script.write_text(AGREE)
     value = f"example/scale-add={site}/scale_add:example/scale-bad={site}/scale_bad"
