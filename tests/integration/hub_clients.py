@@ -12,10 +12,12 @@ from pathlib import Path
 
 from hub_server import git
 from kernel_factory.verify.digest import compute
+from stack_kernels import act_repo
 from support import clean_env, free_port, kf, run, wait_http
 
 MARK = "KERNEL-FACTORY-HUB: a forward from the Hub mirror"
 MEGA = "kernels-community/megablocks"
+ACT = "example/act"  # stack_kernels.act_repo: layers.RMSNorm, which a kernel mapping gives Llama's RMSNorm
 
 LAYERS = f'''import torch
 
@@ -61,8 +63,10 @@ def megablocks_repo(path: Path) -> str:
 
 
 def build_store(root: Path, repos: Path | None) -> Path:
-    """``root/store``: megablocks and (``repos``: the example kernel repositories) img2grey and relu-nested, built."""
+    """``root/store``: megablocks, example/act and (``repos``: the example kernel repositories) img2grey and
+    relu-nested, built. example/act's organisation is served only with ``--allow-org example``."""
     megablocks_repo(root / "megablocks")
+    act_repo(root / "act")
     examples = "" if repos is None else f"""
 [[kernel]]
 repo = "{repos / 'img2grey'}"
@@ -84,6 +88,11 @@ manylinux = "2_28"
 repo = "{root / 'megablocks'}"
 repo-id = "{MEGA}"
 tags = ">=1"
+
+[[kernel]]
+repo = "{root / 'act'}"
+repo-id = "{ACT}"
+versions = [1]
 """)
     proc = kf("build", "--config", root / "factory.toml", cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -92,6 +92,12 @@ def _noarch_repo(path: Path, name: str, files: dict[str, str], *, major: int, ta
     return sha
 
 
+def act_repo(path: Path) -> str:
+    """example/act at ``path``: build/torch-universal/ with ``layers.RMSNorm`` (prints RMS_MARK per forward),
+    ``layers.SiluAndMul`` and ``silu_and_mul``; branch v1, tag v1.0.0. Its commit."""
+    return _noarch_repo(path, "act", {"__init__.py": ACT_INIT, "layers.py": ACT_LAYERS}, major=1, tag="v1.0.0")
+
+
 # repo id -> (folder name under the repos folder, the major version a lock and get_kernel ask for)
 KERNELS = {
     "example/img2grey": ("img2grey", 1),
@@ -146,7 +152,7 @@ def make_repos(example_repos: Path, repos: Path) -> dict[str, str]:
     git(repos / "pyonly", "branch", "v0", "v0.2.0^{commit}")
     _noarch_repo(repos / "pydep", "pydep", {"__init__.py": PYDEP_INIT}, major=0, tag="v0.1.0",
                  depends=[{"repo-id": "example/pyonly", "version": 0}])
-    _noarch_repo(repos / "act", "act", {"__init__.py": ACT_INIT, "layers.py": ACT_LAYERS}, major=1, tag="v1.0.0")
+    act_repo(repos / "act")
     sha = megablocks_repo(repos / "megablocks")
     git(repos / "megablocks", "tag", "v1.0.0", sha)
     return {repo_id: git(repos / folder, "rev-parse", f"v{major}^{{commit}}")

@@ -3,7 +3,8 @@
 kernels 0.17.2 (with transformers 5.22.2) and 0.19.1 (with transformers 5.25.0), huggingface_hub as pip picks
 it: get_kernel by version, tag and commit, has_kernel, install_kernel, kernelize with a LayerRepository, `kernels
 lock .` then `kernels download .` and offline load_kernel / get_locked_kernel, transformers' from_pretrained with
-use_kernels=True; an organisation the mirror does not allow and a kernel it lacks get kernels' own refusals; and
+use_kernels=True (5.22.2: its own mapping; 5.25.0: a mapping registered for the CPU, online then offline from the cache
+it filled); an organisation the mirror does not allow and a kernel it lacks get kernels' own refusals; and
 huggingface_hub's scan_cache_dir finds each cache clean. kernels 0.19.1 checks each loaded variant against its
 metadata.json digest: img2grey is a flat build with a compat subfolder, which its wheel carries (the variant
 root)."""
@@ -15,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_clients import MARK, MEGA, build_store, client, scan, served
+from hub_clients import ACT, MARK, MEGA, build_store, client, scan, served
+from stack_kernels import RMS_MARK
 from support import TORCH_REQ, cached_venv
 
 pytestmark = pytest.mark.integration
@@ -166,12 +168,70 @@ print("DONE")
 
 
 def test_transformers_5_22_from_pretrained_with_use_kernels(hub: str, tmp_path: Path) -> None:
-    """transformers 5.22.2's own mapping: MegaBlocksMoeMLP on the CPU, one forward per layer. (5.25.0 maps kernels
-    for GPU device types only: on the CPU it refuses any mapping, a KernelConfig's included.)"""
+    """transformers 5.22.2's own mapping: MegaBlocksMoeMLP on the CPU, one forward per layer. (5.25.0's own mapping
+    and its KernelConfig are for GPU device types only: its test below registers a CPU mapping itself.)"""
     python = _python("0.17.2")
     proc = client(python, MODEL, tmp_path / "cache", hub, tmp_path)
     assert proc.stdout.splitlines()[-3:] == [MARK, MARK, "DONE"]
     _clean(python, tmp_path / "cache", tmp_path, "0.17.2", [MEGA])
+
+
+LLAMA = """
+import json, sys
+from pathlib import Path
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+path, mark = Path("model"), sys.argv[1]
+if not path.exists():  # the online run makes the model: config only, random weights
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+                     ).save_pretrained(path)
+ids = torch.tensor([[1, 2, 3, 4]])
+with torch.no_grad():  # use_kernels=False: transformers 5.25 kernelizes by default (use_kernels unset)
+    plain = AutoModelForCausalLM.from_pretrained(path, use_kernels=False)(ids).logits
+from kernels import LayerRepository, Mode
+from transformers.integrations.hub_kernels import register_kernel_mapping
+act = LayerRepository("@ACT@", layer_name="RMSNorm", version=1)
+register_kernel_mapping({"RMSNorm": {"cpu": {Mode.INFERENCE: act}}})
+model = AutoModelForCausalLM.from_pretrained(path, use_kernels=True)
+print("LOADED", flush=True)
+with torch.no_grad():
+    logits = model(ids).logits
+print(json.dumps({"same": torch.equal(logits, plain), "logits": logits.tolist()}))
+""".replace("@ACT@", ACT)
+
+
+def test_transformers_5_25_from_pretrained_with_use_kernels_online_then_offline(store: Path, tmp_path: Path) -> None:
+    """transformers 5.25.0 with kernels 0.19.1: a tiny Llama from config (random weights, save_pretrained), Llama's
+    RMSNorm mapped on the CPU to example/act's layer (transformers' register_kernel_mapping: its own mapping and
+    KernelConfig are for GPU device types only), ``from_pretrained(path, use_kernels=True)`` fetches the kernel from
+    ``serve --hub`` into an empty Hub cache; then, the server stopped and HF_HUB_OFFLINE=1, the same from the cache."""
+    python = _python("0.19.1")
+    sha = _commit(store, ACT, "v1.0.0")
+    cache = tmp_path / "cache"
+    with served(store, tmp_path / "serve.log", "--allow-org", "example") as url:
+        online = client(python, LLAMA, cache, url, tmp_path, RMS_MARK)
+    offline = client(python, LLAMA, cache, None, tmp_path, RMS_MARK)
+    runs = []
+    results = []
+    for proc in (online, offline):
+        lines = proc.stdout.splitlines()
+        loaded = lines.index("LOADED")
+        runs.append(lines[loaded + 1:-1])
+        results.append(json.loads(lines[-1]))
+    # the kernel's RMSNorm.forward ran once per norm of the forward (2 layers x 2 norms + the final norm), online and
+    # offline, and gave the model's own logits
+    assert runs == [[RMS_MARK] * 5, [RMS_MARK] * 5]
+    assert [r["same"] for r in results] == [True, True]
+    assert results[1]["logits"] == results[0]["logits"]
+    repo = cache / "kernels--example--act"
+    refs = {p.relative_to(repo / "refs").as_posix(): p.read_text() for p in (repo / "refs").rglob("*") if p.is_file()}
+    assert refs == {"v1": sha}
+    assert sorted(p.relative_to(repo / "snapshots").as_posix() for p in (repo / "snapshots").rglob("*")
+                  if p.is_file()) == [f"{sha}/build/torch-universal/{f}"
+                                      for f in ("__init__.py", "layers.py", "metadata.json")]
+    _clean(python, cache, tmp_path, "0.19.1", [ACT])
 
 
 REFUSED = """
