@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from .errors import ConfigError
 DEFAULT_CONFIG = "factory.toml"
 DEFAULT_STORE = "public"
 DEFAULT_ORGS = ("kernels-community",)
+ALLOW_ORGS_ENV = "KERNEL_FACTORY_ALLOW_ORGS"  # more trusted organisations, comma-separated (the --allow-org option)
 DEFAULT_LOCK_WAIT_S = 600.0  # KERNEL_FACTORY_LOCK_WAIT
 DEFAULT_RETRY_S = 60.0  # KERNEL_FACTORY_RETRY_S: retry.Backoff's budget
 KERNEL_KEYS = {  # a [[kernel]] table's keys (the [factory] keys are the options': see OPTIONS)
@@ -130,11 +131,12 @@ class TransformersSpec:
 
 
 @dataclass(frozen=True)
-class Environment:
-    """What the code underneath takes from the environment, read in one place: ``environment(env)``, which
-    ``resolve`` calls to fill ``Options.environment`` (no option of the table: no flag, no config key). Code
-    called without Options (a source opened by hand) falls back to ``environment()``; nothing else reads these.
-    (local/ hands its command's whole environment to hubcache: the user's cache, as kernels finds it.)"""
+class Variables:
+    """What the code underneath takes from the process's environment variables, read in one place:
+    ``variables(env)``, which ``resolve`` calls to fill ``Options.variables`` (no option of the table: no flag, no
+    config key). Code called without Options (a source opened by hand) falls back to ``variables()``; nothing else
+    reads these. (local/ hands its command's whole environment to hubcache: the user's cache, as kernels finds it.
+    local/environment.py's ``Environment`` is another thing: an interpreter's torch facts.)"""
 
     hf_endpoint: str | None = None  # HF_ENDPOINT (None: huggingface_hub's default)
     hf_token: str | None = None  # HF_TOKEN
@@ -146,8 +148,8 @@ class Environment:
     source_date_epoch: str | None = None  # SOURCE_DATE_EPOCH: a local source's commit time (as given)
 
 
-def environment(env: Mapping[str, str] | None = None) -> Environment:
-    """The ``Environment`` of ``env`` (default: os.environ, the one place that reads it)."""
+def variables(env: Mapping[str, str] | None = None) -> Variables:
+    """The ``Variables`` of ``env`` (default: os.environ, the one place that reads it)."""
     env = os.environ if env is None else env
     home = env.get("HF_HOME")
     try:
@@ -159,7 +161,7 @@ def environment(env: Mapping[str, str] | None = None) -> Environment:
         lock_wait_s = float(wait)
     except ValueError:
         raise ConfigError(f"KERNEL_FACTORY_LOCK_WAIT={wait!r}: expected a number of seconds") from None
-    return Environment(
+    return Variables(
         hf_endpoint=env.get("HF_ENDPOINT") or None,
         hf_token=env.get("HF_TOKEN") or None,
         hf_offline=env.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"},
@@ -193,7 +195,7 @@ class Options:
     cache_control_immutable: str = "public, max-age=31536000, immutable"  # wheels and .metadata on S3
     cache_control_pages: str = "public, max-age=300"  # pages, JSON and records on S3
     s3_directory_keys: bool = False  # S3: every .../index.html also at the key .../
-    environment: Environment = Environment()  # filled by resolve from env; not an option of the table
+    variables: Variables = Variables()  # filled by resolve from env; not an option of the table
 
 
 def _unknown(key: str, known: set[str], where: str) -> ConfigError:
@@ -394,8 +396,20 @@ def _store(value: Any, where: str, base: Path) -> Location:
     return Location.parse(_folder(value, where, base))
 
 
+def _split_orgs(values: Iterable[str]) -> list[str]:
+    return [o for v in values for o in v.split(",") if o]
+
+
 def _orgs(value: Any, where: str, base: Path) -> tuple[str, ...]:
-    return tuple(o for v in _str_list(value, where) for o in v.split(",") if o)
+    return tuple(_split_orgs(_str_list(value, where)))
+
+
+def given_orgs(env: Mapping[str, str] | None = None, flags: Iterable[str] = ()) -> list[str]:
+    """The organisations given by ``ALLOW_ORGS_ENV`` in ``env`` (default: os.environ), then by the ``--allow-org``
+    values ``flags`` (each may hold several, comma-separated), once each in that order; empty: neither gave one.
+    For the commands that take --allow-org outside OPTIONS (local-kernels, download, serve --hub)."""
+    env = os.environ if env is None else env
+    return list(dict.fromkeys(_split_orgs([env.get(ALLOW_ORGS_ENV, ""), *flags])))
 
 
 def _url(value: Any, where: str, base: Path) -> str:
@@ -451,7 +465,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("store", _store, "store folder or s3://bucket/prefix (overrides the config; default ./public)",
            "--store", ("plan", "build", "index", "publish"), env="KERNEL_FACTORY_STORE", metavar="DIR"),
     Option("allow_orgs", _orgs, "also allow this organisation (repeatable)", "--allow-org", _BUILD,
-           env="KERNEL_FACTORY_ALLOW_ORGS", metavar="ORG", repeat=True, merge=_union),
+           env=ALLOW_ORGS_ENV, metavar="ORG", repeat=True, merge=_union),
     Option("manylinux", lambda v, w, b: _manylinux(v, w), "target manylinux policy, e.g. 2_28 (default)",
            "--manylinux", _BUILD, env="KERNEL_FACTORY_MANYLINUX", metavar="X_Y"),
     Option("jobs", lambda v, w, b: _int(v, w), "parallel processes (default: number of cores)", "--jobs", _BUILD,
@@ -526,7 +540,7 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
         opts = replace(opts, kernels=specs, transformers=mapped)
     env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
     opts = apply_table(opts, env_table, Path.cwd(), "environment")
-    return replace(apply_flags(opts, flags), environment=environment(env))
+    return replace(apply_flags(opts, flags), variables=variables(env))
 
 
 def apply_flags(opts: Options, flags: Flags) -> Options:

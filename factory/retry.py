@@ -39,7 +39,7 @@ class Backoff:
 
     def __init__(self, what: str, budget: float) -> None:
         self.what = what
-        self.budget = budget  # seconds: config.Environment.retry_s (KERNEL_FACTORY_RETRY_S)
+        self.budget = budget  # seconds: config.Variables.retry_s (KERNEL_FACTORY_RETRY_S)
         self.start = time.monotonic()
         self.wait = FIRST_WAIT_S
         self.tries = 1

@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 INSTALLED = Path(kernel_factory.__file__).parent
 BIN = Path(sys.executable).parent
 MODULES = {  # module -> the unit tests that cover it
-    "store/check.py": ["tests/unit/test_record_check.py"],
+    "store/check.py": ["tests/unit/test_store_check.py"],
     "index/pages.py": ["tests/unit/test_index_pages.py", "tests/unit/test_index_write.py",
                        "tests/unit/test_index_incremental.py", "tests/unit/test_index_pages_exact.py",
-                       "tests/unit/test_project_html.py"],
+                       "tests/unit/test_index_pages_project.py"],
     "verify/digest.py": ["tests/unit/test_digest.py", "tests/unit/test_wheel_convert.py"],
     "store/adopt.py": ["tests/unit/test_adopt_read.py", "tests/unit/test_index_write.py",
                        "tests/unit/test_index_rerun.py", "tests/unit/test_report.py",

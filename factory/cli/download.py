@@ -39,13 +39,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(ns: argparse.Namespace) -> int:
-    import os
-
+    from ..config import given_orgs
     from ..local.depends import MAX_DEPENDS
     from ..local.download import DownloadArgs, run_download
 
-    env_orgs = [o for o in os.environ.get("KERNEL_FACTORY_ALLOW_ORGS", "").split(",") if o]
-    given = [*env_orgs, *(o for v in ns.allow_org for o in v.split(",") if o)]
+    given = given_orgs(flags=ns.allow_org)
     return run_download(DownloadArgs(project_dir=ns.project_dir, index_url=ns.index_url, python=ns.python,
-                                     allow_orgs=tuple(dict.fromkeys(given)) if given else None,
+                                     allow_orgs=tuple(given) if given else None,
                                      max_depends=MAX_DEPENDS if ns.max_depends is None else ns.max_depends))

@@ -32,12 +32,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(ns: argparse.Namespace) -> int:
-    import os
-
-    from ..config import DEFAULT_ORGS
+    from ..config import DEFAULT_ORGS, given_orgs
     from ..local.kernels import LocalKernelsArgs, run_local_kernels
 
-    env_orgs = [o for o in os.environ.get("KERNEL_FACTORY_ALLOW_ORGS", "").split(",") if o]
-    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *env_orgs, *(o for v in ns.allow_org for o in v.split(",") if o)]))
+    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *given_orgs(flags=ns.allow_org)]))
     return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check, cache=ns.cache, allow_orgs=orgs,
                                               python=ns.python))

@@ -39,8 +39,6 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(ns: argparse.Namespace) -> int:
-    import os
-
     from ..errors import UsageError
 
     if not ns.hub:
@@ -52,9 +50,8 @@ def execute(ns: argparse.Namespace) -> int:
         return run_serve(ServeArgs(out=Path(ns.out or DEFAULT_STORE), port=ns.port))
     if ns.out is not None:
         raise UsageError("--out is for the index preview; `serve --hub` serves a store: give --store DIR")
-    from ..config import DEFAULT_ORGS
+    from ..config import DEFAULT_ORGS, given_orgs
     from ..hub.command import HOST, HubArgs, run_hub
 
-    env_orgs = [o for o in os.environ.get("KERNEL_FACTORY_ALLOW_ORGS", "").split(",") if o]
-    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *env_orgs, *(o for v in ns.allow_org for o in v.split(",") if o)]))
+    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *given_orgs(flags=ns.allow_org)]))
     return run_hub(HubArgs(store=ns.store or DEFAULT_STORE, host=ns.host or HOST, port=ns.port, allow_orgs=orgs))

@@ -87,7 +87,7 @@ class IndexOptions:
     allow_kernel_names: bool = False
     kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
     as_json: bool = False
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
+    lock_wait_s: float = DEFAULT_LOCK_WAIT_S  # KERNEL_FACTORY_LOCK_WAIT (config.Variables)
     options: Any = None  # the resolved config.Options: the store is opened with them (S3 put args, lock wait)
 
 
@@ -124,7 +124,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
     as_json = args.json
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
-                        args.rescan, opts.allow_kernel_names, names, as_json, opts.environment.lock_wait_s, opts)
+                        args.rescan, opts.allow_kernel_names, names, as_json, opts.variables.lock_wait_s, opts)
 
 
 def write_page(path: Path, data: bytes) -> bool:

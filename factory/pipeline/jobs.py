@@ -47,7 +47,7 @@ def use_sources(plan: Plan) -> None:
 def source_of(job: Job, opts: Options) -> Source:
     key = (job.location, job.repo_id, job.repo_type)
     if key not in _SOURCES:
-        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type, env=opts.environment)
+        _SOURCES[key] = open_source(job.location, repo_id=job.repo_id, repo_type=job.repo_type, env=opts.variables)
     return _SOURCES[key]
 
 
@@ -130,7 +130,7 @@ def convert_fetched(job: Job, opts: Options, out_dir: Path, fetched: Fetched) ->
     )
     result = convert(inp, out_dir)
     # The timeline: when this variant was fetched and converted, on the wall clock every process shares.
-    stages.dump(opts.environment.stages_file, variant=job.variant, fetch=fetched.seconds,
+    stages.dump(opts.variables.stages_file, variant=job.variant, fetch=fetched.seconds,
                 fetch_start=fetched.start, fetch_end=fetched.end, convert_start=start, convert_end=time.time())
     return result
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import report, versions
 from .. import variants as variants_mod
-from ..config import Environment, KernelSpec, Options
+from ..config import KernelSpec, Options, Variables
 from ..errors import FactoryError, NotAllowed, Refused, UsageError
 from ..record import VARIANT_ROOT, Record
 from ..sources import open_source
@@ -193,7 +193,7 @@ def plan_kernel(
     """Every wanted job of one kernel; README and commit time are filled later, only for jobs to build.
     A ``listed`` repository (from an organisation listing) is a Hub id, never a local path."""
     check_allowed(spec.repo, spec.repo_id, opts, hub=listed)
-    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed, env=opts.environment)
+    src = open_source(spec.repo, repo_id=spec.repo_id, repo_type=spec.repo_type, hub=listed, env=opts.variables)
     jobs: list[Job] = []
     refused: list[FactoryError] = []
     unmatched = set(spec.variants) if spec.sha is None and not listed else set()
@@ -268,7 +268,7 @@ def _complete(src: Source, jobs: list[Job]) -> list[Job]:
 
 
 def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError],
-                 env: Environment | None = None) -> list[tuple[KernelSpec, bool]]:
+                 env: Variables | None = None) -> list[tuple[KernelSpec, bool]]:
     """Each spec, with ``repo = "org/*"`` globs replaced by the organisation's matching repositories (listed
     on the Hub at every plan, so new repositories are picked up); (spec, came from a glob). Listed ids that are
     not plain ``org/name`` ids go to ``refused``."""
@@ -331,7 +331,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     planned: set[tuple[str, str, str]] = set()
     older = 0  # held jobs whose wheels were made before the variant root (docs/convert.md)
 
-    for spec, listed in expand_specs(opts.kernels, plan.refused, opts.environment) + _mapped(opts, plan.notes):
+    for spec, listed in expand_specs(opts.kernels, plan.refused, opts.variables) + _mapped(opts, plan.notes):
         try:
             src, jobs, refused = plan_kernel(spec, opts, known, listed=listed)
         except UsageError as exc:  # a listed repository without the requested versions: skip it, say so

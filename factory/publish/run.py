@@ -66,7 +66,7 @@ def open_destination(
 
         if to is not None and repository:
             raise UsageError("pass either --to or --repository, not both")
-        retry_s = DEFAULT_RETRY_S if options is None else options.environment.retry_s
+        retry_s = DEFAULT_RETRY_S if options is None else options.variables.retry_s
         return UploadDestination(resolve(to, repository, simple_url), retry_s)
     if simple_url:
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
@@ -312,7 +312,7 @@ def _store_lock(root: Path, opts: Options, lock: StoreLock | None) -> AbstractCo
     for `index`)."""
     if lock is None or not os.access(root, os.W_OK):
         return nullcontext()
-    return lock(root, opts.environment.lock_wait_s)
+    return lock(root, opts.variables.lock_wait_s)
 
 
 def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:

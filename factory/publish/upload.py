@@ -54,7 +54,7 @@ class UploadDestination:
     workers = 1  # requests sessions are not thread-safe
 
     def __init__(self, endpoint: Endpoint, retry_s: float = DEFAULT_RETRY_S) -> None:
-        self.retry_s = retry_s  # KERNEL_FACTORY_RETRY_S (config.Environment): the budget of retried uploads
+        self.retry_s = retry_s  # KERNEL_FACTORY_RETRY_S (config.Variables): the budget of retried uploads
         try:
             from twine.repository import Repository
         except ImportError:

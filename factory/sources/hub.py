@@ -37,7 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import report
 from ..atomic import atomic_open
-from ..config import Environment, environment
+from ..config import Variables, variables
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
 from ..safe_text import printable, quiet_credentials
@@ -92,10 +92,10 @@ def _is_sha(rev: str) -> bool:
 class HubSource:
     """One Hub repository of type kernel (or model, for older kernels)."""
 
-    def __init__(self, repo_id: str, *, repo_type: str | None = None, env: Environment | None = None) -> None:
+    def __init__(self, repo_id: str, *, repo_type: str | None = None, env: Variables | None = None) -> None:
         """``env``: the Hub's endpoint, token, offline switch and cache, and the retry budget, as config.resolve
-        read them (Options.environment); None: config.environment() of this process."""
-        env = environment() if env is None else env
+        read them (Options.variables); None: config.variables() of this process."""
+        env = variables() if env is None else env
         org, _, name = repo_id.partition("/")
         if not org or not name or "/" in name:
             raise UsageError(f"{repo_id!r} is not a Hub repository id; write it as org/name")

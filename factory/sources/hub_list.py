@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from ..config import Environment
+from ..config import Variables
 from ..errors import Unreachable, UsageError
 
 GLOB_CHARS = "*?["
@@ -22,7 +22,7 @@ def is_glob(repo: str) -> bool:
     return any(c in repo for c in GLOB_CHARS)
 
 
-def list_org(org: str, repo_type: str | None, env: Environment | None = None) -> tuple[list[str], list[str]]:
+def list_org(org: str, repo_type: str | None, env: Variables | None = None) -> tuple[list[str], list[str]]:
     """Every repository id of ``org`` of the given type (kernel when None), sorted; and a line for each listed
     id that is not ``org/name`` with a plain name (the Hub's own rules), which is left out."""
     # imported here: planning local repositories (to-wheel, make demo) should not pay for huggingface_hub
@@ -70,7 +70,7 @@ def listed_id_problem(repo: str) -> str | None:
 
 
 def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None,
-           env: Environment | None = None) -> tuple[list[str], list[str]]:
+           env: Variables | None = None) -> tuple[list[str], list[str]]:
     """``org/glob`` -> the matching repository ids of ``org`` that no ``exclude`` glob matches, and a line for
     each listed id that was left out as unusable."""
     org, _, name = pattern.partition("/")

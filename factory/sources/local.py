@@ -28,7 +28,7 @@ class LocalSource:
             raise UsageError(f"{path}: not a folder; give a kernel repository folder or a Hub id like org/name")
         self.path = path
         self.repo_id = repo_id
-        self.source_date_epoch = source_date_epoch  # config.Environment's SOURCE_DATE_EPOCH, for a plain folder
+        self.source_date_epoch = source_date_epoch  # config.Variables's SOURCE_DATE_EPOCH, for a plain folder
         self.name = path.name.removesuffix(".git")
         self.display = str(path)
         self.is_git = self._git_dir() is not None

@@ -108,7 +108,7 @@ def open_store(location: Location | str | Path, options: Any = None, *, lock_wai
         from .local import LocalStore
 
         if lock_wait_s is None:
-            lock_wait_s = DEFAULT_LOCK_WAIT_S if options is None else options.environment.lock_wait_s
+            lock_wait_s = DEFAULT_LOCK_WAIT_S if options is None else options.variables.lock_wait_s
         return LocalStore(loc.local, lock_wait_s)
     if loc.scheme != "s3":
         raise ConfigError(f"store {loc}: unknown scheme {loc.scheme}://; use a folder, file:// or s3://bucket/prefix")

@@ -109,7 +109,7 @@ class LocalStore:
 
     def __init__(self, root: Path, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         self.root = Path(root)
-        self.lock_wait_s = lock_wait_s  # KERNEL_FACTORY_LOCK_WAIT (config.Environment)
+        self.lock_wait_s = lock_wait_s  # KERNEL_FACTORY_LOCK_WAIT (config.Variables)
         self.files = self.root / FILES
         self.display = str(self.root)
         self.folder: Path | None = self.root  # adoption and --repair work on a folder

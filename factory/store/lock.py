@@ -86,7 +86,7 @@ def _clear_pid(fd: int, before: os.stat_result) -> None:
 @contextmanager
 def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[None]:
     """Hold the lock of the store folder ``root`` (LocalStore.lock); wait up to ``wait_s`` seconds
-    (KERNEL_FACTORY_LOCK_WAIT through config.Environment, default 600)."""
+    (KERNEL_FACTORY_LOCK_WAIT through config.Variables, default 600)."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_NAME
     # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.

@@ -41,7 +41,7 @@ def timed(stage: str) -> Iterator[None]:
 
 def dump(path: str | None, **fields: object) -> None:
     """Append one JSON line (the stages so far and ``fields``) to ``path`` ($KERNEL_FACTORY_STAGES, read by
-    config.environment), if it is set."""
+    config.variables), if it is set."""
     if not path:
         return
     with _lock:

@@ -5,7 +5,7 @@ xdist worker alike, and stays idle outside a unit test's setup, call and teardow
 xdist starts its workers with Popen, and integration tests in the same worker start servers and processes.
 A unit test that connects a socket (to any address, loopback included), resolves a host name, or starts a
 process (subprocess, fork, exec, spawn, system) gets an exception at that call and fails afterwards even
-if the code under test caught the exception. tests/unit/test_guard.py proves it.
+if the code under test caught the exception. tests/unit/test_outside_guard.py proves it.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ sys.addaudithook(_hook)
 
 @contextmanager
 def guarded() -> Iterator[list[str]]:
-    """The guard on: what it caught is yielded (test_guard.py reads it)."""
+    """The guard on: what it caught is yielded (test_outside_guard.py reads it)."""
     before, seen = _Guard.active, _Guard.seen
     _Guard.active, _Guard.seen = True, []
     try:

@@ -148,7 +148,7 @@ def test_flags_override_file_and_environment(tmp_path: Path, monkeypatch: pytest
 
 
 def test_every_option_is_declared_once_in_the_table() -> None:
-    fields = {f.name for f in dataclasses.fields(config.Options)} - {"kernels", "transformers", "environment"}
+    fields = {f.name for f in dataclasses.fields(config.Options)} - {"kernels", "transformers", "variables"}
     names = [o.name for o in config.OPTIONS]
     assert sorted(names) == sorted(fields)  # each Options field has one entry, and no entry is twice
     flags = [o.flag for o in config.OPTIONS if o.flag]
@@ -178,3 +178,13 @@ def test_flags_come_from_the_table_for_each_command() -> None:
 def test_a_bad_flag_value_is_one_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--jobs: expected a whole number"):
         config.resolve(config.Flags(default_config=False, given={"jobs": "many"}), env={})
+
+
+def test_given_orgs_one_reader_of_the_variable() -> None:
+    """KERNEL_FACTORY_ALLOW_ORGS is read in config alone: the variable's organisations, then the flags', once each."""
+    env = {config.ALLOW_ORGS_ENV: "acme,,beta"}
+    assert config.ALLOW_ORGS_ENV == "KERNEL_FACTORY_ALLOW_ORGS" == config.BY_NAME["allow_orgs"].env
+    assert config.given_orgs(env) == ["acme", "beta"]
+    assert config.given_orgs(env, ["beta,gamma", "acme"]) == ["acme", "beta", "gamma"]
+    assert config.given_orgs({}, []) == []
+    assert config.given_orgs({}, ["x"]) == ["x"]

@@ -1,4 +1,4 @@
-"""Exit codes: the most severe wins; OSErrors are classified in one place; the space a plan needs."""
+"""Exit codes: the most severe wins; OSErrors are classified in one place."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-from kernel_factory import report, space
 from kernel_factory.errors import (
     EXIT_BUG,
     EXIT_OK,
@@ -69,13 +68,6 @@ def test_tool_stderr_is_classified_by_its_errno_text() -> None:
     err = unusable_from_text("tar: build/v/blob.bin: Cannot write: No space left on device\n", "/tmp/s/v")
     assert err is not None and str(err).startswith("/tmp/s/v: No space left on device;")
     assert unusable_from_text("fatal: not a tree object", "/tmp/s/v") is None
-
-
-def test_space_needed_by_a_plan() -> None:
-    # every wheel stays in the store; scratch holds the fetched trees of the `jobs` largest at once
-    assert space.needs([(10, 10), (30, 30), (20, 0)], jobs=2) == (60, 40)
-    assert space.needs([], jobs=4) == (0, 0)
-    assert [report.size(n) for n in (999, 7_800_000_000, 1_234_567)] == ["999 B", "7.8 GB", "1.2 MB"]
 
 
 def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,5 @@
-"""The run's scratch folder: marked while its run lives, removed by the next run once a killed run left it."""
+"""The space a plan needs, and the run's scratch folder: marked while its run lives, removed by the next run once a
+killed run left it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from kernel_factory import space
+from kernel_factory import report, space
 
 
 def killed(scratch: space.Scratch) -> str:
@@ -92,3 +93,10 @@ def test_a_scratch_folder_left_to_the_collector_is_removed_and_its_mark_closed(t
     except OSError:
         closed = True
     assert closed
+
+
+def test_space_needed_by_a_plan() -> None:
+    # every wheel stays in the store; scratch holds the fetched trees of the `jobs` largest at once
+    assert space.needs([(10, 10), (30, 30), (20, 0)], jobs=2) == (60, 40)
+    assert space.needs([], jobs=4) == (0, 0)
+    assert [report.size(n) for n in (999, 7_800_000_000, 1_234_567)] == ["999 B", "7.8 GB", "1.2 MB"]

@@ -1,4 +1,4 @@
-"""The environment is read once, by config.environment (config.resolve fills Options.environment), and the code
+"""The environment is read once, by config.variables (config.resolve fills Options.variables), and the code
 underneath takes its values from there, never from os.environ (no network, no processes)."""
 
 from __future__ import annotations
@@ -34,21 +34,21 @@ def other_process_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_resolve_reads_the_environment_it_is_given(other_process_env: None) -> None:
-    env = config.resolve(config.Flags(default_config=False), env=ENV).environment
-    assert env == config.Environment(hf_endpoint="http://127.0.0.1:1234", hf_token="hf_given", hf_offline=True,
-                                     hf_cache="/hf-home/hub", lock_wait_s=2.5, retry_s=0.0,
-                                     stages_file="/tmp/stages.jsonl", source_date_epoch="1700000000")
-    assert config.environment({}) == config.Environment()  # nothing set: the defaults (600 s lock, 60 s retry)
-    assert config.environment({"HF_HUB_CACHE": "/c", "HF_HOME": "/h"}).hf_cache == "/c"
+    env = config.resolve(config.Flags(default_config=False), env=ENV).variables
+    assert env == config.Variables(hf_endpoint="http://127.0.0.1:1234", hf_token="hf_given", hf_offline=True,
+                                   hf_cache="/hf-home/hub", lock_wait_s=2.5, retry_s=0.0,
+                                   stages_file="/tmp/stages.jsonl", source_date_epoch="1700000000")
+    assert config.variables({}) == config.Variables()  # nothing set: the defaults (600 s lock, 60 s retry)
+    assert config.variables({"HF_HUB_CACHE": "/c", "HF_HOME": "/h"}).hf_cache == "/c"
 
 
 def test_a_bad_lock_wait_is_one_config_error() -> None:
     with pytest.raises(ConfigError, match="KERNEL_FACTORY_LOCK_WAIT='soon': expected a number of seconds"):
-        config.environment({"KERNEL_FACTORY_LOCK_WAIT": "soon"})
+        config.variables({"KERNEL_FACTORY_LOCK_WAIT": "soon"})
 
 
 def test_hub_source_takes_its_values_from_its_caller(other_process_env: None) -> None:
-    env = config.environment(ENV)
+    env = config.variables(ENV)
     src = open_source("kernels-community/relu", env=env)
     assert isinstance(src, HubSource)
     assert (src.endpoint, src.token, src.offline, src.cache_dir) == ("http://127.0.0.1:1234", "hf_given", True,
