@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CONFIG ?= factory.toml
 PORT   ?= 8000
 
-.PHONY: demo index build serve test test-min unit integration lint bench mutants fixtures system-deps clean gpu-e2e install
+.PHONY: demo index build serve test test-stacks test-min unit integration lint bench mutants fixtures system-deps clean gpu-e2e install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,8 +74,15 @@ $(TORCH): $(STAMP)
 	touch $@
 
 # With a coverage report of the installed package and its floor (pyproject.toml [tool.coverage]; docs/testing.md).
+# The consumer matrix runs the oldest and the newest kernels stacks here (KF_TEST_STACKS, kernels versions);
+# `make test-stacks` runs all three (docs/testing.md).
+KF_TEST_STACKS ?= 0.17.2,0.19.1
 test: $(WHEEL) $(TORCH) system-deps lint
-	$(BIN)/python -m pytest -n 2 -q --durations=15 --cov --cov-report=term tests
+	KF_TEST_STACKS=$(KF_TEST_STACKS) $(BIN)/python -m pytest -n 2 -q --durations=15 --cov --cov-report=term tests
+
+test-stacks: $(WHEEL) $(TORCH)
+	KF_TEST_STACKS= $(BIN)/python -m pytest -n 2 -q tests/integration/test_stack_matrix.py
+	$(BIN)/python scripts/stack_table.py
 
 # The minimum-versions job alone: the built wheel with every Requires-Dist at its lower bound, end to end.
 # (`make test` runs it too.)
