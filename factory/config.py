@@ -134,7 +134,7 @@ class Environment:
     """What the code underneath takes from the environment, read in one place: ``environment(env)``, which
     ``resolve`` calls to fill ``Options.environment`` (no option of the table: no flag, no config key). Code
     called without Options (a source opened by hand) falls back to ``environment()``; nothing else reads these.
-    (local/ hands its command's whole environment to hubcache: the user's cache, as kernels finds it.)"""
+    (local/ hands its command's whole environment to local/cache: the user's cache, as kernels finds it.)"""
 
     hf_endpoint: str | None = None  # HF_ENDPOINT (None: huggingface_hub's default)
     hf_token: str | None = None  # HF_TOKEN

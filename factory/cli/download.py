@@ -41,8 +41,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 def execute(ns: argparse.Namespace) -> int:
     import os
 
-    from ..local.depends import MAX_DEPENDS
-    from ..local.download import DownloadArgs, run_download
+    from ..local.download.command import DownloadArgs, run_download
+    from ..local.download.depends import MAX_DEPENDS
 
     env_orgs = [o for o in os.environ.get("KERNEL_FACTORY_ALLOW_ORGS", "").split(",") if o]
     given = [*env_orgs, *(o for v in ns.allow_org for o in v.split(",") if o)]

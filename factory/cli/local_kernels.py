@@ -35,7 +35,7 @@ def execute(ns: argparse.Namespace) -> int:
     import os
 
     from ..config import DEFAULT_ORGS
-    from ..local.kernels import LocalKernelsArgs, run_local_kernels
+    from ..local.local_kernels.command import LocalKernelsArgs, run_local_kernels
 
     env_orgs = [o for o in os.environ.get("KERNEL_FACTORY_ALLOW_ORGS", "").split(",") if o]
     orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *env_orgs, *(o for v in ns.allow_org for o in v.split(",") if o)]))
