@@ -135,8 +135,8 @@ class Variables:
     """What the code underneath takes from the process's environment variables, read in one place:
     ``variables(env)``, which ``resolve`` calls to fill ``Options.variables`` (no option of the table: no flag, no
     config key). Code called without Options (a source opened by hand) falls back to ``variables()``; nothing else
-    reads these. (local/ hands its command's whole environment to hubcache: the user's cache, as kernels finds it.
-    local/environment.py's ``Environment`` is another thing: an interpreter's torch facts.)"""
+    reads these. (local/ hands its command's whole environment to local/cache: the user's cache, as kernels finds it.
+    local/probe/environment.py's ``Environment`` is another thing: an interpreter's torch facts.)"""
 
     hf_endpoint: str | None = None  # HF_ENDPOINT (None: huggingface_hub's default)
     hf_token: str | None = None  # HF_TOKEN

@@ -101,7 +101,7 @@ export PYTHONPATH=/tmp/kf${PYTHONPATH:+:$PYTHONPATH}
 KERNELS_WANT=${E2E_KERNELS:-0.19.1}
 deps_import() {
   "$PY" -c "import kernel_factory.cli, kernel_factory.wheel.convert, kernel_factory.audit.elf, \
-kernel_factory.index.command, kernel_factory.index.serve, kernel_factory.local.kernels, kernel_factory.local.download, \
+kernel_factory.index.command, kernel_factory.index.serve, kernel_factory.local.local_kernels.command, kernel_factory.local.download.command, \
 kernel_factory.verify.digest, kernels, auditwheel.policy, abi3audit._audit, isal, zlib_ng, jinja2, packaging" 2>/dev/null
 }
 kernels_version() { "$PY" -c "import importlib.metadata as m; print(m.version('kernels'))" 2>/dev/null; }

@@ -40,8 +40,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def execute(ns: argparse.Namespace) -> int:
     from ..config import given_orgs
-    from ..local.depends import MAX_DEPENDS
-    from ..local.download import DownloadArgs, run_download
+    from ..local.download.command import DownloadArgs, run_download
+    from ..local.download.depends import MAX_DEPENDS
 
     given = given_orgs(flags=ns.allow_org)
     return run_download(DownloadArgs(project_dir=ns.project_dir, index_url=ns.index_url, python=ns.python,

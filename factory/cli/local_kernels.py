@@ -33,7 +33,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def execute(ns: argparse.Namespace) -> int:
     from ..config import DEFAULT_ORGS, given_orgs
-    from ..local.kernels import LocalKernelsArgs, run_local_kernels
+    from ..local.local_kernels.command import LocalKernelsArgs, run_local_kernels
 
     orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *given_orgs(flags=ns.allow_org)]))
     return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check, cache=ns.cache, allow_orgs=orgs,

@@ -1,6 +1,6 @@
 """``kernel-factory which``: this environment's build variant, label and variant root, and the install command.
 
-The interpreter is inspected by factory/local/probe.py (a script run with it, so
+The interpreter is inspected by factory/local/probe/run.py (a script run with it, so
 kernel-factory can live in a pipx venv and inspect another). With
 ``--index-url URL --kernel NAME`` the kernel's page in the variant root
 (``URL/variants/<label>/simple/<name>/``, PEP 691 JSON or HTML) gives the
@@ -23,7 +23,7 @@ from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..safe_text import printable
 from ..simple import Wheel
 from ..variants import LabelParts, parse_label, tag_platforms
-from .probe import Environment, probe, resolve_python
+from .probe.run import Environment, probe, resolve_python
 
 __all__ = ["LabelParts", "Wheel", "choose", "candidates", "commands", "fits_platform", "nearest", "parse_label"]
 

@@ -182,10 +182,10 @@ def test_a_second_user_of_a_setgid_group_cache_adds_another_variant_of_the_commi
 def _place_cpu(cache: Path, source: Path) -> None:
     import hashlib
 
-    from kernel_factory.local import hubcache
+    from kernel_factory.local.cache import Placement, Writer
 
     files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()}
-    hubcache.place(cache, "org/relu", SHA1, CPU, source, files=files, refs=[], origin="download")
+    Writer(cache, "download").place(Placement("org/relu", SHA1, CPU, source, files))
 
 
 def _as_nobody(group: int, work: object) -> int:

@@ -145,7 +145,7 @@ def leftovers(cache: Path) -> list[str]:
     """What a run left in the cache folder, but for an empty ``.locks/`` (huggingface_hub makes it too) holding
     at most an empty ``kernel-factory/`` (the temporary folders of a run lie in it, and must be gone)."""
     locks = cache / ".locks"
-    ours = locks / "kernel-factory"  # the writer's scratch folders live in it (local/cachestage.py)
+    ours = locks / "kernel-factory"  # the writer's scratch folders live in it (local/cache/stage.py)
     in_locks = [p for p in locks.iterdir() if p != ours or any(ours.iterdir())] if locks.is_dir() else []
     return sorted(p.name for p in cache.iterdir() if p != locks or in_locks)
 

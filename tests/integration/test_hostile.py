@@ -169,7 +169,7 @@ def test_kernel_code_is_never_imported(world: World) -> None:
     assert prov["digest"]["hash"].startswith("sha256:")
 
 
-FILES = 30_000  # three times as many as `download` takes from one wheel (local/wheelcheck.py MAX_MEMBERS)
+FILES = 30_000  # three times as many as `download` takes from one wheel (local/download/wheelcheck.py MAX_MEMBERS)
 
 
 def test_many_tiny_files(world: World, tmp_path: Path) -> None:

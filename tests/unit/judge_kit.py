@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kernel_factory.local.rules import Judge
+from kernel_factory.local.probe.rules import Judge
 
 REJECTED = "OS (darwin) does not match system OS (linux)"
 

@@ -1,4 +1,4 @@
-"""local/hubcache.py and its pieces against what another writer of a shared cache can plant (issue 48): nothing
+"""local/cache/ (the writer and its pieces) against what another writer of a shared cache can plant (issue 48): nothing
 there is trusted by its name (a blob's bytes are read, a blob linked elsewhere is replaced), no special file
 blocks a run, a planted folder thousands deep is no RecursionError, another user's run folders are theirs, a
 failed place takes back exactly what it made, folders and files get the modes huggingface_hub would give them,
@@ -19,8 +19,11 @@ from typing import Any
 import pytest
 from cache_oracle import hashes, no_scratch_left, scan
 from kernel_factory.errors import Unreachable
-from kernel_factory.local import cacheplace, cachestage, hubcache
-from kernel_factory.local.cachefs import Folder, remove
+from kernel_factory.local import cache
+from kernel_factory.local.cache import Placement, writer
+from kernel_factory.local.cache import place as cacheplace
+from kernel_factory.local.cache import stage as cachestage
+from kernel_factory.local.cache.fs import Folder, remove
 
 SHA, SHA2 = "a" * 40, "b" * 40
 VARIANT, OTHER = "torch-universal", "torch213-cxx11-cpu-x86_64-linux"
@@ -37,10 +40,10 @@ def pkg(tmp_path: Path) -> Path:
 
 
 def place(root: Path, pkg: Path, sha: str = SHA, variant: str = VARIANT, refs: tuple[str, ...] = ("v1",),
-          made: list[hubcache.Made] | None = None) -> Path:
+          made: list[cacheplace.Made] | None = None) -> Path:
     more: dict[str, Any] = {} if made is None else {"made": made}
-    return hubcache.place(root, "org/act", sha, variant, pkg, files=hashes(pkg), refs=refs, origin="local-kernels",
-                          **more)
+    return writer.place(root, Placement("org/act", sha, variant, pkg, hashes(pkg), tuple(refs)), origin="local-kernels",
+                        **more)
 
 
 def within(seconds: float, call: Callable[[], object]) -> object:
@@ -81,9 +84,9 @@ def test_a_rerun_reads_the_blobs_bytes_a_link_to_the_right_name_is_not_enough(tm
     blob = root / REPO / "blobs" / hashes(pkg)["__init__.py"]
     blob.chmod(0o644)
     blob.write_text("X = 666\n")  # same name, other bytes: the snapshot's link still names it
-    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+    with pytest.raises(cache.CacheConflict, match="already holds build/torch-universal with other bytes"):
         place(root, pkg)
-    assert not hubcache.variant_holds(root, "org/act", SHA, VARIANT, hashes(pkg))
+    assert not cache.variant_holds(root, "org/act", SHA, VARIANT, hashes(pkg))
 
 
 def test_a_blob_hard_linked_to_a_file_outside_the_cache_is_replaced_not_adopted(tmp_path: Path, pkg: Path) -> None:
@@ -135,13 +138,13 @@ def test_a_fifo_in_the_cache_never_blocks_a_run(tmp_path: Path, pkg: Path, fifos
         fifos.append(path)
     os.mkfifo(fifos[0])
     if where == "blob":
-        with pytest.raises(hubcache.CacheLink, match=rf"{fifos[0]}: a symbolic link in the Hub cache where "
+        with pytest.raises(cache.CacheLink, match=rf"{fifos[0]}: a symbolic link in the Hub cache where "
                            "kernel-factory expects a file"):
             within(20, lambda: place(root, pkg))
     elif where == "ref":
-        with pytest.raises(hubcache.CacheLink, match=rf"{fifos[0]}: a symbolic link in the Hub cache"):
+        with pytest.raises(cache.CacheLink, match=rf"{fifos[0]}: a symbolic link in the Hub cache"):
             within(20, lambda: place(root, pkg))
-        assert hubcache.read_ref(root / REPO, "v1") is None
+        assert cache.read_ref(root / REPO, "v1") is None
     else:
         within(20, lambda: place(root, pkg))
         assert scan(root) == {"org/act": {SHA: ["v1"]}}
@@ -203,15 +206,15 @@ def test_a_failed_place_takes_back_the_variant_it_added_to_an_existing_snapshot(
 ) -> None:
     root = tmp_path / "cache"
     place(root, pkg)
-    real = hubcache._write_ref
+    real = writer._write_ref
 
     def full(*args: object, **kw: object) -> str | None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(hubcache, "_write_ref", full)
+    monkeypatch.setattr(writer, "_write_ref", full)
     with pytest.raises(Unreachable, match="No space left on device"):
         place(root, pkg, variant=OTHER, refs=("v2",))
-    monkeypatch.setattr(hubcache, "_write_ref", real)
+    monkeypatch.setattr(writer, "_write_ref", real)
     assert sorted(p.name for p in (root / REPO / "snapshots" / SHA / "build").iterdir()) == [VARIANT]
     assert scan(root) == {"org/act": {SHA: ["v1"]}}
     no_scratch_left(root)
@@ -237,8 +240,8 @@ def test_a_failed_place_leaves_the_snapshot_and_ref_another_writer_set_meanwhile
     def fail_ref(*args: object, **kw: object) -> str | None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(hubcache, "move_in", meanwhile)
-    monkeypatch.setattr(hubcache, "_write_ref", fail_ref)
+    monkeypatch.setattr(writer, "move_in", meanwhile)
+    monkeypatch.setattr(writer, "_write_ref", fail_ref)
     with pytest.raises(Unreachable, match="No space left on device"):
         place(root, pkg)
     assert (root / REPO / "refs" / "v1").read_text() == SHA2
@@ -313,6 +316,6 @@ def test_a_satisfied_place_writes_nothing(tmp_path: Path, pkg: Path) -> None:
 def test_a_fifo_at_a_snapshots_marker_names_no_origin(tmp_path: Path, fifos: list[Path]) -> None:
     snap = tmp_path / "snap"
     snap.mkdir()
-    fifos.append(snap / hubcache.MARKER)
+    fifos.append(snap / cache.MARKER)
     os.mkfifo(fifos[0])
-    assert within(20, lambda: hubcache.origin_of(snap)) is None
+    assert within(20, lambda: cache.origin_of(snap)) is None

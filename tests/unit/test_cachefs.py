@@ -1,4 +1,4 @@
-"""local/cachefs.py directly: folders of the Hub cache opened one level at a time, never through a link; the
+"""local/cache/fs.py directly: folders of the Hub cache opened one level at a time, never through a link; the
 capped read, the removal by descriptors, the blob hash and the link text a snapshot holds."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernel_factory.local import cachefs
-from kernel_factory.local.cachefs import CacheLink, Folder
+from kernel_factory.local.cache import fs as cachefs
+from kernel_factory.local.cache.fs import CacheLink, Folder
 
 HINT = "and it never writes or reads through one; remove the link (rm, not rm -r) and run again"
 

@@ -1,4 +1,4 @@
-"""local/cachestage.py directly: the rules on the files a caller promises (check_files), the files found below an
+"""local/cache/stage.py directly: the rules on the files a caller promises (check_files), the files found below an
 installed package (source_files), the checked copy of one file (stage_file), and the private scratch folder
 (scratch_folder: its sweep of killed runs, its refusals)."""
 
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.errors import Unreachable
-from kernel_factory.local import cachefs, cachestage
-from kernel_factory.local.cachefs import CacheLink, Folder
-from kernel_factory.local.cachestage import CacheRefused
+from kernel_factory.local.cache import fs as cachefs
+from kernel_factory.local.cache import stage as cachestage
+from kernel_factory.local.cache.fs import CacheLink, Folder
+from kernel_factory.local.cache.stage import CacheRefused
 
 H = "0123456789abcdef" * 4
 

@@ -1,4 +1,4 @@
-"""download's own record in the cache (local/download.py's ``FILES`` beside a snapshot's marker): which files it
+"""download's own record in the cache (local/download/command.py's ``FILES`` beside a snapshot's marker): which files it
 hashes, and a commit holding two variants, each found again by its own wheel. The interpreter's probe is replaced by
 its facts; the index is a folder."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from download_kit import CPU, SHA1, SHA2, Index, env, kernel_wheel
 from huggingface_hub import scan_cache_dir
-from kernel_factory.local import download
-from kernel_factory.local.download import DownloadArgs, _file_hashes, run_download
+from kernel_factory.local.download import command as download
+from kernel_factory.local.download.command import DownloadArgs, _file_hashes, run_download
 
 
 def test_file_hashes_leave_out_bytecode_at_any_depth(tmp_path: Path) -> None:

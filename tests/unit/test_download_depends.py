@@ -1,11 +1,11 @@
-"""download's kernel dependencies (local/depends.py): kernel-depends -> the kernels to place, as kernels 0.19
+"""download's kernel dependencies (local/download/depends.py): kernel-depends -> the kernels to place, as kernels 0.19
 resolves them; the allow list; the cap; cycles. No index, no process."""
 
 from __future__ import annotations
 
 import pytest
 from kernel_factory.errors import Refused
-from kernel_factory.local.depends import MAX_DEPENDS, Policy, Want, find_cycle, wants_of
+from kernel_factory.local.download.depends import MAX_DEPENDS, Policy, Want, find_cycle, wants_of
 from kernel_factory.verify.lockfile import LockedKernel
 
 SHA1, SHA2 = "1" * 40, "2" * 40

@@ -1,5 +1,5 @@
-"""download's transfer of one wheel and its choice of wheel (local/download.py's ``_fetch_wheel`` and ``_find``):
-the sha256 and size the index page gives, the limit, the HTTP answers, the record's hint, the provenance's
+"""download's transfer of one wheel and its choice of wheel (local/download/command.py's ``_fetch_wheel`` and
+``_find``): the sha256 and size the index page gives, the limit, the HTTP answers, the record's hint, the provenance's
 repository, commit and variant. The index is a folder (file:// links) or that folder served to a real requests
 session through an adapter (no socket); the wheels are real zip files."""
 
@@ -13,9 +13,9 @@ import pytest
 import requests
 from download_kit import CPU, HTTP, LABEL, SHA1, SHA2, Index, env, files_of, http_session, kernel_wheel
 from kernel_factory.errors import Refused, Unreachable
-from kernel_factory.local import download
-from kernel_factory.local.depends import Want
-from kernel_factory.local.download import Got, _fetch_wheel, _find
+from kernel_factory.local.download import command as download
+from kernel_factory.local.download.command import Got, _fetch_wheel, _find
+from kernel_factory.local.download.depends import Want
 from kernel_factory.local.which import Choice, candidates
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "download.md"

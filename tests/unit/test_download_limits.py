@@ -1,5 +1,5 @@
-"""download's checks, unit by unit: a wheel unpacked against its RECORD and the limits (local/wheelcheck.py), the
-old lock's git_lfs_concat hash over the Hub's paths, links kept on the index's origin and the index root
+"""download's checks, unit by unit: a wheel unpacked against its RECORD and the limits (local/download/wheelcheck.py),
+the old lock's git_lfs_concat hash over the Hub's paths, links kept on the index's origin and the index root
 (simple.py), and credentials taken out at the one sink (report.py). No network, no processes."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kernel_factory import fetch, report, simple
 from kernel_factory.errors import Refused, UsageError
-from kernel_factory.local import wheelcheck
+from kernel_factory.local.download import wheelcheck
 from kernel_factory.verify.lockfile import files_lock_hash, lock_hash
 
 PROV = {"repo_id": "org/k", "revision": "1" * 40, "variant": "torch-universal", "package": "k"}

@@ -1,5 +1,5 @@
-"""``download`` whole (local/download.py's ``run_download``): a kernels.lock and an index folder -> the Hub cache,
-with the interpreter's probe replaced by its facts. Exact exit codes, exact lines, exact files; huggingface_hub's
+"""``download`` whole (local/download/command.py's ``run_download``): a kernels.lock and an index folder -> the Hub
+cache, with the interpreter's probe replaced by its facts. Exact exit codes, exact lines, exact files; huggingface_hub's
 scan_cache_dir is the oracle of the cache after each run (success, refusal, a full disk mid-way, a race)."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import pytest
 from cache_oracle import no_scratch_left, scan
 from download_kit import CPU, SHA1, SHA2, SHA3, Index, env, files_of, kernel_wheel
 from kernel_factory.errors import Refused, Unreachable, UsageError
-from kernel_factory.local import download, hubcache
-from kernel_factory.local.download import DownloadArgs, run_download
+from kernel_factory.local import cache
+from kernel_factory.local.download import command as download
+from kernel_factory.local.download.command import DownloadArgs, run_download
 
 
 class Run:
@@ -169,16 +170,16 @@ def test_an_unreachable_index_stops_the_run(run: Run) -> None:
 
 
 def failing_place(monkeypatch: pytest.MonkeyPatch, at: int, error: BaseException) -> list[tuple[str, list[str]]]:
-    """hubcache.place as it is, but the call number ``at`` (from 1) raises ``error``; the calls, listed."""
-    real, calls = hubcache.place, []
+    """Writer.place as it is, but the call number ``at`` (from 1) raises ``error``; the calls, listed."""
+    real, calls = cache.Writer.place, []
 
-    def place(root: Path, repo_id: str, sha: str, variant: str, source: Path, **kw: Any) -> Path:
-        calls.append((repo_id, list(kw["refs"])))
+    def place(self: cache.Writer, item: cache.Placement) -> Path:
+        calls.append((item.repo_id, list(item.refs)))
         if len(calls) == at:
             raise error
-        return real(root, repo_id, sha, variant, source, **kw)
+        return real(self, item)
 
-    monkeypatch.setattr(hubcache, "place", place)
+    monkeypatch.setattr(cache.Writer, "place", place)
     return calls
 
 
@@ -220,7 +221,7 @@ def test_a_new_ref_is_removed_again_and_an_old_snapshot_kept(run: Run, monkeypat
     (run.cache / "kernels--org--relu" / "refs" / "v1").unlink()
     run.wheel("act")
     run.lock(("org/relu", SHA1, 1), ("org/act", SHA1, 1))
-    failing_place(monkeypatch, 2, hubcache.CacheUnusable("the Hub cache: full", full(run.cache / "blobs")))
+    failing_place(monkeypatch, 2, cache.CacheUnusable("the Hub cache: full", full(run.cache / "blobs")))
     with pytest.raises(Unreachable) as info:
         run()
     assert str(info.value) == (f"{run.cache / 'blobs'}: No space left on device; nothing was installed: make room "
@@ -232,7 +233,7 @@ def test_a_new_ref_is_removed_again_and_an_old_snapshot_kept(run: Run, monkeypat
 def test_a_full_disk_without_a_file_name_names_the_cache(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     run.wheel("relu")
     run.lock(("org/relu", SHA1, 1))
-    failing_place(monkeypatch, 1, hubcache.CacheUnusable("the Hub cache: full",
+    failing_place(monkeypatch, 1, cache.CacheUnusable("the Hub cache: full",
                                                          OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))))
     with pytest.raises(Unreachable) as info:
         run()
@@ -318,16 +319,16 @@ def test_what_was_placed_is_checked_again(run: Run, monkeypatch: pytest.MonkeyPa
     relu = run.wheel("relu")
     act = run.wheel("act")
     run.lock(("org/relu", SHA1, 1), ("org/act", SHA1, 0))
-    real = hubcache.place
+    real = cache.Writer.place
 
-    def place(root: Path, repo_id: str, sha: str, variant: str, source: Path, **kw: Any) -> Path:
-        target = real(root, repo_id, sha, variant, source, **kw)
-        if repo_id == "org/relu" and not kw["refs"]:
+    def place(self: cache.Writer, item: cache.Placement) -> Path:
+        target = real(self, item)
+        if item.repo_id == "org/relu" and not item.refs:
             (target / "__init__.py").unlink()
             (target / "__init__.py").write_bytes(b"X = 666\n")
         return target
 
-    monkeypatch.setattr(hubcache, "place", place)
+    monkeypatch.setattr(cache.Writer, "place", place)
     code, out, err = run()
     assert (code, out) == (3, [f"org/act  {SHA1[:12]}  torch-universal  {act}  (downloaded)",
                                f"2 kernels in {run.cache}: 1 downloaded, 1 already there"])

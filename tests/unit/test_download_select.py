@@ -12,9 +12,9 @@ from index_synth import add_kernel
 from kernel_factory import simple
 from kernel_factory.errors import Refused
 from kernel_factory.index.command import index_store
-from kernel_factory.local.depends import Want, wants_of
-from kernel_factory.local.download import Got
-from kernel_factory.local.probe import environment
+from kernel_factory.local.download.command import Got
+from kernel_factory.local.download.depends import Want, wants_of
+from kernel_factory.local.probe.run import environment
 from kernel_factory.local.which import NoProject, candidates
 from kernel_factory.safe_text import printable
 from kernel_factory.variants import tag_platforms
@@ -122,8 +122,8 @@ def test_a_dependency_that_is_no_repository_id_is_refused_escaped(bad: str) -> N
 
 
 def test_a_second_run_trusts_the_cache_only_while_its_files_match(tmp_path: Path) -> None:
-    from kernel_factory.local import hubcache
-    from kernel_factory.local.download import _cached, _file_hashes, _remember
+    from kernel_factory.local.cache import Placement, Writer
+    from kernel_factory.local.download.command import _cached, _file_hashes, _remember
     from kernel_factory.local.which import Choice
     from packaging.utils import parse_wheel_filename
 
@@ -134,8 +134,7 @@ def test_a_second_run_trusts_the_cache_only_while_its_files_match(tmp_path: Path
     (source / "metadata.json").write_text("{}")
     root = tmp_path / "cache"
     want = Want("org/k", sha)
-    target = hubcache.place(root, "org/k", sha, "torch-universal", source, refs=[], files=_file_hashes(source),
-                            origin="download")
+    target = Writer(root, "download").place(Placement("org/k", sha, "torch-universal", source, _file_hashes(source)))
     _remember(root, Got(want, name, "ab" * 32, sha, "torch-universal", [], source, _file_hashes(source)))
     _, version, _, tags = parse_wheel_filename(name)
     same = Choice(simple.Wheel(name, "u", version, tags, False, "ab" * 32), "r")

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from cache_oracle import scan
 from download_kit import SHA1, SHA2
-from kernel_factory.local import download, hubcache
+from kernel_factory.local import cache
+from kernel_factory.local.download import command as download
 from kernel_factory.verify.lockfile import files_lock_hash
 from test_download_run import Run
 
@@ -68,7 +69,7 @@ def test_a_planted_link_at_the_repository_folder_is_not_read_through(run: Run, t
     elsewhere = tmp_path / "attackers"
     (run.cache / REPO).rename(elsewhere)
     (run.cache / REPO).symlink_to(elsewhere, target_is_directory=True)
-    with pytest.raises(hubcache.CacheLink) as info:  # exit 3
+    with pytest.raises(cache.CacheLink) as info:  # exit 3
         run()
     assert str(info.value) == (f"{run.cache / REPO} -> {elsewhere}: a symbolic link in the Hub cache where "
                                "kernel-factory expects a folder, and it never writes or reads through one; remove the "

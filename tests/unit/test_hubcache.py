@@ -1,4 +1,4 @@
-"""local/hubcache.py: the one writer of the Hub cache (content-addressed blobs, snapshots of links to them, refs),
+"""local/cache/writer.py: the one writer of the Hub cache (content-addressed blobs, snapshots of links to them, refs),
 checked against the files it is promised, never through a link, never changing what is there; and the one
 Environment of local/ (machine name and label derived once). huggingface_hub's scan_cache_dir is the independent
 oracle of every cache written here."""
@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 from cache_oracle import hashes, no_scratch_left, scan
 from kernel_factory.errors import Unreachable
-from kernel_factory.local import cachestage, hubcache
-from kernel_factory.local.checks import Environment, main_label
-from kernel_factory.local.environment import machine
+from kernel_factory.local import cache
+from kernel_factory.local.cache import Placement, Writer, read, writer
+from kernel_factory.local.cache import stage as cachestage
+from kernel_factory.local.cache.place import Made
+from kernel_factory.local.local_kernels.checks import Environment, main_label
+from kernel_factory.local.probe.environment import machine
 
 SHA, SHA2, HUB = "a" * 40, "b" * 40, "c" * 40
 VARIANT = "torch-universal"
@@ -51,8 +54,8 @@ def pkg(tmp_path: Path) -> Path:
 
 def place(root: Path, pkg: Path, sha: str = SHA, refs: tuple[str, ...] = ("v1",), origin: str = "local-kernels",
           notes: list[str] | None = None, files: dict[str, str] | None = None) -> Path:
-    return hubcache.place(root, "org/act", sha, VARIANT, pkg, files=hashes(pkg) if files is None else files,
-                          refs=refs, origin=origin, notes=notes)
+    files = hashes(pkg) if files is None else files
+    return Writer(root, origin, notes).place(Placement("org/act", sha, VARIANT, pkg, files, tuple(refs)))
 
 
 def hub_snapshot(root: Path, sha: str, variant: str, refs: dict[str, str], repo: str = "kernels--org--act") -> None:
@@ -70,12 +73,12 @@ def hub_snapshot(root: Path, sha: str, variant: str, refs: dict[str, str], repo:
 
 def test_cache_root_as_kernels_and_huggingface_hub_resolve_it() -> None:
     home = os.path.expanduser("~")
-    assert hubcache.cache_root({"KERNELS_CACHE": "/k", "HF_HUB_CACHE": "/h"}) == Path("/k")
-    assert hubcache.cache_root({"HF_HUB_CACHE": "/h", "HF_HOME": "/home"}) == Path("/h")
-    assert hubcache.cache_root({"HUGGINGFACE_HUB_CACHE": "/legacy"}) == Path("/legacy")
-    assert hubcache.cache_root({"HF_HOME": "~/hf"}) == Path(home) / "hf" / "hub"
-    assert hubcache.cache_root({"XDG_CACHE_HOME": "/x"}) == Path("/x/huggingface/hub")
-    assert hubcache.cache_root({"KERNELS_CACHE": ""}) == Path(home) / ".cache" / "huggingface" / "hub"
+    assert cache.cache_root({"KERNELS_CACHE": "/k", "HF_HUB_CACHE": "/h"}) == Path("/k")
+    assert cache.cache_root({"HF_HUB_CACHE": "/h", "HF_HOME": "/home"}) == Path("/h")
+    assert cache.cache_root({"HUGGINGFACE_HUB_CACHE": "/legacy"}) == Path("/legacy")
+    assert cache.cache_root({"HF_HOME": "~/hf"}) == Path(home) / "hf" / "hub"
+    assert cache.cache_root({"XDG_CACHE_HOME": "/x"}) == Path("/x/huggingface/hub")
+    assert cache.cache_root({"KERNELS_CACHE": ""}) == Path(home) / ".cache" / "huggingface" / "hub"
 
 
 def test_place_writes_what_huggingface_hub_writes(tmp_path: Path, pkg: Path) -> None:
@@ -95,9 +98,9 @@ def test_place_writes_what_huggingface_hub_writes(tmp_path: Path, pkg: Path) -> 
         assert stat.S_IMODE(blob.stat().st_mode) & 0o222 == 0  # read-only
         assert blob.stat().st_ino != (pkg / rel).stat().st_ino  # a copy, never the environment's inode
     assert (repo / "refs" / "v1").read_bytes() == SHA.encode() == (repo / "refs" / "v1.0.0").read_bytes()
-    assert json.loads((repo / "snapshots" / SHA / hubcache.MARKER).read_text()) == {
+    assert json.loads((repo / "snapshots" / SHA / cache.MARKER).read_text()) == {
         "repo_id": "org/act", "commit": SHA, "origin": "local-kernels"}
-    assert hubcache.origin_of(repo / "snapshots" / SHA) == "local-kernels"
+    assert cache.origin_of(repo / "snapshots" / SHA) == "local-kernels"
     assert scan(root) == {"org/act": {SHA: ["v1", "v1.0.0"]}}
     no_scratch_left(root)
 
@@ -120,7 +123,7 @@ def test_the_same_bytes_again_are_a_no_op_and_other_bytes_are_refused(tmp_path: 
     place(root, pkg)  # local-kernels after download, same bytes: nothing changes
     assert tree(root) == before
     (pkg / "__init__.py").write_text("X = 2\n")  # another build of the same commit and variant
-    with pytest.raises(hubcache.CacheConflict, match=r"already holds build/torch-universal with other bytes "
+    with pytest.raises(cache.CacheConflict, match=r"already holds build/torch-universal with other bytes "
                                                        r"\(written by download\); left as it is"):
         place(root, pkg)
     assert tree(root) == before
@@ -133,7 +136,7 @@ def test_a_new_commit_moves_a_ref_kernel_factory_wrote(tmp_path: Path, pkg: Path
     (pkg / "__init__.py").write_text("X = 2\n")
     place(root, pkg, sha=SHA2)
     repo = root / "kernels--org--act"
-    assert hubcache.read_ref(repo, "v1") == SHA2
+    assert cache.read_ref(repo, "v1") == SHA2
     assert scan(root) == {"org/act": {SHA: [], SHA2: ["v1"]}}
     # both commits keep their own bytes, and share the blobs that did not change
     assert (repo / "snapshots" / SHA / "build" / VARIANT / "__init__.py").read_text() == "X = 1\n"
@@ -145,21 +148,21 @@ def test_files_that_are_not_the_listed_ones_are_refused_and_nothing_is_written(t
     root = tmp_path / "cache"
     listed = hashes(pkg)
     (pkg / "extra.py").write_text("import os\n")
-    with pytest.raises(hubcache.CacheRefused, match=r"extra\.py is not one of the files listed"):
+    with pytest.raises(cache.CacheRefused, match=r"extra\.py is not one of the files listed"):
         place(root, pkg, files=listed)
     (pkg / "extra.py").unlink()
-    with pytest.raises(hubcache.CacheRefused, match=r"layers/gone\.py is missing"):
+    with pytest.raises(cache.CacheRefused, match=r"layers/gone\.py is missing"):
         place(root, pkg, files={**listed, "layers/gone.py": "0" * 64})
     for wrong in ("0" * 64, "f" * 64):  # a listed hash that sorts below the file's, and one above
-        with pytest.raises(hubcache.CacheRefused, match=r"layers/__init__\.py does not hold the bytes listed for it"):
+        with pytest.raises(cache.CacheRefused, match=r"layers/__init__\.py does not hold the bytes listed for it"):
             place(root, pkg, files={**listed, "layers/__init__.py": wrong})
-    with pytest.raises(hubcache.CacheRefused, match=r"'\.\./x' is not a plain relative path"):
+    with pytest.raises(cache.CacheRefused, match=r"'\.\./x' is not a plain relative path"):
         place(root, pkg, files={**listed, "../x": "0" * 64})
-    with pytest.raises(hubcache.CacheRefused, match=r"not a sha256 hex digest"):
+    with pytest.raises(cache.CacheRefused, match=r"not a sha256 hex digest"):
         place(root, pkg, files={**listed, "__init__.py": "sha256=abc"})
     without = {k: v for k, v in listed.items() if k != "metadata.json"}
     (pkg / "metadata.json").unlink()
-    with pytest.raises(hubcache.CacheConflict, match="holds no metadata.json"):
+    with pytest.raises(cache.CacheConflict, match="holds no metadata.json"):
         place(root, pkg, files=without)
     assert scan(root) == {}
     assert tree(root) == {}  # not even the folders
@@ -171,7 +174,7 @@ def test_a_link_in_the_source_is_refused(tmp_path: Path, pkg: Path) -> None:
     secret.write_text("s")
     (pkg / "ops.py").symlink_to(secret)
     files = {**hashes(pkg)}
-    with pytest.raises(hubcache.CacheRefused, match=r"ops\.py is a link or a special file"):
+    with pytest.raises(cache.CacheRefused, match=r"ops\.py is a link or a special file"):
         place(tmp_path / "cache", pkg, files=files)
 
 
@@ -187,7 +190,7 @@ def test_a_planted_link_anywhere_refuses_and_nothing_is_written_outside(tmp_path
     link.symlink_to(elsewhere)
     if "snapshots/" in where:  # the link sits in a Hub snapshot's place
         link.parent.parent.joinpath("refs").mkdir(exist_ok=True)
-    with pytest.raises(hubcache.CacheLink, match=rf"{link} -> {elsewhere}: a symbolic link in the Hub cache"):
+    with pytest.raises(cache.CacheLink, match=rf"{link} -> {elsewhere}: a symbolic link in the Hub cache"):
         place(root, pkg)
     assert tree(elsewhere) == {"precious": hashlib.sha256(b"keep").hexdigest()}
     assert link.is_symlink()
@@ -203,7 +206,7 @@ def test_a_planted_variant_link_in_a_hub_snapshot_refuses(tmp_path: Path, pkg: P
     build = root / "kernels--org--act" / "snapshots" / SHA / "build"
     build.mkdir(parents=True)
     (build / VARIANT).symlink_to(elsewhere)
-    with pytest.raises(hubcache.CacheLink, match="a symbolic link in the Hub cache"):
+    with pytest.raises(cache.CacheLink, match="a symbolic link in the Hub cache"):
         place(root, pkg)
     assert (elsewhere / "notes.txt").read_text() == "mine" and (build / VARIANT).is_symlink()
 
@@ -214,7 +217,7 @@ def test_a_damaged_blob_is_named_and_not_used(tmp_path: Path, pkg: Path) -> None
     blobs.mkdir(parents=True)
     digest = hashes(pkg)["__init__.py"]
     (blobs / digest).write_text("not those bytes")
-    with pytest.raises(hubcache.CacheConflict, match=rf"{blobs / digest}: a blob whose bytes are not the ones"):
+    with pytest.raises(cache.CacheConflict, match=rf"{blobs / digest}: a blob whose bytes are not the ones"):
         place(root, pkg)
     assert sorted(p.name for p in blobs.iterdir()) == [digest]
     assert not (root / "kernels--org--act" / "snapshots" / SHA).exists()
@@ -225,7 +228,7 @@ def test_an_earlier_link_into_an_environment_is_replaced_by_a_checked_copy(tmp_p
     root = tmp_path / "cache"
     snap = root / "kernels--org--act" / "snapshots" / SHA
     (snap / "build").mkdir(parents=True)
-    (snap / hubcache.MARKER).write_text(json.dumps({"repo_id": "org/act", "commit": SHA}))
+    (snap / cache.MARKER).write_text(json.dumps({"repo_id": "org/act", "commit": SHA}))
     (snap / "build" / VARIANT).symlink_to(pkg)
     notes: list[str] = []
     got = place(root, pkg, notes=notes)
@@ -243,7 +246,7 @@ def test_a_hub_ref_is_left_with_a_note(tmp_path: Path, pkg: Path) -> None:
     notes: list[str] = []
     place(root, pkg, refs=("v1", "main"), notes=notes)
     repo = root / "kernels--org--act"
-    assert hubcache.read_ref(repo, "v1") == HUB and hubcache.read_ref(repo, "main") == HUB
+    assert cache.read_ref(repo, "v1") == HUB and cache.read_ref(repo, "main") == HUB
     assert notes == [f"org/act: refs/{r} in {root} names {HUB}, which kernel-factory did not write; left as it is: "
                      f"use revision='{SHA}' or a lock file" for r in ("v1", "main")]
     assert tree(repo / "snapshots" / HUB) == before
@@ -257,7 +260,7 @@ def test_a_legacy_models_ref_wins_in_kernels_so_it_is_named(tmp_path: Path, pkg:
     place(root, pkg, notes=notes)
     assert notes == [f"org/act: refs/v1 in models--org--act names {HUB}, and kernels reads it first; left as it is: "
                      f"use revision='{SHA}' or a lock file"]
-    assert hubcache.read_ref(root / "kernels--org--act", "v1") is None
+    assert cache.read_ref(root / "kernels--org--act", "v1") is None
 
 
 def test_a_hub_snapshot_of_the_same_commit(tmp_path: Path, pkg: Path) -> None:
@@ -266,9 +269,9 @@ def test_a_hub_snapshot_of_the_same_commit(tmp_path: Path, pkg: Path) -> None:
     before = tree(root)
     got = place(root, pkg, refs=())
     assert got == root / "kernels--org--act" / "snapshots" / SHA / "build" / VARIANT and tree(root) == before
-    with pytest.raises(hubcache.CacheConflict, match="came from the Hub without build/torch213-cxx11-cpu-x86_64-linux"):
-        hubcache.place(root, "org/act", SHA, "torch213-cxx11-cpu-x86_64-linux", pkg, files=hashes(pkg), refs=["v1"],
-                       origin="download")
+    with pytest.raises(cache.CacheConflict, match="came from the Hub without build/torch213-cxx11-cpu-x86_64-linux"):
+        Writer(root, "download").place(Placement("org/act", SHA, "torch213-cxx11-cpu-x86_64-linux", pkg, hashes(pkg),
+                                                  ("v1",)))
     assert tree(root) == before
 
 
@@ -276,36 +279,36 @@ def test_a_second_variant_joins_our_snapshot(tmp_path: Path, pkg: Path) -> None:
     root = tmp_path / "cache"
     place(root, pkg)
     other = "torch213-cxx11-cpu-x86_64-linux"
-    got = hubcache.place(root, "org/act", SHA, other, pkg, files=hashes(pkg), refs=["v1"], origin="download")
+    got = Writer(root, "download").place(Placement("org/act", SHA, other, pkg, hashes(pkg), ("v1",)))
     assert hashes(got) == hashes(pkg)
     assert sorted(p.name for p in got.parent.iterdir()) == sorted([VARIANT, other])
-    assert hubcache.origin_of(got.parent.parent) == "local-kernels"  # the snapshot's first writer
+    assert cache.origin_of(got.parent.parent) == "local-kernels"  # the snapshot's first writer
     assert scan(root) == {"org/act": {SHA: ["v1"]}}
 
 
 def test_bad_input(tmp_path: Path, pkg: Path) -> None:
     root = tmp_path / "cache"
     files = hashes(pkg)
-    with pytest.raises(hubcache.CacheConflict, match="not a 40-digit commit sha"):
-        hubcache.place(root, "org/act", "worktree", VARIANT, pkg, files=files, refs=[], origin="download")
-    with pytest.raises(hubcache.CacheConflict, match="not an org/name repository id"):
-        hubcache.place(root, "act", SHA, VARIANT, pkg, files=files, refs=[], origin="download")
-    with pytest.raises(hubcache.CacheConflict, match="not a branch or tag name"):
-        hubcache.place(root, "org/act", SHA, VARIANT, pkg, files=files, refs=["../x"], origin="download")
+    with pytest.raises(cache.CacheConflict, match="not a 40-digit commit sha"):
+        Writer(root, "download").place(Placement("org/act", "worktree", VARIANT, pkg, files))
+    with pytest.raises(cache.CacheConflict, match="not an org/name repository id"):
+        Writer(root, "download").place(Placement("act", SHA, VARIANT, pkg, files))
+    with pytest.raises(cache.CacheConflict, match="not a branch or tag name"):
+        Writer(root, "download").place(Placement("org/act", SHA, VARIANT, pkg, files, ("../x",)))
     with pytest.raises(ValueError, match="origin 'pip'"):
-        hubcache.place(root, "org/act", SHA, VARIANT, pkg, files=files, refs=[], origin="pip")
+        Writer(root, "pip").place(Placement("org/act", SHA, VARIANT, pkg, files))
     assert not root.exists()
 
 
 def test_scratch_is_private_removed_on_every_exit_and_skipped_by_scan(tmp_path: Path) -> None:
     root = tmp_path / "cache"
-    with hubcache.scratch(root) as tmp:
+    with cache.scratch(root) as tmp:
         assert tmp.parent == root / ".locks" / "kernel-factory"
         assert stat.S_IMODE(tmp.stat().st_mode) == 0o700
         (tmp / "half-written").write_bytes(b"x")
         assert scan(root) == {}
     assert not tmp.exists()
-    with pytest.raises(RuntimeError), hubcache.scratch(root) as tmp2:
+    with pytest.raises(RuntimeError), cache.scratch(root) as tmp2:
         raise RuntimeError("boom")
     assert not tmp2.exists()
 
@@ -321,7 +324,7 @@ def test_a_killed_runs_scratch_is_swept_and_a_live_ones_is_not(tmp_path: Path) -
     holder = os.open(live / "owner", os.O_RDONLY)
     fcntl.flock(holder, fcntl.LOCK_EX)  # a run still working (in another process, as flock sees it)
     try:
-        with hubcache.scratch(root):
+        with cache.scratch(root):
             pass
         assert not dead.exists() and live.is_dir()
     finally:
@@ -333,7 +336,7 @@ def test_a_scratch_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
     elsewhere.mkdir()
     root.mkdir()
     (root / ".locks").symlink_to(elsewhere)
-    with pytest.raises(Unreachable, match=r"\.locks -> .*elsewhere: a symbolic link"), hubcache.scratch(root):
+    with pytest.raises(Unreachable, match=r"\.locks -> .*elsewhere: a symbolic link"), cache.scratch(root):
         pass
     assert list(elsewhere.iterdir()) == []
 
@@ -345,7 +348,7 @@ def test_the_hubs_signature_travels_with_the_variant(tmp_path: Path, pkg: Path) 
 
 
 def test_blob_mode_follows_the_folder_less_write_bits(tmp_path: Path) -> None:
-    from kernel_factory.local.cachefs import Folder
+    from kernel_factory.local.cache.fs import Folder
 
     blobs = tmp_path / "blobs"
     blobs.mkdir()
@@ -403,7 +406,7 @@ def test_a_failed_move_keeps_the_blobs_it_published_and_says_so(tmp_path: Path, 
     def full(*args: object, **kw: object) -> bool:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(hubcache, "move_in", full)
+    monkeypatch.setattr(writer, "move_in", full)
     with pytest.raises(Unreachable, match=rf"the Hub cache {root}: No space left on device \(no snapshot or ref of "
                        r"this kernel was left there; the 2 checked blobs it published stay in blobs/, unused\)"):
         place(root, pkg)
@@ -417,28 +420,28 @@ def test_a_snapshot_missing_its_blob_or_holding_a_special_file_is_left_alone(tmp
     got = place(root, pkg)
     blob = root / "kernels--org--act" / "blobs" / hashes(pkg)["__init__.py"]
     blob.unlink()
-    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+    with pytest.raises(cache.CacheConflict, match="already holds build/torch-universal with other bytes"):
         place(root, pkg)
     blob.mkdir()  # a folder where the blob should be
-    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+    with pytest.raises(cache.CacheConflict, match="already holds build/torch-universal with other bytes"):
         place(root, pkg)
     other = got.parent / "torch213-cxx11-cpu-x86_64-linux"
     os.mkfifo(other)
-    with pytest.raises(hubcache.CacheLink, match=rf"{other}: a symbolic link in the Hub cache"):
-        hubcache.place(root, "org/act", SHA, other.name, pkg, files=hashes(pkg), refs=[], origin="download")
+    with pytest.raises(cache.CacheLink, match=rf"{other}: a symbolic link in the Hub cache"):
+        Writer(root, "download").place(Placement("org/act", SHA, other.name, pkg, hashes(pkg)))
 
 
 def test_a_marker_that_is_a_link_names_no_origin(tmp_path: Path) -> None:
     snap = tmp_path / "snap"
     snap.mkdir()
     (tmp_path / "elsewhere.json").write_text(json.dumps({"origin": "download"}))
-    (snap / hubcache.MARKER).symlink_to(tmp_path / "elsewhere.json")
-    assert hubcache.origin_of(snap) is None and not hubcache.is_ours(snap)
-    (snap / hubcache.MARKER).unlink()
-    (snap / hubcache.MARKER).write_text(json.dumps({"origin": "download"}))
-    assert hubcache.origin_of(snap) == "download" and hubcache.is_ours(snap)
-    (snap / hubcache.MARKER).write_text(json.dumps({"origin": "pip"}))
-    assert hubcache.origin_of(snap) is None
+    (snap / cache.MARKER).symlink_to(tmp_path / "elsewhere.json")
+    assert cache.origin_of(snap) is None and not cache.is_ours(snap)
+    (snap / cache.MARKER).unlink()
+    (snap / cache.MARKER).write_text(json.dumps({"origin": "download"}))
+    assert cache.origin_of(snap) == "download" and cache.is_ours(snap)
+    (snap / cache.MARKER).write_text(json.dumps({"origin": "pip"}))
+    assert cache.origin_of(snap) is None
 
 
 def test_refs_are_readable_by_all_and_read_without_links_or_junk(tmp_path: Path, pkg: Path) -> None:
@@ -451,16 +454,16 @@ def test_refs_are_readable_by_all_and_read_without_links_or_junk(tmp_path: Path,
     repo = root / "kernels--org--act"
     assert stat.S_IMODE((repo / "refs" / "v1").stat().st_mode) == 0o644  # as huggingface_hub leaves a ref
     (repo / "refs" / "main").write_bytes(b"\xff\xfe")
-    assert hubcache.read_ref(repo, "main") is None
+    assert cache.read_ref(repo, "main") is None
     (repo / "x").write_text(SHA)
-    assert hubcache.read_ref(repo, "../x") is None  # not a ref name: never a path
+    assert cache.read_ref(repo, "../x") is None  # not a ref name: never a path
     for folder in (repo / "snapshots" / SHA, repo / "snapshots" / SHA / "build" / VARIANT / "layers"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # others of a shared cache can read it
     (repo / "refs" / "v2").symlink_to(repo / "refs" / "v1")
-    assert hubcache.read_ref(repo, "v2") is None and hubcache.read_ref(repo, "v1") == SHA
+    assert cache.read_ref(repo, "v2") is None and cache.read_ref(repo, "v1") == SHA
     link = tmp_path / "snap-link"
     link.symlink_to(repo / "snapshots" / SHA)
-    assert hubcache.is_ours(repo / "snapshots" / SHA) and not hubcache.is_ours(link)
+    assert cache.is_ours(repo / "snapshots" / SHA) and not cache.is_ours(link)
 
 
 def test_one_environment_one_machine_name_one_label() -> None:
@@ -474,32 +477,65 @@ def test_one_environment_one_machine_name_one_label() -> None:
     assert main_label(Environment("linux", "x86_64")) is None
 
 
+def test_a_ref_taken_away_while_it_is_written_is_tried_again(tmp_path: Path, pkg: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """refs/<ref> is there when the run links its own (FileExistsError) and gone when it reads it back (another
+    writer took it away in between): the run tries again and the ref names its commit. A ref that keeps going
+    away is left after REF_TRIES tries, with a note, and the snapshot stays."""
+    root = tmp_path / "cache"
+    real, calls = writer._link_or_create, []
+
+    def once(*args: object) -> bool:
+        calls.append(args)
+        if len(calls) == 1:
+            raise FileExistsError(errno.EEXIST, "File exists")
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer, "_link_or_create", once)
+    notes: list[str] = []
+    place(root, pkg, notes=notes)
+    assert len(calls) == 2 and notes == []
+    assert cache.read_ref(root / "kernels--org--act", "v1") == SHA
+
+    def always(*args: object) -> bool:
+        calls.append(args)
+        raise FileExistsError(errno.EEXIST, "File exists")
+
+    calls.clear()
+    monkeypatch.setattr(writer, "_link_or_create", always)
+    got = place(root, pkg, sha=SHA2, refs=("v2",), notes=notes)
+    assert len(calls) == writer.REF_TRIES == 3
+    assert notes == [f"org/act: refs/v2 in {root} keeps changing; left as it is"]
+    assert got.is_dir() and cache.read_ref(root / "kernels--org--act", "v2") is None
+    assert cache.read_ref(root / "kernels--org--act", "v1") == SHA
+
+
 def test_take_back_follows_no_link_and_takes_only_what_the_run_made(tmp_path: Path, pkg: Path) -> None:
     """download's all or nothing: what place recorded is taken back by identity, through descriptors. A ref
     another writer set meanwhile, a snapshot another writer placed and a link planted where the run's snapshot
     was are left as they are, and what the link points at is untouched."""
     root = tmp_path / "cache"
-    made: list[hubcache.Made] = []
-    hubcache.place(root, "org/act", SHA, VARIANT, pkg, files=hashes(pkg), refs=["v1", "main"], origin="download",
-                   made=made)
+    made: list[Made] = []
+    writer.place(root, Placement("org/act", SHA, VARIANT, pkg, hashes(pkg), ("v1", "main")), origin="download",
+                 made=made)
     assert [m.kind for m in made] == ["repo", "dir", "dir", "snapshot", "dir", "ref", "ref"]
-    repo = hubcache.repo_folder(root, "org/act")
+    repo = cache.repo_folder(root, "org/act")
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep").write_text("mine")
     (repo / "refs" / "main").unlink()
     (repo / "refs" / "main").write_text(SHA2)  # another writer's ref, set meanwhile
     (repo / "snapshots" / SHA2).mkdir()  # another writer's snapshot, placed meanwhile
-    hubcache.take_back(root, "org/act", list(made))
+    read.take_back(root, "org/act", list(made))
     assert (repo / "refs" / "main").read_text() == SHA2 and not (repo / "refs" / "v1").exists()
     assert sorted(p.name for p in (repo / "snapshots").iterdir()) == [SHA2]
     assert repo.is_dir()  # not the run's to remove: it holds another writer's snapshot
 
-    made2: list[hubcache.Made] = []
+    made2: list[Made] = []
     (repo / "snapshots" / SHA2).rmdir()
-    hubcache.place(root, "org/act", SHA, VARIANT, pkg, files=hashes(pkg), refs=[], origin="download", made=made2)
+    writer.place(root, Placement("org/act", SHA, VARIANT, pkg, hashes(pkg)), origin="download", made=made2)
     os.rename(repo / "snapshots" / SHA, tmp_path / "moved")
     (repo / "snapshots" / SHA).symlink_to(outside, target_is_directory=True)  # planted where the run's was
-    hubcache.take_back(root, "org/act", made2)
+    read.take_back(root, "org/act", made2)
     assert (repo / "snapshots" / SHA).is_symlink() and sorted(p.name for p in outside.iterdir()) == ["keep"]
-    assert (tmp_path / "moved" / hubcache.MARKER).is_file()
+    assert (tmp_path / "moved" / cache.MARKER).is_file()

@@ -1,4 +1,4 @@
-"""local/cacheplace.py: placing again over what the writer left (a snapshot of plain copies, a damaged link in our
+"""local/cache/place.py: placing again over what the writer left (a snapshot of plain copies, a damaged link in our
 own snapshot), a relink whose move of the new folder fails, and copies made where links cannot be made from a blob
 already in the cache. scan_cache_dir is the oracle of the cache after each."""
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from cache_oracle import hashes, scan
 from kernel_factory.errors import Unreachable
-from kernel_factory.local import hubcache
+from kernel_factory.local import cache
+from kernel_factory.local.cache import Placement, Writer
 
 SHA, SHA2 = "a" * 40, "b" * 40
 VARIANT = "torch-universal"
@@ -31,8 +32,7 @@ def pkg(tmp_path: Path) -> Path:
 
 
 def place(root: Path, pkg: Path, sha: str = SHA, notes: list[str] | None = None) -> Path:
-    return hubcache.place(root, "org/act", sha, VARIANT, pkg, files=hashes(pkg), refs=["v1"], origin="local-kernels",
-                          notes=notes)
+    return Writer(root, "local-kernels", notes).place(Placement("org/act", sha, VARIANT, pkg, hashes(pkg), ("v1",)))
 
 
 def no_links(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,7 +71,7 @@ def test_placing_again_over_plain_copies_keeps_them(tmp_path: Path, pkg: Path, m
     copy.chmod(0o644)
     changed = other_bytes(b"Y = 2\n", above)
     copy.write_bytes(changed)
-    with pytest.raises(hubcache.CacheConflict) as info:
+    with pytest.raises(cache.CacheConflict) as info:
         place(root, pkg)
     assert str(info.value) == (f"org/act: snapshot {SHA} in {root} already holds build/{VARIANT} with other bytes "
                                "(written by local-kernels); left as it is: a commit's snapshot never changes; remove "
@@ -88,7 +88,7 @@ def test_a_damaged_link_in_our_snapshot_is_other_bytes(tmp_path: Path, pkg: Path
     link.unlink()
     link.symlink_to(other)
     before = tree(root)
-    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+    with pytest.raises(cache.CacheConflict, match="already holds build/torch-universal with other bytes"):
         place(root, pkg)
     assert tree(root) == before
 
@@ -110,7 +110,7 @@ def earlier_link(root: Path, pkg: Path) -> Path:
     """What local-kernels --cache wrote before: our marker, and build/<variant> a link to site-packages."""
     snap = root / "kernels--org--act" / "snapshots" / SHA
     (snap / "build").mkdir(parents=True)
-    (snap / hubcache.MARKER).write_text(json.dumps({"repo_id": "org/act", "commit": SHA, "origin": "local-kernels"}))
+    (snap / cache.MARKER).write_text(json.dumps({"repo_id": "org/act", "commit": SHA, "origin": "local-kernels"}))
     (snap / "build" / VARIANT).symlink_to(pkg)
     return snap / "build" / VARIANT
 
@@ -139,7 +139,7 @@ def test_a_relink_raced_by_another_run_is_tried_again(tmp_path: Path, pkg: Path,
     root = tmp_path / "cache"
     variant = earlier_link(root, pkg)
     calls = failing_rename(monkeypatch, lambda src, dst: (src, dst) == ("tree", VARIANT), errno.EEXIST)
-    with pytest.raises(hubcache.CacheConflict, match="keeps changing while it is placed; left as it is: run again"):
+    with pytest.raises(cache.CacheConflict, match="keeps changing while it is placed; left as it is: run again"):
         place(root, pkg)
     assert calls == [f"{VARIANT} -> old-link", f"tree -> {VARIANT}", f"old-link -> {VARIANT}"] * 3
     assert variant.is_symlink() and os.readlink(variant) == str(pkg)
@@ -176,7 +176,7 @@ def test_a_fifo_inside_our_variant_is_other_bytes(tmp_path: Path, pkg: Path) -> 
     got = place(root, pkg)
     (got / "layers" / "__init__.py").unlink()
     os.mkfifo(got / "layers" / "__init__.py")  # a listed name: never opened (a FIFO would block the open)
-    with pytest.raises(hubcache.CacheConflict, match="already holds build/torch-universal with other bytes"):
+    with pytest.raises(cache.CacheConflict, match="already holds build/torch-universal with other bytes"):
         place(root, pkg)
 
 
@@ -187,7 +187,7 @@ def test_a_damaged_blob_is_refused_whichever_way_its_digest_sorts(tmp_path: Path
     blobs.mkdir(parents=True)
     digest = hashes(pkg)["layers/__init__.py"]
     (blobs / digest).write_bytes(other_bytes(b"Y = 2\n", above))
-    with pytest.raises(hubcache.CacheConflict) as info:
+    with pytest.raises(cache.CacheConflict) as info:
         place(root, pkg)
     assert str(info.value) == (f"{blobs / digest}: a blob whose bytes are not the ones its name says; nothing was "
                                "placed: remove that file and run again")

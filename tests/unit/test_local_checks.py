@@ -1,5 +1,5 @@
-"""local-kernels --check's compatibility reasons (local/checks.py), one case per rule, each with its exact line:
-torch's version, the stable ABI's floor, the C++ ABI, tvm-ffi's version, and the environment read without
+"""local-kernels --check's compatibility reasons (local/local_kernels/checks.py), one case per rule, each with its exact
+line: torch's version, the stable ABI's floor, the C++ ABI, tvm-ffi's version, and the environment read without
 importing torch."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.errors import UsageError
-from kernel_factory.local.checks import Environment, check_kernel, detect_environment
-from kernel_factory.local.installed import InstalledKernel
+from kernel_factory.local.local_kernels.checks import Environment, check_kernel, detect_environment
+from kernel_factory.local.local_kernels.installed import InstalledKernel
 
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning")
 

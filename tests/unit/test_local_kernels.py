@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kernel_factory import cli
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED
-from kernel_factory.local.checks import Environment, check_kernel, main_label
-from kernel_factory.local.installed import InstalledKernel
-from kernel_factory.local.kernels import find_kernels, local_kernels_value, report, shell_line, usable
+from kernel_factory.local.local_kernels.checks import Environment, check_kernel, main_label
+from kernel_factory.local.local_kernels.command import find_kernels, local_kernels_value, report, shell_line, usable
+from kernel_factory.local.local_kernels.installed import InstalledKernel
 
 try:  # the installed kernels' own parser is the oracle: kernels.load (0.17) moved under kernels._internals (0.18+)
     from kernels._internals.load import _parse_local_kernel_overrides
@@ -358,7 +358,7 @@ def test_a_provenance_without_package_takes_the_top_level_folder_holding_metadat
 
 
 def test_without_the_kernels_library_the_fields_it_requires_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernel_factory.local import kernels as local_kernels
+    from kernel_factory.local.local_kernels import command as local_kernels
     from kernel_factory.verify import metadata as kernelmeta
 
     def no_library(raw: bytes) -> str | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kernel_factory.local.environment import Environment, variant_name
-from kernel_factory.local.rules import Judge
+from kernel_factory.local.probe.environment import Environment, variant_name
+from kernel_factory.local.probe.rules import Judge
 
 
 @pytest.mark.parametrize(("version", "refs", "digest"), [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.errors import BadKernel, Refused
-from kernel_factory.local import wheelcheck
+from kernel_factory.local.download import wheelcheck
 from kernel_factory.verify import digest
 from kernel_factory.wheel import distinfo as wheel
 from kernel_factory.wheel.convert import convert
@@ -139,7 +139,7 @@ def test_older_wheels_mapped_as_before_where_the_digest_allows() -> None:
 
 @pytest.mark.parametrize("case", ["flat", "nested", "zip"])
 def test_download_unpacks_the_variant_folder_byte_for_byte(tmp_path: Path, case: str) -> None:
-    """download's unpacking (local/wheelcheck.py) rebuilds build/<variant>/ exactly, from the recorded root."""
+    """download's unpacking (local/download/wheelcheck.py) rebuilds build/<variant>/ exactly, from the recorded root."""
     if case == "zip":
         vdir = make_zip_variant(tmp_path / "repo")
     elif case == "nested":
@@ -191,7 +191,7 @@ def test_download_maps_an_older_nested_wheel_and_refuses_an_older_flat_one(tmp_p
 
 def test_local_kernels_leaves_out_an_installed_older_wheel_kernels_018_would_refuse() -> None:
     """local-kernels (--shell, --cache) keeps an older wheel only where its installed folder is the variant folder."""
-    from kernel_factory.local.kernels import older_layout
+    from kernel_factory.local.local_kernels.command import older_layout
 
     files = (("__init__.py", "0" * 64), ("metadata.json", "0" * 64))
     assert older_layout("img2grey", {"package": "img2grey"}, files, _meta(["__init__.py"])) is None

@@ -1,4 +1,4 @@
-"""local/wheelcheck.py's judgement of a wheel's members as a file system would hold them (check_names) and its
+"""local/download/wheelcheck.py's judgement of a wheel's members as a file system would hold them (check_names) and its
 refusal of members it cannot read (encrypted, a broken deflate stream): one Refused line each, never a crash."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.errors import Refused
-from kernel_factory.local import wheelcheck
+from kernel_factory.local.download import wheelcheck
 from test_download_limits import GOOD, wheel
 
 

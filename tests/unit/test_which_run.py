@@ -13,7 +13,7 @@ from index_synth import add_kernel
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from kernel_factory.index.command import index_store
 from kernel_factory.local import which
-from kernel_factory.local.probe import environment
+from kernel_factory.local.probe.run import environment
 from kernel_factory.local.which import WhichArgs, build_lines, nearest
 from packaging.utils import parse_wheel_filename
 

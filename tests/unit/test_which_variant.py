@@ -9,7 +9,7 @@ import pytest
 from index_synth import add_kernel
 from kernel_factory.errors import UnknownVariant, UsageError
 from kernel_factory.index.command import index_store
-from kernel_factory.local.probe import environment
+from kernel_factory.local.probe.run import environment
 from kernel_factory.local.which import LabelParts, Wheel, choose, commands, fits_platform, nearest, parse_label
 from packaging.utils import parse_wheel_filename
 

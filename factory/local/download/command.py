@@ -6,10 +6,10 @@ the variant root for this label, then universal and backend-noarch wheels), whos
 names the locked commit. The record beside a wheel (``files/<wheel>.json``), where the index
 serves one, tells which wheels to skip without downloading them; the provenance inside the wheel
 decides. The wheel's sha256 is checked against the index page, its package folder becomes
-``<cache>/kernels--org--name/snapshots/<commit>/build/<variant>/`` (local/hubcache.py), and a
+``<cache>/kernels--org--name/snapshots/<commit>/build/<variant>/`` (local/cache/), and a
 ref ``v<N>`` (or the locked branch) is written where the lock names one. Kernels named in a
 wheel's ``kernel-depends`` are downloaded too, transitively, as kernels 0.19 resolves them
-(local/depends.py: the allow list, the cap, cycles).
+(download/depends.py: the allow list, the cap, cycles).
 
 Nothing is written into the cache until every kernel has been found, downloaded and checked.
 A kernel already in the cache from an earlier run, whose files still match what that run
@@ -32,20 +32,21 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from .. import fetch, report, simple
-from ..atomic import file_digest
-from ..config import DEFAULT_ORGS
-from ..errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
-from ..record import PROVENANCE
-from ..safe_text import printable
-from ..variants import parse
-from ..verify.lockfile import LockedKernel, read_lock
-from . import hubcache, wheelcheck
+from ... import fetch, report, simple
+from ...atomic import file_digest
+from ...config import DEFAULT_ORGS
+from ...errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
+from ...record import PROVENANCE
+from ...safe_text import printable
+from ...variants import parse
+from ...verify.lockfile import LockedKernel, read_lock
+from .. import cache
+from ..probe.run import Environment, probe, resolve_python
+from ..which import Choice, NoProject, build_lines, candidates, nearest
+from . import wheelcheck
 from .depends import MAX_DEPENDS, Policy, Want, find_cycle, lock_want, wants_of
-from .probe import Environment, probe, resolve_python
-from .which import Choice, NoProject, build_lines, candidates, nearest
 
-#: Beside the snapshot's hubcache marker: what each variant's files were when this command placed them.
+#: Beside the snapshot's cache.MARKER: what each variant's files were when this command placed them.
 FILES = ".kernel-factory-download.json"
 _CHUNK = 1 << 20
 MAX_WHEEL = 4 * 1024**3  #: bytes of one wheel downloaded (less where the page gives the wheel's size)
@@ -94,8 +95,8 @@ def _file_hashes(folder: Path) -> dict[str, str]:
 
 def _placed(root: Path, repo_id: str, sha: str) -> dict[str, Any]:
     """This command's record beside snapshot ``sha``, read by descriptors, and only where this user wrote it and no
-    one else can write it (hubcache.read_own): a record others could forge vouches for nothing."""
-    raw = hubcache.read_own(root, repo_id, sha, FILES, _RECORD_LIMIT)
+    one else can write it (cache.read_own): a record others could forge vouches for nothing."""
+    raw = cache.read_own(root, repo_id, sha, FILES, _RECORD_LIMIT)
     try:
         data = json.loads(raw) if raw is not None else {}
     except ValueError:
@@ -106,14 +107,14 @@ def _placed(root: Path, repo_id: str, sha: str) -> dict[str, Any]:
 def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
     """The kernel as an earlier run of this user placed it, if its wheel is this one and the variant's bytes are
     still the ones recorded: every link names its blob and every blob's bytes hash to its name."""
-    snapshot = hubcache.repo_folder(root, want.repo_id) / "snapshots" / sha
+    snapshot = cache.repo_folder(root, want.repo_id) / "snapshots" / sha
     for variant, entry in _placed(root, want.repo_id, sha).items():
         if not isinstance(entry, dict) or entry.get("wheel") != choice.wheel.filename:
             continue
-        if entry.get("sha256") != choice.wheel.sha256 or not hubcache.valid_ref(variant):
+        if entry.get("sha256") != choice.wheel.sha256 or not cache.valid_ref(variant):
             continue
         files = entry.get("files")
-        if not isinstance(files, dict) or not hubcache.variant_holds(root, want.repo_id, sha, variant, files):
+        if not isinstance(files, dict) or not cache.variant_holds(root, want.repo_id, sha, variant, files):
             continue
         # the lock's hashes hold for what is there, as for a new download (a lock may gain hashes meanwhile)
         wheelcheck.check_lock_hash(dict(want.hashes), want.repo_id, variant, str(entry.get("package")),
@@ -123,14 +124,14 @@ def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
 
 
 def _remember(root: Path, got: Got) -> None:
-    snapshot = hubcache.repo_folder(root, got.want.repo_id) / "snapshots" / got.sha
-    if not hubcache.is_ours(snapshot):
+    snapshot = cache.repo_folder(root, got.want.repo_id) / "snapshots" / got.sha
+    if not cache.is_ours(snapshot):
         return  # the Hub's own snapshot of this commit: nothing of ours to record there
     data = _placed(root, got.want.repo_id, got.sha)
     data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends,
                          "package": got.package}
     try:
-        hubcache.write_own(root, got.want.repo_id, got.sha, FILES,
+        cache.write_own(root, got.want.repo_id, got.sha, FILES,
                            (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     except OSError as exc:  # the record only saves a download next time: a cache this user cannot write (another
         if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):  # user's, read-only) that holds the
@@ -211,10 +212,10 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
                       f"{exc.hint}; publish it there or fix --index-url"]
     if want.major is not None:
         found = [c for c in found if c.wheel.version.major == want.major]
-    repo = hubcache.repo_folder(root, want.repo_id)
+    repo = cache.repo_folder(root, want.repo_id)
     others: dict[str, str] = {}  # the commits of the fitting wheels that are not the locked one -> their version
     for choice in found:
-        sha = want.sha or hubcache.read_ref(repo, f"v{want.major}")
+        sha = want.sha or cache.read_ref(repo, f"v{want.major}")
         cached = _cached(root, want, sha, choice) if sha else None
         if cached is not None:
             return cached, []
@@ -231,13 +232,13 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
             raise Refused(f"{choice.wheel.filename} comes from {printable(str(prov.get('repo_id')), 200)}, not "
                           f"{want.repo_id}; fix the index")
         revision, variant = prov.get("revision"), prov.get("variant")
-        if not isinstance(revision, str) or not hubcache.SHA.fullmatch(revision):
+        if not isinstance(revision, str) or not cache.SHA.fullmatch(revision):
             raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names no commit; rebuild it from a revision")
         if want.sha is not None and revision != want.sha:
             others.setdefault(revision, str(choice.wheel.version))
             shutil.rmtree(into)
             continue
-        if not isinstance(variant, str) or not hubcache.valid_ref(variant) or \
+        if not isinstance(variant, str) or not cache.valid_ref(variant) or \
                 parse(variant).label != choice.wheel.label:
             raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names variant '{printable(str(variant), 200)}'"
                           ", whose label is not the wheel's; rebuild it")
@@ -272,13 +273,13 @@ def run_download(args: DownloadArgs) -> int:
         raise UsageError(f"--max-depends {args.max_depends}: give 0 or more")
     policy = Policy.make(args.allow_orgs, DEFAULT_ORGS, locked, args.max_depends)
     env = probe(resolve_python(args.python))
-    root = hubcache.cache_root(os.environ)
+    root = cache.cache_root(os.environ)
     session = simple.session()
     try:
         root.mkdir(parents=True, exist_ok=True)
         with ExitStack() as stack:
             return _download(locked, url, env, root, session, _scratch(stack, root), policy)
-    except hubcache.CacheUnusable as exc:  # the writer's own line names no run: this one says nothing was installed
+    except cache.CacheUnusable as exc:  # the writer's own line names no run: this one says nothing was installed
         err = unusable(exc.error, root)
         what = str(err or exc).partition("; ")[0]
         raise Unreachable(f"{what}; nothing was installed: make room there, or point KERNELS_CACHE at another "
@@ -301,7 +302,7 @@ def _scratch(stack: ExitStack, root: Path) -> Callable[[], Path]:
     def get() -> Path:
         if not made:
             try:
-                made.append(stack.enter_context(hubcache.scratch(root)))
+                made.append(stack.enter_context(cache.scratch(root)))
             except Unreachable:
                 made.append(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-factory-"))))
         return made[0]
@@ -360,40 +361,37 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
 
 
 @contextmanager
-def _all_or_nothing(root: Path, made: dict[str, list[hubcache.Made]]) -> Iterator[None]:
+def _all_or_nothing(writer: cache.Writer) -> Iterator[None]:
     """On an OSError (a full disk) or a refusal (a file name or a link the writer refuses) while placing, what
-    this run put in the cache (``made``: each snapshot, variant, ref and folder, by identity) is taken away again
-    (hubcache.take_back, which follows no link and touches nothing another writer placed meanwhile), so that
-    nothing of the run is visible; the error goes on."""
+    this run put in the cache (each snapshot, variant, ref and folder ``writer`` made, by identity) is taken away
+    again (``Writer.take_back``, which follows no link and touches nothing another writer placed meanwhile), so
+    that nothing of the run is visible; the error goes on."""
     try:
         yield
-    except (OSError, hubcache.CacheUnusable, Refused):
-        for repo_id, things in made.items():
-            hubcache.take_back(root, repo_id, things)
+    except (OSError, cache.CacheUnusable, Refused):
+        writer.take_back()
         raise
 
 
 def _place_all(gots: list[Got], root: Path) -> int:
     """Every checked kernel into the cache: the snapshots first, then the refs (none move before every snapshot
     is there)."""
-    notes: list[str] = []
+    writer = cache.Writer(root, "download")
     fetched, code = 0, EXIT_OK
     lines: list[str] = []
-    made: dict[str, list[hubcache.Made]] = {}
-    with _all_or_nothing(root, made):
+    with _all_or_nothing(writer):
         placed: list[Got] = []
         for got in gots:
             state = "already there"
             if got.folder is not None:
                 try:
-                    target = hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder, files=got.files,
-                                            refs=[], origin="download", notes=notes,
-                                            made=made.setdefault(got.want.repo_id, []))
-                except hubcache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
+                    target = writer.place(cache.Placement(got.want.repo_id, got.sha, got.variant, got.folder,
+                                                          got.files))
+                except cache.CacheConflict as exc:  # the Hub's own snapshot of this commit lacks the variant
                     report.error(printable(str(exc)))
                     code = exc.exit_code
                     continue
-                if not hubcache.is_ours(target.parent.parent):  # the Hub's own download of this commit and variant
+                if not cache.is_ours(target.parent.parent):  # the Hub's own download of this commit and variant
                     try:  # an old-format lock's hash holds for it, as for a wheel (the Hub's copy is no exception)
                         wheelcheck.check_lock_hash(dict(got.want.hashes), got.want.repo_id, got.variant, got.package,
                                                    target, _file_hashes(target), f"the Hub's copy at {target}")
@@ -415,16 +413,15 @@ def _place_all(gots: list[Got], root: Path) -> int:
             placed.append(got)
             lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {got.wheel}  ({state})")
         for got in placed:
-            refs = [r for r in got.want.refs if hubcache.valid_ref(r)]
+            refs = [r for r in got.want.refs if cache.valid_ref(r)]
             if refs and got.folder is not None:  # place again, now with the refs: the snapshot is there already
-                hubcache.place(root, got.want.repo_id, got.sha, got.variant, got.folder, files=got.files, refs=refs,
-                               origin="download", notes=notes, made=made.setdefault(got.want.repo_id, []))
+                writer.place(cache.Placement(got.want.repo_id, got.sha, got.variant, got.folder, got.files,
+                                             tuple(refs)))
             elif refs:  # already there: the refs still follow the lock
-                hubcache.set_refs(root, got.want.repo_id, got.sha, refs, origin="download", notes=notes,
-                                  made=made.setdefault(got.want.repo_id, []))
+                writer.set_refs(got.want.repo_id, got.sha, refs)
     for line in lines:
         report.info(printable(line))
-    for note in notes:
+    for note in writer.notes:
         report.raw_error(printable(f"note: {note}"))
     report.info(f"{len(gots)} kernel{'s' if len(gots) != 1 else ''} in {root}: {fetched} downloaded, "
                 f"{len(gots) - fetched} already there")

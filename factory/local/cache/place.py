@@ -1,7 +1,7 @@
 """Placing one variant in the Hub cache: judging what is there, staging the checked bytes, moving them in.
 
-hubcache.py's ``place`` drives it; see there for the rules. Every cache folder is a ``cachefs.Folder``
-(opened without following links); staging happens in the private scratch folder (cachestage.py).
+writer.py's ``place`` drives it; see there for the rules. Every cache folder is a ``fs.Folder``
+(opened without following links); staging happens in the private scratch folder (stage.py).
 """
 
 from __future__ import annotations
@@ -14,13 +14,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import Refused
-from ..report import warn
-from .cachefs import FILE_FLAGS, NOT_HERE, CacheLink, Folder, planted, relative_blob, set_mode, sha256_fd, trusted
-from .cachestage import CacheRefused, folder_mode, stage_file
+from ...errors import Refused
+from ...report import warn
+from .fs import FILE_FLAGS, NOT_HERE, CacheLink, Folder, planted, relative_blob, set_mode, sha256_fd, trusted
+from .stage import CacheRefused, folder_mode, stage_file
 
 MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
 ORIGINS = ("download", "local-kernels")  # who wrote it: the marker's "origin"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What one ``Writer.place`` puts in the cache: ``source`` (a kernel's build variant folder) as
+    ``kernels--org--name/snapshots/<sha>/build/<variant>``, every file checked against ``files`` (posix path
+    relative to ``source`` -> sha256 hex), and each of ``refs`` pointed at ``sha``."""
+
+    repo_id: str
+    sha: str
+    variant: str
+    source: Path
+    files: Mapping[str, str]
+    refs: tuple[str, ...] = ()
 
 
 class CacheConflict(Refused):

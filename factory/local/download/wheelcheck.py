@@ -19,17 +19,17 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ..errors import Refused
-from ..record import PROVENANCE
-from ..safe_text import has_control, printable
-from ..store.wheelinfo import read_capped
-from ..verify.lockfile import files_lock_hash
-from ..wheel import layout
+from ...errors import Refused
+from ...record import PROVENANCE
+from ...safe_text import has_control, printable
+from ...store.wheelinfo import read_capped
+from ...verify.lockfile import files_lock_hash
+from ...wheel import layout
 
 _CHUNK = 1 << 20
 
 # What is read from a wheel, at most (docs/download.md). A page is capped in simple.py (MAX_PAGE), a wheel's
-# download in download.py (MAX_WHEEL).
+# download in command.py (MAX_WHEEL).
 MAX_UNPACKED = 16 * 1024**3  #: bytes one wheel's package folder may unpack to
 MAX_RATIO = 100  #: ... and at most this many times the wheel's own size (a zip bomb is refused)
 MAX_MEMBERS = 10_000  #: files in one wheel

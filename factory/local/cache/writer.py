@@ -19,7 +19,8 @@ that commit's checked bytes, never a link into an environment. A snapshot kernel
 a snapshot is left as it is: the same bytes are a no-op, other bytes are refused (CacheConflict). A ref is
 written only when it is absent, already holds this sha, or names a snapshot that kernel-factory wrote; one that
 names another commit is left as it is, and a note says so. Every folder from the root down is opened without
-following links (cachefs.py); staging happens in a private scratch folder (cachestage.py).
+following links (fs.py); staging happens in a private scratch folder (stage.py). Callers outside this package
+use the interface of ``__init__.py`` (``Writer``, ``Placement`` and the readers), never this module.
 """
 
 from __future__ import annotations
@@ -31,19 +32,18 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from ..errors import UNUSABLE_ERRNOS, Unreachable
-from .cachefs import NOT_HERE, CacheLink, Folder, planted, remove, set_mode
-from .cacheplace import MARKER, ORIGINS, CacheConflict, Made, Placing, dir_mode, identity, move_in, origin_of
-from .cacheread import read_own, repo_folder, take_back, variant_holds, write_own
-from .cachestage import CacheRefused, blob_mode, check_files, scratch_folder, source_files
+from ...errors import UNUSABLE_ERRNOS, Unreachable
+from .fs import NOT_HERE, Folder, planted, remove, set_mode
+from .place import MARKER, ORIGINS, CacheConflict, Made, Placement, Placing, dir_mode, identity, move_in
+from .read import repo_folder, take_back
+from .stage import CacheRefused, blob_mode, check_files, scratch_folder, source_files
 
 SHA = re.compile(r"[0-9a-f]{40}")
+REF_TRIES = 3  # a ref that other writers keep removing under this one is left, with a note
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-__all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheLink", "CacheRefused", "CacheUnusable", "Made",
-           "cache_root", "is_ours", "origin_of", "place", "read_own", "read_ref", "repo_folder", "scratch", "set_refs",
-           "take_back", "valid_ref", "variant_holds", "write_own"]
+__all__ = ["SHA", "CacheUnusable", "cache_root", "is_ours", "place", "read_ref", "scratch", "set_refs", "valid_ref"]
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -136,7 +136,9 @@ def _prepare_ref(run: Folder, ref: str, sha: str, mode: int) -> str:
 
 
 def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> str | None:
-    """Point ``refs/<ref>`` at the commit when that damages nothing; else the note saying why it was left."""
+    """Point ``refs/<ref>`` at the commit when that damages nothing; else the note saying why it was left. A ref
+    that is there when this run links its own and gone when it reads it (another writer took it away between the
+    two) is tried again, at most ``REF_TRIES`` times in all."""
     legacy_folder = repo_folder(p.root, p.repo_id, "model")
     legacy = read_ref(legacy_folder, ref) if ref.startswith("v") else None
     if legacy and legacy != p.sha:
@@ -148,7 +150,7 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
     with repo.sub("refs", create=True) as refs, repo.sub("snapshots") as snaps:
         if made_refs:
             p.made.append(Made("dir", "refs", identity(os.fstat(refs.fd))))
-        for _ in range(3):
+        for _ in range(REF_TRIES):
             try:
                 if _link_or_create(run, name, refs, ref, p.sha, mode):  # only if absent
                     ident = identity(os.stat(ref, dir_fd=refs.fd, follow_symlinks=False))
@@ -157,7 +159,10 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
                 return None
             except FileExistsError:
                 pass
-            if refs.kind(ref) != "file":
+            kind = refs.kind(ref)
+            if kind is None:
+                continue  # removed since the link found it: try again
+            if kind != "file":
                 raise planted(refs.path / ref, "file")
             data = refs.read_small(ref, 256)
             have = data.decode("ascii", "replace").strip() if data is not None else None
@@ -202,23 +207,12 @@ def _precheck_refs(repo: Folder, refs: list[str]) -> None:
                 raise planted(folder.path / ref, "file")
 
 
-def place(
-    root: Path,
-    repo_id: str,
-    sha: str,
-    variant: str,
-    source: Path,
-    *,
-    files: Mapping[str, str],
-    refs: Iterable[str],
-    origin: str,
-    notes: list[str] | None = None,
-    made: list[Made] | None = None,
-) -> Path:
-    """Place ``source`` (a kernel's build variant folder) as ``<root>/kernels--org--name/snapshots/<sha>/build/
-    <variant>``, every file checked against ``files`` (posix path relative to ``source`` -> sha256 hex), and
-    point each of ``refs`` at ``sha``; returns the variant folder kernels will load. ``origin`` ("download" or
-    "local-kernels") goes in the snapshot's marker.
+def place(root: Path, item: Placement, *, origin: str, notes: list[str] | None = None,
+          made: list[Made] | None = None) -> Path:
+    """Place ``item.source`` (a kernel's build variant folder) as ``<root>/kernels--org--name/snapshots/<sha>/
+    build/<variant>``, every file checked against ``item.files`` (posix path relative to the source -> sha256
+    hex), and point each of ``item.refs`` at the commit; returns the variant folder kernels will load. ``origin``
+    ("download" or "local-kernels") goes in the snapshot's marker.
 
     Refuses (CacheRefused) a file of ``source`` that ``files`` does not list, one it lists that is missing, or
     bytes that differ; (CacheLink) a link anywhere in the cache where it would read or write; (CacheConflict)
@@ -226,9 +220,9 @@ def place(
     is left in the cache but blobs it published (never taken back: another run may link to them meanwhile). A ref
     that names another commit is left, with a line appended to ``notes``. ``made`` gets what this call put in
     the cache (take_back undoes it: download's all or nothing)."""
-    refs = list(refs)
+    repo_id, sha, variant, source, refs = item.repo_id, item.sha, item.variant, item.source, list(item.refs)
     _check(repo_id, sha, variant, refs, origin)
-    files = dict(files)
+    files = dict(item.files)
     check_files(files, repo_id)
     if "metadata.json" not in files:
         raise CacheConflict(f"{repo_id}: {source} holds no metadata.json, which kernels loads; reinstall the wheel")

@@ -1,17 +1,16 @@
-"""``local-kernels --cache``: installed kernel wheels in the Hub cache, and which kernels loading paths serve them.
+"""Which kernels loading paths serve an installed kernel wheel (`local-kernels --check`), offline.
 
 kernels has two offline sources (docs/local-kernels.md, "Every loading path"):
 
 - ``LOCAL_KERNELS`` (org/name=PATH), which only ``get_kernel`` and ``has_kernel`` read, whatever
   ``version=`` or ``revision=`` they are given;
-- the Hub cache (``hubcache.cache_root``): ``refs/v<N>`` turns ``version=N`` into a commit (read where the
+- the Hub cache (``cache.cache_root``): ``refs/v<N>`` turns ``version=N`` into a commit (read where the
   target's kernels version reads it: rules.Judge), also for
   ``LayerRepository`` and ``FuncRepository``, and ``snapshots/<sha>/build/<variant>`` is what
   ``revision=<sha>``, the locked repositories, ``get_locked_kernel`` and ``load_kernel`` load.
 
-``install`` writes each installed kernel wheel into the cache (``hubcache.place``: a checked copy of the installed
-variant root, which is the build variant folder byte for byte, content-addressed, at the commit its provenance
-names); ``paths`` says, for one kernel, what each path will load.
+install.py writes each installed kernel wheel into the cache; ``paths`` says, for one kernel, what each path will
+load.
 """
 
 from __future__ import annotations
@@ -20,59 +19,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import Refused
-from . import hubcache
+from .. import cache
+from ..probe.rules import Judge
+from .install import why_not_cacheable
 from .installed import InstalledKernel
-from .rules import Judge
-
-
-def refs_of(k: InstalledKernel) -> list[str]:
-    """The refs that name this wheel's commit: ``v<N>`` (metadata.json's version) and the ref it was built from."""
-    refs = []
-    version = k.metadata.get("version")
-    if isinstance(version, int) and not isinstance(version, bool):
-        refs.append(f"v{version}")
-    if k.ref and hubcache.valid_ref(k.ref) and k.ref not in refs:
-        refs.append(k.ref)
-    return refs
-
-
-def why_not_cacheable(k: InstalledKernel) -> str | None:
-    """Why this wheel cannot go in the Hub cache (only LOCAL_KERNELS can serve it), or None."""
-    if k.repo_id is None:
-        return "its provenance names no Hub repository (built without --repo-id)"
-    if k.revision is None or not hubcache.SHA.fullmatch(k.revision):
-        return f"it was built from {k.revision or 'an unknown revision'}, not a Hub commit"
-    if k.variant is None:
-        return "its provenance names no build variant"
-    return None
-
-
-def install(root: Path, kernels: list[InstalledKernel], allow_orgs: Collection[str]) -> tuple[list[str], list[str]]:
-    """Place every cacheable kernel of an allowed organisation in ``root``, checked against its RECORD; (one line
-    per kernel placed, notes and refusals). A full or unusable cache raises Unreachable (the kernels placed
-    before it stay: each kernel is placed whole or not at all)."""
-    done: list[str] = []
-    notes: list[str] = []
-    for k in kernels:
-        why = why_not_cacheable(k)
-        if why is None and k.repo_id and k.repo_id.split("/")[0] not in allow_orgs:
-            org = k.repo_id.split("/")[0]
-            why = f"the organisation {org} is not allowed in the Hub cache (add --allow-org {org} if you trust it)"
-        if why is None and k.files_problem:
-            why = k.files_problem
-        if why:
-            notes.append(f"not in the Hub cache: {k.title}: {why}; only LOCAL_KERNELS serves it")
-            continue
-        assert k.repo_id and k.revision and k.variant
-        try:
-            where = hubcache.place(root, k.repo_id, k.revision, k.variant, k.folder, files=dict(k.files),
-                                   refs=refs_of(k), origin="local-kernels", notes=notes)
-        except Refused as exc:
-            notes.append(f"not in the Hub cache: {exc}")
-            continue
-        done.append(f"{k.key}: {where} ({len(k.files)} files checked against {k.dist}'s RECORD)")
-    return done, notes
 
 
 @dataclass(frozen=True)
@@ -93,7 +43,7 @@ def builds_to_ask(root: Path, repo_ids: Collection[str]) -> list[str]:
     out = []
     for repo_id in sorted(set(repo_ids)):
         for kind in ("kernel", "model"):
-            snaps = hubcache.repo_folder(root, repo_id, kind) / "snapshots"
+            snaps = cache.repo_folder(root, repo_id, kind) / "snapshots"
             if snaps.is_dir() and not snaps.is_symlink():
                 out += [str(p / "build") for p in sorted(snaps.iterdir()) if p.is_dir() and not p.is_symlink()]
     return out
@@ -114,8 +64,8 @@ def resolve(root: Path, repo_id: str, ref: str, judge: Judge) -> tuple[Path, str
     the target's kernels reads the cache (0.18 and later: kernels--org--name only; 0.17: the legacy models--
     folder's ref wins); None where no folder it reads has the ref."""
     for kind in judge.ref_folders:
-        folder = hubcache.repo_folder(root, repo_id, kind)
-        sha = hubcache.read_ref(folder, ref)
+        folder = cache.repo_folder(root, repo_id, kind)
+        sha = cache.read_ref(folder, ref)
         if sha is not None:
             return folder, sha
     return None
@@ -130,8 +80,8 @@ def _snapshot_loads(folder: Path, sha: str, k: InstalledKernel, judge: Judge) ->
         if why.startswith(str(snap / "build")):  # the target's kernels refuses the chosen variant's files
             return False, why
         return False, f"{why}: {fix}" if why.startswith(str(snap)) else f"{snap}: {why}"
-    origin = hubcache.origin_of(snap)
-    if not hubcache.is_ours(snap):
+    origin = cache.origin_of(snap)
+    if not cache.is_ours(snap):
         who = "a download from the Hub"
     elif sha == k.revision and chosen == k.variant:
         who = f"this wheel's commit and variant, checked and placed by kernel-factory {origin or ''}".rstrip()
@@ -149,7 +99,7 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str], judge: Judge) 
     out: list[LoadPath] = []
     refused = judge.folder_refusal(k.folder)  # what LOCAL_KERNELS would load: the installed package folder
     through = f"through LOCAL_KERNELS, but {refused}" if refused else "through LOCAL_KERNELS"
-    if k.repo_id is None or k.revision is None or not hubcache.SHA.fullmatch(k.revision):
+    if k.repo_id is None or k.revision is None or not cache.SHA.fullmatch(k.revision):
         why = why_not_cacheable(k) or ""
         out.append(LoadPath("get_kernel, has_kernel", mapped and not refused,
                          through if mapped else "LOCAL_KERNELS does not name it: eval --shell"))
@@ -157,7 +107,7 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str], judge: Judge) 
                          f"{why}, so it cannot be in the Hub cache they read"))
         return out
     sha = k.revision
-    snap_ok, snap_why = _snapshot_loads(hubcache.repo_folder(root, k.repo_id), sha, k, judge)
+    snap_ok, snap_why = _snapshot_loads(cache.repo_folder(root, k.repo_id), sha, k, judge)
     if mapped:
         out.append(LoadPath("get_kernel, has_kernel (any version= or revision=)", not refused, through))
     elif refused:

@@ -10,7 +10,7 @@ its variant root (wheel/layout.py), so PATH is the installed variant root
 
 Needs only the standard library and ``packaging``; ``--check`` imports torch
 (guarded) to learn its backend and C++ ABI, and asks the target interpreter's
-own kernels library (probe.ask_kernels, in that interpreter's process) which
+own kernels library (probe/run.py ask_kernels, in that interpreter's process) which
 variant it loads from each snapshot and whether the files pass its checks.
 """
 
@@ -28,20 +28,20 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from .. import report as reporter  # report() below is this module's own
-from ..config import DEFAULT_ORGS
-from ..errors import EXIT_OK, EXIT_REFUSED
-from ..record import PROVENANCE, VARIANT_ROOT, read_provenance
-from ..verify import metadata as kernelmeta
-from ..wheel import layout
-from . import claims, loaders, mapped
+from ... import report as reporter  # report() below is this module's own
+from ...config import DEFAULT_ORGS
+from ...errors import EXIT_OK, EXIT_REFUSED
+from ...record import PROVENANCE, VARIANT_ROOT, read_provenance
+from ...verify import metadata as kernelmeta
+from ...wheel import layout
+from .. import cache
+from ..probe.environment import from_facts
+from ..probe.rules import Judge
+from ..probe.run import ask_kernels, resolve_python, run_probe, sys_path
+from . import claims, install, loaders, mapped
 from .checks import Environment, check_kernel, detect_environment, installed_version
 from .claims import SIGSTORE
-from .environment import from_facts
-from .hubcache import cache_root
 from .installed import InstalledKernel
-from .probe import ask_kernels, resolve_python, run_probe, sys_path
-from .rules import Judge
 
 # metadata.json fields that kernels 0.17 refuses to load without.
 REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
@@ -324,11 +324,11 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
 
     env = environment() if args.check and kernels else None
     has_lib = installed_version("kernels", path) is not None
-    root = Path(args.cache).absolute() if args.cache else cache_root(os.environ)
+    root = Path(args.cache).absolute() if args.cache else cache.cache_root(os.environ)
     placed: list[str] = []
     notes: list[str] = []
     if args.cache is not None:
-        placed, notes = loaders.install(root, usable(kernels)[0], args.allow_orgs)
+        placed, notes = install.install(root, usable(kernels)[0], args.allow_orgs)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
     def ask(repo_ids: list[str]) -> Judge:

@@ -23,8 +23,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..record import PROVENANCE
-from ..store import check
+from ...record import PROVENANCE
+from ...store import check
 
 SIGSTORE = "metadata.json.sigstore"
 _PLACEHOLDER_SHA = "0" * 64  # the record fields an installed wheel does not carry: its hash, size, upload time

@@ -1,7 +1,7 @@
 """One interpreter's torch build, as kernels sees it: the single Environment of local/.
 
-Built from the facts ``facts.py`` collects (run in another interpreter by ``probe.py`` for ``which``, or
-in this one by ``checks.py`` for ``local-kernels --check``), or by hand in tests. The machine name is
+Built from the facts ``facts.py`` collects (run in another interpreter by ``run.py`` for ``which``, or
+in this one by ``local_kernels/checks.py`` for ``local-kernels --check``), or by hand in tests. The machine name is
 normalised once (``machine``) and the build variant and its label are derived once (``variant``,
 ``label``), spelled the way kernel-builder spells it (``variant_name``), with no kernels import.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from ..errors import FactoryError, Refused, UsageError
+from ...errors import FactoryError, Refused, UsageError
 
 _ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -57,7 +57,7 @@ class Environment:
     @functools.cached_property
     def _target(self) -> Any:
         """(variant name, factory.variants.Target); raises Refused/UnknownVariant/UsageError."""
-        from ..variants import parse
+        from ...variants import parse
 
         if self.torch is None:
             raise UsageError(f"{self.python or 'python'} has no torch ({self.torch_error or 'not installed'})")

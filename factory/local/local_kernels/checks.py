@@ -15,10 +15,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..errors import UnknownVariant
-from ..variants import Target, parse
-from .environment import Environment, from_facts, label_or_none, machine
-from .facts import collect
+from ...errors import UnknownVariant
+from ...variants import Target, parse
+from ..probe.environment import Environment, from_facts, label_or_none, machine
+from ..probe.facts import collect
 from .installed import InstalledKernel
 
 __all__ = ["Environment", "check_kernel", "detect_environment", "installed_version", "main_label"]

@@ -19,10 +19,10 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Refused
-from ..safe_text import printable
-from ..verify.lockfile import LockedKernel
-from . import hubcache
+from ...errors import Refused
+from ...safe_text import printable
+from ...verify.lockfile import LockedKernel
+from .. import cache
 
 __all__ = ["MAX_DEPENDS", "Policy", "Want", "find_cycle", "lock_want", "wants_of"]
 
@@ -87,7 +87,7 @@ class Policy:
 
 
 def _repo(wheel: str, repo_id: Any) -> str:
-    if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(map(hubcache.valid_ref,
+    if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(map(cache.valid_ref,
                                                                               repo_id.split("/"))):
         raise Refused(f"{wheel}: its kernel-depends names '{printable(str(repo_id), 200)}', which is not an "
                       "org/name repository id; rebuild it")
@@ -112,7 +112,7 @@ def wants_of(wheel: str, repo_id: str, depends: Iterable[Mapping[str, Any]], loc
         if isinstance(version, int) and not isinstance(version, bool) and version >= 0 and revision is None:
             if dep_id not in locked:
                 out.append(Want(dep_id, None, (f"v{version}",), version, why))
-        elif isinstance(revision, str) and hubcache.SHA.fullmatch(revision) and version is None:
+        elif isinstance(revision, str) and cache.SHA.fullmatch(revision) and version is None:
             if dep_id not in locked or locked[dep_id].sha != revision:
                 out.append(Want(dep_id, revision, (), None, why))
         else:

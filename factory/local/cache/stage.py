@@ -26,10 +26,10 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
-from ..errors import Unreachable, unusable
-from ..safe_text import has_control
-from ..space import unheld
-from .cachefs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, set_mode, sha256_fd
+from ...errors import Unreachable, unusable
+from ...safe_text import has_control
+from ...space import unheld
+from .fs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, set_mode, sha256_fd
 
 LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
 OWN = "kernel-factory"  # our folder in it: LOCKS/OWN/run-<random>/

@@ -2,8 +2,8 @@
 
 ``read_own``/``write_own``: a file of kernel-factory's beside a snapshot (download's record), trusted only where
 this user wrote it and no one else can write it; ``variant_holds``: a placed variant's bytes, every link followed
-to its blob and the blob hashed. ``take_back``: what ``place`` recorded (``cacheplace.Made``), removed by identity
-and never a blob (hubcache.py's ``place`` and download's all or nothing use it).
+to its blob and the blob hashed. ``take_back``: what ``place`` recorded (``place.Made``), removed by identity
+and never a blob (writer.py's ``place``, ``Writer.take_back`` and download's all or nothing use it).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from .cachefs import CacheLink, Folder, remove, set_mode, trusted
-from .cacheplace import MARKER, Made, holds, identity
+from .fs import CacheLink, Folder, remove, set_mode, trusted
+from .place import MARKER, Made, holds, identity
 
 
 def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:

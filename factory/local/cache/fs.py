@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import Refused
+from ...errors import Refused
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: O_NONBLOCK: a FIFO planted where a file is expected opens at once (and is then refused by its fstat) instead of

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
-from ..sources.transformers_map import Entry, KernelMapping, read_mapping
-from . import hubcache
+from ...errors import UsageError
+from ...sources.transformers_map import Entry, KernelMapping, read_mapping
+from .. import cache
+from ..probe.environment import Environment
+from ..probe.rules import Judge
 from .checks import installed_version
-from .environment import Environment
 from .loaders import resolve, snapshot_fit
-from .rules import Judge
 
 # kernels' backend name (Environment.backend) -> the device key transformers' mapping uses.
 DEVICES = {"cuda": "cuda", "rocm": "rocm", "xpu": "xpu", "metal": "mps", "cpu": "cpu", "cann": "npu"}
@@ -66,8 +66,8 @@ def loads_offline(root: Path, m: Mapped, judge: Judge) -> tuple[bool, str]:
     if m.version is not None:
         ref: str | None = f"v{m.version}"
     else:
-        ref = None if m.revision and hubcache.SHA.fullmatch(m.revision) else m.revision
-    folder = hubcache.repo_folder(root, m.repo_id)
+        ref = None if m.revision and cache.SHA.fullmatch(m.revision) else m.revision
+    folder = cache.repo_folder(root, m.repo_id)
     if ref is None:
         sha, how = m.revision, ""
     else:
