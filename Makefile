@@ -78,7 +78,7 @@ $(TORCH): $(STAMP)
 # `make test-stacks` runs all three (docs/testing.md).
 KF_TEST_STACKS ?= 0.17.2,0.19.1
 test: $(WHEEL) $(TORCH) system-deps lint
-	KF_TEST_STACKS=$(KF_TEST_STACKS) $(BIN)/python -m pytest -n 2 -q --durations=15 --cov --cov-report=term tests
+	KF_TEST_STACKS=$(KF_TEST_STACKS) $(BIN)/python -m pytest -n 3 -q --durations=15 --cov --cov-report=term tests
 
 test-stacks: $(WHEEL) $(TORCH)
 	KF_TEST_STACKS= $(BIN)/python -m pytest -n 2 -q tests/integration/test_stack_matrix.py
