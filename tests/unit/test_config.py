@@ -178,3 +178,19 @@ def test_flags_come_from_the_table_for_each_command() -> None:
 def test_a_bad_flag_value_is_one_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--jobs: expected a whole number"):
         config.resolve(config.Flags(default_config=False, given={"jobs": "many"}), env={})
+
+
+def test_the_hub_cache_and_its_repository_folders_are_named_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """config.hub_cache: huggingface_hub's rule, expanded; Environment.hf_cache takes it where HF_HUB_CACHE or
+    HF_HOME is given (None: huggingface_hub's own default); repo_folder_name as huggingface_hub names them."""
+    monkeypatch.setenv("HOME", "/home/u")
+    assert config.hub_cache({"HF_HUB_CACHE": "~/h", "HF_HOME": "/x"}) == Path("/home/u/h")
+    assert config.hub_cache({"HUGGINGFACE_HUB_CACHE": "/legacy"}) == Path("/legacy")
+    assert config.hub_cache({"HF_HOME": "/hf"}) == Path("/hf/hub")
+    assert config.hub_cache({"XDG_CACHE_HOME": "/x"}) == Path("/x/huggingface/hub")
+    assert config.hub_cache({}) == Path("/home/u/.cache/huggingface/hub")
+    assert config.environment({"HF_HOME": "/hf"}).hf_cache == "/hf/hub"
+    assert config.environment({"HF_HUB_CACHE": "/h"}).hf_cache == "/h"
+    assert config.environment({"XDG_CACHE_HOME": "/x"}).hf_cache is None
+    assert config.repo_folder_name("org/act", "kernel") == "kernels--org--act"
+    assert config.repo_folder_name("org/act", "model") == "models--org--act"
