@@ -14,13 +14,14 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from .errors import DigestMismatch, UsageError
 
+CHUNK = 1 << 20  # what each hash-while-copy reads at once
 TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings skip them
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC  # every open of a file in a store or index root
 # The tool's own files in a store or an index root: bookkeeping, never served or published. Each starts with a dot,
@@ -279,15 +280,38 @@ def file_digest(path: Path, algorithm: str = "sha256", *, follow: bool = True) -
         return stream_digest(f, algorithm)
 
 
-def stream_digest(f: BinaryIO, algorithm: str = "sha256", out: BinaryIO | None = None) -> str:
-    """Hex digest of what is left to read of an open binary file, read in 1 MiB chunks; ``out``: each chunk is
-    also written there (a copy hashed as it is made: the one hash-while-copy loop of the factory outside local/)."""
-    h = hashlib.new(algorithm, usedforsecurity=False)
-    while chunk := f.read(1 << 20):
-        h.update(chunk)
-        if out is not None:
-            out.write(chunk)
-    return h.hexdigest()
+class Hashing:
+    """A hash-while-copy's sink: each ``write`` is counted, hashed and passed on to ``out`` (None: hashed only); past
+    ``limit`` bytes in all it raises ``too_big()`` instead. stream_digest pulls a file through it; an HTTP download
+    calls ``write``."""
+
+    def __init__(self, algorithm: str = "sha256", out: IO[bytes] | None = None, *, limit: int | None = None,
+                 too_big: Callable[[], BaseException] | None = None) -> None:
+        self._hash = hashlib.new(algorithm, usedforsecurity=False)
+        self._out, self._limit, self._too_big = out, limit, too_big
+        self.size = 0
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self._limit is not None and self.size > self._limit:
+            raise self._too_big() if self._too_big else ValueError(f"more than {self._limit} bytes")
+        self._hash.update(chunk)
+        if self._out is not None:
+            self._out.write(chunk)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def stream_digest(f: IO[bytes], algorithm: str = "sha256", out: IO[bytes] | None = None, *, limit: int | None = None,
+                  too_big: Callable[[], BaseException] | None = None) -> str:
+    """Hex digest of what is left to read of an open binary file, read in ``CHUNK``s; ``out``: each chunk is also
+    written there (a copy hashed as it is made); ``limit`` and ``too_big``: as ``Hashing`` takes them. The one
+    hash-while-copy loop of the factory (the store, the Hub cache writer, download, serve --hub)."""
+    sink = Hashing(algorithm, out, limit=limit, too_big=too_big)
+    while chunk := f.read(CHUNK):
+        sink.write(chunk)
+    return sink.hexdigest()
 
 
 def copy_file(src: Path, dest: Path, sha256: str | None = None) -> None:

@@ -148,10 +148,29 @@ class Variables:
     source_date_epoch: str | None = None  # SOURCE_DATE_EPOCH: a local source's commit time (as given)
 
 
+def hub_cache(env: Mapping[str, str]) -> Path:
+    """The Hugging Face Hub cache folder as huggingface_hub expands it: HF_HUB_CACHE (HUGGINGFACE_HUB_CACHE), else
+    HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. The one home of that rule: the
+    factory's Hub source (``Variables.hf_cache``) and the cache kernels reads (local/cache ``cache_root``)."""
+    def expand(text: str) -> str:
+        return os.path.expandvars(os.path.expanduser(text))
+
+    hub = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")
+    if hub:
+        return Path(expand(hub))
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
+    return Path(expand(os.path.join(home, "hub")))
+
+
+def repo_folder_name(repo_id: str, kind: str) -> str:
+    """A repository's folder in the Hub cache, as huggingface_hub names it: ``<kind>s--org--name`` (``kind``
+    "kernel", "model" ...)."""
+    return "--".join([f"{kind}s", *repo_id.split("/")])
+
+
 def variables(env: Mapping[str, str] | None = None) -> Variables:
     """The ``Variables`` of ``env`` (default: os.environ, the one place that reads it)."""
     env = os.environ if env is None else env
-    home = env.get("HF_HOME")
     try:
         retry_s = max(0.0, float(env.get("KERNEL_FACTORY_RETRY_S") or DEFAULT_RETRY_S))
     except ValueError:
@@ -165,7 +184,7 @@ def variables(env: Mapping[str, str] | None = None) -> Variables:
         hf_endpoint=env.get("HF_ENDPOINT") or None,
         hf_token=env.get("HF_TOKEN") or None,
         hf_offline=env.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"},
-        hf_cache=env.get("HF_HUB_CACHE") or (os.path.join(home, "hub") if home else None),
+        hf_cache=str(hub_cache(env)) if env.get("HF_HUB_CACHE") or env.get("HF_HOME") else None,
         lock_wait_s=lock_wait_s,
         retry_s=retry_s,
         stages_file=env.get("KERNEL_FACTORY_STAGES") or None,

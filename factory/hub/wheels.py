@@ -9,10 +9,7 @@ again as it goes (a member that changed under it raises before its last piece).
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
-import io
 import json
 import os
 import zipfile
@@ -26,6 +23,7 @@ from ..errors import Refused
 from ..record import PROVENANCE
 from ..safe_text import printable
 from ..store.wheelinfo import read_capped
+from ..wheel import recordfile
 from .members import variant_members
 
 CHUNK = 1 << 20  #: bytes read, inflated and sent at a time: a server's memory is CHUNK per transfer
@@ -118,7 +116,7 @@ def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str,
     if total > MAX_RATIO * max(wheel_size, CHUNK):
         raise Refused(f"{name}: its files inflate to {total} bytes, more than {MAX_RATIO} times the wheel (a zip "
                       "bomb?); rebuild it")
-    record = _record(zf, name)
+    record = recordfile.read_sha256(zf, name, MAX_RECORD, "rebuild it")
     files: dict[str, HubFile] = {}
     for member, rel in sorted(mapping.items()):
         expected = record.get(member)
@@ -149,28 +147,6 @@ def _check_member(zf: zipfile.ZipFile, member: str, rel: str, expected: str, nam
         blob = hashlib.sha1(b"blob 0\0", usedforsecurity=False)
     oid = blob.hexdigest() if blob is not None else git_blob_id(lfs_pointer(digest, size))
     return HubFile(rel, member, size, digest, oid, blob is None)
-
-
-def _record(zf: zipfile.ZipFile, wheel: str) -> dict[str, str]:
-    """The wheel's RECORD: member -> sha256 hex."""
-    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
-    if len(names) != 1:
-        raise Refused(f"{wheel} carries no .dist-info/RECORD; rebuild it")
-    text = read_capped(zf, names[0], MAX_RECORD, wheel, "rebuild it").decode("utf-8", "replace")
-    out: dict[str, str] = {}
-    try:
-        rows = list(csv.reader(io.StringIO(text)))
-    except csv.Error:
-        raise Refused(f"{wheel}: its RECORD is not CSV; rebuild it") from None
-    for row in rows:
-        if len(row) >= 2 and row[1].startswith("sha256="):
-            b64 = row[1].removeprefix("sha256=")
-            try:
-                out[row[0]] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-            except ValueError:
-                raise Refused(f"{wheel}: its RECORD entry for '{printable(row[0], 200)}' is not a sha256 digest; "
-                              "rebuild it") from None
-    return out
 
 
 class MemberStream:

@@ -27,7 +27,6 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.hf_api import GitRefInfo, GitRefs
 from huggingface_hub.utils._datetime import parse_datetime
 from huggingface_hub.utils._headers import build_hf_headers
@@ -37,7 +36,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import report
 from ..atomic import atomic_open
-from ..config import Variables, variables
+from ..config import Variables, repo_folder_name, variables
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
 from ..safe_text import printable, quiet_credentials
@@ -193,7 +192,7 @@ class HubSource:
 
     # -- repository type and refs ------------------------------------------
     def _storage(self, repo_type: str) -> Path:
-        return Path(self.cache_dir) / repo_folder_name(repo_id=self._id, repo_type=repo_type)
+        return Path(self.cache_dir) / repo_folder_name(self._id, repo_type)
 
     def _not_found(self) -> UsageError:
         tried = " and ".join(self._types) + (" types" if len(self._types) > 1 else " type")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from ..atomic import CHUNK, Hashing
 from ..errors import ConfigError, DigestMismatch
 from .digest import walk
 
@@ -35,7 +37,6 @@ else:  # pragma: no cover
 
 HASH_TYPE = "git_lfs_concat"
 _HEX = frozenset("0123456789abcdef")
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -192,15 +193,12 @@ def read_dependencies(path: Path) -> list[Dependency]:
 
 
 def _object_id(path: Path, lfs: bool) -> bytes:
-    if lfs:
-        h = hashlib.sha256()
-    else:
-        h = hashlib.sha1()
-        h.update(b"blob %d\0" % path.stat().st_size)
+    h = Hashing("sha256" if lfs else "sha1")
+    if not lfs:
+        h.write(b"blob %d\0" % path.stat().st_size)  # git's blob id
     with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.digest()
+        shutil.copyfileobj(f, h, CHUNK)
+    return bytes.fromhex(h.hexdigest())
 
 
 def lock_hash(variant_dir: Path, lfs_paths: Collection[str] = ()) -> str:

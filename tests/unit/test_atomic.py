@@ -136,3 +136,29 @@ def test_every_private_name_is_private() -> None:
     assert set(PRIVATE_NAMES) == {STATE_FILE, CATALOG_FILE, LOCK_NAME}
     assert all(private(n) for n in (*PRIVATE_NAMES, f"{TMP_PREFIX}x"))
     assert not any(private(n) for n in ("index.html", "files", "a.whl"))
+
+
+def test_stream_digest_copies_hashes_and_stops_past_its_limit() -> None:
+    """The one hash-while-copy loop: every byte hashed and written; more than ``limit`` raises ``too_big()`` before
+    the chunk past it is written; exactly ``limit`` is taken. ``Hashing`` is the same sink, fed by hand."""
+    import hashlib
+    import io
+
+    from kernel_factory.atomic import CHUNK, Hashing, stream_digest
+
+    data = os.urandom(2 * CHUNK + 5)
+    out = io.BytesIO()
+    assert stream_digest(io.BytesIO(data), out=out) == hashlib.sha256(data).hexdigest() and out.getvalue() == data
+    assert stream_digest(io.BytesIO(data), "md5") == hashlib.md5(data).hexdigest()
+    assert stream_digest(io.BytesIO(b"x" * 10), limit=10, too_big=lambda: OSError("big")) == \
+        hashlib.sha256(b"x" * 10).hexdigest()
+    out = io.BytesIO()
+    with pytest.raises(OSError, match="^big$"):
+        stream_digest(io.BytesIO(data), out=out, limit=CHUNK + 1, too_big=lambda: OSError("big"))
+    assert out.getvalue() == data[:CHUNK]  # the second chunk crosses the limit: not written
+    sink = Hashing(limit=3, too_big=lambda: ValueError("past 3"))
+    sink.write(b"ab")
+    sink.write(b"c")
+    assert sink.size == 3 and sink.hexdigest() == hashlib.sha256(b"abc").hexdigest()
+    with pytest.raises(ValueError, match="past 3"):
+        sink.write(b"d")

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kernel_factory.atomic import CHUNK
 from kernel_factory.local.cache import fs as cachefs
 from kernel_factory.local.cache.fs import CacheLink, Folder
 
@@ -163,7 +164,7 @@ def test_remove_takes_a_tree_by_descriptors_and_never_follows_a_link(tmp_path: P
     assert not os.path.lexists(base / "l2") and (outside / "keep" / "file").read_text() == "mine"
 
 
-@pytest.mark.parametrize("size", [0, 1, cachefs.CHUNK - 1, cachefs.CHUNK, 2 * cachefs.CHUNK + 7])
+@pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, 2 * CHUNK + 7])
 def test_sha256_fd_hashes_the_whole_file_from_its_start(tmp_path: Path, size: int) -> None:
     data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     (tmp_path / "f").write_bytes(data)

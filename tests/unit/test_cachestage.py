@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kernel_factory.atomic import CHUNK
 from kernel_factory.errors import Unreachable
-from kernel_factory.local.cache import fs as cachefs
 from kernel_factory.local.cache import stage as cachestage
 from kernel_factory.local.cache.fs import CacheLink, Folder
 from kernel_factory.local.cache.stage import CacheRefused
@@ -106,7 +106,7 @@ def run(tmp_path: Path) -> Iterator[Folder]:
 
 
 @pytest.mark.parametrize("clone", [True, False])
-@pytest.mark.parametrize("size", [0, 5, cachefs.CHUNK + 3])
+@pytest.mark.parametrize("size", [0, 5, CHUNK + 3])
 def test_stage_file_copies_hashes_and_sets_the_mode(tmp_path: Path, run: Folder, monkeypatch: pytest.MonkeyPatch,
                                                    clone: bool, size: int) -> None:
     data = os.urandom(size)
@@ -170,40 +170,31 @@ def test_stage_file_refuses_a_file_past_16_gib(tmp_path: Path, run: Folder, monk
     assert sorted(os.listdir(tmp_path / "run")) == ["n"]
 
 
-def test_copy_refuses_a_file_that_grows_past_the_limit_while_read(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cachestage, "MAX_FILE_BYTES", 10)  # (the message gives whole GiB: 0 here)
-    chunks = iter([b"a" * 5, b"b" * 5, b""])  # exactly the limit: copied
-    written: list[bytes] = []
-
-    def write(fd: int, view: memoryview) -> int:
-        written.append(bytes(view))
-        return len(view)
-
-    monkeypatch.setattr(os, "read", lambda fd, n: next(chunks))
-    monkeypatch.setattr(os, "write", write)
-    assert cachestage._copy(0, 1, tmp_path / "f") == hashlib.sha256(b"aaaaabbbbb").hexdigest()
-    assert written == [b"aaaaa", b"bbbbb"]
-    chunks = iter([b"a" * 10, b"b", b""])
-    with pytest.raises(CacheRefused) as refused:
-        cachestage._copy(0, 1, tmp_path / "f")
-    assert str(refused.value) == f"{tmp_path / 'f'}: grew past 0 GiB while read; not a kernel's file"
-
-
-def test_copy_writes_all_of_each_chunk_through_short_writes(tmp_path: Path) -> None:
-    data = os.urandom(1000)
+def copy_of(tmp_path: Path, data: bytes) -> tuple[str, bytes]:
+    """cachestage._copy of a file holding ``data``, read from its start: (the digest, the bytes written)."""
     (tmp_path / "src").write_bytes(data)
     src = os.open(tmp_path / "src", os.O_RDONLY)
-    dst = os.open(tmp_path / "dst", os.O_WRONLY | os.O_CREAT, 0o600)
-    real_write = os.write
+    dst = os.open(tmp_path / "dst", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(os, "write", lambda fd, view: real_write(fd, view[:7]))  # at most 7 bytes a call
-            assert cachestage._copy(src, dst, tmp_path / "src") == hashlib.sha256(data).hexdigest()
+        return cachestage._copy(src, dst, tmp_path / "src"), (tmp_path / "dst").read_bytes()
     finally:
         os.close(src)
         os.close(dst)
-    assert (tmp_path / "dst").read_bytes() == data
+
+
+def test_copy_refuses_a_file_that_grows_past_the_limit_while_read(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cachestage, "MAX_FILE_BYTES", 10)  # (the message gives whole GiB: 0 here)
+    assert copy_of(tmp_path, b"aaaaabbbbb") == (hashlib.sha256(b"aaaaabbbbb").hexdigest(), b"aaaaabbbbb")
+    with pytest.raises(CacheRefused) as refused:  # exactly the limit is copied; one byte more is not
+        copy_of(tmp_path, b"a" * 10 + b"b")
+    assert str(refused.value) == f"{tmp_path / 'src'}: grew past 0 GiB while read; not a kernel's file"
+
+
+@pytest.mark.parametrize("size", [0, 1000, CHUNK, 2 * CHUNK + 7])
+def test_copy_writes_every_byte_and_hashes_them(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    assert copy_of(tmp_path, data) == (hashlib.sha256(data).hexdigest(), data)
 
 
 def own_folder(root: Path) -> Path:

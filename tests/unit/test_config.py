@@ -188,3 +188,19 @@ def test_given_orgs_one_reader_of_the_variable() -> None:
     assert config.given_orgs(env, ["beta,gamma", "acme"]) == ["acme", "beta", "gamma"]
     assert config.given_orgs({}, []) == []
     assert config.given_orgs({}, ["x"]) == ["x"]
+
+
+def test_the_hub_cache_and_its_repository_folders_are_named_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """config.hub_cache: huggingface_hub's rule, expanded; Variables.hf_cache takes it where HF_HUB_CACHE or
+    HF_HOME is given (None: huggingface_hub's own default); repo_folder_name as huggingface_hub names them."""
+    monkeypatch.setenv("HOME", "/home/u")
+    assert config.hub_cache({"HF_HUB_CACHE": "~/h", "HF_HOME": "/x"}) == Path("/home/u/h")
+    assert config.hub_cache({"HUGGINGFACE_HUB_CACHE": "/legacy"}) == Path("/legacy")
+    assert config.hub_cache({"HF_HOME": "/hf"}) == Path("/hf/hub")
+    assert config.hub_cache({"XDG_CACHE_HOME": "/x"}) == Path("/x/huggingface/hub")
+    assert config.hub_cache({}) == Path("/home/u/.cache/huggingface/hub")
+    assert config.variables({"HF_HOME": "/hf"}).hf_cache == "/hf/hub"
+    assert config.variables({"HF_HUB_CACHE": "/h"}).hf_cache == "/h"
+    assert config.variables({"XDG_CACHE_HOME": "/x"}).hf_cache is None
+    assert config.repo_folder_name("org/act", "kernel") == "kernels--org--act"
+    assert config.repo_folder_name("org/act", "model") == "models--org--act"

@@ -36,9 +36,7 @@ class Writer:
         self._made: dict[str, list[Made]] = {}  # repository id -> what this writer put there, in order
 
     def place(self, item: Placement) -> Path:
-        """``item`` in the cache (writer.place: every byte checked before the snapshot is visible); the variant
-        folder kernels will load. CacheRefused, CacheLink and CacheConflict refuse; a full or read-only cache
-        raises CacheUnusable; either way nothing of this call stays but blobs it published."""
+        """``item`` in the cache, every byte checked first; the variant folder kernels will load (writer.place)."""
         return writer.place(self.root, item, origin=self.origin, notes=self.notes,
                             made=self._made.setdefault(item.repo_id, []))
 
@@ -48,7 +46,6 @@ class Writer:
                         made=self._made.setdefault(repo_id, []))
 
     def take_back(self) -> None:
-        """Undo what this writer put in the cache, by identity (read.take_back): never a blob, never what another
-        writer placed meanwhile. Best effort: the caller is failing already."""
+        """Undo what this writer put in the cache, by identity: no blob, nothing others placed (read.take_back)."""
         for repo_id, made in self._made.items():
             take_back(self.root, repo_id, made)

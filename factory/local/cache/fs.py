@@ -10,18 +10,17 @@ file system is common); everything from it down is checked.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 from pathlib import Path
 
+from ...atomic import stream_digest
 from ...errors import Refused
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: O_NONBLOCK: a FIFO planted where a file is expected opens at once (and is then refused by its fstat) instead of
 #: waiting forever for a writer; it changes nothing for a regular file.
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-CHUNK = 1 << 20
 #: what vfat and exFAT answer where a link (symbolic or hard) or a mode cannot be made there
 NOT_HERE = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS)
 
@@ -204,10 +203,8 @@ def trusted(st: os.stat_result) -> bool:
 def sha256_fd(fd: int) -> str:
     """The sha256 hex digest of what ``fd`` holds from its start."""
     os.lseek(fd, 0, os.SEEK_SET)
-    h = hashlib.sha256()
-    while chunk := os.read(fd, CHUNK):
-        h.update(chunk)
-    return h.hexdigest()
+    with open(fd, "rb", buffering=0, closefd=False) as f:
+        return stream_digest(f)
 
 
 def relative_blob(rel: str, hexdigest: str) -> str:

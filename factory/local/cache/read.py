@@ -15,13 +15,14 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...config import repo_folder_name
 from .fs import CacheLink, Folder, remove, set_mode, trusted
 from .place import MARKER, Made, holds, identity
 
 
 def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:
     """``<root>/kernels--org--name`` (``kind="model"``: the legacy ``models--`` folder kernels also reads)."""
-    return root / "--".join([f"{kind}s", *repo_id.split("/")])
+    return root / repo_folder_name(repo_id, kind)
 
 
 def take_back(root: Path, repo_id: str, made: list[Made]) -> None:

@@ -19,17 +19,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import stat
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
+from ...atomic import stream_digest
 from ...errors import Unreachable, unusable
 from ...safe_text import has_control
 from ...space import unheld
-from .fs import CHUNK, FILE_FLAGS, CacheLink, Folder, planted, remove, set_mode, sha256_fd
+from .fs import FILE_FLAGS, CacheLink, Folder, planted, remove, set_mode, sha256_fd
 
 LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
 OWN = "kernel-factory"  # our folder in it: LOCKS/OWN/run-<random>/
@@ -212,14 +212,8 @@ def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str
 
 
 def _copy(src: int, dst: int, where: Path) -> str:
-    h = hashlib.sha256()
-    total = 0
-    while chunk := os.read(src, CHUNK):
-        total += len(chunk)
-        if total > MAX_FILE_BYTES:
-            raise CacheRefused(f"{where}: grew past {MAX_FILE_BYTES >> 30} GiB while read; not a kernel's file")
-        h.update(chunk)
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(dst, view):]
-    return h.hexdigest()
+    """``src`` (from where it stands) written to ``dst`` and hashed as it goes (atomic.stream_digest), refused
+    where it grows past MAX_FILE_BYTES while read."""
+    with open(src, "rb", buffering=0, closefd=False) as f, open(dst, "wb", closefd=False) as out:
+        return stream_digest(f, out=out, limit=MAX_FILE_BYTES, too_big=lambda: CacheRefused(
+            f"{where}: grew past {MAX_FILE_BYTES >> 30} GiB while read; not a kernel's file"))

@@ -32,6 +32,7 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from ...config import hub_cache
 from ...errors import UNUSABLE_ERRNOS, Unreachable
 from .fs import NOT_HERE, Folder, planted, remove, set_mode
 from .place import MARKER, ORIGINS, CacheConflict, Made, Placement, Placing, dir_mode, identity, move_in
@@ -49,18 +50,8 @@ __all__ = ["SHA", "CacheUnusable", "cache_root", "is_ours", "place", "read_ref",
 def cache_root(env: Mapping[str, str]) -> Path:
     """The cache folder kernels reads: KERNELS_CACHE, else HF_HUB_CACHE (HUGGINGFACE_HUB_CACHE), else
     HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, as huggingface_hub
-    expands them (KERNELS_CACHE is used as given, as kernels does)."""
-    if env.get("KERNELS_CACHE"):
-        return Path(env["KERNELS_CACHE"])
-
-    def expand(text: str) -> str:
-        return os.path.expandvars(os.path.expanduser(text))
-
-    hub = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")
-    if hub:
-        return Path(expand(hub))
-    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
-    return Path(expand(os.path.join(home, "hub")))
+    expands them (config.hub_cache; KERNELS_CACHE is used as given, as kernels does)."""
+    return Path(env["KERNELS_CACHE"]) if env.get("KERNELS_CACHE") else hub_cache(env)
 
 
 def valid_ref(ref: str) -> bool:

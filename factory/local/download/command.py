@@ -19,7 +19,6 @@ recorded, is not downloaded again (the index's pages are still read).
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -33,7 +32,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ... import fetch, report, simple
-from ...atomic import file_digest
+from ...atomic import CHUNK, Hashing, file_digest
 from ...config import DEFAULT_ORGS
 from ...errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
 from ...record import PROVENANCE
@@ -48,7 +47,6 @@ from .depends import MAX_DEPENDS, Policy, Want, find_cycle, lock_want, wants_of
 
 #: Beside the snapshot's cache.MARKER: what each variant's files were when this command placed them.
 FILES = ".kernel-factory-download.json"
-_CHUNK = 1 << 20
 MAX_WHEEL = 4 * 1024**3  #: bytes of one wheel downloaded (less where the page gives the wheel's size)
 _RECORD_LIMIT = 64 << 20  #: bytes of FILES read
 
@@ -166,30 +164,20 @@ def _fetch_wheel(choice: Choice, url: str, session: Any, into: Path) -> Path:
     link = simple.check_link(w.url, url, session)
     limit = min(MAX_WHEEL, w.size) if w.size is not None and w.size >= 0 else MAX_WHEEL
     dest = into / w.filename
-    digest = hashlib.sha256()
     local = simple.local_path(w.url) if w.url.startswith("file://") else None
-    size = 0
-
-    def take(chunk: bytes) -> None:
-        nonlocal size
-        size += len(chunk)
-        if size > limit:
-            raise Refused(f"{w.filename}: more than the {limit} bytes "
-                          f"{'the index page gives' if limit == w.size else 'a wheel may have'}; nothing was "
-                          "installed: republish the wheel or check the mirror")
-        digest.update(chunk)
-        out.write(chunk)
-
+    too_big = Refused(f"{w.filename}: more than the {limit} bytes "
+                      f"{'the index page gives' if limit == w.size else 'a wheel may have'}; nothing was "
+                      "installed: republish the wheel or check the mirror")
     try:
         with open(dest, "wb") as out:
+            digest = Hashing(out=out, limit=limit, too_big=lambda: too_big)
             if local is not None:
                 with open(local, "rb") as f:
-                    while chunk := f.read(_CHUNK):
-                        take(chunk)
+                    shutil.copyfileobj(f, digest, CHUNK)
             else:
                 status = fetch.read_wheel(link, url, session, size=limit if limit == w.size else None,
-                                          headers={"User-Agent": simple.USER_AGENT}, what="--index-url", take=take,
-                                          chunk=_CHUNK)
+                                          headers={"User-Agent": simple.USER_AGENT}, what="--index-url",
+                                          take=digest.write, chunk=CHUNK)
                 if status != 200:
                     raise Unreachable(f"--index-url: {link} answered HTTP {status}; check the index")
     except FileNotFoundError:

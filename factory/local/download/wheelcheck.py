@@ -8,10 +8,6 @@ than ``MAX_MEMBERS`` files or whose package folder inflates to more than ``MAX_R
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
 import json
 import unicodedata
 import zipfile
@@ -19,12 +15,13 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from ...atomic import stream_digest
 from ...errors import Refused
 from ...record import PROVENANCE
 from ...safe_text import has_control, printable
 from ...store.wheelinfo import read_capped
 from ...verify.lockfile import files_lock_hash
-from ...wheel import layout
+from ...wheel import layout, recordfile
 
 _CHUNK = 1 << 20
 
@@ -39,28 +36,6 @@ MAX_METADATA = 32 * 1024 * 1024  #: bytes of an older wheel's metadata.json, rea
 MAX_NAME_PART = 255  #: bytes (UTF-8) of one part of a member's path: a file system's NAME_MAX
 MAX_NAME = 1024  #: bytes (UTF-8) of a member's whole path
 _TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, inside it in the wheel
-
-
-def _record(zf: zipfile.ZipFile, wheel: str) -> dict[str, str]:
-    """The wheel's RECORD: member name -> sha256 hex (the urlsafe-base64 digests PEP 376 writes, decoded)."""
-    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
-    if len(names) != 1:
-        raise Refused(f"{wheel} carries no .dist-info/RECORD; rebuild it with kernel-factory")
-    out = {}
-    text = read_capped(zf, names[0], MAX_RECORD, wheel, "rebuild the wheel").decode("utf-8", "replace")
-    try:
-        rows = list(csv.reader(io.StringIO(text)))
-    except csv.Error as exc:
-        raise Refused(f"{wheel}: its RECORD is not CSV ({printable(str(exc), 200)}); rebuild it") from None
-    for row in rows:
-        if len(row) >= 2 and row[1].startswith("sha256="):
-            b64 = row[1].removeprefix("sha256=")
-            try:
-                out[row[0]] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-            except ValueError:
-                raise Refused(f"{wheel}: its RECORD entry for '{printable(row[0], 200)}' is not a sha256 digest; "
-                              "rebuild it") from None
-    return out
 
 
 def unpack(wheel: Path, into: Path) -> tuple[dict[str, Any], Path, dict[str, str]]:
@@ -146,7 +121,7 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
     if total > limit:
         raise Refused(f"{name}: its files inflate to {total} bytes, more than the {limit} allowed for a wheel of "
                       f"{wheel_size} bytes (a zip bomb?); nothing was installed: rebuild the wheel")
-    record = _record(zf, name)
+    record = recordfile.read_sha256(zf, name, MAX_RECORD, "rebuild it with kernel-factory")
     meta_name = f"{root}/metadata.json"
     older = layout.recorded_root(prov) is None and meta_name in {i.filename for i in members}
     metadata = read_capped(zf, meta_name, MAX_METADATA, name, "rebuild the wheel") if older else None
@@ -172,12 +147,9 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
             raise Refused(f"{name}: '{printable(info.filename)}' is not in its RECORD; rebuild the wheel")
         target = folder.joinpath(*parts)
         target.parent.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
         with zf.open(info) as src, open(target, "xb") as dst:
-            while chunk := src.read(_CHUNK):
-                digest.update(chunk)
-                dst.write(chunk)
-        if digest.hexdigest() != expected:
+            got = stream_digest(src, out=dst)
+        if got != expected:
             raise Refused(f"{name}: '{printable(info.filename)}' does not match its RECORD sha256; nothing was "
                           "installed: republish the wheel")
         if (info.external_attr >> 16) & 0o111:

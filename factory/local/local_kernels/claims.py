@@ -11,11 +11,8 @@ an allow list (``--allow-org``, the build's ``allow-orgs``); see SECURITY.md.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import csv
 import importlib.metadata as im
-import io
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -25,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from ...record import PROVENANCE
 from ...store import check
+from ...wheel import recordfile
 
 SIGSTORE = "metadata.json.sigstore"
 _PLACEHOLDER_SHA = "0" * 64  # the record fields an installed wheel does not carry: its hash, size, upload time
@@ -70,8 +68,8 @@ def record_files(dist: im.Distribution, package: str) -> tuple[tuple[tuple[str, 
         if f.hash is None or f.hash.mode != "sha256":
             return (), f"its RECORD gives no sha256 for {package}/{rel}: reinstall the wheel with pip"
         try:
-            digest = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
-        except (binascii.Error, ValueError):
+            digest = recordfile.digest(f.hash.value)
+        except ValueError:  # binascii.Error is one
             digest = b""
         if len(digest) != 32:
             return (), f"its RECORD's sha256 for {package}/{rel} is damaged: reinstall the wheel with pip"
@@ -89,7 +87,7 @@ def _listed(dist: im.Distribution) -> Iterable[str]:
     except (OSError, UnicodeDecodeError):
         return
     try:
-        rows = list(csv.reader(io.StringIO(text)))
+        rows = recordfile.rows(text)
     except csv.Error:
         return
     for row in rows:
