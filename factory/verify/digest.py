@@ -34,6 +34,12 @@ def left_out(name: str, is_dir: bool) -> bool:
     return name == "__pycache__" if is_dir else name.endswith(".pyc")
 
 
+def left_out_path(rel: str) -> bool:
+    """``left_out`` for a relative path (with '/'), as a wheel's members and RECORD rows name files: a part that is
+    ``__pycache__``, or a name ending in ``.pyc``."""
+    return "__pycache__" in rel.split("/") or rel.endswith(".pyc")
+
+
 def walk(root: Path) -> list[str]:
     """The files of a variant folder that its hashes cover: following symlinks, files only, without what
     ``left_out`` names; relative paths (with '/'), sorted. metadata.json is among them (see ``digested_files``)."""

@@ -87,3 +87,14 @@ def test_the_first_missing_or_extra_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(DigestMismatch) as info:
         digest.Check({"algorithm": "sha256", "files": {}}, ["a.py", "b.py"], "build/v")
     assert str(info.value) == "build/v: file 'a.py' is not listed in metadata.json digest"
+
+
+@pytest.mark.parametrize(("rel", "out"), [
+    ("__pycache__/a.cpython-311.pyc", True), ("pkg/__pycache__/x.py", True), ("pkg/mod.pyc", True),
+    ("pkg/__pycache__", True), ("__pycache__x/y.py", False), ("pkg/mod.py", False), ("pkg/pyc", False),
+    ("pkg/mod.pyc.txt", False), ("x__pycache__/a.py", False),
+])  # fmt: skip
+def test_left_out_path_is_left_out_for_a_relative_path(rel: str, out: bool) -> None:
+    assert digest.left_out_path(rel) is out
+    parts = rel.split("/")  # the same answer as left_out, part by part, for a path whose last part is a file
+    assert out is (any(digest.left_out(p, True) for p in parts) or digest.left_out(parts[-1], False))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ...errors import Refused
 from ...report import warn
+from ...verify.digest import left_out
 from .fs import FILE_FLAGS, NOT_HERE, CacheLink, Folder, planted, relative_blob, set_mode, sha256_fd, trusted
 from .stage import CacheRefused, folder_mode, stage_file
 
@@ -85,7 +86,7 @@ def holds(folder: Folder, files: Mapping[str, str], blobs: Folder, prefix: str =
         rel = prefix + name
         kind = folder.kind(name)
         if kind == "dir":
-            if name == "__pycache__":
+            if left_out(name, True):
                 continue
             with folder.sub(name) as sub:
                 inner = holds(sub, files, blobs, rel + "/")

@@ -29,6 +29,7 @@ from ...atomic import stream_digest
 from ...errors import Unreachable, unusable
 from ...safe_text import has_control
 from ...space import unheld
+from ...verify.digest import left_out
 from .fs import FILE_FLAGS, CacheLink, Folder, planted, remove, set_mode, sha256_fd
 
 LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
@@ -39,7 +40,6 @@ STALE_S = 3600.0  # a run folder without its owner file (killed between mkdir an
 MAX_FILE_BYTES = 16 << 30  # no file of a kernel variant is near this
 MAX_FILES = 100_000
 FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
-SKIPPED = ("__pycache__",)  # never placed: bytecode is not part of a variant (nor of its digest)
 
 
 class CacheRefused(CacheLink):
@@ -159,10 +159,10 @@ def source_files(source: Path, where: str) -> list[str]:
             for entry in it:
                 rel = prefix + entry.name
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED:
+                    if not left_out(entry.name, True):  # bytecode: not part of a variant, nor of its digest
                         todo.append((rel + "/", Path(entry.path)))
                 elif entry.is_file(follow_symlinks=False):
-                    if not entry.name.endswith(".pyc"):
+                    if not left_out(entry.name, False):
                         found.append(rel)
                 else:
                     raise CacheRefused(f"{where}: {entry.path} is a link or a special file, which a kernel wheel "

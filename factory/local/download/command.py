@@ -38,6 +38,7 @@ from ...errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusa
 from ...record import PROVENANCE
 from ...safe_text import printable
 from ...variants import parse
+from ...verify.digest import left_out
 from ...verify.lockfile import LockedKernel, read_lock
 from .. import cache
 from ..probe.run import Environment, probe, resolve_python
@@ -82,9 +83,9 @@ class Got:
 def _file_hashes(folder: Path) -> dict[str, str]:
     out = {}
     for dirpath, dirnames, names in os.walk(folder):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        dirnames[:] = [d for d in dirnames if not left_out(d, True)]
         for name in names:
-            if name.endswith(".pyc"):
+            if left_out(name, False):
                 continue
             path = Path(dirpath) / name
             out[path.relative_to(folder).as_posix()] = file_digest(path)

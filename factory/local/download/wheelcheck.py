@@ -20,6 +20,7 @@ from ...errors import Refused
 from ...record import PROVENANCE
 from ...safe_text import has_control, printable
 from ...store.wheelinfo import read_capped
+from ...verify.digest import left_out_path
 from ...verify.lockfile import files_lock_hash
 from ...wheel import layout, recordfile
 
@@ -139,7 +140,7 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
         if has_control(rel):
             raise Refused(f"{name}: member '{printable(info.filename)}' has a control character in its name; "
                           "nothing was installed: rebuild the wheel")
-        if "__pycache__" in parts or rel.endswith(".pyc"):
+        if left_out_path(rel):
             raise Refused(f"{name}: member '{printable(info.filename)}' is bytecode, which a kernel wheel never "
                           "carries (kernels loads the sources); nothing was installed: rebuild the wheel")
         expected = record.get(info.filename)

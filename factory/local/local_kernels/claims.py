@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from ...record import PROVENANCE
 from ...store import check
+from ...verify.digest import left_out_path
 from ...wheel import recordfile
 
 SIGSTORE = "metadata.json.sigstore"
@@ -63,7 +64,7 @@ def record_files(dist: im.Distribution, package: str) -> tuple[tuple[tuple[str, 
         if len(f.parts) < 2 or f.parts[0] != package:
             continue
         rel = "/".join(f.parts[1:])
-        if "__pycache__" in f.parts or rel.endswith(".pyc"):
+        if left_out_path("/".join(f.parts)):
             continue  # bytecode pip compiled at install: not a file of the variant
         if f.hash is None or f.hash.mode != "sha256":
             return (), f"its RECORD gives no sha256 for {package}/{rel}: reinstall the wheel with pip"
