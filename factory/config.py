@@ -60,10 +60,6 @@ class Location:
         return value if isinstance(value, Location) else cls.parse(value)
 
     @property
-    def is_local(self) -> bool:
-        return self.local is not None
-
-    @property
     def is_url(self) -> bool:
         """Given as a URL (``file://`` included), not as a plain path."""
         return "://" in self.display

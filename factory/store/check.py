@@ -296,12 +296,6 @@ def plain_wheel(filename: Any) -> bool:
     return type(filename) is str and _WHEEL.fullmatch(filename) is not None and plain_text(filename)
 
 
-def wheel_project(filename: str) -> str | None:
-    """The normalised project a wheel's file name gives (a valid record's project); None if it is not one."""
-    parts = _WHEEL.fullmatch(filename)
-    return _project(parts[1], validate=False) if parts else None
-
-
 def project_of(name: str) -> str | None:
     """The normalised project of a record's (valid) name; None if the name is not valid (PEP 508)."""
     return _project(name, validate=True)
