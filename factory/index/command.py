@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import atomic, report
-from ..atomic import TMP_PREFIX, Tree
+from ..atomic import TMP_PREFIX
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ..nofollow import Tree
 from ..store import Store, open_store
 from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem

@@ -13,8 +13,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import Tree, copy_file, remove_stale_tmp
+from ..atomic import copy_file, remove_stale_tmp
 from ..errors import Unreachable
+from ..nofollow import Tree
 from .base import LocalFile, State
 
 
