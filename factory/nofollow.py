@@ -371,8 +371,10 @@ class Tree:
         opened without following a link (made where missing, with ``create``); None where a part is missing."""
         try:
             here = Folder.root(Path(self.root), create=create)
-        except FileNotFoundError:
-            return None
+        except (FileNotFoundError, NotADirectoryError):
+            if create:
+                raise
+            return None  # no root folder (a file there: as missing, for a reader)
         try:
             for part in rel.split("/") if rel else []:
                 down = here.sub(part, create=create)

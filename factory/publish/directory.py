@@ -48,7 +48,7 @@ class DirectoryDestination:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.display = str(self.root)
-        self.tree = Tree(self.root)  # its folders are lstat'ed: never a file written through a link
+        self.tree = Tree(self.root)  # its folders opened without following a link (nofollow.Tree), then checked
 
     def wants(self, file: LocalFile) -> bool:
         return True

@@ -278,6 +278,8 @@ def test_tree_writes_skip_equal_bytes_remove_empty_folders_and_hold_no_descripto
     tree = Tree(out)
     before = len(os.listdir("/proc/self/fd"))
     assert tree.checked("simple") is None and Tree(tmp_path / "none").checked("") is None
+    (tmp_path / "afile").write_text("")
+    assert Tree(tmp_path / "afile").checked("x") is None and Tree(tmp_path / "afile").remove("x/y.html") == 0
     assert [tree.write(f"simple/p{i}/index.html", b"page") for i in range(50)] == [True] * 50
     page = out / "simple" / "p0" / "index.html"
     mtime = page.stat().st_mtime_ns
