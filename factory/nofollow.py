@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import Unreachable
@@ -30,6 +31,7 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW
 FILE_FLAGS = os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK
 TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings skip them
 HUB_CACHE = "the Hub cache"  # a Folder's ``where`` in the Hub cache: its refusals say so
+SWEEP_DEPTH = 16  # Tree.sweep walks no deeper below its folder (a page is at most 3 deep): a planted deep tree stays
 
 
 class LinkRefused(Unreachable):
@@ -165,7 +167,11 @@ class Folder:
         return cls(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), path, where)
 
     def close(self) -> None:
-        os.close(self.fd)
+        """Close the descriptor; again is a no-op (an interrupt between a close and the next step of a walk never
+        closes a descriptor twice, which could be one opened meanwhile)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def __enter__(self) -> Folder:
         return self
@@ -313,10 +319,9 @@ def remove(parent: Folder, name: str) -> None:
         while here is not None:
             child = _first_folder(here)
             if child is not None:
-                down = here.sub(child)
-                here.close()
-                here = down
-                trail.append((child, _identity(down.fd)))
+                above, here = here, here.sub(child)
+                above.close()
+                trail.append((child, _identity(here.fd)))
                 continue
             me, _ = trail.pop()
             if not trail:
@@ -324,9 +329,9 @@ def remove(parent: Folder, name: str) -> None:
                 here = None
                 os.rmdir(me, dir_fd=parent.fd)
                 return
-            up = Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent, here.where)
-            here.close()
-            here = up
+            below, here = here, Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent, here.where)
+            below.close()
+            up = here
             if _identity(up.fd) != trail[-1][1]:
                 raise LinkRefused(f"{up.path}: moved while kernel-factory removed what it holds; left as it is",
                                   "a moved folder")
@@ -377,9 +382,8 @@ class Tree:
             return None  # no root folder (a file there: as missing, for a reader)
         try:
             for part in rel.split("/") if rel else []:
-                down = here.sub(part, create=create)
-                here.close()
-                here = down
+                above, here = here, here.sub(part, create=create)
+                above.close()
         except FileNotFoundError:
             here.close()
             return None
@@ -447,3 +451,55 @@ class Tree:
             if above is not None:
                 above.close()
         return 1
+
+    def sweep(self, top: str, doomed: Callable[[str], bool]) -> int:
+        """Remove each file below the folder ``top`` whose path (relative to the root) ``doomed`` names, then each
+        folder left empty, ``top`` too; how many files were removed. By descriptors: a link is never walked into
+        (one that ``doomed`` names is removed itself), ``top`` itself a link is refused (LinkRefused), and a folder
+        swapped for a link meanwhile is left alone. Folders more than SWEEP_DEPTH below ``top`` are left as they
+        are (no page is that deep; one descriptor is open per level)."""
+        folder = self._open(top, False)
+        if folder is None:
+            return 0
+        with folder:
+            removed = _sweep(folder, top, doomed, SWEEP_DEPTH)
+        parent_rel, _, name = top.rpartition("/")
+        above = self._open(parent_rel, False) if top else None
+        if above is not None:
+            with above:
+                _rmdir_if_empty(above, name)
+        return removed
+
+
+def _sweep(folder: Folder, rel: str, doomed: Callable[[str], bool], depth: int) -> int:
+    removed = 0
+    for name in folder.names():
+        st = folder.lstat(name)
+        if st is None:
+            continue
+        path = f"{rel}/{name}" if rel else name
+        if stat.S_ISDIR(st.st_mode):
+            if depth <= 0:
+                continue
+            try:
+                sub = folder.sub(name)
+            except (FileNotFoundError, LinkRefused):  # gone, or swapped for a link since the lstat: left alone
+                continue
+            with sub:
+                removed += _sweep(sub, path, doomed, depth - 1)
+            _rmdir_if_empty(folder, name)
+        elif doomed(path):
+            try:
+                os.unlink(name, dir_fd=folder.fd)
+            except FileNotFoundError:
+                continue
+            removed += 1
+    return removed
+
+
+def _rmdir_if_empty(parent: Folder, name: str) -> None:
+    try:
+        os.rmdir(name, dir_fd=parent.fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+            raise

@@ -335,3 +335,33 @@ def test_open_nofollow_and_real_folder_refuse_what_is_not_expected(tmp_path: Pat
         nofollow.real_folder(tmp_path / "f")
     assert nofollow.link_problem(tmp_path / "l") == f"{tmp_path / 'l'} -> {tmp_path / 'f'}"
     assert nofollow.link_problem(tmp_path / "f") is None and nofollow.link_problem(tmp_path / "none") is None
+
+
+def test_sweep_removes_what_it_is_told_by_descriptors_and_never_walks_into_a_link(tmp_path: Path) -> None:
+    out, victims = tmp_path / "out", tmp_path / "victims"
+    (victims / "p").mkdir(parents=True)
+    (victims / "p" / "index.html").write_bytes(b"theirs")
+    tree = Tree(out)
+    for rel in ("simple/a/index.html", "simple/b/index.html", "simple/b/notes.txt", "simple/.tmp-x"):
+        tree.write(rel, b"x")
+    (out / "simple" / "l").symlink_to(victims)  # a link inside: removed only if named, never walked into
+    (out / "simple" / "b" / "index.json").symlink_to(victims / "p" / "index.html")  # named: the link itself goes
+    deep = out / "simple" / "d"
+    (deep / "/".join(["x"] * (nofollow.SWEEP_DEPTH + 1))).mkdir(parents=True)  # deeper than a page: left
+    (deep / "/".join(["x"] * (nofollow.SWEEP_DEPTH + 1)) / "index.html").write_bytes(b"deep")
+
+    def doomed(rel: str) -> bool:
+        return rel.endswith(("/index.html", "/index.json", ".tmp-x")) and rel != "simple/a/index.html"
+
+    assert tree.sweep("simple", doomed) == 3  # b's page and link, the temporary file
+    assert sorted(p.relative_to(out / "simple").as_posix() for p in (out / "simple").iterdir()) == [
+        "a", "b", "d", "l"]
+    assert os.listdir(out / "simple" / "b") == ["notes.txt"]
+    assert (victims / "p" / "index.html").read_bytes() == b"theirs" and (deep / "x").is_dir()
+    assert tree.sweep("variants", doomed) == 0  # none there
+    tree.write("projects/gone/index.html", b"x")
+    assert tree.sweep("projects", doomed) == 1 and not (out / "projects").exists()  # emptied folders go, top too
+    (out / "projects").symlink_to(victims)
+    with pytest.raises(LinkRefused):
+        tree.sweep("projects", doomed)
+    assert (victims / "p" / "index.html").read_bytes() == b"theirs"
