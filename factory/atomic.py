@@ -2,15 +2,14 @@
 
 Every file kernel-factory writes goes to a new temporary file with a random name beside it (created with
 O_CREAT|O_EXCL|O_NOFOLLOW, as mkstemp does: a planted file or link of that name is never opened), then is renamed
-into place (a rename replaces a link of the target's name, never what it points to). Folders below a root that
-others may write (a shared store, an index root) are lstat'ed before anything is written into or removed from
-them (``Tree``): a folder that is a symbolic link is refused in one line. The tool's own files in a store or index
-root (``PRIVATE_NAMES``) are never served or published.
+into place (a rename replaces a link of the target's name, never what it points to). Writes and removals below a
+root that others may write (a shared store, an index root) go through nofollow.py, the one home of link-safe
+access (``Tree``, ``Folder``): a folder that is a symbolic link is refused in one line. The tool's own files in a
+store or index root (``PRIVATE_NAMES``) are never served or published.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import stat
@@ -19,11 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from .errors import DigestMismatch, UsageError
+from .errors import DigestMismatch
+from .nofollow import NOFOLLOW, TMP_PREFIX, open_nofollow, unique, write_all
+
+__all__ = ["CHUNK", "PRIVATE_NAMES", "TMP_PREFIX", "Batch", "Hashing", "atomic_open", "copy_file", "discard",
+           "file_digest", "fsync_path", "holds", "link_or_copy", "named", "private", "put", "remove_stale_tmp",
+           "stream_digest", "unique", "write_all", "write_bytes", "write_page"]
 
 CHUNK = 1 << 20  # what each hash-while-copy reads at once
-TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings skip them
-NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC  # every open of a file in a store or index root
 # The tool's own files in a store or an index root: bookkeeping, never served or published. Each starts with a dot,
 # as do its temporary files (TMP_PREFIX): ``private`` is the one test, used by serve and publish.
 PRIVATE_NAMES = (".kernel-factory.lock", ".catalog.sqlite", ".index-state.json")
@@ -33,68 +35,6 @@ def private(name: str) -> bool:
     """Whether a file or folder name is kernel-factory's own (PRIVATE_NAMES, temporary files) or hidden: such a name
     is never served or published."""
     return name.startswith(".")
-
-
-class LinkRefused(UsageError):
-    """A symbolic link (or something that is not a plain folder or file) where kernel-factory writes."""
-
-
-def link_problem(path: str | os.PathLike[str], st: os.stat_result | None = None) -> str | None:
-    """``path -> target`` when ``path`` is a symbolic link (else None); ``st``: its lstat, if taken already."""
-    try:
-        st = os.lstat(path) if st is None else st
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISLNK(st.st_mode):
-        return None
-    try:
-        target = os.readlink(path)
-    except OSError:
-        target = "?"
-    return f"{os.fspath(path)} -> {target}"
-
-
-def refuse_link(path: str | os.PathLike[str], what: str = "folder") -> LinkRefused:
-    """The one-line refusal of a link at ``path`` (``what``: a folder or a file kernel-factory writes)."""
-    shown = link_problem(path) or os.fspath(path)
-    return LinkRefused(f"{shown}: a symbolic link where kernel-factory writes a {what}, and it never writes "
-                       "through a link; remove the link")
-
-
-def real_folder(path: str | os.PathLike[str]) -> None:
-    """Refuse ``path`` if it is a symbolic link or something other than a folder (missing is fine)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    _need_folder(path, st)
-
-
-def _need_folder(path: str | os.PathLike[str], st: os.stat_result) -> None:
-    if stat.S_ISLNK(st.st_mode):
-        raise refuse_link(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise LinkRefused(f"{os.fspath(path)}: not a folder, where kernel-factory writes one; remove it")
-
-
-def open_nofollow(path: str | os.PathLike[str], what: str = "file") -> int:
-    """A read-only descriptor of the regular file ``path``, never through a link: a link is refused (LinkRefused),
-    and so is anything that is not a regular file; FileNotFoundError if there is none."""
-    try:
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise refuse_link(path, what) from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise LinkRefused(f"{os.fspath(path)}: not a regular file, where kernel-factory reads a {what}; remove it")
-    return fd
-
-
-def unique() -> str:
-    """32 random hex digits, for a temporary name (what uuid4().hex gives, without importing uuid)."""
-    return os.urandom(16).hex()
 
 
 @contextmanager
@@ -179,15 +119,6 @@ def put(
         named(exc, path, tmp)  # the file, not its temporary name
         raise
     return st
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to ``fd`` (os.write may write less than it is given)."""
-    done = os.write(fd, data)
-    if done < len(data):  # a short write: write on
-        view = memoryview(data)[done:]
-        while view:
-            view = view[os.write(fd, view) :]
 
 
 def fsync_path(path: Path | str) -> None:
@@ -356,81 +287,6 @@ def holds(name: str, data: bytes) -> bool:
             return f.read() == data
     finally:
         os.close(fd)
-
-
-class Tree:
-    """Writes and removals below one root folder that others may write (an index root), never through a link.
-
-    Each folder between the root and a file is lstat'ed once per ``Tree`` (made where missing): a folder that is a
-    symbolic link, or not a folder, is refused (``LinkRefused``, one line). The root itself is the user's choice
-    and may be a link. Files are written as ``write_page`` says."""
-
-    def __init__(self, root: Path | str) -> None:
-        self.root = os.fspath(root)
-        self._real: set[str] = set()  # relative folders known to be real folders ("": the root, made)
-
-    def folder(self, rel: str) -> str:
-        """The path of the folder ``rel`` (``/``-separated, relative to the root), each part checked; made if
-        missing."""
-        if rel not in self._real and not rel:
-            os.makedirs(self.root, exist_ok=True)
-            self._real.add(rel)
-        elif rel not in self._real:
-            parent, _, _ = rel.rpartition("/")
-            self.folder(parent)
-            path = os.path.join(self.root, rel)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                try:
-                    os.mkdir(path)
-                except FileExistsError:  # made meanwhile: checked below
-                    pass
-                st = os.lstat(path)
-            _need_folder(path, st)
-            self._real.add(rel)
-        return os.path.join(self.root, rel) if rel else self.root
-
-    def checked(self, rel: str) -> str | None:
-        """The path of the folder ``rel`` if it is there (each part checked as ``folder`` does), else None."""
-        if not os.path.isdir(self.root):
-            return None
-        try:
-            parts = rel.split("/") if rel else []
-            for i in range(1, len(parts) + 1):
-                sub = "/".join(parts[:i])
-                if sub not in self._real:
-                    path = os.path.join(self.root, sub)
-                    _need_folder(path, os.lstat(path))
-                    self._real.add(sub)
-        except FileNotFoundError:
-            return None
-        return os.path.join(self.root, rel) if rel else self.root
-
-    def write(self, rel: str, data: bytes) -> bool:
-        """``write_page`` of the file ``rel`` in its checked folder; True if written."""
-        folder, _, base = rel.rpartition("/")
-        return write_page(os.path.join(self.folder(folder), base), data)
-
-    def remove(self, rel: str) -> int:
-        """Remove the file ``rel`` (a link of that name itself, never what it points to) and its folder if that is
-        left empty; 1 if it was there."""
-        folder, _, base = rel.rpartition("/")
-        where = self.checked(folder)
-        if where is None:
-            return 0
-        try:
-            os.unlink(os.path.join(where, base))
-        except FileNotFoundError:
-            return 0
-        if folder:
-            try:
-                os.rmdir(where)
-            except OSError:
-                pass
-            else:
-                self._real.discard(folder)
-        return 1
 
 
 def write_page(name: str, data: bytes) -> bool:

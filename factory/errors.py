@@ -5,7 +5,8 @@ Exit codes (documented in the README):
   1  a bug (an exception that is not a FactoryError)
   2  usage or configuration error (unknown version, organisation not allowed)
   3  some items refused (bad input, failed audit, digest mismatch); the rest done
-  4  a source or destination unreachable or unusable (full, read-only or forbidden file systems too)
+  4  a source or destination unreachable or unusable (full, read-only or forbidden file systems too; a link,
+     FIFO or device planted where kernel-factory reads or writes: nofollow.LinkRefused)
 
 Several items: the most severe code wins, in the order 1 > 4 > 3 > 2 (``worst``).
 """

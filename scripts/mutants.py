@@ -65,6 +65,8 @@ MODULES = {  # module -> the unit tests that cover it
     "local/cache/fs.py": ["tests/unit/test_cache_fs.py", "tests/unit/test_cache_writer_trust.py",
                           "tests/unit/test_cache_writer.py",
                           "tests/unit/test_download_select.py"],
+    "nofollow.py": ["tests/unit/test_nofollow.py", "tests/unit/test_cache_writer_trust.py",
+                    "tests/unit/test_cache_writer.py", "tests/unit/test_index_write.py"],
     "local/local_kernels/claims.py": ["tests/unit/test_local_kernels_claims.py",
                                       "tests/unit/test_local_kernels_command.py"],
     "local/local_kernels/command.py": ["tests/unit/test_local_kernels_command.py",

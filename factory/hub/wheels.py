@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ..atomic import LinkRefused, open_nofollow, stream_digest
+from ..atomic import stream_digest
 from ..errors import Refused
+from ..nofollow import LinkRefused, open_nofollow
 from ..record import PROVENANCE
 from ..safe_text import printable
 from ..store.wheelinfo import read_capped

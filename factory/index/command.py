@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import atomic, report
-from ..atomic import TMP_PREFIX, Tree
+from ..atomic import TMP_PREFIX
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ..nofollow import Tree
 from ..store import Store, open_store
 from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
@@ -137,24 +138,17 @@ def write_page(path: Path, data: bytes) -> bool:
 
 
 def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:
-    """Remove pages under simple/ and variants/ that are not in ``keep``, and folders left empty; never through a
-    link (a top folder that is one is refused; links below are not walked into)."""
+    """Remove pages under simple/, variants/ and projects/ that are not in ``keep``, and folders left empty; by
+    folder descriptors, never through a link (a top folder that is one is refused; links below are not walked
+    into, nor folders swapped for one meanwhile)."""
     keep_set = set(keep)
-    removed = 0
     tree = Tree(out) if tree is None else tree
-    for top in PAGE_DIRS:
-        if tree.checked(top) is None:
-            continue
-        root = out / top
-        for dirpath, _dirs, files in os.walk(root, topdown=False):
-            for name in files:
-                rel = Path(dirpath, name).relative_to(out).as_posix()
-                if name.startswith(TMP_PREFIX) or (name in ("index.html", "index.json") and rel not in keep_set):
-                    os.unlink(os.path.join(dirpath, name))
-                    removed += 1
-            if not os.listdir(dirpath):
-                os.rmdir(dirpath)
-    return removed
+
+    def doomed(rel: str) -> bool:
+        name = rel.rpartition("/")[2]
+        return name.startswith(TMP_PREFIX) or (name in ("index.html", "index.json") and rel not in keep_set)
+
+    return sum(tree.sweep(top, doomed) for top in PAGE_DIRS)
 
 
 class _Writer:

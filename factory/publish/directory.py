@@ -13,8 +13,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import Tree, copy_file, remove_stale_tmp
+from ..atomic import copy_file, remove_stale_tmp
 from ..errors import Unreachable
+from ..nofollow import Tree
 from .base import LocalFile, State
 
 
@@ -47,7 +48,7 @@ class DirectoryDestination:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.display = str(self.root)
-        self.tree = Tree(self.root)  # its folders are lstat'ed: never a file written through a link
+        self.tree = Tree(self.root)  # its folders opened without following a link (nofollow.Tree), then checked
 
     def wants(self, file: LocalFile) -> bool:
         return True

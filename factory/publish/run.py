@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import report, space
-from ..atomic import LinkRefused, open_nofollow, private
+from ..atomic import private
 from ..config import DEFAULT_RETRY_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
+from ..nofollow import LinkRefused, open_nofollow
 from .base import Destination, LocalFile
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .. import report
-from ..atomic import LinkRefused, open_nofollow, write_bytes
+from ..atomic import write_bytes
+from ..nofollow import LinkRefused, open_nofollow
 from ..safe_text import has_control
 from .base import LocalFile
 

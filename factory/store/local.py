@@ -20,9 +20,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ..atomic import LinkRefused, copy_file, file_digest, open_nofollow, real_folder, refuse_link, write_bytes
+from ..atomic import copy_file, file_digest, write_bytes
 from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import Unreachable, unusable
+from ..nofollow import open_nofollow, real_folder, refuse
 from ..record import FILES, Record
 from . import MAX_BYTES, check
 from .catalog import CATALOG_FILE, Catalog, Got, Synced, record_key, sync, text_of
@@ -70,10 +71,8 @@ def local_catalog(root: Path, readonly: bool = False) -> Catalog:
             st = os.lstat(each)
         except FileNotFoundError:
             continue
-        if stat.S_ISLNK(st.st_mode):
-            raise refuse_link(each, "catalog")
         if not stat.S_ISREG(st.st_mode):
-            raise LinkRefused(f"{each}: not a regular file, where kernel-factory keeps its catalog; remove it")
+            raise refuse(each, "catalog")
     return Catalog.copy_of(path) if readonly else Catalog(path)
 
 

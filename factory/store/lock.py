@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import atomic, report
+from .. import atomic, nofollow, report
 from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import UsageError
 
@@ -44,9 +44,9 @@ def pid_alive(pid: int) -> bool:
 def read_holder(path: Path) -> int | None:
     """The PID written in the lock file by its holder, if any."""
     try:
-        with os.fdopen(atomic.open_nofollow(path, "lock file"), "rb") as f:
+        with os.fdopen(nofollow.open_nofollow(path, "lock file"), "rb") as f:
             text = f.read(64).decode("ascii", errors="replace").strip()
-    except (OSError, atomic.LinkRefused):
+    except (OSError, nofollow.LinkRefused):
         return None
     return int(text) if text.isdigit() and int(text) > 0 else None
 
@@ -92,14 +92,15 @@ def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[Non
     # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.
     # O_NOFOLLOW: a lock file that is a link (to a file someone wants emptied) is refused, never opened
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | atomic.NOFOLLOW, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | nofollow.NOFOLLOW, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise atomic.refuse_link(path, "lock file") from None
+            raise nofollow.refuse(path, "lock file") from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device: never written
-            raise atomic.LinkRefused(f"{path}: not a regular file, where kernel-factory keeps its lock; remove it")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or a device: never written
+            raise nofollow.refusal(path, "lock file", st)
         deadline = time.monotonic() + wait_s
         told = False
         while True:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..atomic import LinkRefused
 from ..errors import Refused, UsageError
+from ..nofollow import LinkRefused
 from ..record import Record
 from .check import plain_wheel
 
@@ -175,8 +175,8 @@ def read_journal(files: Store) -> tuple[frozenset[str], bool]:
     where = f"{files.file_url(JOURNAL)}"
     try:
         data = files.read(JOURNAL, MAX_JOURNAL)
-    except LinkRefused:
-        raise Refused(f"{where}: a symbolic link; remove it and run `kernel-factory prune` again") from None
+    except LinkRefused as exc:
+        raise Refused(f"{where}: {exc.found}; remove it and run `kernel-factory prune` again") from None
     if data is None:
         return frozenset(), False
     try:

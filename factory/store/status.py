@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from ..atomic import LinkRefused
 from ..errors import Refused, UsageError
+from ..nofollow import LinkRefused
 from . import MAX_BYTES
 from .check import plain_text
 
@@ -98,8 +98,8 @@ def read_statuses(files: Store) -> dict[str, Status]:
     where = f"{files.file_url(STATUS_FILE)}"
     try:
         data = files.read(STATUS_FILE)
-    except LinkRefused:
-        raise BadStatusFile(f"{where}: a symbolic link; replace it with the file itself") from None
+    except LinkRefused as exc:
+        raise BadStatusFile(f"{where}: {exc.found}; replace it with the file itself") from None
     return {} if data is None else parse(data, where)
 
 

@@ -27,8 +27,9 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_n
 from packaging.version import InvalidVersion, Version
 
 from .. import report, variants
-from ..atomic import LinkRefused, link_problem, open_nofollow, stream_digest
+from ..atomic import stream_digest
 from ..errors import Refused, UnknownVariant
+from ..nofollow import LinkRefused, link_problem, open_nofollow
 from ..record import PROVENANCE, Record, read_provenance
 
 MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel

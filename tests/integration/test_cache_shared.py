@@ -252,10 +252,10 @@ def test_a_planted_link_at_the_repository_folder_is_neither_read_nor_written_thr
     (proj.cache / "kernels--org--relu").rename(elsewhere)
     (proj.cache / "kernels--org--relu").symlink_to(elsewhere, target_is_directory=True)
     got = proj.download()
-    assert got.returncode == 3, got.stdout + got.stderr
+    assert got.returncode == 4, got.stdout + got.stderr  # the cache is unusable as it is: LinkRefused, exit 4
     assert got.stderr.splitlines() == [
         f"error: {proj.cache}/kernels--org--relu -> {elsewhere}: a symbolic link in the Hub cache where kernel-factory "
-        "expects a folder, and it never writes or reads through one; remove the link (rm, not rm -r) and run again"]
+        "expects a folder, and it never writes or reads through a link; remove the link (rm, not rm -r) and run again"]
 
 
 @pytest.mark.parametrize("where", ["blob", "ref"])
@@ -269,10 +269,9 @@ def test_a_fifo_at_a_blob_or_a_ref_never_blocks_download(proj: Project, where: s
     fifo.unlink()
     os.mkfifo(fifo)
     got = proj.download()  # subprocess.run's timeout (600 s) is the hang this stops
-    assert got.returncode == 3, got.stdout + got.stderr
-    assert got.stderr.splitlines()[-1].endswith(
-        f"{fifo}: a symbolic link in the Hub cache where kernel-factory expects a file, and it never writes or reads "
-        "through one; remove the link (rm, not rm -r) and run again")
+    assert got.returncode == 4, got.stdout + got.stderr
+    assert got.stderr.splitlines()[-1].endswith(  # named as it is: a FIFO, not a link
+        f"{fifo}: a FIFO in the Hub cache where kernel-factory expects a file; remove it and run again")
 
 
 def test_a_planted_run_folder_1200_deep_is_swept(proj: Project) -> None:

@@ -56,9 +56,10 @@ def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path: Pat
     store, victim = _store(tmp_path), _victim(tmp_path)
     (store / ".kernel-factory.lock").symlink_to("../victim.txt")
     proc = kf("index", "--store", store, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # the store is unusable as it is: LinkRefused, exit 4
     assert _errors(proc) == [f"error: {store}/.kernel-factory.lock -> ../victim.txt: a symbolic link where "
-                             "kernel-factory writes a lock file, and it never writes through a link; remove the link"]
+                             "kernel-factory expects a lock file, and it never writes or reads through a link; remove "
+                             "the link (rm, not rm -r) and run again"]
     assert victim.read_bytes() == SECRET
     assert not (store / "simple").exists()
 
@@ -99,9 +100,10 @@ def test_an_index_folder_that_is_a_link_is_refused_and_nothing_written_or_remove
     add_kernel(store, "img2grey", "1.1.3", CPU)
     before = h.snapshot(tmp_path)
     proc = kf("index", "--store", store, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    assert _errors(proc) == [f"error: {store}/projects -> {victims}: a symbolic link where kernel-factory writes a "
-                             "folder, and it never writes through a link; remove the link"]
+    assert proc.returncode == 4, proc.stderr
+    assert _errors(proc) == [f"error: {store}/projects -> {victims}: a symbolic link where kernel-factory expects a "
+                             "folder, and it never writes or reads through a link; remove the link (rm, not rm -r) "
+                             "and run again"]
     assert sorted(p.relative_to(victims).as_posix() for p in victims.rglob("*")) == [
         "img2grey", "img2grey/index.html", "other", "other/index.html"]
     assert all(p.read_bytes() == SECRET for p in victims.rglob("index.html"))
@@ -118,9 +120,10 @@ def test_a_catalog_that_is_a_link_is_refused_and_the_database_kept(tmp_path: Pat
     data = victim.read_bytes()
     (store / "files" / ".catalog.sqlite").symlink_to(victim)
     proc = kf("index", "--store", store, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 4, proc.stderr
     assert _errors(proc) == [f"error: {store}/files/.catalog.sqlite -> {victim}: a symbolic link where "
-                             "kernel-factory writes a catalog, and it never writes through a link; remove the link"]
+                             "kernel-factory expects a catalog, and it never writes or reads through a link; remove "
+                             "the link (rm, not rm -r) and run again"]
     assert victim.read_bytes() == data
 
 

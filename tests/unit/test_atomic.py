@@ -59,40 +59,6 @@ def test_folder_destination_clears_a_killed_publishs_leftovers(tmp_path: Path) -
     assert not leftover.exists() and live.exists()
 
 
-# -- never through a link (issue 26 item 4) --------------------------------------------------------------------
-def test_a_page_whose_name_is_a_link_is_replaced_and_its_target_kept(tmp_path: Path) -> None:
-    from kernel_factory.atomic import Tree
-
-    victim = tmp_path / "victim.txt"
-    victim.write_bytes(b"secret")
-    out = tmp_path / "out"
-    (out / "simple").mkdir(parents=True)
-    (out / "simple" / "index.html").symlink_to(victim)
-    assert Tree(out).write("simple/index.html", b"page") is True
-    assert victim.read_bytes() == b"secret"
-    assert not (out / "simple" / "index.html").is_symlink() and (out / "simple" / "index.html").read_bytes() == b"page"
-    assert [p.name for p in (out / "simple").iterdir()] == ["index.html"]  # no temporary left
-
-
-def test_a_folder_that_is_a_link_is_refused_for_writes_and_removals(tmp_path: Path) -> None:
-    from kernel_factory.atomic import LinkRefused, Tree
-
-    victims = tmp_path / "victimdir"
-    (victims / "x").mkdir(parents=True)
-    (victims / "x" / "index.html").write_bytes(b"theirs")
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "projects").symlink_to(victims)
-    tree = Tree(out)
-    with pytest.raises(LinkRefused) as exc:
-        tree.write("projects/y/index.html", b"page")
-    assert str(exc.value) == (f"{out}/projects -> {victims}: a symbolic link where kernel-factory writes a folder, "
-                              "and it never writes through a link; remove the link")
-    with pytest.raises(LinkRefused):
-        tree.remove("projects/x/index.html")
-    assert sorted(p.relative_to(victims).as_posix() for p in victims.rglob("*")) == ["x", "x/index.html"]
-
-
 def test_the_stale_sweep_leaves_links_alone(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     (victim / "inner").mkdir(parents=True)
@@ -112,8 +78,9 @@ def test_the_stale_sweep_leaves_links_alone(tmp_path: Path) -> None:
 def test_copy_file_puts_nothing_when_the_bytes_are_not_the_expected_ones(tmp_path: Path) -> None:
     import hashlib
 
-    from kernel_factory.atomic import LinkRefused, copy_file
+    from kernel_factory.atomic import copy_file
     from kernel_factory.errors import DigestMismatch
+    from kernel_factory.nofollow import LinkRefused
 
     src = tmp_path / "a.whl"
     src.write_bytes(b"wheel")

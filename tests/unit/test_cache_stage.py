@@ -17,8 +17,8 @@ import pytest
 from kernel_factory.atomic import CHUNK
 from kernel_factory.errors import Unreachable
 from kernel_factory.local.cache import stage as cachestage
-from kernel_factory.local.cache.fs import CacheLink, Folder
 from kernel_factory.local.cache.stage import CacheRefused
+from kernel_factory.nofollow import Folder, LinkRefused
 
 H = "0123456789abcdef" * 4
 
@@ -143,7 +143,7 @@ def test_stage_file_refuses_a_link_or_a_special_file(tmp_path: Path, run: Folder
     (tmp_path / "src").mkdir()
     (tmp_path / "target").write_text("secret")
     (tmp_path / "src" / "l").symlink_to(tmp_path / "target")
-    with pytest.raises(CacheLink) as link:
+    with pytest.raises(LinkRefused) as link:
         cachestage.stage_file(tmp_path / "src", "l", run, "n", 0o444)
     assert str(link.value).startswith(f"{tmp_path / 'src' / 'l'} -> {tmp_path / 'target'}: a symbolic link")
     assert "expects a file" in str(link.value)

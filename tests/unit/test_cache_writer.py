@@ -22,6 +22,7 @@ from kernel_factory.local.cache import stage as cachestage
 from kernel_factory.local.cache.place import Made
 from kernel_factory.local.local_kernels.checks import Environment, main_label
 from kernel_factory.local.probe.environment import machine
+from kernel_factory.nofollow import LinkRefused
 
 SHA, SHA2, HUB = "a" * 40, "b" * 40, "c" * 40
 VARIANT = "torch-universal"
@@ -190,7 +191,7 @@ def test_a_planted_link_anywhere_refuses_and_nothing_is_written_outside(tmp_path
     link.symlink_to(elsewhere)
     if "snapshots/" in where:  # the link sits in a Hub snapshot's place
         link.parent.parent.joinpath("refs").mkdir(exist_ok=True)
-    with pytest.raises(cache.CacheLink, match=rf"{link} -> {elsewhere}: a symbolic link in the Hub cache"):
+    with pytest.raises(LinkRefused, match=rf"{link} -> {elsewhere}: a symbolic link in the Hub cache"):
         place(root, pkg)
     assert tree(elsewhere) == {"precious": hashlib.sha256(b"keep").hexdigest()}
     assert link.is_symlink()
@@ -206,7 +207,7 @@ def test_a_planted_variant_link_in_a_hub_snapshot_refuses(tmp_path: Path, pkg: P
     build = root / "kernels--org--act" / "snapshots" / SHA / "build"
     build.mkdir(parents=True)
     (build / VARIANT).symlink_to(elsewhere)
-    with pytest.raises(cache.CacheLink, match="a symbolic link in the Hub cache"):
+    with pytest.raises(LinkRefused, match="a symbolic link in the Hub cache"):
         place(root, pkg)
     assert (elsewhere / "notes.txt").read_text() == "mine" and (build / VARIANT).is_symlink()
 
@@ -348,7 +349,7 @@ def test_the_hubs_signature_travels_with_the_variant(tmp_path: Path, pkg: Path) 
 
 
 def test_blob_mode_follows_the_folder_less_write_bits(tmp_path: Path) -> None:
-    from kernel_factory.local.cache.fs import Folder
+    from kernel_factory.nofollow import Folder
 
     blobs = tmp_path / "blobs"
     blobs.mkdir()
@@ -427,7 +428,7 @@ def test_a_snapshot_missing_its_blob_or_holding_a_special_file_is_left_alone(tmp
         place(root, pkg)
     other = got.parent / "torch213-cxx11-cpu-x86_64-linux"
     os.mkfifo(other)
-    with pytest.raises(cache.CacheLink, match=rf"{other}: a symbolic link in the Hub cache"):
+    with pytest.raises(LinkRefused, match=rf"^{other}: a FIFO in the Hub cache where kernel-factory expects a folder"):
         Writer(root, "download").place(Placement("org/act", SHA, other.name, pkg, hashes(pkg)))
 
 

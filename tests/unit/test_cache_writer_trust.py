@@ -23,7 +23,7 @@ from kernel_factory.local import cache
 from kernel_factory.local.cache import Placement, writer
 from kernel_factory.local.cache import place as cacheplace
 from kernel_factory.local.cache import stage as cachestage
-from kernel_factory.local.cache.fs import Folder, remove
+from kernel_factory.nofollow import Folder, LinkRefused, remove
 
 SHA, SHA2 = "a" * 40, "b" * 40
 VARIANT, OTHER = "torch-universal", "torch213-cxx11-cpu-x86_64-linux"
@@ -138,11 +138,12 @@ def test_a_fifo_in_the_cache_never_blocks_a_run(tmp_path: Path, pkg: Path, fifos
         fifos.append(path)
     os.mkfifo(fifos[0])
     if where == "blob":
-        with pytest.raises(cache.CacheLink, match=rf"{fifos[0]}: a symbolic link in the Hub cache where "
-                           "kernel-factory expects a file"):
+        with pytest.raises(LinkRefused, match=rf"^{fifos[0]}: a FIFO in the Hub cache where "
+                           "kernel-factory expects a file; remove it"):
             within(20, lambda: place(root, pkg))
     elif where == "ref":
-        with pytest.raises(cache.CacheLink, match=rf"{fifos[0]}: a symbolic link in the Hub cache"):
+        with pytest.raises(LinkRefused, match=rf"^{fifos[0]}: a FIFO in the Hub cache where kernel-factory expects "
+                           "a file"):
             within(20, lambda: place(root, pkg))
         assert cache.read_ref(root / REPO, "v1") is None
     else:

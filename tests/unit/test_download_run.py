@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from cache_oracle import no_scratch_left, scan
 from download_kit import CPU, SHA1, SHA2, SHA3, Index, env, files_of, kernel_wheel
-from kernel_factory.errors import Refused, Unreachable, UsageError
+from kernel_factory.errors import Unreachable, UsageError
 from kernel_factory.local import cache
 from kernel_factory.local.download import command as download
 from kernel_factory.local.download.command import DownloadArgs, run_download
+from kernel_factory.nofollow import LinkRefused
 
 
 class Run:
@@ -425,11 +426,11 @@ def test_a_refusal_of_the_cache_writer_takes_back_the_kernels_placed_before_it(r
     repo = run.cache / "kernels--org--relu"
     repo.mkdir(parents=True)
     (repo / "snapshots").symlink_to(elsewhere)
-    with pytest.raises(Refused) as info:
+    with pytest.raises(LinkRefused) as info:  # exit 4
         run()
     assert str(info.value) == (
         f"{repo / 'snapshots'} -> {elsewhere}: a symbolic link in the Hub cache where kernel-factory expects a "
-        "folder, and it never writes or reads through one; remove the link (rm, not rm -r) and run again")
+        "folder, and it never writes or reads through a link; remove the link (rm, not rm -r) and run again")
     assert run.capsys.readouterr().out == ""
     assert scan(run.cache) == {"org/act": {}, "org/relu": {}}  # act's snapshot taken back; its blobs stay, unused
     assert list(elsewhere.iterdir()) == []

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from cache_oracle import scan
 from download_kit import SHA1, SHA2
-from kernel_factory.local import cache
 from kernel_factory.local.download import command as download
+from kernel_factory.nofollow import LinkRefused
 from kernel_factory.verify.lockfile import files_lock_hash
 from test_download_run import Run
 
@@ -69,11 +69,11 @@ def test_a_planted_link_at_the_repository_folder_is_not_read_through(run: Run, t
     elsewhere = tmp_path / "attackers"
     (run.cache / REPO).rename(elsewhere)
     (run.cache / REPO).symlink_to(elsewhere, target_is_directory=True)
-    with pytest.raises(cache.CacheLink) as info:  # exit 3
+    with pytest.raises(LinkRefused) as info:  # exit 4
         run()
     assert str(info.value) == (f"{run.cache / REPO} -> {elsewhere}: a symbolic link in the Hub cache where "
-                               "kernel-factory expects a folder, and it never writes or reads through one; remove the "
-                               "link (rm, not rm -r) and run again")
+                               "kernel-factory expects a folder, and it never writes or reads through a link; remove "
+                               "the link (rm, not rm -r) and run again")
 
 
 def test_the_hubs_snapshot_is_held_to_the_old_format_locks_hash(run: Run, tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 ``download`` and ``local-kernels --cache`` write through ``Writer`` and read through the functions named here;
 nothing outside this package imports its modules (an import-linter contract). The rules of the writer are in
 writer.py; underneath it, place.py judges, stages and moves one variant in, stage.py copies and checks bytes
-in a private scratch folder, read.py reads back and takes back by descriptors, fs.py opens folders without
-following links.
+in a private scratch folder, read.py reads back and takes back by descriptors, fs.py holds the modes, trust and
+hashes the cache needs; every folder is opened by nofollow.Folder (factory/nofollow.py), never through a link.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from . import writer
-from .fs import CacheLink
 from .place import MARKER, ORIGINS, CacheConflict, Made, Placement, origin_of
 from .read import read_own, repo_folder, take_back, variant_holds, write_own
 from .stage import CacheRefused
 from .writer import SHA, CacheUnusable, cache_root, is_ours, read_ref, scratch, valid_ref
 
-__all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheLink", "CacheRefused", "CacheUnusable", "Placement",
+__all__ = ["MARKER", "ORIGINS", "SHA", "CacheConflict", "CacheRefused", "CacheUnusable", "Placement",
            "Writer", "cache_root", "is_ours", "origin_of", "read_own", "read_ref", "repo_folder", "scratch",
            "valid_ref", "variant_holds", "write_own"]
 

@@ -1,7 +1,7 @@
 """Placing one variant in the Hub cache: judging what is there, staging the checked bytes, moving them in.
 
 writer.py's ``place`` drives it; see there for the rules. Every cache folder is a ``fs.Folder``
-(opened without following links); staging happens in the private scratch folder (stage.py).
+(nofollow.Folder: opened without following links); staging happens in the private scratch folder (stage.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import Refused
+from ...nofollow import FILE_FLAGS, Folder, LinkRefused
 from ...report import warn
 from ...verify.digest import left_out
-from .fs import FILE_FLAGS, NOT_HERE, CacheLink, Folder, planted, relative_blob, set_mode, sha256_fd, trusted
+from .fs import NOT_HERE, relative_blob, set_mode, sha256_fd, trusted
 from .stage import CacheRefused, folder_mode, stage_file
 
 MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
@@ -118,7 +119,7 @@ def blob_holds(blobs: Folder, want: str) -> bool:
     or blocking on a FIFO)."""
     try:
         fd = blobs.open_file(want)
-    except (OSError, CacheLink):
+    except (OSError, LinkRefused):
         return False
     try:
         return sha256_fd(fd) == want
@@ -140,12 +141,12 @@ class Placing:
     def judge(self, snaps: Folder, blobs: Folder) -> str:
         """"new" (no snapshot), "add" (our snapshot without the variant), "relink" (our snapshot where an
         earlier kernel-factory left a link to an environment), "keep" (the variant is there: the Hub's, or the
-        same bytes); CacheConflict or CacheLink otherwise."""
+        same bytes); CacheConflict or LinkRefused otherwise."""
         kind = snaps.kind(self.sha)
         if kind is None:
             return "new"
         if kind != "dir":
-            raise planted(snaps.path / self.sha)
+            raise snaps.refuse(self.sha)
         with snaps.sub(self.sha) as snap:
             ours = snap.kind(MARKER) == "file"
             if snap.kind("build") is None:
@@ -161,7 +162,7 @@ class Placing:
                 if vkind == "link" and ours:
                     return "relink"
                 if vkind != "dir":
-                    raise planted(build.path / self.variant)
+                    raise build.refuse(self.variant)
                 if not ours:
                     return "keep"  # the Hub's own download of this commit and variant: it loads as it is
                 with build.sub(self.variant) as have:
@@ -182,7 +183,7 @@ class Placing:
                 continue
             st = blobs.lstat(want)
             if st is not None and not stat.S_ISREG(st.st_mode):
-                raise planted(blobs.path / want, "file")
+                raise blobs.refuse(want, "file")
             if st is not None and trusted(st):  # this user's, writable by no one else, linked nowhere else
                 self.check_blob(blobs, want)
                 continue
@@ -277,7 +278,7 @@ class Placing:
                                                                    follow_symlinks=False)):
                 continue  # published by an earlier attempt of this call
             if st is not None and stat.S_ISDIR(st.st_mode):
-                raise planted(blobs.path / want, "file")
+                raise blobs.refuse(want, "file")
             if st is not None and stat.S_ISREG(st.st_mode) and (trusted(st) or not links) and blob_holds(blobs, want):
                 continue  # another run of this user placed the same bytes meanwhile (no owners where no links)
             if links:  # the run keeps its own link (b-<hex>) until it ends, so no other run takes the new blob

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ...config import repo_folder_name
-from .fs import CacheLink, Folder, remove, set_mode, trusted
+from ...nofollow import Folder, LinkRefused, remove
+from .fs import open_root, set_mode, trusted
 from .place import MARKER, Made, holds, identity
 
 
@@ -31,13 +32,13 @@ def take_back(root: Path, repo_id: str, made: list[Made]) -> None:
     run wrote, a snapshot or variant removed only while it is still the folder this run renamed there, the
     folders this run made removed only while they are empty. Blobs are never taken back: once published,
     another run's snapshot may link to them. Best effort: the caller is failing already."""
-    with contextlib.suppress(OSError, CacheLink), _open_root(root) as top:
+    with contextlib.suppress(OSError, LinkRefused), _open_root(root) as top:
         name = repo_folder(root, repo_id).name
         if top.kind(name) != "dir":
             return
         with top.sub(name) as repo:
             for m in reversed(made):
-                with contextlib.suppress(OSError, CacheLink):
+                with contextlib.suppress(OSError, LinkRefused):
                     _undo(repo, m)
             for m in reversed(made):
                 if m.kind == "dir" and m.name == "snapshots" and repo.kind("blobs") is not None:
@@ -75,7 +76,7 @@ def _undo(repo: Folder, m: Made) -> None:
 
 def _open_root(root: Path) -> Folder:
     """The cache root as it is (never made: a reader writes nothing)."""
-    return Folder(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), root)
+    return open_root(root, create=False)
 
 
 def _snapshot(root: Path, repo_id: str, sha: str) -> Folder | None:
@@ -85,7 +86,7 @@ def _snapshot(root: Path, repo_id: str, sha: str) -> Folder | None:
         with _open_root(root) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
                 repo.sub("snapshots") as snaps:
             return snaps.sub(sha)
-    except (OSError, CacheLink):
+    except (OSError, LinkRefused):
         return None
 
 
@@ -98,7 +99,7 @@ def read_own(root: Path, repo_id: str, sha: str, name: str, limit: int) -> bytes
     with snap:
         try:
             fd = snap.open_file(name)
-        except (OSError, CacheLink):
+        except (OSError, LinkRefused):
             return None
         try:
             if not trusted(os.fstat(fd)):
@@ -146,7 +147,7 @@ def variant_holds(root: Path, repo_id: str, sha: str, variant: str, files: Mappi
                 return False
             with snap.sub("build") as build, build.sub(variant) as have:
                 return holds(have, files, blobs) == set(files)
-    except (OSError, CacheLink):
+    except (OSError, LinkRefused):
         return False
 
 

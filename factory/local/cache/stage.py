@@ -26,11 +26,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
 from ...atomic import stream_digest
-from ...errors import Unreachable, unusable
+from ...errors import Refused, Unreachable, unusable
+from ...nofollow import FILE_FLAGS, Folder, LinkRefused, refuse, remove
 from ...safe_text import has_control
 from ...space import unheld
 from ...verify.digest import left_out
-from .fs import FILE_FLAGS, CacheLink, Folder, planted, remove, set_mode, sha256_fd
+from .fs import set_mode, sha256_fd
 
 LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
 OWN = "kernel-factory"  # our folder in it: LOCKS/OWN/run-<random>/
@@ -42,7 +43,7 @@ MAX_FILES = 100_000
 FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
 
 
-class CacheRefused(CacheLink):
+class CacheRefused(Refused):
     """The files to place do not match what they were promised to be (RECORD, the lock's hashes)."""
 
 
@@ -66,7 +67,7 @@ def _sweep(own: Folder) -> None:
                     if not unheld(fd):
                         continue  # a live run holds it
             remove(own, name)  # by descriptors: links inside are removed, never followed
-        except (OSError, CacheLink):
+        except (OSError, LinkRefused):
             continue  # another run swept it first, or it is not ours to judge
 
 
@@ -80,7 +81,7 @@ def scratch_folder(root: Folder) -> Iterator[Folder]:
             own = locks.sub(OWN, create=True)
         finally:
             locks.close()
-    except CacheLink as exc:
+    except LinkRefused as exc:
         raise Unreachable(f"{exc}; the Hub cache's private folder must be a real folder") from None
     except OSError as exc:
         raise unusable(exc, root.path / LOCKS) or exc from None
@@ -100,7 +101,7 @@ def scratch_folder(root: Folder) -> Iterator[Folder]:
                 finally:
                     os.close(fd)
         finally:
-            with contextlib.suppress(OSError, CacheLink):
+            with contextlib.suppress(OSError, LinkRefused):
                 remove(own, name)
 
 
@@ -188,7 +189,7 @@ def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str
         src = os.open(source / rel, FILE_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise planted(source / rel, "file") from None
+            raise refuse(source / rel, "file") from None
         raise
     try:
         st = os.fstat(src)

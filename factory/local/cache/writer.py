@@ -34,7 +34,8 @@ from pathlib import Path
 
 from ...config import hub_cache
 from ...errors import UNUSABLE_ERRNOS, Unreachable
-from .fs import NOT_HERE, Folder, planted, remove, set_mode
+from ...nofollow import Folder, remove
+from .fs import NOT_HERE, open_root, set_mode
 from .place import MARKER, ORIGINS, CacheConflict, Made, Placement, Placing, dir_mode, identity, move_in
 from .read import repo_folder, take_back
 from .stage import CacheRefused, blob_mode, check_files, scratch_folder, source_files
@@ -88,7 +89,7 @@ def scratch(root: Path) -> Iterator[Path]:
     """A private temporary folder inside the cache at ``root`` (``.locks/kernel-factory/run-*``: the same file
     system, skipped by scan_cache_dir), removed on every exit path; stale ones of killed runs are swept first."""
     try:
-        top = Folder.root(root)
+        top = open_root(root)
     except OSError as exc:
         raise _unusable(exc, root) from None
     with top, scratch_folder(top) as run:
@@ -154,7 +155,7 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
             if kind is None:
                 continue  # removed since the link found it: try again
             if kind != "file":
-                raise planted(refs.path / ref, "file")
+                raise refs.refuse(ref, "file")
             data = refs.read_small(ref, 256)
             have = data.decode("ascii", "replace").strip() if data is not None else None
             if have == p.sha:
@@ -195,7 +196,7 @@ def _precheck_refs(repo: Folder, refs: list[str]) -> None:
     with repo.sub("refs") as folder:
         for ref in refs:
             if folder.kind(ref) not in (None, "file"):
-                raise planted(folder.path / ref, "file")
+                raise folder.refuse(ref, "file")
 
 
 def place(root: Path, item: Placement, *, origin: str, notes: list[str] | None = None,
@@ -206,7 +207,7 @@ def place(root: Path, item: Placement, *, origin: str, notes: list[str] | None =
     ("download" or "local-kernels") goes in the snapshot's marker.
 
     Refuses (CacheRefused) a file of ``source`` that ``files`` does not list, one it lists that is missing, or
-    bytes that differ; (CacheLink) a link anywhere in the cache where it would read or write; (CacheConflict)
+    bytes that differ; (LinkRefused) a link anywhere in the cache where it would read or write; (CacheConflict)
     other bytes at this commit. A full or read-only cache raises Unreachable. In each case nothing of this call
     is left in the cache but blobs it published (never taken back: another run may link to them meanwhile). A ref
     that names another commit is left, with a line appended to ``notes``. ``made`` gets what this call put in
@@ -228,7 +229,7 @@ def place(root: Path, item: Placement, *, origin: str, notes: list[str] | None =
     p = Placing(root, repo_id, sha, variant, source, files, origin)
     name = repo_folder(root, repo_id).name
     try:
-        with Folder.root(root) as top:
+        with open_root(root) as top:
             if _satisfied(p, top, name, refs):
                 return repo_folder(root, repo_id) / "snapshots" / sha / "build" / variant  # nothing to write
             try:
@@ -300,7 +301,7 @@ def set_refs(root: Path, repo_id: str, sha: str, refs: Iterable[str], *, origin:
         return
     p = Placing(root, repo_id, sha, "", Path(), {}, origin)
     try:
-        with Folder.root(root) as top:
+        with open_root(root) as top:
             try:
                 with scratch_folder(top) as run, top.sub(repo_path.name) as repo:
                     _precheck_refs(repo, refs)

@@ -35,6 +35,7 @@ from ... import fetch, report, simple
 from ...atomic import CHUNK, Hashing, file_digest
 from ...config import DEFAULT_ORGS
 from ...errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
+from ...nofollow import LinkRefused
 from ...record import PROVENANCE
 from ...safe_text import printable
 from ...variants import parse
@@ -351,13 +352,13 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
 
 @contextmanager
 def _all_or_nothing(writer: cache.Writer) -> Iterator[None]:
-    """On an OSError (a full disk) or a refusal (a file name or a link the writer refuses) while placing, what
-    this run put in the cache (each snapshot, variant, ref and folder ``writer`` made, by identity) is taken away
-    again (``Writer.take_back``, which follows no link and touches nothing another writer placed meanwhile), so
-    that nothing of the run is visible; the error goes on."""
+    """On an OSError (a full disk) or a refusal (a file name the writer refuses, a link planted in the cache) while
+    placing, what this run put in the cache (each snapshot, variant, ref and folder ``writer`` made, by identity)
+    is taken away again (``Writer.take_back``, which follows no link and touches nothing another writer placed
+    meanwhile), so that nothing of the run is visible; the error goes on."""
     try:
         yield
-    except (OSError, cache.CacheUnusable, Refused):
+    except (OSError, cache.CacheUnusable, Refused, LinkRefused):
         writer.take_back()
         raise
 

@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 
 from ... import report as reporter  # report() below is this module's own
 from ...config import DEFAULT_ORGS
-from ...errors import EXIT_OK, EXIT_REFUSED
+from ...errors import EXIT_OK, EXIT_REFUSED, worst
 from ...record import PROVENANCE, VARIANT_ROOT, read_provenance
 from ...verify import metadata as kernelmeta
 from ...wheel import layout
@@ -327,8 +327,9 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     root = Path(args.cache).absolute() if args.cache else cache.cache_root(os.environ)
     placed: list[str] = []
     notes: list[str] = []
+    left_out = EXIT_OK  # the worst exit code of the kernels --cache left out
     if args.cache is not None:
-        placed, notes = install.install(root, usable(kernels)[0], args.allow_orgs)
+        placed, notes, left_out = install.install(root, usable(kernels)[0], args.allow_orgs)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
     def ask(repo_ids: list[str]) -> Judge:
@@ -356,5 +357,4 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
         reporter.output(line)
     for line in [*(f"in the Hub cache: {line}" for line in placed), *notes, *err]:
         reporter.raw_error(line)
-    refused = any(n.startswith("not in the Hub cache: ") for n in notes)
-    return EXIT_REFUSED if refused and code == EXIT_OK else code
+    return worst([code, left_out])

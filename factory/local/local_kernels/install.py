@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
-from ...errors import Refused
+from ...errors import EXIT_OK, EXIT_REFUSED, Refused, worst
+from ...nofollow import LinkRefused
 from .. import cache
 from .installed import InstalledKernel
 
@@ -35,12 +36,16 @@ def why_not_cacheable(k: InstalledKernel) -> str | None:
     return None
 
 
-def install(root: Path, kernels: list[InstalledKernel], allow_orgs: Collection[str]) -> tuple[list[str], list[str]]:
+def install(root: Path, kernels: list[InstalledKernel],
+            allow_orgs: Collection[str]) -> tuple[list[str], list[str], int]:
     """Place every cacheable kernel of an allowed organisation in ``root``, checked against its RECORD; (one line
-    per kernel placed, notes and refusals). A full or unusable cache raises Unreachable (the kernels placed
-    before it stay: each kernel is placed whole or not at all)."""
+    per kernel placed, notes and refusals, the worst exit code of the kernels left out: 3, or 4 where a link was
+    planted in the cache). A full or unusable cache raises Unreachable (the kernels placed before it stay: each
+    kernel is placed whole or not at all); a link planted below one repository's folder leaves that kernel out
+    (LinkRefused, one note) and the others are placed."""
     done: list[str] = []
     notes: list[str] = []
+    codes = [EXIT_OK]
     writer = cache.Writer(root, "local-kernels", notes)
     for k in kernels:
         why = why_not_cacheable(k)
@@ -51,13 +56,15 @@ def install(root: Path, kernels: list[InstalledKernel], allow_orgs: Collection[s
             why = k.files_problem
         if why:
             notes.append(f"not in the Hub cache: {k.title}: {why}; only LOCAL_KERNELS serves it")
+            codes.append(EXIT_REFUSED)
             continue
         assert k.repo_id and k.revision and k.variant
         try:
             where = writer.place(cache.Placement(k.repo_id, k.revision, k.variant, k.folder, dict(k.files),
                                                  tuple(refs_of(k))))
-        except Refused as exc:
+        except (Refused, LinkRefused) as exc:
             notes.append(f"not in the Hub cache: {exc}")
+            codes.append(exc.exit_code)
             continue
         done.append(f"{k.key}: {where} ({len(k.files)} files checked against {k.dist}'s RECORD)")
-    return done, notes
+    return done, notes, worst(codes)

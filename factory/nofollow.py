@@ -1,0 +1,505 @@
+"""The one home of link-safe file access: kernel-factory never reads or writes through a link it did not choose.
+
+Below a root that others may write (a shared store, an index root, a ``--to`` folder, a shared Hub cache),
+anything may have been planted. ``Folder`` is the primitive: a descriptor of one real folder, every name below it
+looked up with ``O_NOFOLLOW`` / ``lstat`` relative to that descriptor (openat), so a link swapped in after a check
+is never followed either. ``Tree`` writes and removes files below an index or publish root through such folders;
+``remove`` takes a folder and all it holds by descriptors. The path checks (``link_problem``, ``real_folder``,
+``open_nofollow``) serve files named by a path (a store's lock file and catalog, a wheel to adopt).
+
+Every refusal is one ``LinkRefused``: exit 4, as for any destination unusable as it is (errors.py), since the fix
+is on the file system (remove what was planted), not in the command line or the input. Its one line names what
+was found there: a symbolic link (and its target), a FIFO, a socket, a device, a file or a folder. Callers for
+whom the link is an item of their input (a wheel to adopt, a file to publish) turn it into that item's refusal
+(exit 3) instead. A root itself (the store, the index root, the cache root) is the user's choice and may be a link.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import Unreachable
+
+NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC  # every open of a file in a store or index root
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW
+#: O_NONBLOCK: a FIFO planted where a file is expected opens at once (and is then refused by its fstat) instead of
+#: waiting forever for a writer; it changes nothing for a regular file.
+FILE_FLAGS = os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK
+TMP_PREFIX = ".tmp-"  # temporary files start with this; readers and listings skip them
+HUB_CACHE = "the Hub cache"  # a Folder's ``where`` in the Hub cache: its refusals say so
+SWEEP_DEPTH = 16  # Tree.sweep walks no deeper below its folder (a page is at most 3 deep): a planted deep tree stays
+
+
+class LinkRefused(Unreachable):
+    """A symbolic link (or something that is not the folder or regular file expected) where kernel-factory reads
+    or writes; nothing was read or written through it. Exit 4: the destination is unusable as it is. ``found``:
+    what stands there ("a symbolic link", "a FIFO" ...), for a caller that words its own refusal."""
+
+    def __init__(self, message: str, found: str = "") -> None:
+        super().__init__(message)
+        self.found = found
+
+
+def unique() -> str:
+    """32 random hex digits, for a temporary name (what uuid4().hex gives, without importing uuid)."""
+    return os.urandom(16).hex()
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (os.write may write less than it is given)."""
+    done = os.write(fd, data)
+    if done < len(data):  # a short write: write on
+        view = memoryview(data)[done:]
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def found(st: os.stat_result | None) -> str:
+    """What an entry is, as a refusal names it: "a symbolic link", "a FIFO", "a socket", "a device", "a folder",
+    "a file" (a regular one), "nothing" (gone meanwhile)."""
+    if st is None:
+        return "nothing"
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a file" if stat.S_ISREG(mode) else "an unknown kind of file"
+
+
+def refusal(path: str | os.PathLike[str], what: str, st: os.stat_result | None, target: str | None = None,
+            where: str = "") -> LinkRefused:
+    """The one-line refusal of ``path`` (its lstat ``st``; ``target``: a link's text) where kernel-factory expects
+    a ``what`` ("folder", "file", "lock file" ...); ``where``: the place named (``HUB_CACHE``), or none."""
+    place = f" in {where}" if where else ""
+    kind = found(st)
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return LinkRefused(f"{os.fspath(path)} -> {target or '?'}: {kind}{place} where kernel-factory expects a "
+                           f"{what}, and it never writes or reads through a link; remove the link (rm, not rm -r) "
+                           "and run again", kind)
+    return LinkRefused(f"{os.fspath(path)}: {kind}{place} where kernel-factory expects a {what}; remove it and run "
+                       "again", kind)
+
+
+def link_problem(path: str | os.PathLike[str], st: os.stat_result | None = None) -> str | None:
+    """``path -> target`` when ``path`` is a symbolic link (else None); ``st``: its lstat, if taken already."""
+    try:
+        st = os.lstat(path) if st is None else st
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISLNK(st.st_mode):
+        return None
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return f"{os.fspath(path)} -> {target}"
+
+
+def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "") -> LinkRefused:
+    """The refusal of whatever stands at ``path`` (looked at with lstat, never followed) where a ``what`` is
+    expected."""
+    try:
+        st: os.stat_result | None = os.lstat(path)
+    except OSError:
+        st = None
+    target = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            pass
+    return refusal(path, what, st, target, where)
+
+
+def real_folder(path: str | os.PathLike[str]) -> None:
+    """Refuse ``path`` if it is a symbolic link or something other than a folder (missing is fine)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        raise refuse(path)
+
+
+def open_nofollow(path: str | os.PathLike[str], what: str = "file") -> int:
+    """A read-only descriptor of the regular file ``path``, never through a link (nor blocked by a FIFO): a link is
+    refused (LinkRefused), and so is anything that is not a regular file; FileNotFoundError if there is none."""
+    try:
+        fd = os.open(path, FILE_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link; a socket
+            raise refuse(path, what) from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise refusal(path, what, st)
+    os.set_blocking(fd, True)
+    return fd
+
+
+class Folder:
+    """A descriptor of one real folder at ``path`` (for messages and returned paths); close it when done.
+    ``where``: the place its refusals name (``HUB_CACHE``), or none; the folders below it keep it."""
+
+    def __init__(self, fd: int, path: Path, where: str = "") -> None:
+        self.fd = fd
+        self.path = path
+        self.where = where
+
+    @classmethod
+    def root(cls, path: Path, where: str = "", *, create: bool = True) -> Folder:
+        """A root (made if missing, with ``create``); it and the folders above it may be links: the user's
+        choice."""
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return cls(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), path, where)
+
+    def close(self) -> None:
+        """Close the descriptor; again is a no-op (an interrupt between a close and the next step of a walk never
+        closes a descriptor twice, which could be one opened meanwhile)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __enter__(self) -> Folder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        """The entry ``name`` as it is (a link is not followed); None if there is none."""
+        try:
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def kind(self, name: str) -> str | None:
+        """"dir", "file", "link", "other", or None where there is no such entry."""
+        st = self.lstat(name)
+        if st is None:
+            return None
+        mode = st.st_mode
+        return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "link" if stat.S_ISLNK(mode) \
+            else "other"
+
+    def refuse(self, name: str, what: str = "folder", st: os.stat_result | None = None) -> LinkRefused:
+        """The refusal of the entry ``name`` (looked at relative to this folder, never followed; ``st``: its
+        (f)stat, if taken already) where a ``what`` is expected."""
+        st = self.lstat(name) if st is None else st
+        target = None
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(name, dir_fd=self.fd)
+            except OSError:
+                pass
+        return refusal(self.path / name, what, st, target, self.where)
+
+    def sub(self, name: str, *, create: bool = False, mode: int = 0o777) -> Folder:
+        """The real folder ``name`` below this one (made first with ``create``); LinkRefused where it is a link or
+        not a folder; FileNotFoundError where it is missing and not to be made."""
+        if create:
+            try:
+                os.mkdir(name, mode, dir_fd=self.fd)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                if exc.filename is None or exc.filename == name:
+                    exc.filename = str(self.path / name)
+                raise
+        try:
+            fd = os.open(name, DIR_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise self.refuse(name) from None
+            if exc.filename is None:
+                exc.filename = str(self.path / name)
+            raise
+        return Folder(fd, self.path / name, self.where)
+
+    def open_file(self, name: str, what: str = "file") -> int:
+        """A read-only descriptor of the regular file ``name``; LinkRefused for a link or anything else."""
+        try:
+            fd = os.open(name, FILE_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link; a socket
+                raise self.refuse(name, what) from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise self.refuse(name, what, st)
+        return fd
+
+    def read_small(self, name: str, limit: int) -> bytes | None:
+        """The bytes of the regular file ``name`` if it holds at most ``limit`` of them; None if it is missing,
+        larger, or not a regular file (a link is never followed)."""
+        try:
+            fd = self.open_file(name)
+        except (OSError, LinkRefused):
+            return None
+        try:
+            data = os.read(fd, limit + 1)
+        finally:
+            os.close(fd)
+        return data if len(data) <= limit else None
+
+    def holds(self, name: str, data: bytes) -> bool:
+        """Whether the regular file ``name`` holds exactly ``data`` (a link, or anything else, holds nothing: the
+        rename of the next write replaces it)."""
+        try:
+            fd = os.open(name, FILE_FLAGS, dir_fd=self.fd)
+        except OSError:  # missing, a link (ELOOP), a socket
+            return False
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+                return False
+            os.set_blocking(fd, True)
+            with open(fd, "rb", closefd=False) as f:
+                return f.read() == data
+        finally:
+            os.close(fd)
+
+    def put(self, name: str, data: bytes) -> None:
+        """Write ``data`` to a new temporary file in this folder (O_CREAT|O_EXCL|O_NOFOLLOW: never one that is
+        there), made 0644 whatever the umask, and rename it to ``name`` (a rename replaces a link of that name,
+        never what it points to); not fsynced. A failure removes the temporary file and names ``name``."""
+        tmp = f"{TMP_PREFIX}{unique()}"
+        try:  # from its creation on: an interrupt at any instant removes the temporary file
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644, dir_fd=self.fd)
+            try:
+                write_all(fd, data)
+                os.fchmod(fd, 0o644)
+            finally:
+                os.close(fd)
+            os.rename(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException as exc:
+            try:
+                os.unlink(tmp, dir_fd=self.fd)
+            except OSError:
+                pass
+            if isinstance(exc, OSError) and (exc.filename is None or exc.filename == tmp):
+                exc.filename, exc.filename2 = str(self.path / name), None
+            raise
+
+    def names(self) -> list[str]:
+        return os.listdir(self.fd)
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+
+def remove(parent: Folder, name: str) -> None:
+    """Remove ``name`` below ``parent`` and all it holds, by descriptors: a link is removed, never followed. The
+    walk keeps its own trail (a planted folder thousands deep is no RecursionError) and one descriptor open:
+    it goes back up through ``..``, checked to be the folder it came down from (stops where one was moved)."""
+    st = parent.lstat(name)
+    if st is None:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=parent.fd)
+        return
+    first = parent.sub(name)
+    here: Folder | None = first
+    trail = [(name, _identity(first.fd))]
+    try:
+        while here is not None:
+            child = _first_folder(here)
+            if child is not None:
+                above, here = here, here.sub(child)
+                above.close()
+                trail.append((child, _identity(here.fd)))
+                continue
+            me, _ = trail.pop()
+            if not trail:
+                here.close()
+                here = None
+                os.rmdir(me, dir_fd=parent.fd)
+                return
+            below, here = here, Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent, here.where)
+            below.close()
+            up = here
+            if _identity(up.fd) != trail[-1][1]:
+                raise LinkRefused(f"{up.path}: moved while kernel-factory removed what it holds; left as it is",
+                                  "a moved folder")
+            os.rmdir(me, dir_fd=up.fd)
+    finally:
+        if here is not None:
+            here.close()
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _first_folder(folder: Folder) -> str | None:
+    """Unlink every entry of ``folder`` that is not a folder; the name of one folder left in it, or None."""
+    for child in folder.names():
+        st = folder.lstat(child)
+        if st is None:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            return child
+        os.unlink(child, dir_fd=folder.fd)
+    return None
+
+
+class Tree:
+    """Writes and removals below one root folder that others may write (an index root, a ``--to`` folder), never
+    through a link.
+
+    Each write or removal opens the root and then the folders between it and its file one level at a time
+    (``Folder.sub``, made where missing), and writes, renames and unlinks relative to the last one's descriptor:
+    a folder that is a symbolic link, or not a folder, is refused (``LinkRefused``, one line), also one swapped in
+    after an earlier write of this ``Tree``, and never written through. No descriptor stays open between calls.
+    The root itself is the user's choice and may be a link."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = os.fspath(root)
+
+    def _open(self, rel: str, create: bool) -> Folder | None:
+        """A descriptor of the folder ``rel`` (``/``-separated, relative to the root; "": the root), each part
+        opened without following a link (made where missing, with ``create``); None where a part is missing."""
+        try:
+            here = Folder.root(Path(self.root), create=create)
+        except (FileNotFoundError, NotADirectoryError):
+            if create:
+                raise
+            return None  # no root folder (a file there: as missing, for a reader)
+        try:
+            for part in rel.split("/") if rel else []:
+                above, here = here, here.sub(part, create=create)
+                above.close()
+        except FileNotFoundError:
+            here.close()
+            return None
+        except BaseException:
+            here.close()
+            raise
+        return here
+
+    def folder(self, rel: str) -> str:
+        """The path of the folder ``rel``, each part checked (never a link); made if missing. For a caller that
+        writes by path (publish's copy): the check is at this instant, the write after it."""
+        made = self._open(rel, True)
+        assert made is not None
+        made.close()
+        return os.path.join(self.root, rel) if rel else self.root
+
+    def checked(self, rel: str) -> str | None:
+        """The path of the folder ``rel`` if it is there (each part checked as ``folder`` does), else None."""
+        folder = self._open(rel, False)
+        if folder is None:
+            return None
+        folder.close()
+        return os.path.join(self.root, rel) if rel else self.root
+
+    def write(self, rel: str, data: bytes) -> bool:
+        """Write the file ``rel`` unless it already holds ``data``; True if written. Renamed into place from a new
+        temporary file in the same folder (readers never see half a page), not fsynced one by one: thousands of
+        fsyncs dominate a full index build (the index's state file, written last, records each page's size, so a
+        page torn by a crash is rendered again)."""
+        folder_rel, _, base = rel.rpartition("/")
+        folder = self._open(folder_rel, True)
+        assert folder is not None
+        with folder:
+            if folder.holds(base, data):
+                return False
+            folder.put(base, data)
+        return True
+
+    def remove(self, rel: str) -> int:
+        """Remove the file ``rel`` (a link of that name itself, never what it points to) and its folder if that is
+        left empty; 1 if it was there."""
+        folder_rel, _, base = rel.rpartition("/")
+        parent_rel, _, name = folder_rel.rpartition("/")
+        above = self._open(parent_rel, False) if folder_rel else None
+        if folder_rel and above is None:
+            return 0
+        try:
+            try:
+                folder = above.sub(name) if above is not None else self._open("", False)
+            except FileNotFoundError:
+                return 0
+            if folder is None:
+                return 0
+            with folder:
+                try:
+                    os.unlink(base, dir_fd=folder.fd)
+                except FileNotFoundError:
+                    return 0
+            if above is not None:
+                try:
+                    os.rmdir(name, dir_fd=above.fd)
+                except OSError:
+                    pass
+        finally:
+            if above is not None:
+                above.close()
+        return 1
+
+    def sweep(self, top: str, doomed: Callable[[str], bool]) -> int:
+        """Remove each file below the folder ``top`` whose path (relative to the root) ``doomed`` names, then each
+        folder left empty, ``top`` too; how many files were removed. By descriptors: a link is never walked into
+        (one that ``doomed`` names is removed itself), ``top`` itself a link is refused (LinkRefused), and a folder
+        swapped for a link meanwhile is left alone. Folders more than SWEEP_DEPTH below ``top`` are left as they
+        are (no page is that deep; one descriptor is open per level)."""
+        folder = self._open(top, False)
+        if folder is None:
+            return 0
+        with folder:
+            removed = _sweep(folder, top, doomed, SWEEP_DEPTH)
+        parent_rel, _, name = top.rpartition("/")
+        above = self._open(parent_rel, False) if top else None
+        if above is not None:
+            with above:
+                _rmdir_if_empty(above, name)
+        return removed
+
+
+def _sweep(folder: Folder, rel: str, doomed: Callable[[str], bool], depth: int) -> int:
+    removed = 0
+    for name in folder.names():
+        st = folder.lstat(name)
+        if st is None:
+            continue
+        path = f"{rel}/{name}" if rel else name
+        if stat.S_ISDIR(st.st_mode):
+            if depth <= 0:
+                continue
+            try:
+                sub = folder.sub(name)
+            except (FileNotFoundError, LinkRefused):  # gone, or swapped for a link since the lstat: left alone
+                continue
+            with sub:
+                removed += _sweep(sub, path, doomed, depth - 1)
+            _rmdir_if_empty(folder, name)
+        elif doomed(path):
+            try:
+                os.unlink(name, dir_fd=folder.fd)
+            except FileNotFoundError:
+                continue
+            removed += 1
+    return removed
+
+
+def _rmdir_if_empty(parent: Folder, name: str) -> None:
+    try:
+        os.rmdir(name, dir_fd=parent.fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+            raise
