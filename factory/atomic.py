@@ -22,7 +22,7 @@ from .errors import DigestMismatch
 from .nofollow import NOFOLLOW, TMP_PREFIX, open_nofollow, unique, write_all
 
 __all__ = ["CHUNK", "PRIVATE_NAMES", "TMP_PREFIX", "Batch", "Hashing", "atomic_open", "copy_file", "discard",
-           "file_digest", "fsync_path", "holds", "link_or_copy", "named", "private", "put", "remove_stale_tmp",
+           "file_digest", "fsync_path", "holds", "named", "private", "put", "remove_stale_tmp",
            "stream_digest", "unique", "write_all", "write_bytes", "write_page"]
 
 CHUNK = 1 << 20  # what each hash-while-copy reads at once
@@ -253,23 +253,6 @@ def copy_file(src: Path, dest: Path, sha256: str | None = None) -> None:
         got = stream_digest(f, out=out)
         if sha256 is not None and got != sha256:
             raise DigestMismatch(f"{src}: its sha256 is {got}, not {sha256}")
-
-
-def link_or_copy(src: Path, dest: Path) -> None:
-    """Put ``src`` at ``dest`` atomically: a hard link (a temporary name, then a rename) where possible,
-    else (another file system, links not allowed) a copy."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f"{TMP_PREFIX}{unique()}"
-    try:  # from the link on: an interrupt at any instant removes the temporary name
-        try:
-            os.link(src, tmp)
-        except OSError:
-            copy_file(src, dest)
-            return
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def holds(name: str, data: bytes) -> bool:
