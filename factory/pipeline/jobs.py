@@ -135,15 +135,6 @@ def convert_fetched(job: Job, opts: Options, out_dir: Path, fetched: Fetched) ->
     return result
 
 
-def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Path, bytes, Record]:
-    """Fetch one variant into ``scratch`` and turn it into a wheel in ``out_dir``."""
-    fetched = fetch_one(job, opts, scratch)
-    try:
-        return convert_fetched(job, opts, out_dir, fetched)
-    finally:
-        fetched.remove()
-
-
 def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
     """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback.
 
@@ -160,13 +151,16 @@ def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
 Built = tuple[Path, bytes, Record]
 
 
-def run_here(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) -> Built | Outcome:
-    # Sources fetch into the run's scratch folder (--scratch, else TMPDIR), removed with it: worker processes
-    # end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
-    # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
+def run_here(job: Job, opts: Options, out_dir: Path, scratch: Path) -> Built | Outcome:
+    """Fetch one variant into ``scratch`` (the run's, removed with it) and turn it into a wheel in a job folder of
+    ``out_dir`` (its own: two jobs that make the same file name must not replace each other's wheel)."""
     try:
         out_dir = Path(mkdtemp(prefix="job-", dir=out_dir))
-        return build_one(job, opts, out_dir, scratch if scratch is not None else out_dir)
+        fetched = fetch_one(job, opts, scratch)
+        try:
+            return convert_fetched(job, opts, out_dir, fetched)
+        finally:
+            fetched.remove()
     except Exception as exc:
         return failure(job, exc, out_dir)
 

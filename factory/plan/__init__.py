@@ -17,6 +17,7 @@ from ..sources.base import Source
 from ..sources.hub_list import expand, is_glob
 from ..sources.local import looks_local
 from ..store.status import Status
+from .shard import shard_of
 from .withhold import (
     CLOSED,
     Withheld,
@@ -326,8 +327,6 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             by_key.setdefault(r.job_key, []).append(r)
     plan = Plan()
     check_options(opts)
-    from .shard import in_shard
-
     planned: set[tuple[str, str, str]] = set()
     older = 0  # held jobs whose wheels were made before the variant root (docs/convert.md)
 
@@ -345,7 +344,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
         for job in jobs:
             plan.sources.setdefault((job.location, job.repo_id, job.repo_type), src)
         if shard is not None:  # partition the full plan, before dropping what the store holds
-            jobs = [job for job in jobs if in_shard(job.key, *shard)]
+            jobs = [job for job in jobs if shard_of(job.key, shard[1]) == shard[0]]
         held = {job.key for job in jobs if _held(job, by_key, plan.misversioned)}
         plan.done += [job for job in jobs if job.key in held]
         older += sum(1 for key in held if not any(VARIANT_ROOT in r.extra for r in by_key.get(key, [])))
@@ -393,9 +392,6 @@ def warning_lines(plan: Plan) -> list[str]:
         "(README: One revision, one version)"
         for r, v in plan.misversioned
     ]
-
-
-misversioned_lines = warning_lines  # the name factory/pipeline imports
 
 
 def plan_lines(plan: Plan) -> list[str]:

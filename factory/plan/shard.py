@@ -35,8 +35,3 @@ def shard_of(key: tuple[str, str, str], n: int) -> int:
     """The 1-based shard that ``(repo, revision, variant)`` falls in among ``n``."""
     digest = hashlib.sha256("\0".join(key).encode()).digest()
     return int.from_bytes(digest[:8], "big") % n + 1
-
-
-def in_shard(key: tuple[str, str, str], k: int, n: int) -> bool:
-    """True if the job ``(repo, revision, variant)`` belongs to shard ``k`` of ``n``."""
-    return shard_of(key, n) == k

@@ -29,9 +29,9 @@ from packaging.utils import canonicalize_name
 
 from ..errors import BadKernel
 from ..record import VARIANT_ROOT
+from ..verify.digest import TOP_META
 
 LAYOUT = "layout"  #: provenance key: "flat", "nested" or "zip"
-TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, never in the digest
 REBUILD = "rebuild it with this kernel-factory (to-wheel or build), which keeps the variant byte for byte"
 
 
