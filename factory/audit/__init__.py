@@ -1,9 +1,5 @@
-"""Audit a variant's binaries in place, before the wheel is written: ``audit`` picks the check of each target.
-
-Linux: elf.py (manylinux policy, grafting, machine type; ``repair``). macOS: macho.py (the architecture of every
-Mach-O slice against the variant name, the minimum OS from LC_BUILD_VERSION). abi3 wheels: abi3.py, every Python
-extension checked with abi3audit. Windows: no audit beyond abi3.
-"""
+"""Audit a variant's binaries in place, before the wheel is written: ``audit`` picks the checks of a target (Linux:
+elf.py; macOS: macho.py; abi3 wheels: abi3.py too; Windows: abi3 alone)."""
 
 from __future__ import annotations
 

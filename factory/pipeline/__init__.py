@@ -21,9 +21,7 @@ from ..errors import (
     output_folder,
     worst,
 )
-from ..plan import Job, Plan, check_options, make_plan, plan_lines, warning_lines
-from ..plan.shard import parse_shard
-from ..plan.withhold import store_statuses
+from ..plan import Job, Plan, check_options, make_plan, parse_shard, plan_lines, store_statuses, warning_lines
 from ..record import Record
 from ..store import load_records, open_store
 from ..store.pool import worker_pool

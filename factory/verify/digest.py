@@ -1,10 +1,6 @@
-"""metadata.json digest, computed exactly as the kernels project computes it.
-
-Walk the variant folder following symlinks, files only; leave out
-``metadata.json`` and ``metadata.json.sigstore`` at the top level only,
-anything under ``__pycache__`` and ``*.pyc``; key = path relative to the
-variant folder with ``/``; value = standard padded base64 of the raw hash.
-"""
+"""metadata.json's digest, computed as the kernels project computes it: the variant folder walked following
+symlinks, files only, without the top-level ``TOP_META`` and what ``left_out`` names; key = the path relative to
+the folder with '/', value = standard padded base64 of the raw hash."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Read and validate a variant's metadata.json (kebab-case keys, as kernel-builder writes them).
-
-Parsing is safe against hostile input: a size cap, no NaN/Infinity, and
-deep nesting gives BadKernel rather than RecursionError.
-"""
+"""Read and validate a variant's metadata.json (kebab-case keys, as kernel-builder writes them), safe against
+hostile input: a size cap, no NaN/Infinity, deep nesting is BadKernel rather than RecursionError."""
 
 from __future__ import annotations
 

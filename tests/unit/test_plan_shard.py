@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kernel_factory.errors import EXIT_USAGE, UsageError
-from kernel_factory.plan.shard import parse_shard, shard_of
+from kernel_factory.plan import parse_shard, shard_of
 
 ACTIVATION = ("kernels-community/activation", "0123456789abcdef0123456789abcdef01234567",
               "torch27-cxx11-cu128-x86_64-linux")
