@@ -17,12 +17,11 @@ def audit(files: Sequence[tuple[str, Path]], target: Target, manylinux: str, acc
     """``files``: (path inside the variant folder, real path). Raises AuditFailed; returns the platform tag."""
     if target.noarch:
         return AuditResult(platform=target.platform)
+    result = AuditResult(platform=target.platform)
     if target.os == "linux":
         result = audit_linux(files, target, manylinux, accept_higher_policy, where)
     elif target.os == "darwin":
         result = AuditResult(platform=macho.platform_tag(files, target, where))
-    else:
-        result = AuditResult(platform=target.platform)
     if target.abi_tag == "abi3":
         check_abi3(files, where, target.python or (3, 9))
     return result

@@ -25,7 +25,7 @@ from ..plan import Job, Plan, check_options, make_plan, parse_shard, plan_lines,
 from ..record import Record
 from ..store import load_records, open_store
 from ..store.pool import worker_pool
-from . import flow
+from . import flow, progress
 from .flow import Fetched
 from .jobs import Built, convert_task, fetch_task, run_here, source_of, use_sources, worker_imports
 from .jobs import Outcome as Outcome  # re-exported: the outcome of a job, and its failure
@@ -74,7 +74,9 @@ def execute(jobs: list[Job], opts: Options, work: Path, scratch: Path,
     on the main thread or with ``uploads`` on that many threads. The progress bar's threads start once the workers
     are forked (no thread of ours runs at a fork)."""
     sizes = check_space(jobs, opts, room or work)
-    started, tell, close = _progress(jobs, opts, work, scratch, sizes)
+    downloads = sorted({d for job in jobs for d in source_of(job, opts).downloads()})
+    started, tell, close = progress.progress(len(jobs), progress.Bytes(work, scratch, downloads),
+                                             lambda job: sizes.get(job.key, 0), _describe)
     finish = flow.Finisher(deliver, tell, uploads)
     converters, fetchers = flow.lanes(opts.jobs, len(jobs))
     try:
@@ -113,14 +115,12 @@ def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[
     file in steps of megabytes, so a small variant may not show its halfway point; its conversion is short, so
     ending beside another costs little). False while the fetch has no partial file yet (asking the Hub) or after
     its files are complete (it ends soon)."""
-    from .progress import incomplete_bytes
-
     def check(job: Job) -> bool:
         folders = source_of(job, opts).downloads()
         size = sizes.get(job.key, 0)
         if not folders:
             return True
-        return size < SMALL_VARIANT or 2 * incomplete_bytes(folders) >= size
+        return size < SMALL_VARIANT or 2 * progress.incomplete_bytes(folders) >= size
 
     return check
 
@@ -130,18 +130,6 @@ def _describe(outcome: Outcome) -> tuple[str, int]:
     if outcome.record is not None:
         return f"built  {outcome.record.filename}", outcome.record.size
     return f"failed {outcome.error or outcome.job.describe()}", 0
-
-
-def _progress(jobs: list[Job], opts: Options, work: Path, scratch: Path | None,
-              sizes: dict[tuple[str, str, str], int]
-              ) -> tuple[Callable[[], None], Callable[[Outcome], None], Callable[[], None]]:
-    """A bar with the bytes fetched and written on a terminal (tqdm; pipeline/progress.py); one line per wheel
-    in logs; nothing with -q."""
-    from . import progress
-
-    downloads = sorted({d for job in jobs for d in source_of(job, opts).downloads()})
-    count = progress.Bytes(work, scratch, downloads)
-    return progress.progress(len(jobs), count, lambda job: sizes.get(job.key, 0), _describe)
 
 
 def exit_code(outcomes: list[Outcome], plan: Plan) -> int:

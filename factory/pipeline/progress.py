@@ -16,42 +16,39 @@ from .. import report
 POLL_S = 0.5
 
 
-def folder_bytes(root: Path, prefix: str = "job-") -> int:
-    """The bytes of the regular files under ``root``'s ``prefix*`` folders (links not followed); 0 if none."""
+def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except OSError:  # removed while we looked: a finished item
+        return []
+
+
+def folder_bytes(root: Path) -> int:
+    """The bytes of the regular files under ``root``'s ``job-*`` folders (links not followed); 0 if none."""
     total = 0
     try:
-        tops = [e for e in os.scandir(root) if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
+        stack = [e.path for e in _entries(root) if e.name.startswith("job-") and e.is_dir(follow_symlinks=False)]
     except OSError:
         return 0
-    stack = [t.path for t in tops]
     while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            total += entry.stat(follow_symlinks=False).st_size
-                    except OSError:
-                        continue  # removed while we looked: a finished item
-        except OSError:
-            continue
+        for entry in _entries(stack.pop()):
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
     return total
 
 
 def incomplete_bytes(folders: Iterable[Path]) -> int:
     """The bytes of the downloads in progress (huggingface_hub's ``blobs/*.incomplete``) in ``folders``."""
     total = 0
-    for folder in folders:
+    for entry in (e for folder in folders for e in _entries(folder) if e.name.endswith(".incomplete")):
         try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.name.endswith(".incomplete"):
-                        try:
-                            total += entry.stat(follow_symlinks=False).st_size
-                        except OSError:
-                            continue
+            total += entry.stat(follow_symlinks=False).st_size
         except OSError:
             continue
     return total

@@ -22,7 +22,6 @@ from ..safe_text import has_control
 from ..variants import Target
 from ..verify import digest, pydepends
 from ..verify import metadata as kernelmeta
-from ..verify.metadata import KernelMeta
 from . import distinfo as wheel
 from . import stages
 from .layout import LAYOUT, FileEntry, find_layout
@@ -95,12 +94,6 @@ def _entry_name(name: str, prefix: str, where: str) -> str:
     return name
 
 
-def requirements(meta: KernelMeta, target: Target, where: str) -> tuple[str, ...]:
-    """target.requires + python-depends (kernels' names mapped to packages) + the backend's extra ones."""
-    names = list(meta.python_depends) + list(meta.python_depends_backends.get(target.backend, ()))
-    return wheel.check_requirements([*target.requires, *pydepends.packages(names, target.backend)], where)
-
-
 def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
     """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input.
 
@@ -126,7 +119,9 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
     name = wheel.dist_name(meta.name or inp.repo_name, where)
     layout = find_layout(files, meta.raw, meta.name, inp.repo_name, name, where)
     version = wheel.full_version(target.local_version(inp.kernel_version), where)
-    requires = requirements(meta, target, where)
+    # target.requires + python-depends (kernels' names mapped to packages) + the backend's extra ones
+    names = list(meta.python_depends) + list(meta.python_depends_backends.get(target.backend, ()))
+    requires = wheel.check_requirements([*target.requires, *pydepends.packages(names, target.backend)], where)
     metadata = wheel.metadata_bytes(
         name=name, version=version, summary=wheel.summary_of(inp.readme, name), readme=inp.readme,
         license_text=meta.license, upstream=meta.upstream, repo_id=inp.repo_id, requires_dist=requires,
