@@ -1,9 +1,5 @@
-"""Audit a variant's binaries in place, before the wheel is written: ``audit`` picks the check of each target.
-
-Linux: elf.py (manylinux policy, grafting, machine type; ``repair``). macOS: macho.py (the architecture of every
-Mach-O slice against the variant name, the minimum OS from LC_BUILD_VERSION). abi3 wheels: abi3.py, every Python
-extension checked with abi3audit. Windows: no audit beyond abi3.
-"""
+"""Audit a variant's binaries in place, before the wheel is written: ``audit`` picks the checks of a target (Linux:
+elf.py; macOS: macho.py; abi3 wheels: abi3.py too; Windows: abi3 alone)."""
 
 from __future__ import annotations
 
@@ -21,12 +17,11 @@ def audit(files: Sequence[tuple[str, Path]], target: Target, manylinux: str, acc
     """``files``: (path inside the variant folder, real path). Raises AuditFailed; returns the platform tag."""
     if target.noarch:
         return AuditResult(platform=target.platform)
+    result = AuditResult(platform=target.platform)
     if target.os == "linux":
         result = audit_linux(files, target, manylinux, accept_higher_policy, where)
     elif target.os == "darwin":
         result = AuditResult(platform=macho.platform_tag(files, target, where))
-    else:
-        result = AuditResult(platform=target.platform)
     if target.abi_tag == "abi3":
         check_abi3(files, where, target.python or (3, 9))
     return result

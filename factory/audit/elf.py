@@ -1,10 +1,6 @@
-"""The Linux audit of a variant's ELF files, in place, and ``auditwheel repair`` where a library must be grafted.
-
-The lowest manylinux policy (auditwheel's policy data) whose symbol versions the
-ELF files meet, external libraries outside the policy whitelist and outside what
-torch and the GPU runtimes provide (those are grafted with ``auditwheel
-repair``), and the machine type.
-"""
+"""The Linux audit of a variant's ELF files, in place: the lowest manylinux policy whose symbol versions they meet,
+the machine type, and the external libraries outside the policy and outside what torch and the GPU runtimes provide
+(grafted with ``auditwheel repair``)."""
 
 from __future__ import annotations
 
@@ -55,15 +51,6 @@ def is_runtime_lib(soname: str) -> bool:
 def read_magic(path: Path) -> bytes:
     with open(path, "rb") as f:
         return f.read(4)
-
-
-def load_auditwheel() -> None:
-    """Import what the Linux audit uses (auditwheel and pyelftools: about 0.1 s), ahead of the first audit."""
-    import auditwheel.architecture  # noqa: F401
-    import auditwheel.elfutils  # noqa: F401
-    import auditwheel.libc  # noqa: F401
-    import auditwheel.policy  # noqa: F401
-    import elftools.elf.elffile  # noqa: F401
 
 
 def audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: str, accept_higher: bool,

@@ -1,10 +1,5 @@
-"""The macOS audit: a tiny Mach-O reader (the architecture and minimum macOS version of each slice of a binary)
-and the wheel's platform tag from it (``platform_tag``).
-
-Thin 64-bit files and universal (fat) files, whose header lists one slice per
-architecture. The minimum OS comes from LC_BUILD_VERSION (platform macOS) or,
-in older binaries, LC_VERSION_MIN_MACOSX.
-"""
+"""The macOS audit: the architecture and minimum macOS version of each slice of a Mach-O file (thin 64-bit or
+universal; LC_BUILD_VERSION, else LC_VERSION_MIN_MACOSX), and the wheel's platform tag from them."""
 
 from __future__ import annotations
 
@@ -109,14 +104,6 @@ def slices(path: Path, where: str) -> list[Slice] | None:
             one = _thin(f, offset, where)
             found.append(Slice(one.arch, one.min_os, universal=True))
         return found
-
-
-def min_os(path: Path, where: str, arch: str = "aarch64") -> tuple[int, int] | None:
-    """(major, minor) of the ``arch`` slice of a Mach-O file; None when not Mach-O or the slice does not say."""
-    for s in slices(path, where) or []:
-        if s.arch == arch:
-            return s.min_os
-    return None
 
 
 def platform_tag(files: Sequence[tuple[str, Path]], target: Target, where: str) -> str:

@@ -21,12 +21,11 @@ from ..errors import (
     output_folder,
     worst,
 )
-from ..plan import Job, Plan, check_options, make_plan, misversioned_lines, plan_lines
-from ..plan.withhold import store_statuses
+from ..plan import Job, Plan, check_options, make_plan, parse_shard, plan_lines, store_statuses, warning_lines
 from ..record import Record
 from ..store import load_records, open_store
 from ..store.pool import worker_pool
-from . import flow
+from . import flow, progress
 from .flow import Fetched
 from .jobs import Built, convert_task, fetch_task, run_here, source_of, use_sources, worker_imports
 from .jobs import Outcome as Outcome  # re-exported: the outcome of a job, and its failure
@@ -65,24 +64,20 @@ class ToWheelArgs:
     debug: bool = False
 
 
-def execute(
-    jobs: list[Job],
-    opts: Options,
-    work: Path,
-    deliver: Callable[[Job, Path, bytes, Record], None],
-    progress: Callable[[Outcome], None],
-    scratch: Path | None = None,
-    uploads: int = 0,
-    sizes: dict[tuple[str, str, str], int] | None = None,
-    started: Callable[[], None] = lambda: None,
-) -> list[Outcome]:
-    """Build every job, handing each finished wheel to ``deliver``: fetch workers run ahead of ``opts.jobs``
-    conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here. What becomes of
-    each job as it ends is ``flow.Finisher``'s: ``deliver`` runs in this process, on the main thread or with
-    ``uploads`` on that many threads; ``progress`` is told each outcome. ``sizes``: each job's bytes to
-    fetch (by its key, from ``check_space``), which stagger two fetches from a Hub (``halfway``). ``started``
-    runs once the workers are forked (the progress bar's threads: no thread of ours runs at a fork)."""
-    finish = flow.Finisher(deliver, progress, uploads)
+def execute(jobs: list[Job], opts: Options, work: Path, scratch: Path,
+            deliver: Callable[[Job, Path, bytes, Record], None], room: Path | None = None,
+            uploads: int = 0) -> list[Outcome]:
+    """Build every job, handing each finished wheel to ``deliver``: fetch workers (into ``scratch``) run ahead of
+    ``opts.jobs`` conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here.
+    First the plan's known size is checked against ``room`` (where the wheels go; ``work`` by default) and the
+    scratch folder. What becomes of each job as it ends is ``flow.Finisher``'s: ``deliver`` runs in this process,
+    on the main thread or with ``uploads`` on that many threads. The progress bar's threads start once the workers
+    are forked (no thread of ours runs at a fork)."""
+    sizes = check_space(jobs, opts, room or work)
+    downloads = sorted({d for job in jobs for d in source_of(job, opts).downloads()})
+    started, tell, close = progress.progress(len(jobs), progress.Bytes(work, scratch, downloads),
+                                             lambda job: sizes.get(job.key, 0), _describe)
+    finish = flow.Finisher(deliver, tell, uploads)
     converters, fetchers = flow.lanes(opts.jobs, len(jobs))
     try:
         if fetchers == 0:
@@ -90,23 +85,23 @@ def execute(
             for job in jobs:
                 finish(job, run_here(job, opts, work, scratch))
             return finish.outcomes
-        into = scratch if scratch is not None else work
         worker_imports()
         # One pool, forked at once: the flow never runs more fetches or conversions than it has workers for
         # either, so no task waits behind another. Workers drop the store lock, die with this process.
         with worker_pool(converters + fetchers) as pool:
 
             def fetch(job: Job) -> Future[Fetched | Built | Outcome]:
-                future: Future[Fetched | Built | Outcome] = pool.submit(fetch_task, job, opts, into)
+                future: Future[Fetched | Built | Outcome] = pool.submit(fetch_task, job, opts, scratch)
                 started()  # the first task forked every worker (a "fork" pool starts them all at once)
                 return future
 
             def convert(job: Job, fetched: Fetched) -> Future[Built | Outcome]:
                 return pool.submit(convert_task, job, opts, work, fetched)
 
-            flow.pipelined(jobs, fetch, convert, finish, converters, fetchers, halfway(opts, sizes or {}))
+            flow.pipelined(jobs, fetch, convert, finish, converters, fetchers, halfway(opts, sizes))
     finally:
         finish.close()
+        close()
     return finish.outcomes
 
 
@@ -120,14 +115,12 @@ def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[
     file in steps of megabytes, so a small variant may not show its halfway point; its conversion is short, so
     ending beside another costs little). False while the fetch has no partial file yet (asking the Hub) or after
     its files are complete (it ends soon)."""
-    from .progress import incomplete_bytes
-
     def check(job: Job) -> bool:
         folders = source_of(job, opts).downloads()
         size = sizes.get(job.key, 0)
         if not folders:
             return True
-        return size < SMALL_VARIANT or 2 * incomplete_bytes(folders) >= size
+        return size < SMALL_VARIANT or 2 * progress.incomplete_bytes(folders) >= size
 
     return check
 
@@ -137,18 +130,6 @@ def _describe(outcome: Outcome) -> tuple[str, int]:
     if outcome.record is not None:
         return f"built  {outcome.record.filename}", outcome.record.size
     return f"failed {outcome.error or outcome.job.describe()}", 0
-
-
-def _progress(jobs: list[Job], opts: Options, work: Path, scratch: Path | None,
-              sizes: dict[tuple[str, str, str], int]
-              ) -> tuple[Callable[[], None], Callable[[Outcome], None], Callable[[], None]]:
-    """A bar with the bytes fetched and written on a terminal (tqdm; pipeline/progress.py); one line per wheel
-    in logs; nothing with -q."""
-    from . import progress
-
-    downloads = sorted({d for job in jobs for d in source_of(job, opts).downloads()})
-    count = progress.Bytes(work, scratch, downloads)
-    return progress.progress(len(jobs), count, lambda job: sizes.get(job.key, 0), _describe)
 
 
 def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
@@ -231,11 +212,7 @@ def load_options(args: PlanArgs) -> Options:
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    from ..plan.shard import parse_shard
-
-    return parse_shard(text)
+    return parse_shard(text) if text else None
 
 
 def _warn_damaged(lines: list[str]) -> None:
@@ -259,7 +236,7 @@ def run_plan(args: PlanArgs) -> int:
     records = load_records(store, damaged, readonly=True)
     _warn_damaged(damaged)
     plan = make_plan(opts, records, _shard(args.shard), statuses=store_statuses(store, records))
-    _warn_damaged(misversioned_lines(plan))
+    _warn_damaged(warning_lines(plan))
     _put_notices(opts)
     if args.json:
         report.document(plan.to_json())
@@ -288,7 +265,7 @@ def run_build(args: BuildArgs) -> int:
         use_sources(plan)
         for line in plan_lines(plan):
             report.info(line, stderr=True)
-        _warn_damaged(misversioned_lines(plan))
+        _warn_damaged(warning_lines(plan))
         if not report.quiet():
             _put_notices(opts)
         held = {r.filename: r for r in records}
@@ -313,14 +290,8 @@ def run_build(args: BuildArgs) -> int:
         with store.work_dir(opts.scratch) as work:
             if plan.todo:
                 with space.scratch_dir(opts.scratch) as scratch:
-                    sizes = check_space(plan.todo, opts, Path(work))
-                    start, tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
-                    try:
-                        outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch),
-                                           uploads=flow.UPLOADS if opts.store.scheme == "s3" else 0, sizes=sizes,
-                                           started=start)
-                    finally:
-                        close()
+                    outcomes = execute(plan.todo, opts, Path(work), Path(scratch), deliver,
+                                       uploads=flow.UPLOADS if opts.store.scheme == "s3" else 0)
     _summarise(outcomes, plan, args.json, args.debug)
     return exit_code(outcomes, plan)
 
@@ -358,13 +329,7 @@ def run_to_wheel(args: ToWheelArgs) -> int:
     outcomes = []
     if plan.todo:
         with space.scratch_dir(str(out), prefix=".tmp-work-") as work, space.scratch_dir(opts.scratch) as scratch:
-            sizes = check_space(plan.todo, opts, out)
-            start, tell, close = _progress(plan.todo, opts, Path(work), Path(scratch), sizes)
-            try:
-                outcomes = execute(plan.todo, opts, Path(work), deliver, tell, Path(scratch), sizes=sizes,
-                                   started=start)
-            finally:
-                close()
+            outcomes = execute(plan.todo, opts, Path(work), Path(scratch), deliver, room=out)
     wheels = [str(out / o.record.filename) for o in outcomes if o.record is not None]
     if not args.json:  # with --json the paths are in the document: stdout holds nothing else
         for path in wheels:

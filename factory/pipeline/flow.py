@@ -1,27 +1,9 @@
-"""Fetching runs ahead of converting: the link stays busy while the cores convert.
-
-A build's jobs go through two stages, run by one pool of ``converters + fetchers`` worker processes
-(store/pool.py: they end with this process and never hold its store lock):
-
-- fetch (``fetchers`` at once, two at most: as many downloads as a link likes) puts a variant's files into
-  the job's own folder in the scratch folder and hands that folder on;
-- convert (``converters`` at once, ``--jobs``) turns a fetched folder into a wheel and removes the folder.
-
-Never more of either run than the pool has workers for them, so a task never waits behind another.
-
-Two fetches share one link: started together, two variants of one size end together, and their conversions
-then run while the link idles (the last two of a run after the link is done). So a second fetch starts beside
-a running one only once that one is halfway (``halfway``: the source's partial downloads hold half its known
-bytes) or over; from then on the two stay half a variant apart, so wheels are made one at a time while the
-link stays busy, and the last variant runs alone for its second half. The wait never idles the link: the
-fetch it waits on has the whole link meanwhile.
-
-Fetched folders wait for a free converter, oldest first. A fetch starts only while fewer than
-``converters + fetchers`` trees are in scratch (being fetched, waiting or being converted): that bound is
-what ``check_space`` counts. A fetch that fails hands its failure on as a finished item; the others go on.
-Whatever leaves this function (an exception, Ctrl-C) first removes the folders still waiting, and the run's
-scratch folder is removed with everything in it (pipeline/__init__.py).
-"""
+"""Fetching runs ahead of converting, so the link stays busy while the cores convert (docs/architecture.md,
+pipeline): one pool of ``converters + fetchers`` workers, never more of either running than it has workers for,
+so a task never waits behind another. A second fetch starts beside a running one only once that one is halfway:
+two variants of one size started together would end together and leave the link idle while they convert. A fetch
+starts only while fewer than ``held`` trees are in scratch (what ``check_space`` counts). Whatever leaves
+``pipelined`` (an exception, Ctrl-C) first removes the fetched folders still waiting."""
 
 from __future__ import annotations
 

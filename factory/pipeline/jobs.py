@@ -1,10 +1,6 @@
-"""One job's work, in the worker processes: fetch a variant (fetch workers), convert it (conversion workers).
-
-``fetch_one`` runs in a fetch worker: it waits on the source, little on the CPU. ``convert_fetched`` runs in
-a conversion worker. Each writes only in its job's own folder (``job-*`` in the scratch or work folder), which
-the run removes with everything in it; the task functions (``fetch_task``, ``convert_task``) turn any failure into the
-job's Outcome, one line and its exit code.
-"""
+"""One job's work in the worker processes: ``fetch_one`` (a fetch worker: it waits on the source) and
+``convert_fetched`` (a conversion worker), each writing only in its job's own ``job-*`` folder; the tasks turn any
+failure into the job's Outcome."""
 
 from __future__ import annotations
 
@@ -63,10 +59,13 @@ def _version_from_metadata(job: Job, variant_dir: Path, src: Source) -> str:
 def worker_imports() -> None:
     """What each worker would import for its first wheel (the converter, auditwheel, pyelftools: about 0.15 s of
     CPU), imported once in this process before the workers fork, so that they share it."""
-    from ..audit.elf import load_auditwheel
-    from ..wheel import convert  # noqa: F401
+    import auditwheel.architecture  # noqa: F401
+    import auditwheel.elfutils  # noqa: F401
+    import auditwheel.libc  # noqa: F401
+    import auditwheel.policy  # noqa: F401
+    import elftools.elf.elffile  # noqa: F401
 
-    load_auditwheel()
+    from ..wheel import convert  # noqa: F401
 
 
 def fetch_one(job: Job, opts: Options, scratch: Path) -> Fetched:
@@ -135,15 +134,6 @@ def convert_fetched(job: Job, opts: Options, out_dir: Path, fetched: Fetched) ->
     return result
 
 
-def build_one(job: Job, opts: Options, out_dir: Path, scratch: Path) -> tuple[Path, bytes, Record]:
-    """Fetch one variant into ``scratch`` and turn it into a wheel in ``out_dir``."""
-    fetched = fetch_one(job, opts, scratch)
-    try:
-        return convert_fetched(job, opts, out_dir, fetched)
-    finally:
-        fetched.remove()
-
-
 def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
     """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback.
 
@@ -160,15 +150,10 @@ def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
 Built = tuple[Path, bytes, Record]
 
 
-def run_here(job: Job, opts: Options, out_dir: Path, scratch: Path | None = None) -> Built | Outcome:
-    # Sources fetch into the run's scratch folder (--scratch, else TMPDIR), removed with it: worker processes
-    # end without running TemporaryDirectory finalizers, which left every fetched variant in /tmp.
-    # Each job writes into its own folder: two jobs that make the same file name must not replace each other's wheel.
-    try:
-        out_dir = Path(mkdtemp(prefix="job-", dir=out_dir))
-        return build_one(job, opts, out_dir, scratch if scratch is not None else out_dir)
-    except Exception as exc:
-        return failure(job, exc, out_dir)
+def run_here(job: Job, opts: Options, work: Path, scratch: Path) -> Built | Outcome:
+    """A job fetched, then converted, in this process (one job, or ``--jobs 1``), as the two workers would."""
+    fetched = fetch_task(job, opts, scratch)
+    return fetched if isinstance(fetched, Outcome) else convert_task(job, opts, work, fetched)
 
 
 def fetch_task(job: Job, opts: Options, scratch: Path) -> Fetched | Outcome:
@@ -180,8 +165,8 @@ def fetch_task(job: Job, opts: Options, scratch: Path) -> Fetched | Outcome:
 
 
 def convert_task(job: Job, opts: Options, work: Path, fetched: Fetched) -> Built | Outcome:
-    """A conversion worker's task: the wheel in a job folder of ``work``, or the job's failure; the fetched
-    folder is removed either way."""
+    """A conversion worker's task: the wheel in a job folder of ``work`` (its own: two jobs that make the same file
+    name must not replace each other's wheel), or the job's failure; the fetched folder is removed either way."""
     out_dir = work
     try:
         out_dir = Path(mkdtemp(prefix="job-", dir=work))

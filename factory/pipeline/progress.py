@@ -1,12 +1,6 @@
-"""What ``build`` and ``to-wheel`` show while they work.
-
-On a terminal: a tqdm bar of wheels whose text says the bytes fetched and the wheel bytes written so far,
-the items in progress included (a CUDA variant of a gigabyte takes minutes). The workers are other processes,
-so the bytes are read from where they write, twice a second, by a thread of this process: the job folders in
-the scratch folder (what a git source unpacks, what a Hub fetch links in) and in the work folder (the wheel
-being written), and the ``*.incomplete`` downloads in the Hub cache of the repositories being built. In a log
-(not a terminal): one line per wheel. With ``-q``: nothing.
-"""
+"""What ``build`` and ``to-wheel`` show while they work: on a terminal a tqdm bar of wheels with the bytes fetched
+and written so far, read twice a second by a thread of this process from where the workers write (the job folders
+in scratch and work, the Hub cache's ``*.incomplete`` downloads); in a log one line per wheel; with ``-q`` nothing."""
 
 from __future__ import annotations
 
@@ -22,42 +16,39 @@ from .. import report
 POLL_S = 0.5
 
 
-def folder_bytes(root: Path, prefix: str = "job-") -> int:
-    """The bytes of the regular files under ``root``'s ``prefix*`` folders (links not followed); 0 if none."""
+def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except OSError:  # removed while we looked: a finished item
+        return []
+
+
+def folder_bytes(root: Path) -> int:
+    """The bytes of the regular files under ``root``'s ``job-*`` folders (links not followed); 0 if none."""
     total = 0
     try:
-        tops = [e for e in os.scandir(root) if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
+        stack = [e.path for e in _entries(root) if e.name.startswith("job-") and e.is_dir(follow_symlinks=False)]
     except OSError:
         return 0
-    stack = [t.path for t in tops]
     while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            total += entry.stat(follow_symlinks=False).st_size
-                    except OSError:
-                        continue  # removed while we looked: a finished item
-        except OSError:
-            continue
+        for entry in _entries(stack.pop()):
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
     return total
 
 
 def incomplete_bytes(folders: Iterable[Path]) -> int:
     """The bytes of the downloads in progress (huggingface_hub's ``blobs/*.incomplete``) in ``folders``."""
     total = 0
-    for folder in folders:
+    for entry in (e for folder in folders for e in _entries(folder) if e.name.endswith(".incomplete")):
         try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.name.endswith(".incomplete"):
-                        try:
-                            total += entry.stat(follow_symlinks=False).st_size
-                        except OSError:
-                            continue
+            total += entry.stat(follow_symlinks=False).st_size
         except OSError:
             continue
     return total
@@ -83,25 +74,6 @@ class Bytes:
         return f"fetched {report.size(fetched)}, wheels written {report.size(written)}"
 
 
-class Poller:
-    """A thread that sets the bar's text from ``Bytes`` every ``POLL_S`` seconds until ``stop``."""
-
-    def __init__(self, bar: Any, count: Bytes) -> None:
-        self.bar, self.count = bar, count
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="build-progress", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.done.wait(POLL_S):
-            self.bar.set_postfix_str(self.count.text())
-
-    def stop(self) -> None:
-        self.done.set()
-        self.thread.join()
-        self.bar.set_postfix_str(self.count.text())
-
-
 def progress(total: int, count: Bytes, sizes: Callable[[Any], int], describe: Callable[[Any], tuple[str, int]],
              stream: Any = None) -> tuple[Callable[[], None], Callable[[Any], None], Callable[[], None]]:
     """(start, tell, close): ``start()`` once the worker pool has forked (the bar's threads, this poller's and
@@ -120,27 +92,33 @@ def progress(total: int, count: Bytes, sizes: Callable[[Any], int], describe: Ca
             report.progress(f"[{done[0]}/{total}] {describe(outcome)[0]}")
 
         return (lambda: None), log, (lambda: None)
-    shown: list[tuple[Any, Poller]] = []  # the bar and its poller, once started
+    shown: list[Any] = []  # the bar and its polling thread, once started
+    stopped = threading.Event()
+
+    def poll() -> None:
+        while not stopped.wait(POLL_S):
+            shown[0].set_postfix_str(count.text())
 
     def start() -> None:
         if not shown:
             from tqdm import tqdm
 
-            bar = tqdm(total=total, unit="wheel", desc="building", file=stream, dynamic_ncols=True)
-            shown.append((bar, Poller(bar, count)))
+            shown.append(tqdm(total=total, unit="wheel", desc="building", file=stream, dynamic_ncols=True))
+            shown.append(threading.Thread(target=poll, name="build-progress", daemon=True))
+            shown[1].start()
 
     def tell(outcome: Any) -> None:
         start()
-        bar = shown[0][0]
         line, written = describe(outcome)
         count.finished(sizes(outcome.job), written)
-        bar.write(line, file=stream)
-        bar.update(1)
+        shown[0].write(line, file=stream)
+        shown[0].update(1)
 
     def close() -> None:
-        if shown and not shown[0][1].done.is_set():
-            bar, poller = shown[0]
-            poller.stop()
-            bar.close()
+        if shown and not stopped.is_set():
+            stopped.set()
+            shown[1].join()
+            shown[0].set_postfix_str(count.text())
+            shown[0].close()
 
     return start, tell, close

@@ -1,11 +1,22 @@
-"""Config -> plan: which (kernel, revision, variant) jobs exist and which the store lacks."""
+"""Config -> plan: which (kernel, revision, variant) jobs exist and which the store lacks.
+
+``--shard K/N`` splits the full plan into N disjoint parts: a job is in shard K when the sha256 of
+``"repo\\0revision\\0variant"`` modulo N is K-1, so every process, machine and run agrees.
+
+PEP 792 project status (``kernel-factory status``, kept in the store): a job the store does not hold yet of an
+``archived`` or ``quarantined`` project is left out, with one warning per project (the operator's choice, exit 0);
+a ``deprecated`` project builds as usual, with a note.
+"""
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+
+from packaging.utils import canonicalize_name
 
 from .. import report, versions
 from .. import variants as variants_mod
@@ -16,18 +27,73 @@ from ..sources import open_source
 from ..sources.base import Source
 from ..sources.hub_list import expand, is_glob
 from ..sources.local import looks_local
-from ..store.status import Status
-from .withhold import (
-    CLOSED,
-    Withheld,
-    deprecated_note,
-    project_status,
-    projects_by_source,
-    store_statuses,
-    withheld_line,
-)
+from ..store import Store, open_store
+from ..store.status import Status, read_statuses
 
 README_NAMES = ("README.md", "CARD.md")
+CLOSED = ("archived", "quarantined")  # PEP 792: the index takes no new files for these
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """The jobs of one project that its status leaves out of the plan."""
+
+    project: str
+    status: Status
+    jobs: int
+
+
+def store_statuses(store: Store, records: list[Record]) -> dict[str, Status]:
+    """The statuses ``store`` keeps, read when the plan was given its records (``build`` and ``plan``; ``to-wheel``
+    plans against no store and reads none). A status is only set on a project the store holds, so a store with
+    no records has none that matter."""
+    return read_statuses(store) if records else {}
+
+
+def projects_by_source(records: Iterable[Record]) -> dict[str, set[str]]:
+    """The project (wheel) names the store holds for each source key (a job's ``key[0]``): metadata.json's
+    ``name`` may differ from the repository's."""
+    out: dict[str, set[str]] = {}
+    for r in records:
+        if r.job_key is not None:
+            out.setdefault(r.job_key[0], set()).add(str(canonicalize_name(r.name)))
+    return out
+
+
+def project_status(source_key: str, repo_name: str, projects: Mapping[str, set[str]],
+                   statuses: Mapping[str, Status]) -> tuple[str, Status] | None:
+    """The project and status that hold back a new build of ``source_key`` (a repository whose wheels the store
+    holds under their own names, else named after the repository), or None when it builds."""
+    names = sorted(projects.get(source_key) or {str(canonicalize_name(repo_name))})
+    found = [(n, statuses[n]) for n in names if n in statuses]
+    closed = [(n, s) for n, s in found if s.status in CLOSED]
+    chosen = closed or found
+    return chosen[0] if chosen else None
+
+
+_HELP = "give --shard as K/N with 1 <= K <= N, e.g. --shard 2/4"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> ``(K, N)``; UsageError naming the problem otherwise."""
+    parts = text.strip().split("/")
+    if len(parts) != 2:
+        raise UsageError(f"--shard {text!r} is not K/N; {_HELP}")
+    try:
+        k, n = int(parts[0]), int(parts[1])
+    except ValueError:
+        raise UsageError(f"--shard {text!r} is not two whole numbers; {_HELP}") from None
+    if n < 1:
+        raise UsageError(f"--shard {text!r}: N must be at least 1; {_HELP}")
+    if not 1 <= k <= n:
+        raise UsageError(f"--shard {text!r}: K must be between 1 and {n}; {_HELP}")
+    return k, n
+
+
+def shard_of(key: tuple[str, str, str], n: int) -> int:
+    """The 1-based shard that ``(repo, revision, variant)`` falls in among ``n``."""
+    digest = hashlib.sha256("\0".join(key).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % n + 1
 
 
 @dataclass(frozen=True)
@@ -57,7 +123,7 @@ class Job:
         return f"{self.repo_id or self.source}@{self.ref or self.sha[:12]}"
 
     def describe(self) -> str:
-        return f"{self.repo_id or self.source}@{self.ref or self.sha[:12]} {self.variant}"
+        return f"{self.where} {self.variant}"
 
 
 @dataclass
@@ -179,14 +245,6 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
     return versions.fill_versions(chosen, src.commit_count)
 
 
-def _readme(src: Source, sha: str) -> str | None:
-    for name in README_NAMES:
-        text = src.read_text(sha, name)
-        if text is not None:
-            return text
-    return None
-
-
 def plan_kernel(
     spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str], *, listed: bool = False
 ) -> tuple[Source, list[Job], list[FactoryError]]:
@@ -261,7 +319,8 @@ def _complete(src: Source, jobs: list[Job]) -> list[Job]:
     out = []
     for job in jobs:
         if job.sha not in per_sha:
-            per_sha[job.sha] = (_readme(src, job.sha), src.commit_time(job.sha))
+            readme = next((t for n in README_NAMES if (t := src.read_text(job.sha, n)) is not None), None)
+            per_sha[job.sha] = (readme, src.commit_time(job.sha))
         readme, commit_time = per_sha[job.sha]
         out.append(replace(job, readme=readme, commit_time=commit_time))
     return out
@@ -306,11 +365,9 @@ def _mapped(opts: Options, notes: list[str]) -> list[tuple[KernelSpec, bool]]:
 def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] | None = None, *,
               statuses: Mapping[str, Status] | None = None) -> Plan:
     """The plan of ``opts`` against a store holding ``records``; ``statuses`` are its projects' PEP 792 statuses
-    (by default read from ``opts.store`` when records are given: see withhold.store_statuses)."""
+    (by default read from ``opts.store`` when records are given: see store_statuses)."""
     records = list(records)
     if statuses is None:
-        from ..store import open_store
-
         statuses = store_statuses(open_store(opts.store), records) if records else {}
     projects = projects_by_source(records)
     withheld: dict[str, Withheld] = {}
@@ -326,8 +383,6 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
             by_key.setdefault(r.job_key, []).append(r)
     plan = Plan()
     check_options(opts)
-    from .shard import in_shard
-
     planned: set[tuple[str, str, str]] = set()
     older = 0  # held jobs whose wheels were made before the variant root (docs/convert.md)
 
@@ -345,7 +400,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
         for job in jobs:
             plan.sources.setdefault((job.location, job.repo_id, job.repo_type), src)
         if shard is not None:  # partition the full plan, before dropping what the store holds
-            jobs = [job for job in jobs if in_shard(job.key, *shard)]
+            jobs = [job for job in jobs if shard_of(job.key, shard[1]) == shard[0]]
         held = {job.key for job in jobs if _held(job, by_key, plan.misversioned)}
         plan.done += [job for job in jobs if job.key in held]
         older += sum(1 for key in held if not any(VARIANT_ROOT in r.extra for r in by_key.get(key, [])))
@@ -361,7 +416,7 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
                 new = []
             elif status.status == "deprecated" and name not in deprecated:
                 deprecated.add(name)
-                plan.notes.append(deprecated_note(name, status))
+                plan.notes.append(f"{name}: project status deprecated{_reason(status)}: built as usual")
         plan.todo += _complete(src, new)
     plan.withheld = list(withheld.values())
     if older:
@@ -383,19 +438,25 @@ def _held(job: Job, by_key: dict[tuple[str, str, str], list[Record]],
     return any(r.kernel_version == job.version for r in held)
 
 
+def _reason(status: Status) -> str:
+    return f" ({status.reason})" if status.reason else ""
+
+
 def warning_lines(plan: Plan) -> list[str]:
     """The plan's warnings: one per project whose status leaves its new builds out, one per wheel the store holds
     under the wrong version, each naming the fix."""
-    return [withheld_line(w) for w in plan.withheld] + [
+    return [
+        f"{w.project}: project status {w.status.status}{_reason(w.status)}: {w.jobs} new build(s) left out of the plan "
+        f"(PEP 792: an archived or quarantined project takes no new files); `kernel-factory status {w.project} "
+        "active` builds it again"
+        for w in plan.withheld
+    ] + [
         f"{r.filename}: {r.repo_id or r.source}@{(r.revision or '')[:12]} has version {v} (one revision, one "
         f"version: its release tag wins), not {r.kernel_version}; the {v} wheel is built beside it. Remove "
         f"files/{r.filename} with its .metadata and .json from the store, then run `kernel-factory index` "
         "(README: One revision, one version)"
         for r, v in plan.misversioned
     ]
-
-
-misversioned_lines = warning_lines  # the name factory/pipeline imports
 
 
 def plan_lines(plan: Plan) -> list[str]:

@@ -1,10 +1,6 @@
-"""metadata.json digest, computed exactly as the kernels project computes it.
-
-Walk the variant folder following symlinks, files only; leave out
-``metadata.json`` and ``metadata.json.sigstore`` at the top level only,
-anything under ``__pycache__`` and ``*.pyc``; key = path relative to the
-variant folder with ``/``; value = standard padded base64 of the raw hash.
-"""
+"""metadata.json's digest, computed as the kernels project computes it: the variant folder walked following
+symlinks, files only, without the top-level ``TOP_META`` and what ``left_out`` names; key = the path relative to
+the folder with '/', value = standard padded base64 of the raw hash."""
 
 from __future__ import annotations
 
@@ -17,15 +13,11 @@ from ..atomic import file_digest
 from ..errors import BadKernel, DigestMismatch
 
 ALGORITHMS = ("sha256", "sha512")
-_TOP_LEVEL_EXCLUDED = {"metadata.json", "metadata.json.sigstore"}
+TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, never in the digest
 
 
 def b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
-
-
-def hash_file(path: Path, algorithm: str = "sha256") -> bytes:
-    return bytes.fromhex(file_digest(path, algorithm))
 
 
 def left_out(name: str, is_dir: bool) -> bool:
@@ -41,8 +33,7 @@ def left_out_path(rel: str) -> bool:
 
 
 def walk(root: Path) -> list[str]:
-    """The files of a variant folder that its hashes cover: following symlinks, files only, without what
-    ``left_out`` names; relative paths (with '/'), sorted. metadata.json is among them (see ``digested_files``)."""
+    """The files of a variant folder that its hashes cover (metadata.json included), relative with '/', sorted."""
     found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         rel_dir = Path(dirpath).relative_to(root)
@@ -53,24 +44,19 @@ def walk(root: Path) -> list[str]:
     return sorted(found)
 
 
-def digested_files(root: Path) -> list[str]:
-    """Relative paths (with '/') of the files the digest covers, sorted: ``walk`` without the top-level
-    metadata.json and its .sigstore bundle."""
-    return [rel for rel in walk(root) if rel not in _TOP_LEVEL_EXCLUDED]
+def _digested(root: Path) -> list[str]:
+    return [rel for rel in walk(root) if rel not in TOP_META]
 
 
 def compute(root: Path, algorithm: str = "sha256") -> dict[str, str]:
     if algorithm not in ALGORITHMS:
         raise BadKernel(f"digest algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
-    return {rel: b64(hash_file(root / rel, algorithm)) for rel in digested_files(root)}
+    return {rel: b64(bytes.fromhex(file_digest(root / rel, algorithm))) for rel in _digested(root)}
 
 
 class Check:
-    """metadata.json's ``digest`` against a folder's file names, then file by file as each is hashed.
-
-    The names are compared first (no file read); each file's hash is then checked where it is
-    read anyway (while its wheel entry is written), so a file is read and hashed once.
-    """
+    """metadata.json's ``digest``: the names compared first (no file read), then each file's hash where it is
+    read anyway (while its wheel entry is written), so a file is read and hashed once."""
 
     def __init__(self, digest: Mapping[str, object], names: Iterable[str], where: str) -> None:
         algorithm = digest.get("algorithm")
@@ -98,7 +84,7 @@ class Check:
         self.unchecked.discard(rel)
 
     def check_file(self, rel: str, path: Path) -> None:
-        self.check(rel, hash_file(path, self.algorithm))
+        self.check(rel, bytes.fromhex(file_digest(path, self.algorithm)))
 
     def done(self) -> None:
         """Every listed file was checked (anything else is a bug in the caller)."""
@@ -108,6 +94,6 @@ class Check:
 
 def verify(root: Path, digest: Mapping[str, object], where: str) -> None:
     """Check the folder against metadata.json's ``digest``; DigestMismatch names the first bad file."""
-    check = Check(digest, digested_files(root), where)
+    check = Check(digest, _digested(root), where)
     for rel in sorted(check.expected):
         check.check_file(rel, root / rel)

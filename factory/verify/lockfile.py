@@ -1,17 +1,12 @@
 """kernels.lock and ``[tool.kernels.dependencies]``: the kernels project's pin files as build input.
 
-Two kernels.lock formats exist. The older one (kernels <= 0.12) lists
-``{"repo_id", "sha", "variants": {name: {"hash": "sha256-<hex>", "hash_type": "git_lfs_concat"}}}``
-(some versions write ``kernel_depends`` with nested locks instead of ``variants``); kernels 0.17
-writes ``{"dependency": {"repo-id", "version" | "revision"}, "lock": {"commit"}}`` and no hashes.
+kernels.lock, older format (kernels <= 0.12): ``{"repo_id", "sha", "variants": {name: {"hash": "sha256-<hex>",
+"hash_type": "git_lfs_concat"}}}`` (or nested locks in ``kernel_depends``); kernels 0.17: ``{"dependency":
+{"repo-id", "version" | "revision"}, "lock": {"commit"}}``, no hashes.
 
-``git_lfs_concat`` (read from the kernels project's lockfile code): sha256 over the variant's
-files sorted by their UTF-8 path relative to ``build/<variant>/``, feeding for each file the path
-bytes and then the raw bytes of its object id: the Git LFS sha256 for LFS files, else the git
-blob sha1 (``sha1(b"blob <size>\\0" + content)``). ``*.pyc`` and ``__pycache__`` are left out;
-metadata.json is included. Checking it needs to know which files the Hub keeps in LFS
-(``HubSource.lfs_paths``); without LFS every file is a git blob.
-"""
+``git_lfs_concat`` (from kernels' lockfile code): sha256 over the variant's files (``digest.walk``: metadata.json
+included) sorted by UTF-8 path, feeding each path and then the raw bytes of its object id: the Git LFS sha256 for
+LFS files (``HubSource.lfs_paths``), else the git blob sha1 (``sha1(b"blob <size>\\0" + content)``)."""
 
 from __future__ import annotations
 

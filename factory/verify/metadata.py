@@ -1,8 +1,5 @@
-"""Read and validate a variant's metadata.json (kebab-case keys, as kernel-builder writes them).
-
-Parsing is safe against hostile input: a size cap, no NaN/Infinity, and
-deep nesting gives BadKernel rather than RecursionError.
-"""
+"""Read and validate a variant's metadata.json (kebab-case keys, as kernel-builder writes them), safe against
+hostile input: a size cap, no NaN/Infinity, deep nesting is BadKernel rather than RecursionError."""
 
 from __future__ import annotations
 
@@ -45,11 +42,8 @@ class KernelMeta:
         """"sha256:<hex>" of the canonical JSON of the digest object, or None without one."""
         if self.digest is None:
             return None
-        return "sha256:" + hashlib.sha256(canonical_json(self.digest)).hexdigest()
-
-
-def canonical_json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        canonical = json.dumps(self.digest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _no_constant(name: str) -> Any:
@@ -193,19 +187,6 @@ def newer_kernels_hint(raw: bytes) -> str:
             "kernel-factory: pip install -U kernels")
 
 
-def check_kernels_rules(raw: bytes, where: str) -> None:
-    """BadKernel with kernels' message when ``get_kernel`` would refuse ``raw`` (which :func:`parse` took)."""
-    try:
-        message = kernels_refusal(raw)
-    except ImportError:
-        raise BadKernel(f"{where}: checking metadata.json needs the kernels library; pip install kernels") from None
-    if message:
-        raise BadKernel(
-            f"{where}: kernels.get_kernel would refuse this metadata.json: {message}; "
-            "fix metadata.json or rebuild the kernel with kernel-builder" + newer_kernels_hint(raw)
-        )
-
-
 def load(variant_dir: Path, where: str) -> KernelMeta:
     """metadata.json of a variant folder, checked by kernels' own rules; an empty KernelMeta when there is none."""
     path = variant_dir / "metadata.json"
@@ -216,5 +197,11 @@ def load(variant_dir: Path, where: str) -> KernelMeta:
     with open(path, "rb") as f:
         raw = f.read(MAX_BYTES + 1)
     meta = parse(raw, where)
-    check_kernels_rules(raw, where)
+    try:
+        message = kernels_refusal(raw)
+    except ImportError:
+        raise BadKernel(f"{where}: checking metadata.json needs the kernels library; pip install kernels") from None
+    if message:
+        raise BadKernel(f"{where}: kernels.get_kernel would refuse this metadata.json: {message}; "
+                        "fix metadata.json or rebuild the kernel with kernel-builder" + newer_kernels_hint(raw))
     return meta

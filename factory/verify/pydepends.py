@@ -1,13 +1,8 @@
 """kernels' python-depends table: what a name in metadata.json's ``python-depends`` means as pip requirements.
 
-``factory/verify/python_depends.json`` is a byte-identical copy of kernels 0.19.1's
-``kernels/_internals/python_depends.json`` (sha256 below; the same bytes ship in kernels 0.17.2 and 0.18.3 as
-``kernels/python_depends.json``). kernels keeps the table in a private module and the kernels-data package
-does not carry it, so the factory ships its copy as package data and reads no file of the installed kernels:
-the wheels it writes do not depend on which kernels sits beside it. tests/unit/test_pydepends.py compares the
-copy with the installed kernels' table when that is the version named here; docs/architecture.md says how to
-refresh it.
-"""
+``python_depends.json`` is a byte copy of the table named by ``SOURCE`` (private in kernels, absent from
+kernels-data), shipped as package data so the wheels written do not depend on the kernels installed beside the
+factory. docs/architecture.md says how to refresh it."""
 
 from __future__ import annotations
 

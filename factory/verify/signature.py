@@ -1,15 +1,9 @@
 """Sigstore verification of ``metadata.json.sigstore`` (only when asked: ``verify-signatures = true``).
 
-The check is the kernels project's own (``kernels verify-signature``), done with sigstore's public API because
-kernels keeps it in a private module (``kernels._internals.verify`` in 0.19; 0.18 imports it only with its
-sigstore extra): the bundle must hold a valid signature over the exact bytes of metadata.json, made by a
-certificate that GitHub Actions issued to one of the workflows in :data:`POLICY` (copied from kernels 0.19.1's
-``DEFAULT_POLICY``: the curated kernels-community build workflows). The digest that metadata.json carries is
-then checked over every file by the wheel step (verify/digest.py), as for any variant, so a valid signature
-covers every file. What this does NOT prove: anything about a kernel signed by another workflow, and any build
-variant without a bundle (refused when verification is on). Verifying needs sigstore's trust root, fetched from
-the network unless already cached. sigstore is the extra ``kernel-factory[signatures]``.
-"""
+kernels' own check (``kernels verify-signature``), done with sigstore's public API because kernels keeps it private
+(docs/architecture.md): a valid signature over the exact bytes of metadata.json by one of the GitHub Actions
+workflows in ``SIGNERS``. The digest metadata.json carries is then checked over every file (verify/digest.py), so
+the signature covers every file. A variant without a bundle is refused while verification is on."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""The deflate policy of the wheel writer: which codec and level each part of an entry gets.
+"""The deflate policy of the wheel writer: which codec and level each part of an entry gets (the zip format is
+zipwriter.py's; the figures behind each constant: docs/convert.md, scripts/bench_convert.py).
 
-Entries up to 1 MB are deflated whole (zlib-ng) or stored when that saves too little (``compress_all``). A
-larger entry is streamed in 1 MB chunks and first classified from 16 probes spread over it (``classify``):
-stored (incompressible), mostly CUDA fatbins (every chunk deflated with isal level 2, which matches zlib's
-size on them at many times the speed; no chunk is probed) or machine code (each chunk's own first 64 KB picks
-zlib-ng for the match-rich chunks, isal for the rest), unless the probes say zlib-ng would save under 5% over
-isal on that entry's code (isal throughout, at a quarter of the time); a chunk that does not shrink is stored
-(``segment``). The choice is a function of the input alone. Chunks are deflated independently on a thread per
-core (``pool``), each primed with the previous chunk's last 32 KB (deflate's window, so no match is lost at a
-chunk boundary), and joined at sync-flush boundaries, which any inflater reads as one stream. The zip format
-around them is zipwriter.py's. The figures behind each constant: docs/convert.md, scripts/bench_convert.py.
-"""
+Entries up to 1 MB are deflated whole or stored (``compress_all``). A larger entry is classified from probes
+spread over it (``classify``) and streamed in 1 MB chunks (``segment``), deflated on a thread per core, each primed
+with the previous chunk's last 32 KB and joined at sync-flush boundaries: one deflate stream whose bytes depend on
+the input alone."""
 
 from __future__ import annotations
 
@@ -58,11 +52,11 @@ STORE_ENTRY = 0.98  # an entry whose every probe is above this is stored
 FINAL_EMPTY_STORED = b"\x01\x00\x00\xff\xff"  # closes a stream of segments
 
 
-def compress_all(data: bytes, level: int = LEVEL) -> bytes | None:
+def compress_all(data: bytes) -> bytes | None:
     """Raw-deflated ``data`` (an entry up to 1 MB), or None when deflating saves less than MIN_SAVING."""
     if not data:
         return None
-    comp = zlib_ng.compressobj(level, zlib_ng.DEFLATED, -15)
+    comp = zlib_ng.compressobj(LEVEL, zlib_ng.DEFLATED, -15)
     out = comp.compress(data) + comp.flush()
     return out if len(out) < len(data) * (1 - MIN_SAVING) else None
 
@@ -120,18 +114,13 @@ def choose(chunk: bytes | memoryview, kind: str) -> tuple[str, int]:
     return "zlib-ng", LEVEL
 
 
-def segment(chunk: bytes | memoryview, kind: str, level: int = LEVEL, window: bytes = b"") -> list[bytes]:
-    """One chunk as non-final raw-deflate blocks ending byte-aligned (a sync flush), on its own.
-
-    Each chunk is encoded with ``window`` (the previous chunk's last 32 KB, empty for the first) as its
-    preset dictionary, which is exactly what an inflater holds when it reaches this chunk: no match is lost at
-    the boundary, yet chunks can be deflated in any order on any thread and the result depends on the input
-    alone. The segments joined and closed with an empty final block are one valid deflate stream. A chunk that
-    does not shrink is stored. Returns the parts to write, in order (not joined: no copy).
-    """
+def segment(chunk: bytes | memoryview, kind: str, window: bytes = b"") -> list[bytes]:
+    """One chunk as non-final raw-deflate blocks ending byte-aligned (a sync flush), primed with ``window`` (the
+    previous chunk's last 32 KB, empty for the first), which is what an inflater holds when it reaches this chunk:
+    no match is lost at the boundary, yet chunks deflate in any order. A chunk that does not shrink is stored.
+    Returns the parts to write, in order (not joined: no copy)."""
     start = time.perf_counter()
     codec, lvl = choose(chunk, kind)
-    lvl = lvl if codec == "isal" else level
     preset = {"zdict": window} if window else {}
     comp = (isal_zlib.compressobj(lvl, isal_zlib.DEFLATED, -15, 8, 0, **preset) if codec == "isal"
             else zlib_ng.compressobj(lvl, zlib_ng.DEFLATED, -15, 8, 0, **preset))

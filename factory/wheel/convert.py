@@ -1,12 +1,5 @@
-"""One fetched build-variant folder -> one audited wheel, its METADATA bytes and its store Record.
-
-``convert`` is a pure function of its inputs (safe in a worker process):
-read metadata.json, refuse unsafe paths, check the digest's file names and the
-small files, find the package folder, write the package files into a temporary
-wheel (each read once: hashed for the digest and RECORD and compressed in one
-pass; a mismatch removes the wheel), audit the binaries in place once they are
-verified, then add the .dist-info files, name the wheel and make the record.
-"""
+"""One fetched build-variant folder -> one audited wheel, its METADATA bytes and its store Record (``convert``, a
+pure function of its inputs, safe in a worker process)."""
 
 from __future__ import annotations
 
@@ -14,12 +7,13 @@ import hashlib
 import os
 import shutil
 import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..atomic import file_digest
+from ..atomic import TMP_PREFIX, file_digest
 from ..audit import audit
 from ..audit.elf import repair
 from ..errors import BadKernel, UnsafePath
@@ -28,10 +22,9 @@ from ..safe_text import has_control
 from ..variants import Target
 from ..verify import digest, pydepends
 from ..verify import metadata as kernelmeta
-from ..verify.metadata import KernelMeta
 from . import distinfo as wheel
 from . import stages
-from .layout import LAYOUT, TOP_META, FileEntry, find_layout
+from .layout import LAYOUT, FileEntry, find_layout
 
 SMALL = 1 << 20  # files up to this size are digest-checked before anything reads them (layout, audit)
 
@@ -101,19 +94,12 @@ def _entry_name(name: str, prefix: str, where: str) -> str:
     return name
 
 
-def requirements(meta: KernelMeta, target: Target, where: str) -> tuple[str, ...]:
-    """target.requires + python-depends (kernels' names mapped to packages) + the backend's extra ones."""
-    names = list(meta.python_depends) + list(meta.python_depends_backends.get(target.backend, ()))
-    return wheel.check_requirements([*target.requires, *pydepends.packages(names, target.backend)], where)
-
-
 def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
     """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input.
 
-    Each file is read once: hashed for the digest check and RECORD and compressed into a temporary
-    wheel in one pass. Small files (and any the wheel leaves out) are checked before anything reads
-    them; the binaries are audited only once their digests matched; a mismatch removes the wheel.
-    """
+    Each file is read once: hashed for the digest check and RECORD and compressed into a temporary wheel in one
+    pass. Small files are checked before anything reads them; the binaries are audited only once their digests
+    matched; a mismatch removes the wheel."""
     target = inp.target
     where = f"build/{target.variant}"
     files = scan(inp.variant_dir, where)
@@ -123,7 +109,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         if not inp.allow_no_digest:
             raise BadKernel(f"{where}: metadata.json has no digest; rebuild the kernel, or pass --allow-no-digest")
     else:
-        check = digest.Check(meta.digest, (f.rel for f in files if f.rel not in TOP_META), where)
+        check = digest.Check(meta.digest, (f.rel for f in files if f.rel not in digest.TOP_META), where)
     digest_rel = {f.path: f.rel for f in files if check is not None and f.rel in check.expected}
     if check is not None:
         with stages.timed("verify"):
@@ -133,7 +119,9 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
     name = wheel.dist_name(meta.name or inp.repo_name, where)
     layout = find_layout(files, meta.raw, meta.name, inp.repo_name, name, where)
     version = wheel.full_version(target.local_version(inp.kernel_version), where)
-    requires = requirements(meta, target, where)
+    # target.requires + python-depends (kernels' names mapped to packages) + the backend's extra ones
+    names = list(meta.python_depends) + list(meta.python_depends_backends.get(target.backend, ()))
+    requires = wheel.check_requirements([*target.requires, *pydepends.packages(names, target.backend)], where)
     metadata = wheel.metadata_bytes(
         name=name, version=version, summary=wheel.summary_of(inp.readme, name), readme=inp.readme,
         license_text=meta.license, upstream=meta.upstream, repo_id=inp.repo_id, requires_dist=requires,
@@ -144,11 +132,11 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         for f in sorted(layout.files, key=lambda f: f.rel):
             rel = digest_rel.get(f.path)  # every written byte is checked, small files a second time
             also = hashlib.new(check.algorithm) if check and rel and check.algorithm != "sha256" else None
-            raw = ww.add(wheel.Member(f.rel, path=f.path, executable=f.executable), also)
+            raw = ww.add_file(f.rel, f.path, f.executable, also)
             if check and rel:
                 check.check(rel, also.digest() if also is not None else raw)
         if layout.path_file is not None:  # puts the root on sys.path: `import <package>` after pip install
-            ww.add(wheel.Member(layout.path_file[0], data=layout.path_file[1]))
+            ww.add(*layout.path_file)
         if check is not None:
             with stages.timed("verify"):
                 for f in files:  # every file is in the wheel: this finds none (kept as the guard it is)
@@ -170,15 +158,15 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         }
         if inp.repo_id is None or inp.source != inp.repo_id:
             provenance["source"] = inp.source
-        ww.add(wheel.Member(f"{dist_info}/METADATA", data=metadata))
-        ww.add(wheel.Member(f"{dist_info}/WHEEL", data=wheel.wheel_bytes(base_tag)))
-        ww.add(wheel.Member(f"{dist_info}/{PROVENANCE}", data=wheel.provenance_bytes(provenance)))
+        ww.add(f"{dist_info}/METADATA", metadata)
+        ww.add(f"{dist_info}/WHEEL", wheel.wheel_bytes(base_tag))
+        ww.add(f"{dist_info}/{PROVENANCE}", wheel.provenance_bytes(provenance))
         dest = out_dir / filename
         if not result.graft:
             ww.finish(dist_info, dest)
             sha = ww.sha256  # hashed as it was written
         else:
-            staging = Path(_mkdtemp(out_dir))
+            staging = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=out_dir))
             try:
                 plain = staging / wheel.wheel_filename(name, version, base_tag)
                 ww.finish(dist_info, plain)
@@ -201,11 +189,3 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         factory_version=__version__, extra={VARIANT_ROOT: layout.root},
     )
     return dest, metadata, record
-
-
-def _mkdtemp(parent: Path) -> str:
-    import tempfile
-
-    from ..atomic import TMP_PREFIX
-
-    return tempfile.mkdtemp(prefix=TMP_PREFIX, dir=parent)

@@ -10,7 +10,6 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +29,6 @@ REQUIRES_PYTHON = ">=3.9"
 GENERATOR = f"kernel-factory {__version__}"
 _ABBREVIATIONS = {"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "incl."}
 MIN_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
-
-
-@dataclass(frozen=True)
-class Member:
-    """One wheel entry: from a file (streamed) or from memory."""
-
-    arcname: str
-    path: Path | None = None
-    data: bytes | None = None
-    executable: bool = False
 
 
 def dist_name(name: str, where: str) -> str:
@@ -213,16 +202,13 @@ class WheelWriter:
             self.fp.close()
         self.tmp.unlink(missing_ok=True)
 
-    def add(self, m: Member, also: Any = None) -> bytes:
-        """Write one member; returns its sha256 digest (``also``: another hashlib object fed the same bytes)."""
-        if m.data is not None:
-            digest, size = self.zw.add_bytes(m.arcname, m.data, m.executable), len(m.data)
-            if also is not None:
-                also.update(m.data)
-        else:
-            assert m.path is not None
-            digest, size = self.zw.add_file(m.arcname, m.path, m.executable, also)
-        self.rows.append((m.arcname, record_hash(digest), str(size)))
+    def add(self, arcname: str, data: bytes) -> None:
+        self.rows.append((arcname, record_hash(self.zw.add_bytes(arcname, data)), str(len(data))))
+
+    def add_file(self, arcname: str, path: Path, executable: bool, also: Any = None) -> bytes:
+        """Stream one file in; returns its sha256 digest (``also``: another hashlib object fed the same bytes)."""
+        digest, size = self.zw.add_file(arcname, path, executable, also)
+        self.rows.append((arcname, record_hash(digest), str(size)))
         return digest
 
     def finish(self, dist_info: str, dest: Path) -> None:

@@ -1,21 +1,9 @@
 """Where a build variant's files go in its wheel, and how a consumer maps the wheel's files back.
 
-A wheel holds the variant folder ``build/<variant>/`` byte for byte under one folder of the wheel, the
-*variant root*: every file of the variant (metadata.json and its .sigstore bundle included) at its place
-relative to the root, and nothing else inside the root. The provenance file names the root
-(``VARIANT_ROOT``), so a consumer maps ``<root>/<rel>`` to ``build/<variant>/<rel>`` without guessing
-(docs/convert.md, "What a wheel holds and why"):
-
-- flat (``build/<variant>/__init__.py``, the compat ``<pkg>/`` subfolder kept): the root is ``<pkg>/``,
-  so ``import <pkg>`` works after ``pip install``;
-- nested (``build/<variant>/<pkg>/__init__.py``): the root is ``_<dist>_kernel/`` (not a package), and a
-  path file ``_<dist>_kernel.pth`` puts it on ``sys.path``, so ``import <pkg>`` works;
-- zip (metadata.json ``build-layout: "zip"``, the package in ``<id>.zip``): the root is ``_<dist>_kernel/``
-  and no path file: the kernels library loads it (LOCAL_KERNELS, the Hub cache), ``import <pkg>`` does not.
-
-Wheels made before the root was recorded (no ``VARIANT_ROOT``) held the package folder: ``legacy_map``
-maps them back where their files are the variant's, and says why not otherwise.
-"""
+A wheel holds the variant folder ``build/<variant>/`` byte for byte under one folder, the *variant root*, which
+the provenance names (``VARIANT_ROOT``), so a consumer maps ``<root>/<rel>`` back without guessing. The root of
+each layout (flat, nested, zip) and why: docs/convert.md, "What a wheel holds and why". Wheels made before the
+root was recorded held the package folder: ``legacy_map`` maps them back where their files are the variant's."""
 
 from __future__ import annotations
 
@@ -29,9 +17,9 @@ from packaging.utils import canonicalize_name
 
 from ..errors import BadKernel
 from ..record import VARIANT_ROOT
+from ..verify.digest import TOP_META
 
 LAYOUT = "layout"  #: provenance key: "flat", "nested" or "zip"
-TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, never in the digest
 REBUILD = "rebuild it with this kernel-factory (to-wheel or build), which keeps the variant byte for byte"
 
 

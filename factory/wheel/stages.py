@@ -1,11 +1,7 @@
-"""Where a conversion's time goes: seconds per stage, written out when KERNEL_FACTORY_STAGES names a file.
-
-Stages: fetch (read or extract the revision), verify (digest checks outside the wheel pass), hash
-(sha256 and crc32 of the files while writing, and the wheel's own sha256 on its thread), compress (deflate,
-summed over the compressing threads), wait (the writer blocked on them), write (reading the files, writing the
-wheel file, fsync included) and audit. Keys "bytes CODEC LEVEL" count the bytes of large entries each codec
-took (not seconds). ``scripts/bench_convert.py`` prints them.
-"""
+"""Seconds per stage of a conversion, appended as a JSON line to the file KERNEL_FACTORY_STAGES names
+(``scripts/bench_convert.py`` prints them): fetch, verify (digest checks outside the wheel pass), hash, compress
+(summed over the deflating threads), wait (the writer blocked on them), write (reading, writing, fsync) and audit;
+keys "bytes CODEC LEVEL" count the bytes each codec took."""
 
 from __future__ import annotations
 

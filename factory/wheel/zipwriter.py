@@ -1,13 +1,9 @@
-"""A streaming, reproducible zip writer for wheels (the zip format; what each entry is deflated with is
-codec.py's).
+"""A streaming, reproducible zip writer for wheels (what each entry is deflated with is codec.py's).
 
-Entries are read once, in 1 MB chunks: hashed (sha256 for RECORD, and the caller's own hash for a digest
-check) and deflated while they are written, so memory does not grow with file size; the chunks are read into
-a few buffers that are used again once their chunk is written. Local headers are patched in place once an
-entry's CRC and sizes are known (the output must be seekable), so no data descriptors are written; zip64
-extras only where a size or offset needs them. The file's own sha256 is taken on a thread behind the writer.
-Fixed timestamps and permissions: the same input gives the same bytes.
-"""
+Entries are read once, in 1 MB chunks into a few reused buffers: hashed (RECORD's sha256, and a digest check's own
+hash) and deflated while written, so memory does not grow with file size. Local headers are patched in place once
+the CRC and sizes are known (the output is seekable: no data descriptors); zip64 extras only where needed. Fixed
+timestamps and permissions: the same input gives the same bytes."""
 
 from __future__ import annotations
 
@@ -17,13 +13,14 @@ import struct
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from zlib_ng import zlib_ng
 
 from . import stages
-from .codec import CHUNK, FINAL_EMPTY_STORED, LEVEL, WINDOW, classify, compress_all, pool, segment
+from .codec import CHUNK, FINAL_EMPTY_STORED, WINDOW, classify, compress_all, pool, segment
 
 ZIP64_LIMIT = 0xFFFFFFFF
 _UINT16 = 0xFFFF
@@ -45,26 +42,23 @@ def dos_time(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
     return (year - 1980) << 9 | month << 5 | day, hour << 11 | minute << 5 | second // 2
 
 
+@dataclass(slots=True)
 class _Entry:
-    __slots__ = ("name", "method", "crc", "csize", "usize", "offset", "mode", "zip64_local")
-
-    def __init__(self, name: bytes, mode: int, offset: int) -> None:
-        self.name = name
-        self.mode = mode
-        self.offset = offset
-        self.method = _STORED
-        self.crc = 0
-        self.csize = 0
-        self.usize = 0
-        self.zip64_local = False
+    name: bytes
+    mode: int
+    offset: int
+    method: int = _STORED
+    crc: int = 0
+    csize: int = 0
+    usize: int = 0
+    zip64_local: bool = False
 
 
 class ZipWriter:
     """Write a zip file entry by entry; ``close`` writes the central directory."""
 
-    def __init__(self, fp: BinaryIO, date_time: tuple[int, int, int, int, int, int], level: int = LEVEL) -> None:
+    def __init__(self, fp: BinaryIO, date_time: tuple[int, int, int, int, int, int]) -> None:
         self.fp = fp
-        self.level = level
         self.date, self.time = dos_time(date_time)
         self.entries: list[_Entry] = []
         self.names: set[bytes] = set()
@@ -77,7 +71,7 @@ class ZipWriter:
     def add_bytes(self, arcname: str, data: bytes, executable: bool = False) -> bytes:
         """Add an entry from memory; returns its sha256 digest."""
         entry = self._new_entry(arcname, executable)
-        comp = compress_all(data, self.level)
+        comp = compress_all(data)
         entry.usize = len(data)
         entry.crc = zlib_ng.crc32(data)
         if comp is not None:
@@ -136,7 +130,7 @@ class ZipWriter:
                     stages.add("bytes stored", len(chunk))
                     free.append(buf)
                     continue
-                pending.append((threads.submit(segment, chunk, kind, self.level, window), buf))
+                pending.append((threads.submit(segment, chunk, kind, window), buf))
                 window = bytes(chunk[-WINDOW:])  # a copy: the buffer is read into again
                 while len(pending) >= limit or (pending and pending[0][0].done()):
                     t0 = clock()

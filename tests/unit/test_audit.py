@@ -92,7 +92,7 @@ def _macho(path: Path, minos: tuple[int, int], cmd: int = 0x32) -> None:
 def test_macos_minos(tmp_path: Path) -> None:
     so = tmp_path / "_k.abi3.so"
     _macho(so, (14, 2))
-    assert macho.min_os(so, "w") == (14, 2)
+    assert macho.slices(so, "w") == [macho.Slice("aarch64", (14, 2))]
     cpu = variants.parse("torch212-cpu-aarch64-darwin")
     metal = variants.parse("torch212-metal-aarch64-darwin")
     assert macho.platform_tag([("_k.abi3.so", so)], cpu, "w") == "macosx_14_0_arm64"
@@ -102,8 +102,8 @@ def test_macos_minos(tmp_path: Path) -> None:
     fat = tmp_path / "fat.so"
     thin = so.read_bytes()
     fat.write_bytes(struct.pack(">IIiiIII", 0xCAFEBABE, 1, 0x0100000C, 0, 64, len(thin), 0).ljust(64, b"\0") + thin)
-    assert macho.min_os(fat, "w") == (26, 1)
-    assert macho.min_os(Path(sys.executable).resolve(), "w") is None  # an ELF file: not Mach-O
+    assert macho.slices(fat, "w") == [macho.Slice("aarch64", (26, 1), universal=True)]
+    assert macho.slices(Path(sys.executable).resolve(), "w") is None  # an ELF file: not Mach-O
 
 
 X86_MAC = variants.parse("torch210-cpu-x86_64-darwin")

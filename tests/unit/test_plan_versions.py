@@ -10,7 +10,7 @@ import pytest
 from kernel_factory import plan as plan_mod
 from kernel_factory.config import KernelSpec, Options
 from kernel_factory.errors import EXIT_USAGE, UsageError
-from kernel_factory.plan import make_plan, misversioned_lines
+from kernel_factory.plan import make_plan, warning_lines
 from kernel_factory.record import Record
 from kernel_factory.sources.base import Refs
 
@@ -122,7 +122,7 @@ def test_a_wheel_of_the_other_version_is_named_and_not_counted_as_held(source: F
         plan = make_plan(o, [wrong])
         assert [(j.version, j.sha) for j in plan.todo] == [("1.1.2", HEAD)] and plan.done == []
         assert plan.misversioned == [(wrong, "1.1.2")]
-        (line,) = misversioned_lines(plan)
+        (line,) = warning_lines(plan)
         assert line.startswith(f"{wrong.filename}: {REPO}@{HEAD[:12]} has version 1.1.2 ")
         assert f"Remove files/{wrong.filename} with its .metadata and .json" in line
         assert plan.to_json()["notes"] == []

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kernel_factory.errors import EXIT_USAGE, UsageError
-from kernel_factory.plan.shard import in_shard, parse_shard, shard_of
+from kernel_factory.plan import parse_shard, shard_of
 
 ACTIVATION = ("kernels-community/activation", "0123456789abcdef0123456789abcdef01234567",
               "torch27-cxx11-cu128-x86_64-linux")
@@ -38,18 +38,18 @@ def test_known_keys_land_in_fixed_shards() -> None:
     # sha256-based: the same in every process, run and machine (unlike hash(), which is salted per process)
     assert [shard_of(ACTIVATION, n) for n in (1, 2, 3, 4, 7, 16)] == [1, 1, 1, 1, 1, 13]
     assert [shard_of(RELU, n) for n in (1, 2, 3, 4, 7, 16)] == [1, 1, 1, 1, 3, 13]
-    assert in_shard(RELU, 3, 7) and not in_shard(RELU, 1, 7)
+    assert shard_of(RELU, 7) == 3
 
 
 @given(st.lists(keys, max_size=60, unique=True), st.integers(min_value=1, max_value=12))
 def test_shards_are_disjoint_and_cover_the_plan(plan: list[tuple[str, str, str]], n: int) -> None:
-    shards = [[key for key in plan if in_shard(key, k, n)] for k in range(1, n + 1)]
+    shards = [[key for key in plan if shard_of(key, n) == k] for k in range(1, n + 1)]
     assert sorted(key for shard in shards for key in shard) == sorted(plan)  # union is the whole, no repeats
     for key in plan:
-        assert sum(in_shard(key, k, n) for k in range(1, n + 1)) == 1
+        assert sum(shard_of(key, n) == k for k in range(1, n + 1)) == 1
 
 
 def test_shards_are_roughly_even() -> None:
     plan = [("org/kernel", f"{i:040x}", "torch213-cxx11-cu130-x86_64-linux") for i in range(4000)]
-    sizes = [sum(in_shard(key, k, 4) for key in plan) for k in range(1, 5)]
+    sizes = [sum(shard_of(key, 4) == k for key in plan) for k in range(1, 5)]
     assert sum(sizes) == 4000 and min(sizes) > 850
