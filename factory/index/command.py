@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from .. import atomic, report
+from .. import report
 from ..atomic import TMP_PREFIX
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
@@ -126,15 +126,6 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
     as_json = args.json
     return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
                         args.rescan, opts.allow_kernel_names, names, as_json, opts.variables.lock_wait_s, opts)
-
-
-def write_page(path: Path, data: bytes) -> bool:
-    """Write one page atomically unless it already holds ``data``; True if written (factory/atomic.py
-    ``write_page``: a random temporary name, renamed into place, not fsynced one by one; the state file, written
-    last, records each page's size and mtime, so a page torn by a crash is rendered again). The index itself writes
-    through a ``Tree`` of its root, which refuses folders that are links."""
-    os.makedirs(path.parent, exist_ok=True)
-    return atomic.write_page(os.fspath(path), data)
 
 
 def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:
@@ -321,14 +312,6 @@ class Indexed:
     errors: list[str] = field(default_factory=list)  # records left out, files that differ: exit 3
     notes: list[str] = field(default_factory=list)  # what was put right
     warnings: list[str] = field(default_factory=list)  # caches dropped and rebuilt
-
-
-def index_store(
-    store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str
-) -> tuple[int, IndexResult]:
-    """Bring the store's catalog and then the index in ``out`` up to date; (number of records, result)."""
-    done = index_with_adoption(store, out, templates, base_url)
-    return done.count, done.result
 
 
 def index_with_adoption(
