@@ -16,8 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from ..errors import Refused
-from .catalog import Repo, Revision
-from .state import LOG, HubState
+from .catalog import LOG, HubState, Repo, Revision
 from .wheels import HubFile, MemberStream
 
 JSON = "application/json; charset=utf-8"

@@ -22,7 +22,6 @@ from ..errors import ConfigError
 from ..record import Record, version_key
 from ..store.status import Status
 from . import landing as index_landing
-from . import selector as index_selector
 from .landing import project_context, project_summary, quoted
 
 if TYPE_CHECKING:
@@ -161,7 +160,7 @@ def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals 
     if store.statuses or store.pending:  # a status set or a prune under way: every page again
         statuses = {name: store.statuses[name].to_json() for name in sorted(store.statuses)}
         h.update(json.dumps([statuses, sorted(store.pending)], sort_keys=True).encode() + b"\0")
-    for module in (__file__, index_landing.__file__, index_selector.__file__):  # the rendering code itself
+    for module in (__file__, index_landing.__file__):  # the rendering code itself
         h.update(Path(module).read_bytes())
     names = set(TEMPLATE_NAMES)
     if templates is not None:
