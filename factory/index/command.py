@@ -29,7 +29,7 @@ from packaging.utils import canonicalize_name
 
 from .. import report
 from ..atomic import TMP_PREFIX
-from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
+from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..nofollow import Tree
 from ..store import Store, open_store
@@ -53,15 +53,11 @@ from .state import LANDING, State, changed_pages, page_stat, read_state, write_s
 from .state import STATE_FILE as STATE_FILE
 
 if TYPE_CHECKING:
+    from ..record import Record
     from ..store.adopt import AdoptResult
 
 PAGE_DIRS = ("simple", "variants", "projects")
 PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
-
-
-def _workers() -> int:
-    """The processes of a full build: one per core, at most 16."""
-    return min(os.cpu_count() or 1, 16)
 
 
 @dataclass(frozen=True)
@@ -78,18 +74,15 @@ class IndexArgs:
 
 @dataclass(frozen=True)
 class IndexOptions:
+    """``index``'s arguments resolved (``resolve_paths``)."""
+
     store: Location
     out: Path
     wheels: tuple[Path, ...]
     templates: Path | None
     base_url: str
-    repair: bool = False
-    rescan: bool = False
-    allow_kernel_names: bool = False
-    kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
-    as_json: bool = False
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S  # KERNEL_FACTORY_LOCK_WAIT (config.Variables)
-    options: Any = None  # the resolved config.Options: the store is opened with them (S3 put args, lock wait)
+    kernel_names: frozenset[str]  # the configured kernels' project names (guessed from the repo)
+    options: Any  # the resolved config.Options: the store is opened with them (S3 put args, lock wait)
 
 
 @dataclass(frozen=True)
@@ -119,13 +112,8 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
     base_url = (opts.base_url or DEFAULT_BASE_URL).rstrip("/")
-    repair = args.repair  # an s3:// store refuses it (store/s3.py), as it refuses --wheels
-    from packaging.utils import canonicalize_name
-
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
-    as_json = args.json
-    return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
-                        args.rescan, opts.allow_kernel_names, names, as_json, opts.variables.lock_wait_s, opts)
+    return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, names, opts)
 
 
 def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:
@@ -149,9 +137,7 @@ class _Writer:
         self.out = out
         self.tree = Tree(out)  # never writes or removes through a folder that is a link
         self.paths: set[str] = set()  # the pages written
-        self.removed = 0
         self.stats: dict[str, tuple[int, int]] = {}
-        self.gone: set[str] = set()  # the pages of projects rendered again, as they were (removed if not kept)
 
     def write(self, pages: dict[str, bytes]) -> None:
         """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
@@ -161,6 +147,28 @@ class _Writer:
             stat = page_stat(os.path.join(self.out, path))
             if stat is not None:
                 self.stats[path] = stat
+
+
+@dataclass(frozen=True)
+class _Render:
+    """What every project's pages are rendered with, in this process and in each worker of a full build."""
+
+    templates: Path | None
+    base_url: str
+    labels: dict[str, str | None]
+    withdrawals: Withdrawals  # the projects' statuses, the wheels a prune is removing (pages.py)
+    hidden: frozenset[str]  # wheels left out of every page (look-alikes, see ``refuse_lookalikes``)
+
+    def projects(self, writer: _Writer, found: Iterable[tuple[str, list[Record]]]) -> dict[str, Any]:
+        """Write the pages of every project in ``found``; their state entries."""
+        env = environment(self.templates)
+        entries: dict[str, Any] = {}
+        for name, records in found:
+            pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in self.hidden],
+                                                      self.labels, self.base_url, self.withdrawals)  # fmt: skip
+            writer.write(pages)
+            entries[name] = {"labels": in_labels, "summary": summary}
+        return entries
 
 
 def build_index(
@@ -173,9 +181,7 @@ def build_index(
     ``before`` and ``touched``: the catalog's generation before its last change and the projects that change
     touched; with a state of that generation, only those projects are rendered again, and those of any page
     whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
-    with the disk. A state file that fails its check adds a line to ``warnings`` and is not used. ``hidden``:
-    wheels left out of every page (look-alikes, see ``refuse_lookalikes``). ``withdrawals``: the projects'
-    statuses and the wheels a prune is removing (pages.py).
+    with the disk. A state file that fails its check adds a line to ``warnings`` and is not used.
     """
     fp = fingerprint(templates, base_url, withdrawals)
     if hidden:  # another set of wheels left out: every page again
@@ -191,7 +197,8 @@ def build_index(
         known = len(state.pages)
         return IndexResult(known, 0, known, 0)
     env = environment(templates)  # compiled once; the render workers fork with it
-    labels = catalog.label_backends()
+    render = _Render(templates, base_url, catalog.label_backends(), withdrawals, hidden)
+    labels = render.labels
     incremental = state is not None and state.labels == labels and before is not None and state.generation == before
     projects: dict[str, Any] = dict(state.projects) if incremental and state is not None else {}
     stats: dict[str, tuple[int, int]] = dict(state.pages) if incremental and state is not None else {}
@@ -199,21 +206,17 @@ def build_index(
     had_pages = any((out / top).exists() for top in PAGE_DIRS)
     writer = _Writer(out)
     wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
-    workers = _workers()
+    workers = min(os.cpu_count() or 1, 16)  # the processes of a full build: one per core
     rest: Iterable[str] | None = wanted  # the projects rendered here (None: all)
     if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
-        writer.paths |= _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
-                                         hidden, withdrawals)  # fmt: skip
+        writer.paths |= _render_parallel(out, catalog, render, workers, projects, stats)
         rest = ()
+    gone: set[str] = set()  # the pages of projects rendered again, as they were (removed if not kept)
     for name in wanted or ():  # rendered again below, unless their last record is gone
         old = projects.pop(name, None)
         if old is not None:
-            writer.gone.update(project_paths(name, old["labels"]))
-    for name, records in catalog.projects(rest):
-        pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in hidden],
-                                                  labels, base_url, withdrawals)  # fmt: skip
-        writer.write(pages)
-        projects[name] = {"labels": in_labels, "summary": summary}
+            gone.update(project_paths(name, old["labels"]))
+    projects.update(render.projects(writer, catalog.projects(rest)))
     members: dict[str | None, list[str]] = {None: sorted(projects), **{label: [] for label in labels}}
     for name in sorted(projects):
         for label in projects[name]["labels"]:
@@ -226,10 +229,9 @@ def build_index(
                                         withdrawals)})  # fmt: skip
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
-    for path in writer.gone - keep:  # pages of a project or a variant it left
-        writer.removed += writer.tree.remove(path)
+    removed = sum(writer.tree.remove(path) for path in gone - keep)  # pages of a project or a variant it left
     if not incremental and had_pages:  # an index root that held no pages has none to remove
-        writer.removed += remove_stale(out, keep, writer.tree)
+        removed += remove_stale(out, keep, writer.tree)
     stats.update(writer.stats)
     for path in keep - stats.keys():  # a page unchanged and not written (a full build over an index root)
         stat = page_stat(out / path)
@@ -237,7 +239,7 @@ def build_index(
             stats[path] = stat
     count, written = len(keep), len(writer.paths & keep)
     write_state(out, State(fp, generation, labels, projects, {p: stats[p] for p in sorted(keep) if p in stats}))
-    return IndexResult(count, written, count - written, writer.removed)
+    return IndexResult(count, written, count - written, removed)
 
 
 _CHUNKS: list[list[str]] = []  # a full build's projects, split before its workers fork
@@ -245,32 +247,24 @@ _CATALOG: list[Catalog] = []  # the catalog they read them from
 
 
 def _render_chunk(
-    index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    withdrawals: Withdrawals, hidden: frozenset[str],
+    index: int, out: Path, render: _Render
 ) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
     """Read (and check) the records of the projects of ``_CHUNKS[index]`` from the catalog file, on a connection
     of this worker's own, and render their pages, in a worker of a full build; (the pages written, their state
     entries, each page's size and mtime). A row that fails its check raises CatalogDamaged here, which the main
     process gets back as the task's exception (the catalog is rebuilt: ``rebuilt``)."""
-    env = environment(templates)
     writer = _Writer(out)
-    entries: dict[str, Any] = {}
     reader = _CATALOG[0].reader()
     try:
-        for name, records in reader.projects(_CHUNKS[index]):
-            pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in hidden],
-                                                      labels, base_url, withdrawals)  # fmt: skip
-            writer.write(pages)
-            entries[name] = {"labels": in_labels, "summary": summary}
+        entries = render.projects(writer, reader.projects(_CHUNKS[index]))
     finally:
         reader.close()
     return writer.paths, entries, writer.stats
 
 
 def _render_parallel(
-    out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]], hidden: frozenset[str],
-    withdrawals: Withdrawals,
+    out: Path, catalog: Catalog, render: _Render, workers: int, projects: dict[str, Any],
+    stats: dict[str, tuple[int, int]],
 ) -> set[str]:  # fmt: skip
     """Render every project's pages in ``workers`` forked processes; the pages written.
 
@@ -279,7 +273,7 @@ def _render_parallel(
     The workers drop the store lock and die with this process (store/pool.py)."""
     from ..store.pool import worker_pool
 
-    env = environment(templates)
+    env = environment(render.templates)
     for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
         env.get_template(name)
     parts = workers * 4
@@ -289,8 +283,7 @@ def _render_parallel(
     written: set[str] = set()
     try:
         with worker_pool(workers) as pool:
-            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels, withdrawals, hidden)
-                       for i in range(len(_CHUNKS))]  # fmt: skip
+            futures = [pool.submit(_render_chunk, i, out, render) for i in range(len(_CHUNKS))]
             for future in futures:
                 paths, entries, written_stats = future.result()
                 written |= paths
@@ -329,6 +322,7 @@ def index_with_adoption(
     (a second attempt adopts only the folders the first did not reach); any other SQLite error is Unreachable
     (exit 4). Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py)."""
     opened = opened_store(store)
+    kernel_set = set(kernels)
     try:  # first: a store that cannot adopt refuses --wheels before anything is read
         catalog = opened.open_catalog(adopting=bool(wheels))
     except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
@@ -339,44 +333,36 @@ def index_with_adoption(
 
         def attempt(again: bool) -> tuple[int, IndexResult]:
             done.errors, done.notes = [], []  # this attempt's lines, kept only if it holds up
-            return _index_once(opened, catalog, out, templates, base_url, wheels, set(kernels), allow_kernel_names,
-                               rescan or again, repair, withdrawals, done)  # fmt: skip
+            scan = rescan or again
+            before = catalog.generation()
+            synced = opened.sync(catalog, scan)
+            touched = set(synced.touched)
+            known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
+            count = len(known)
+            reached = {folder for folder, _result in done.adopted}
+            for folder in wheels:
+                if folder not in reached:
+                    result = _adopt_folder(opened, folder, catalog, synced, known, kernel_set, allow_kernel_names)
+                    done.adopted.append((folder, result))
+                    touched |= catalog.apply_rows(result.rows, ())
+            if len(known) != count:
+                catalog.set_meta("variants", json.dumps(known, sort_keys=True))
+            healed = {name for _folder, result in done.adopted for name in result.adopted}  # a gap adopted again
+            done.errors += [line for wheel, line in synced.errors if wheel not in healed]
+            found = check_files(opened, catalog, synced, repair)
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, done.errors)
+            opened.mark_index(out)
+            index = build_index(out, catalog, templates, base_url, None if scan else before, touched | found.touched,
+                                scan, done.warnings, hidden, withdrawals)  # fmt: skip
+            done.errors += found.errors
+            done.notes += found.notes
+            opened.save(catalog, bool(healed))
+            return catalog.count(), index
 
         done.count, done.result = rebuilt(catalog, attempt, done.warnings.append)
     finally:
         catalog.close()
     return done
-
-
-def _index_once(
-    store: Store, catalog: Catalog, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
-    kernels: set[str], allow_kernel_names: bool, rescan: bool, repair: bool, withdrawals: Withdrawals, done: Indexed,
-) -> tuple[int, IndexResult]:  # fmt: skip
-    """One attempt of ``index_with_adoption``."""
-    before = catalog.generation()
-    synced = store.sync(catalog, rescan)
-    touched = set(synced.touched)
-    known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
-    count = len(known)
-    reached = {folder for folder, _result in done.adopted}
-    for folder in wheels:
-        if folder not in reached:
-            result = _adopt_folder(store, folder, catalog, synced, known, kernels, allow_kernel_names)
-            done.adopted.append((folder, result))
-            touched |= catalog.apply_rows(result.rows, ())
-    if len(known) != count:
-        catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-    healed = {name for _folder, result in done.adopted for name in result.adopted}  # a gap adopted again
-    done.errors += [line for wheel, line in synced.errors if wheel not in healed]
-    found = check_files(store, catalog, synced, repair)
-    hidden = refuse_lookalikes(catalog, allow_kernel_names, done.errors)
-    store.mark_index(out)
-    index = build_index(out, catalog, templates, base_url, None if rescan else before, touched | found.touched,
-                        rescan, done.warnings, hidden, withdrawals)  # fmt: skip
-    done.errors += found.errors
-    done.notes += found.notes
-    store.save(catalog, bool(healed))
-    return catalog.count(), index
 
 
 def _adopt_folder(
@@ -424,17 +410,6 @@ def refuse_lookalikes(catalog: Catalog, allow: bool, errors: list[str]) -> froze
     return frozenset(wheel for wheel, _ in found)
 
 
-def run_index(args: IndexArgs) -> int:
-    """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock,
-    where the store can be written: a read-only one has no writer to wait for)."""
-    opts = resolve_paths(args)
-    store = args.store
-    if store is None:  # else the command (yank, status, prune) opened it: once per command, with its options
-        store = open_store(opts.store, opts.options, lock_wait_s=opts.lock_wait_s)
-    with index_lock(store, adopting=bool(opts.wheels), repair=opts.repair):
-        return _run_index(opts, store)
-
-
 def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextManager[None]:
     """What ``index`` holds: the store lock, where the store can be written (a read-only one has no writer to wait
     for); UsageError where there is no store and nothing to adopt into one, or --repair of an s3:// store."""
@@ -452,54 +427,55 @@ def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextMan
     return store.lock()
 
 
-def _run_index(opts: IndexOptions, store: Store) -> int:
-    refused = 0
-    if opts.repair and store.folder is not None:
-        from ..store.adopt import repair_store
+def run_index(args: IndexArgs) -> int:
+    """Adopt ``--wheels`` folders, then render the index of the store into the index root (under ``index_lock``)."""
+    opts = resolve_paths(args)
+    store = args.store
+    if store is None:  # else the command (yank, status, prune) opened it: once per command, with its options
+        store = open_store(opts.store, opts.options)
+    with index_lock(store, adopting=bool(opts.wheels), repair=args.repair):
+        refused = 0
+        if args.repair and store.folder is not None:  # an s3:// store refuses it (store/s3.py), as --wheels
+            from ..store.adopt import repair_store
 
-        repaired, failed = repair_store(store.folder)
-        report.info(f"repaired {len(repaired)} record(s)"
-                    + (f", {len(failed)} could not be repaired" if failed else ""))
-        refused += len(failed)
-    done = index_with_adoption(store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names,
-                               opts.allow_kernel_names, opts.rescan, opts.repair)  # fmt: skip
-    for line in done.warnings:
-        report.warn(line)  # shown under -q too
-    for line in done.notes:
-        report.info(line, stderr=True)
-    adopted: list[str] = []
-    present: list[str] = []
-    skipped: list[str] = []
-    not_indexed: list[str] = []
-    for folder, result in done.adopted:
-        refused += len(result.refused)
-        adopted += result.adopted
-        present += result.present
-        skipped += result.refused
-        report.info(
-            f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
-            + (f", {len(result.refused)} refused" if result.refused else "")
+            repaired, failed = repair_store(store.folder)
+            report.info(f"repaired {len(repaired)} record(s)"
+                        + (f", {len(failed)} could not be repaired" if failed else ""))
+            refused += len(failed)
+        done = index_with_adoption(store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names,
+                                   opts.options.allow_kernel_names, args.rescan, args.repair)  # fmt: skip
+        for line in done.warnings:
+            report.warn(line)  # shown under -q too
+        for line in done.notes:
+            report.info(line, stderr=True)
+        results = [result for _folder, result in done.adopted]
+        for folder, result in done.adopted:
+            report.info(
+                f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
+                + (f", {len(result.refused)} refused" if result.refused else "")
+            )
+            if result.not_wheels:
+                report.warn(f"{folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
+                            f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and "
+                            "put those in the folder")  # fmt: skip
+        refused += sum(len(r.refused) for r in results)
+        for line in done.errors:
+            report.error(line)
+        index = done.result
+        report.result(  # the result line: kept under -q (on stderr under --json)
+            f"index: {done.count} wheel(s), {index.pages} page(s): {index.written} written, "
+            f"{index.unchanged} unchanged, {index.removed} removed -> {opts.out}"
+            + (f"; {len(done.errors)} record(s) left out" if done.errors else "")
         )
-        if result.not_wheels:
-            not_indexed += result.not_wheels
-            report.warn(f"{folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
-                        f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and put "
-                        "those in the folder")  # fmt: skip
-    for line in done.errors:
-        report.error(line)
-    index = done.result
-    report.result(  # the result line: kept under -q (on stderr under --json)
-        f"index: {done.count} wheel(s), {index.pages} page(s): {index.written} written, "
-        f"{index.unchanged} unchanged, {index.removed} removed -> {opts.out}"
-        + (f"; {len(done.errors)} record(s) left out" if done.errors else "")
-    )
-    if opts.as_json:
-        report.document({
-            "store": opts.store.display, "out": str(opts.out), "records": done.count, "pages": index.pages,
-            "written": index.written, "unchanged": index.unchanged, "removed": index.removed, "adopted": adopted,
-            "already_in_store": sorted(present), "skipped": skipped, "not_indexed": not_indexed,
-            "damaged": done.errors,
-        })  # fmt: skip
-    if refused:
-        report.error(f"{refused} wheel(s) refused (see the warnings above); fix or remove them")
-    return EXIT_REFUSED if refused or done.errors else EXIT_OK
+        if args.json:
+            report.document({
+                "store": opts.store.display, "out": str(opts.out), "records": done.count, "pages": index.pages,
+                "written": index.written, "unchanged": index.unchanged, "removed": index.removed,
+                "adopted": [n for r in results for n in r.adopted],
+                "already_in_store": sorted(n for r in results for n in r.present),
+                "skipped": [n for r in results for n in r.refused],
+                "not_indexed": [n for r in results for n in r.not_wheels], "damaged": done.errors,
+            })  # fmt: skip
+        if refused:
+            report.error(f"{refused} wheel(s) refused (see the warnings above); fix or remove them")
+        return EXIT_REFUSED if refused or done.errors else EXIT_OK
