@@ -1,9 +1,6 @@
-"""The one reader of a simple repository's project pages (PEP 503 HTML or PEP 691 JSON), with pypi-simple.
-
-``which``, ``download`` and the upload destination's "is it there already?" all read pages here.
-What a page says is remote text: ``wheels`` refuses (exit 3, one line) a link whose file name
-is not a valid wheel file name, and ``shown`` escapes control characters before anything
-remote is printed.
+"""The one reader of a simple repository's project pages (PEP 503 HTML or PEP 691 JSON), with pypi-simple:
+``which``, ``download`` and the upload destination's "is it there already?" all read pages here. What a page
+says is remote text: ``wheels`` refuses (exit 3, one line) a link whose file name is not a valid wheel file name.
 """
 
 from __future__ import annotations
@@ -66,11 +63,8 @@ class Wheel:
 
 
 def parse(body: bytes, content_type: str, url: str, project: str) -> list[Link]:
-    """The files on one project page (``url``), PEP 691 JSON or PEP 503 HTML by ``content_type``.
-
-    ValueError when the page is neither. An HTML link's file name is the last segment of its URL (what pip
-    downloads), a JSON file's its ``filename``.
-    """
+    """The files on one project page (``url``), PEP 691 JSON or PEP 503 HTML by ``content_type`` (ValueError for
+    neither). An HTML link's file name is the last segment of its URL (what pip downloads)."""
     from pypi_simple import ProjectPage
 
     media = content_type.split(";", 1)[0].strip().lower()
@@ -90,11 +84,8 @@ def parse(body: bytes, content_type: str, url: str, project: str) -> list[Link]:
 
 
 def wheels(links: list[Link], where: str) -> list[Wheel]:
-    """The wheels among ``links``; Refused for a link whose name is not a valid wheel file name.
-
-    Files that are not wheels (sdists) are left out, unless their name holds characters no file name on an
-    index should (a line break, an escape), which are refused too.
-    """
+    """The wheels among ``links`` (sdists left out); Refused for a link whose name is not a valid wheel file name,
+    or a file name that holds characters no file name on an index should (a line break, an escape)."""
     out = []
     for link in links:
         name = link.filename
@@ -121,10 +112,9 @@ def local_path(url: str) -> Path | None:
 
 
 def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str] | None:
-    """(body, content type) at ``url``: an http(s) URL through the requests ``session``, a folder or
-    ``file://`` URL from disk (a page folder's index.json, or the file itself); None for "no such page" (404,
-    410, no file); Unreachable (exit 4) when the index cannot be read: an http(s) page through factory/fetch.py
-    (redirects checked hop by hop, read whole within its deadline)."""
+    """(body, content type) at ``url``: http(s) through factory/fetch.py, a folder or ``file://`` URL from disk (a
+    page folder's index.json, or the file itself); None for "no such page"; Unreachable (exit 4) when the index
+    cannot be read."""
     local = local_path(url)
     if local is not None:
         page = local / "index.json" if url.endswith("/") or local.is_dir() else local

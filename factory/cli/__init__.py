@@ -1,12 +1,6 @@
-"""Command line: ``kernel-factory <subcommand>``; ``main(argv) -> int``.
-
-One module per subcommand (as auditwheel does): each has ``NAME``, ``HELP``, ``DESCRIPTION``, ``EXAMPLE``,
-``configure_parser(p)`` and ``execute(ns) -> int``, which turns the Namespace into the frozen arguments
-(``config.Flags`` for the options' overrides, ``BuildArgs``, ``IndexArgs``, ... beside the code that takes
-them) of the stage it calls; no Namespace goes further. The options' flags come from ``config.OPTIONS``
-(cli/options.py). Errors print one line (``--debug`` adds the traceback) and return the exit code their class
-carries (factory/errors.py). The texts users read (``--help``) are DESCRIPTION and each subcommand's
-description and example, not this docstring.
+"""Command line: ``kernel-factory <subcommand>``; ``main(argv) -> int``. One module per subcommand
+(docs/architecture.md, "cli"); no Namespace goes past ``execute``. Errors print one line (``--debug`` adds the
+traceback) and return the exit code their class carries (factory/errors.py).
 """
 
 from __future__ import annotations

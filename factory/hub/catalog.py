@@ -57,9 +57,6 @@ class HubCatalog:
     repos: dict[str, Repo]
     orgs: frozenset[str]
 
-    def repo(self, repo_id: str) -> Repo | None:
-        return self.repos.get(repo_id)
-
 
 def valid_repo_id(repo_id: str) -> bool:
     parts = repo_id.split("/")

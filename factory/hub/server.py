@@ -1,9 +1,7 @@
-"""``kernel-factory serve --hub`` (docs/hub.md): the Hub over HTTP, an ASGI app around answers.py served by uvicorn
-(keep-alive, concurrent clients).
+"""``kernel-factory serve --hub`` (docs/hub.md): an ASGI app around answers.py, served by uvicorn.
 
 Each request is answered in a worker thread (reading the store and checking wheels block), and a file's bytes go
-out ``wheels.CHUNK`` at a time as the client takes them: memory stays bounded whatever a variant's size. One log
-line per request: method, path, status, bytes sent, seconds.
+out ``wheels.CHUNK`` at a time as the client takes them: memory stays bounded whatever a variant's size.
 """
 
 from __future__ import annotations

@@ -52,9 +52,6 @@ class HubFile:
         """What the Hub's resolve answer names the blob by: the sha256 of an LFS file, else the git blob id."""
         return self.sha256 if self.lfs else self.oid
 
-    def pointer(self) -> bytes:
-        return lfs_pointer(self.sha256, self.size)
-
 
 @dataclass(frozen=True)
 class CheckedWheel:
@@ -71,13 +68,9 @@ def plain_rel(rel: str) -> bool:
 
 def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: Callable[[str], bytes],
                     wheel: str) -> dict[str, str]:
-    """member name -> path inside ``build/<variant>/`` for every file the wheel carries of the variant folder
-    (wheel/layout.py's ``member_map``: the variant root the provenance names; for an older wheel, its package
-    folder mapped as metadata.json's digest says).
-
-    ``read`` gives a (small) member's bytes: ``<root>/metadata.json``'s, which an older wheel's mapping reads.
-    Refused where the wheel cannot be mapped (a file of the variant's digest left out, no root), or a path is not
-    a plain relative path, or there is no metadata.json."""
+    """member name -> path inside ``build/<variant>/`` of every file of the variant folder (wheel/layout.py's
+    ``member_map``; ``read``: a small member's bytes, for an older wheel's metadata.json). Refused where the wheel
+    cannot be mapped, a path is not a plain relative path, or there is no metadata.json."""
     names = list(names)
     try:
         root = root_of(provenance)
@@ -95,10 +88,6 @@ def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: C
 
 def lfs_pointer(sha256: str, size: int) -> bytes:
     return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
-
-
-def git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -160,7 +149,7 @@ def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str,
 def _check_member(zf: zipfile.ZipFile, member: str, rel: str, expected: str, name: str) -> HubFile:
     size = zf.getinfo(member).file_size
     sha = hashlib.sha256()
-    blob = None
+    blob = hashlib.sha1(b"blob 0\0", usedforsecurity=False) if size == 0 else None
     with zf.open(member) as src:
         first = True
         while chunk := src.read(CHUNK):
@@ -174,10 +163,11 @@ def _check_member(zf: zipfile.ZipFile, member: str, rel: str, expected: str, nam
     digest = sha.hexdigest()
     if digest != expected:
         raise Refused(f"{name}: '{printable(member, 200)}' does not match its RECORD sha256; rebuild it")
-    if blob is None and size == 0:
-        blob = hashlib.sha1(b"blob 0\0", usedforsecurity=False)
-    oid = blob.hexdigest() if blob is not None else git_blob_id(lfs_pointer(digest, size))
-    return HubFile(rel, member, size, digest, oid, blob is None)
+    lfs = blob is None
+    if blob is None:  # git holds its LFS pointer
+        pointer = lfs_pointer(digest, size)
+        blob = hashlib.sha1(b"blob %d\0" % len(pointer) + pointer, usedforsecurity=False)
+    return HubFile(rel, member, size, digest, blob.hexdigest(), lfs)
 
 
 class MemberStream:

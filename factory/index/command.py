@@ -1,15 +1,11 @@
 """``kernel-factory index``: the store's records -> the static index (PEP 503, 691, 658, 700).
 
-One flow over the Store protocol (store/__init__.py), the same for a local folder and an ``s3://`` store: the
-store's catalog (store/catalog.py) is brought up to date with the store and says which projects changed since it
-last did; ``--wheels`` folders are adopted; every record's files are checked (store/filecheck.py); then the pages.
-The index root keeps, in ``.index-state.json`` (index/state.py), the catalog generation its pages show, the
-variant labels, per project the variant indexes it is in and its landing-page line, and each page's size and
-mtime. A run whose catalog generation, labels, templates and base URL are the ones the state names, and whose
-pages are as written, writes nothing. Otherwise only the changed projects' pages are rendered, then the roots and
-the landing page; each page is renamed into place and written only when its bytes differ, and the pages of
-projects and variants that are gone are removed. Anything else (first run, new templates, a new variant label, a
-state of another catalog generation) renders every project again, streaming them from the catalog.
+One flow over the Store protocol, for a local folder and an ``s3://`` store: the catalog is brought up to date
+and says which projects changed, ``--wheels`` folders are adopted, every record's files are checked, then the
+pages. ``.index-state.json`` (index/state.py) says what the pages show: a run with nothing changed writes nothing,
+one after a change renders only the changed projects, then the roots and the landing page; anything else (first
+run, new templates, a new variant label, another catalog generation) renders every project again. A page is
+written only when its bytes differ; the pages of projects and variants that are gone are removed.
 """
 
 from __future__ import annotations
@@ -176,13 +172,9 @@ def build_index(
     touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
     hidden: frozenset[str] = frozenset(), withdrawals: Withdrawals = NO_WITHDRAWALS,
 ) -> IndexResult:  # fmt: skip
-    """Bring the pages in ``out`` up to date with ``catalog``.
-
-    ``before`` and ``touched``: the catalog's generation before its last change and the projects that change
-    touched; with a state of that generation, only those projects are rendered again, and those of any page
-    whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
-    with the disk. A state file that fails its check adds a line to ``warnings`` and is not used.
-    """
+    """Bring the pages in ``out`` up to date with ``catalog``. ``before`` and ``touched``: the catalog's generation
+    before its last change and the projects that change touched; with a state of that generation, only those
+    projects are rendered again, and the owners of any page the state does not match. ``rescan``: every page."""
     fp = fingerprint(templates, base_url, withdrawals)
     if hidden:  # another set of wheels left out: every page again
         fp += ":hidden:" + hashlib.sha256("\n".join(sorted(hidden)).encode()).hexdigest()
@@ -312,15 +304,12 @@ def index_with_adoption(
     wheels: tuple[Path, ...] = (), kernels: Iterable[str] = (), allow_kernel_names: bool = False,
     rescan: bool = False, repair: bool = False,
 ) -> Indexed:  # fmt: skip
-    """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index: one
-    flow over the Store protocol (store/__init__.py) for every backend.
+    """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index.
 
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
-    ``allow_kernel_names``. ``rescan``: read and check every record, and render and compare every page, even when
-    the store and the pages look unchanged. A catalog found damaged at any step (a row that fails the record
-    checks, a file SQLite finds malformed) is named in one warning and rebuilt from the records in the same run
-    (a second attempt adopts only the folders the first did not reach); any other SQLite error is Unreachable
-    (exit 4). Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py)."""
+    ``allow_kernel_names``. ``rescan``: read and check every record, and render every page. A catalog found
+    damaged at any step is named in one warning and rebuilt in the same run (a second attempt adopts only the
+    folders the first did not reach); any other SQLite error is Unreachable (exit 4)."""
     opened = opened_store(store)
     kernel_set = set(kernels)
     try:  # first: a store that cannot adopt refuses --wheels before anything is read

@@ -1,10 +1,8 @@
 """The pages of the index, rendered per project: a project's records -> its pages' bytes.
 
-A project has, in the combined index and in each variant index it appears in,
-a PEP 503 page and a PEP 691 JSON page, plus one page for a person
-(``projects/<name>/``: its versions and torch x backend matrix). The roots list
-the projects of their index; the landing page lists every project. Each page is
-a pure function of the records it shows, the templates and the base URL.
+A project has, in the combined index and in each variant index it appears in, a PEP 503 page and a PEP 691 JSON
+page, plus one page for a person (``projects/<name>/``). The roots list the projects of their index; the landing
+page lists every project. Each page is a pure function of the records it shows, the templates and the base URL.
 """
 
 from __future__ import annotations
@@ -101,11 +99,8 @@ def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> d
 
 @lru_cache(maxsize=8)
 def environment(templates: Path | None) -> jinja2.Environment:
-    """The shipped templates, in a plain environment; with a user's ``templates`` folder, that folder first (any
-    name may be overridden) then the shipped ones, in jinja2's sandbox (``_user_templates``). Autoescape on.
-
-    One environment per templates folder and process, so each template is compiled once (the render workers
-    fork with the ones compiled before)."""
+    """The shipped templates; with a user's ``templates`` folder, that folder first, in jinja2's sandbox. One per
+    templates folder and process, so each template is compiled once (the render workers fork with them)."""
     import jinja2  # only when pages are rendered: a run with nothing to render does not load it
 
     loaders: list[jinja2.BaseLoader] = []
@@ -245,12 +240,8 @@ def simple_json(
     project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
     files: Mapping[str, _File] | None = None, status: Status | None = None,
 ) -> bytes:  # fmt: skip
-    """PEP 691 JSON of one project (PEP 700 fields included); ``order``: each version's rank, ``files``: each
-    file's parts (``_file``), when known; ``status``: its PEP 792 ``project-status`` (api-version 1.4).
-
-    The bytes of ``_dumps`` of {"meta", "name", "files", "versions"}, written piece by piece (most of a page is
-    its files, each a dict json.dumps would sort the keys of).
-    """
+    """PEP 691 JSON of one project (PEP 700 fields, PEP 792 ``status``); ``order``: each version's rank, ``files``:
+    each file's parts, when known. The bytes of ``_dumps`` of the page, written piece by piece (quicker)."""
     found = {r.version for r in records}
     versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
     href = _files_href(depth)
@@ -339,11 +330,9 @@ def project_pages(
     env: jinja2.Environment, project: str, records: list[Record], labels: Mapping[str, str | None], base_url: str,
     found: Withdrawals = NO_WITHDRAWALS,
 ) -> tuple[dict[str, bytes], list[str], dict[str, object]]:  # fmt: skip
-    """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary).
-
-    The wheels a prune is removing are left out; a project's status (PEP 792) is on each of its pages, and a
-    quarantined project's pages offer no file (they stay, so installers see why); ``found``: what the store says
-    beside the records."""
+    """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary). The
+    wheels a prune is removing are left out; a quarantined project's pages offer no file (they stay, so installers
+    see why)."""
     if found.pending:
         kept = [r for r in records if r.filename not in found.pending]
         records = kept or records  # a prune never takes a project's last version (store/retain.py)
