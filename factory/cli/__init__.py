@@ -137,11 +137,6 @@ def _terminated(signum: int, frame: object) -> None:
     raise Terminated
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    """The console script (and ``python -m kernel_factory``)."""
-    return main(argv)
-
-
 def _log_verbosely(debug: bool) -> None:
     """-v: the libraries' log records on stderr (-vv: their debug records), huggingface_hub's through its own API."""
     import logging

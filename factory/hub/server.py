@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from ..record import FILES, Record
 from ..safe_text import printable
 from .answers import Answer, answer
 from .catalog import LOG, HubState
+from .wheels import MemberStream
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -53,13 +54,12 @@ class HubApp:
             await send({"type": "http.response.body", "body": b"" if method == "HEAD" else got.body})
             sent = len(got.body) if method != "HEAD" else 0
         else:
-            sent, note = await self._stream(got, receive, send)
+            sent, note = await self._stream(got.stream, receive, send)
         LOG.info("%s %s %d %d %.3fs%s", method, printable(raw_path, 300), got.status, sent,
                  time.monotonic() - started, note)
 
-    async def _stream(self, got: Answer, receive: Receive, send: Send) -> tuple[int, str]:
-        assert got.stream is not None
-        stream = got.stream
+    async def _stream(self, stream: MemberStream, receive: Receive, send: Send) -> tuple[int, str]:
+        """Send a file's pieces as they are read, until the client is gone; (bytes sent, a note for the log)."""
         gone = anyio.Event()
 
         async def watch() -> None:
@@ -67,31 +67,26 @@ class HubApp:
                 pass
             gone.set()
 
+        sent, note, pieces = 0, " (client gone)", iter(stream)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch)
-                sent, note = await _pump(iter(stream), gone, send)
+                try:
+                    while not gone.is_set():
+                        piece = await anyio.to_thread.run_sync(next, pieces, None)
+                        if piece is None:
+                            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                            note = ""
+                            break
+                        await send({"type": "http.response.body", "body": piece, "more_body": True})
+                        sent += len(piece)
+                except Refused as exc:  # the connection is closed short of Content-Length: the client sees an error
+                    LOG.error("not served: %s", exc)
+                    note = " (cut short: the wheel changed)"
                 tg.cancel_scope.cancel()
         finally:
             await anyio.to_thread.run_sync(stream.close)
         return sent, note
-
-
-async def _pump(pieces: Iterator[bytes], gone: anyio.Event, send: Send) -> tuple[int, str]:
-    """Send a file's pieces as they are read; (bytes sent, a note for the log line)."""
-    sent = 0
-    try:
-        while not gone.is_set():
-            piece = await anyio.to_thread.run_sync(next, pieces, None)
-            if piece is None:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-                return sent, ""
-            await send({"type": "http.response.body", "body": piece, "more_body": True})
-            sent += len(piece)
-    except Refused as exc:  # the connection is closed short of Content-Length: the client sees an error
-        LOG.error("not served: %s", exc)
-        return sent, " (cut short: the wheel changed)"
-    return sent, " (client gone)"
 
 
 def listen(host: str, port: int) -> socket.socket:

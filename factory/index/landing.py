@@ -202,14 +202,6 @@ def project_summary(project: str, records: Sequence[Record]) -> dict[str, object
     }
 
 
-def _backend(r: Record) -> str:
-    return f"{r.backend} {r.backend_version}" if r.backend_version else str(r.backend)
-
-
-def _newest(versions: set[str]) -> str:
-    return max(versions, key=version_key)
-
-
 def selector_rows(records: Sequence[Record], base_url: str) -> list[dict[str, Any]]:
     """One row per (kernel, label, platform) of the torch builds: what the selector filters and shows."""
     seen: dict[tuple[str, str, str], tuple[Record, set[str]]] = {}
@@ -221,9 +213,10 @@ def selector_rows(records: Sequence[Record], base_url: str) -> list[dict[str, An
     rows = []
     for (project, label, platform), (r, versions) in sorted(seen.items()):
         root = f"{base_url}/variants/{label}/simple"
+        backend = f"{r.backend} {r.backend_version}" if r.backend_version else str(r.backend)
         rows.append({
-            "kernel": r.name, "project": project, "label": label, "platform": platform,
-            "torch": r.framework_version, "backend": _backend(r), "arch": platform, "version": _newest(versions),
+            "kernel": r.name, "project": project, "label": label, "platform": platform, "torch": r.framework_version,
+            "backend": backend, "arch": platform, "version": max(versions, key=version_key),
             "pip": shlex.join(["pip", "install", project, "--index-url", root]),
             "uv": shlex.join(["uv", "pip", "install", project, "--index-url", root]),
         })  # fmt: skip

@@ -151,10 +151,9 @@ def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals 
     Reads the template files as the environment finds them (``templates`` first), without loading jinja2.
     """
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
-    store = withdrawals
-    if store.statuses or store.pending:  # a status set or a prune under way: every page again
-        statuses = {name: store.statuses[name].to_json() for name in sorted(store.statuses)}
-        h.update(json.dumps([statuses, sorted(store.pending)], sort_keys=True).encode() + b"\0")
+    if withdrawals.statuses or withdrawals.pending:  # a status set or a prune under way: every page again
+        statuses = {name: status.to_json() for name, status in sorted(withdrawals.statuses.items())}
+        h.update(json.dumps([statuses, sorted(withdrawals.pending)], sort_keys=True).encode() + b"\0")
     for module in (__file__, index_landing.__file__):  # the rendering code itself
         h.update(Path(module).read_bytes())
     names = set(TEMPLATE_NAMES)
@@ -167,12 +166,6 @@ def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals 
         if found:
             h.update(name.encode() + b"\0" + found[0].read_bytes() + b"\0")
     return h.hexdigest()
-
-
-def _yanked(record: Record) -> bool | str:
-    if isinstance(record.yanked, str):
-        return record.yanked or True
-    return bool(record.yanked)
 
 
 _STR = json.encoder.encode_basestring  # what json.dumps(..., ensure_ascii=False) writes for a str
@@ -206,7 +199,7 @@ def _file(record: Record) -> _File:
     (the link, a quoted file name, needs no escaping in JSON)."""
     core = f'{{"sha256":{_json(record.metadata_sha256)}}}' if record.metadata_sha256 else "false"
     requires = f'"requires-python":{_json(record.requires_python)},' if record.requires_python else ""
-    yanked = _yanked(record)
+    yanked = (record.yanked or True) if isinstance(record.yanked, str) else bool(record.yanked)
     head = (
         f'{{"core-metadata":{core},"dist-info-metadata":{core},"filename":{_json(record.filename)},'
         f'"hashes":{{"sha256":{_json(record.sha256)}}},{requires}"size":{_json(record.size)},'
