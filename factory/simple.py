@@ -111,7 +111,7 @@ def local_path(url: str) -> Path | None:
     return None if "://" in url else Path(url)
 
 
-def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str] | None:
+def fetch(url: str, session: Any) -> tuple[bytes, str] | None:
     """(body, content type) at ``url``: http(s) through factory/fetch.py, a folder or ``file://`` URL from disk (a
     page folder's index.json, or the file itself); None for "no such page"; Unreachable (exit 4) when the index
     cannot be read."""
@@ -126,7 +126,7 @@ def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str
         except IsADirectoryError:
             return None
         except OSError as exc:
-            raise Unreachable(f"{what}: cannot read {page} ({exc.strerror}); check the path") from None
+            raise Unreachable(f"--index-url: cannot read {page} ({exc.strerror}); check the path") from None
         _cap(len(body), str(page))
         return body, PEP691_JSON if page.name == "index.json" else "application/octet-stream"
     chunks: list[bytes] = []
@@ -139,11 +139,11 @@ def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str
         chunks.append(chunk)
 
     status, content_type = fetch_.read_page(url, url, session, headers={"Accept": ACCEPT, "User-Agent": USER_AGENT},
-                                            what=what, take=take)
+                                            what="--index-url", take=take)
     if status in (404, 410):
         return None
     if status != 200:
-        raise Unreachable(f"{what}: {url} answered HTTP {status}; check the URL and credentials")
+        raise Unreachable(f"--index-url: {url} answered HTTP {status}; check the URL and credentials")
     return b"".join(chunks), content_type
 
 
@@ -180,17 +180,19 @@ def check_link(link: str, root: str, session: Any = None) -> str:
     return link
 
 
-def project_names(url: str, session: Any, what: str = "--index-url") -> list[str]:
-    """The project names the index root's ``simple/`` page lists (PEP 691 JSON or PEP 503 HTML); [] where it
-    lists none or cannot be read."""
+def did_you_mean(project: str, url: str, session: Any) -> str:
+    """``; did you mean NAME?`` from the project list of the index root's ``simple/`` page (difflib), or "" where
+    it lists none close or cannot be read."""
+    import difflib
+
     from pypi_simple import IndexPage
 
     try:
-        got = fetch(f"{url}/simple/", session, what)
+        got = fetch(f"{url}/simple/", session)
     except (Refused, Unreachable):
-        return []
+        return ""
     if got is None:
-        return []
+        return ""
     media = got[1].split(";", 1)[0].strip().lower()
     try:
         if media == PEP691_JSON or media == "application/json":
@@ -198,21 +200,14 @@ def project_names(url: str, session: Any, what: str = "--index-url") -> list[str
         else:
             page = IndexPage.from_html(got[0])
     except Exception:  # a malformed page: no suggestions, the caller's message stands
-        return []
-    return list(page.projects)
-
-
-def did_you_mean(project: str, url: str, session: Any) -> str:
-    """``; did you mean NAME?`` from the index's project list (difflib), or ""."""
-    import difflib
-
-    close = difflib.get_close_matches(project, project_names(url, session), n=3, cutoff=0.6)
+        return ""
+    close = difflib.get_close_matches(project, list(page.projects), n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(printable(c, 100) for c in close)}?" if close else ""
 
 
-def project_page(url: str, project: str, session: Any, what: str = "--index-url") -> list[Link] | None:
+def project_page(url: str, project: str, session: Any) -> list[Link] | None:
     """The files on the project page at ``url`` (``.../simple/<project>/``); None when there is none."""
-    got = fetch(url, session, what)
+    got = fetch(url, session)
     if got is None:
         return None
     if "://" not in url:  # a folder: its links become file:// URLs
@@ -220,7 +215,7 @@ def project_page(url: str, project: str, session: Any, what: str = "--index-url"
     try:
         return parse(got[0], got[1], url, project)
     except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a malformed page
-        raise Unreachable(f"{what}: {url} is not a simple API project page ({type(exc).__name__}); check the URL"
+        raise Unreachable(f"--index-url: {url} is not a simple API project page ({type(exc).__name__}); check the URL"
                           ) from None
 
 

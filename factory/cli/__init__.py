@@ -44,10 +44,8 @@ Run `kernel-factory COMMAND --help` for each command's flags.
 
 
 def _global_flags() -> argparse.ArgumentParser:
-    """--debug, -q and -v, accepted before or after the subcommand (``kernel-factory index --debug``).
-
-    SUPPRESS keeps a subcommand's parser from resetting what was given before the subcommand.
-    """
+    """--debug, -q and -v, before or after the subcommand (SUPPRESS: a subcommand's parser keeps what was given
+    before it)."""
     g = argparse.ArgumentParser(add_help=False)
     g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,

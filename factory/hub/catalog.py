@@ -25,7 +25,7 @@ from .wheels import CheckedWheel, check_wheel, stat_key
 
 TAG = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+")
 COMMIT = re.compile(r"[0-9a-f]{40}")
-NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass
@@ -58,22 +58,12 @@ class HubCatalog:
     orgs: frozenset[str]
 
 
-def valid_repo_id(repo_id: str) -> bool:
-    parts = repo_id.split("/")
-    return len(parts) == 2 and all(NAME_PART.fullmatch(p) and ".." not in p for p in parts)
-
-
-def _major(version: str | None) -> int | None:
-    """N of a kernel version N.Y.Z (a tag vN.Y.Z's, or N.0.K of a build from branch vN)."""
-    head = (version or "").split(".", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
 def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> HubCatalog:
     orgs = frozenset(allow_orgs)
     repos: dict[str, Repo] = {}
     kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision
-               and r.variant and COMMIT.fullmatch(r.revision) and valid_repo_id(r.repo_id)
+               and r.variant and COMMIT.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id)
+               and ".." not in r.repo_id
                and r.repo_id.split("/")[0] in orgs]
     # the newest record last: of several wheels of one variant, and of a branch's revisions, it wins
     kernels.sort(key=lambda r: (r.upload_time, version_key(r.kernel_version), r.filename))
@@ -84,9 +74,9 @@ def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> Hub
         rev.variants[r.variant] = r
         if r.ref and TAG.fullmatch(r.ref):
             repo.tags[r.ref] = r.revision
-        major = _major(r.kernel_version)
-        if major is not None:  # records in time order: the newest revision of the major version wins
-            repo.branches[f"v{major}"] = r.revision
+        major = (r.kernel_version or "").split(".", 1)[0]  # N of N.Y.Z (a tag vN.Y.Z, or N.0.K from branch vN)
+        if major.isdigit():  # records in time order: the newest revision of the major version wins
+            repo.branches[f"v{int(major)}"] = r.revision
     return HubCatalog(repos, orgs)
 
 

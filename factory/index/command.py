@@ -41,7 +41,6 @@ from .pages import (
     landing_page,
     project_pages,
     project_paths,
-    read_withdrawals,
     root_pages,
     root_paths,
 )
@@ -318,7 +317,10 @@ def index_with_adoption(
         raise sqlite_problem(opened.display, exc) from None
     done = Indexed(warnings=[catalog.note] if catalog.note is not None else [])
     try:
-        withdrawals = read_withdrawals(opened)  # project statuses, a prune under way (store/status.py, retain.py)
+        from ..store.retain import read_pending
+        from ..store.status import read_statuses
+
+        withdrawals = Withdrawals(read_statuses(opened), read_pending(opened))  # statuses, a prune under way
 
         def attempt(again: bool) -> tuple[int, IndexResult]:
             done.errors, done.notes = [], []  # this attempt's lines, kept only if it holds up

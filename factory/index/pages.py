@@ -25,13 +25,10 @@ from .landing import project_context, project_summary, quoted
 if TYPE_CHECKING:
     import jinja2
 
-    from ..store import Store
-
 API_VERSION = "1.1"
 STATUS_API_VERSION = "1.4"  # PEP 792: the pages that carry a project status marker
 DEFAULT_BASE_URL = "INDEX_URL"  # no base-url: the pages say so, and their script fills in their own address
 TEMPLATE_NAMES = ("landing.html", "kernel.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
-SIMPLE = "simple"
 # The shipped templates: the package kernel_factory.templates, which is index_templates/ in an editable install
 # and kernel_factory/templates/ in the wheel; asked of the import system, so both layouts agree.
 TEMPLATES = Path(str(import_module("kernel_factory.templates").__file__)).parent
@@ -39,7 +36,7 @@ TEMPLATES = Path(str(import_module("kernel_factory.templates").__file__)).parent
 
 def group_prefix(label: str | None) -> str:
     """The folder of the combined index (label None) or of one variant index."""
-    return SIMPLE if label is None else f"variants/{label}/simple"
+    return "simple" if label is None else f"variants/{label}/simple"
 
 
 def group_depth(label: str | None) -> int:
@@ -55,14 +52,6 @@ class Withdrawals(NamedTuple):
 
 
 NO_WITHDRAWALS = Withdrawals()
-
-
-def read_withdrawals(store: Store) -> Withdrawals:
-    """The statuses and the prune under way that ``store`` keeps (a local folder or an s3:// store)."""
-    from ..store.retain import read_pending
-    from ..store.status import read_statuses
-
-    return Withdrawals(read_statuses(store), read_pending(store))
 
 
 def combined_only(record: Record) -> bool:
@@ -195,7 +184,7 @@ class _File(NamedTuple):
 
 
 def _file(record: Record) -> _File:
-    """One file's parts; its PEP 691 entry is ``_dumps`` of the dict of it (keys sorted), written piece by piece
+    """One file's parts; its PEP 691 entry is ``json.dumps`` of the dict of it (keys sorted), written piece by piece
     (the link, a quoted file name, needs no escaping in JSON)."""
     core = f'{{"sha256":{_json(record.metadata_sha256)}}}' if record.metadata_sha256 else "false"
     requires = f'"requires-python":{_json(record.requires_python)},' if record.requires_python else ""
@@ -225,16 +214,13 @@ def _files(records: list[Record], known: Mapping[str, _File] | None) -> list[_Fi
     return [known[r.filename] for r in records]
 
 
-def _dumps(data: object) -> bytes:
-    return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-
-
 def simple_json(
     project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
     files: Mapping[str, _File] | None = None, status: Status | None = None,
 ) -> bytes:  # fmt: skip
     """PEP 691 JSON of one project (PEP 700 fields, PEP 792 ``status``); ``order``: each version's rank, ``files``:
-    each file's parts, when known. The bytes of ``_dumps`` of the page, written piece by piece (quicker)."""
+    each file's parts, when known. The bytes of ``json.dumps`` of the page (keys sorted, compact, not ASCII-escaped),
+    written piece by piece (quicker)."""
     found = {r.version for r in records}
     versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
     href = _files_href(depth)
@@ -360,7 +346,8 @@ def project_paths(project: str, labels: Iterable[str]) -> list[str]:
 def root_pages(env: jinja2.Environment, label: str | None, projects: list[str]) -> dict[str, bytes]:
     """The root of one index (PEP 503 and PEP 691), listing ``projects`` (sorted)."""
     html = env.get_template("root.html").render(projects=projects, api_version=API_VERSION).encode()
-    data = _dumps({"meta": {"api-version": API_VERSION}, "projects": [{"name": n} for n in projects]})
+    root = {"meta": {"api-version": API_VERSION}, "projects": [{"name": n} for n in projects]}
+    data = (json.dumps(root, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
     return dict(zip(root_paths(label), (html, data), strict=True))
 
 

@@ -1,8 +1,4 @@
-"""``kernel-factory serve``: preview an index root on 127.0.0.1.
-
-Directory URLs answer with ``index.json`` when the client asks for
-``application/vnd.pypi.simple.v1+json`` (PEP 691), else ``index.html``.
-"""
+"""``kernel-factory serve``: preview an index root on 127.0.0.1 (PEP 691 negotiation on folders)."""
 
 from __future__ import annotations
 
@@ -19,7 +15,6 @@ from ..atomic import private
 from ..errors import UsageError
 from ..record import PEP691_JSON
 
-HTML_TYPE = "application/vnd.pypi.simple.v1+html"
 HOST = "127.0.0.1"
 
 
@@ -41,7 +36,7 @@ def wants_json(accept: str | None) -> bool:
                     q = 0.0
         if media == PEP691_JSON:
             best_json = max(best_json, q)
-        elif media in (HTML_TYPE, "text/html", "*/*"):
+        elif media in ("application/vnd.pypi.simple.v1+html", "text/html", "*/*"):
             best_html = max(best_html, q)
     return best_json > 0 and best_json >= best_html
 
