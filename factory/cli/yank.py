@@ -35,20 +35,22 @@ def common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout (messages go to stderr)")
 
 
-def store_of(flags: Flags) -> Store:
-    """The store yank, unyank, status and prune change, opened once with the resolved options (an s3:// store's
-    put arguments and Cache-Control, a folder's lock wait); UsageError for a missing store folder."""
+def store_of(ns: argparse.Namespace) -> tuple[Flags, Store]:
+    """The index's flags, and the store yank, unyank, status and prune change, opened once with the resolved
+    options (an s3:// store's put arguments and Cache-Control, a folder's lock wait); UsageError for a missing
+    store folder."""
     from .. import config
     from ..errors import UsageError
     from ..record import FILES
     from ..store import open_store
 
+    flags = flags_of(ns, "index")
     opts = config.resolve(flags)
     local = opts.store.local
     if local is not None and not (local / FILES).is_dir():
         raise UsageError(f"no store at {local} (no files/ folder): check --store (or `store` in the config), "
                          "or run `kernel-factory build` first")
-    return open_store(opts.store, opts)
+    return flags, open_store(opts.store, opts)
 
 
 def execute(ns: argparse.Namespace) -> int:
@@ -63,10 +65,9 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     from ..store import load_records
     from ..store.withdraw import check_reason, mark, parse_spec, select, yanked_value
 
-    flags = flags_of(ns, "index")
     spec = parse_spec(ns.spec)
     reason = check_reason(getattr(ns, "reason", None)) if yank else ""
-    store = store_of(flags)
+    flags, store = store_of(ns)
     with store.lock():  # an s3:// store has no lock: each record is one PUT
         chosen = select(load_records(store), spec, store.display)
         changed, same = mark(store, chosen, yanked_value(reason, yank))

@@ -85,12 +85,10 @@ RELOAD_S = 10.0  #: the store's records are read again at most this often, when 
 
 
 class HubState:
-    def __init__(self, store: Path, allow_orgs: Collection[str], load: Callable[[], list[Record]],
-                 reload_s: float = RELOAD_S) -> None:
+    def __init__(self, store: Path, allow_orgs: Collection[str], load: Callable[[], list[Record]]) -> None:
         self.files = store / FILES
         self.allow_orgs = tuple(allow_orgs)
         self._load = load
-        self._reload_s = reload_s
         self._catalog: HubCatalog | None = None
         self._loaded_at = 0.0
         self._lock = threading.Lock()
@@ -100,7 +98,7 @@ class HubState:
     def catalog(self) -> HubCatalog:
         with self._lock:
             now = time.monotonic()
-            if self._catalog is None or now - self._loaded_at >= self._reload_s:
+            if self._catalog is None or now - self._loaded_at >= RELOAD_S:
                 self._catalog = build_catalog(self._load(), self.allow_orgs)
                 self._loaded_at = now
             return self._catalog

@@ -112,9 +112,8 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
 
 def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:
-    """Remove pages under simple/, variants/ and projects/ that are not in ``keep``, and folders left empty; by
-    folder descriptors, never through a link (a top folder that is one is refused; links below are not walked
-    into, nor folders swapped for one meanwhile)."""
+    """Remove the pages under ``PAGE_DIRS`` not in ``keep``, and folders left empty, by folder descriptors
+    (``Tree.sweep``: never through a link, nor into a folder swapped for one meanwhile)."""
     keep_set = set(keep)
     tree = Tree(out) if tree is None else tree
 
@@ -200,7 +199,25 @@ def build_index(
     workers = min(os.cpu_count() or 1, 16)  # the processes of a full build: one per core
     rest: Iterable[str] | None = wanted  # the projects rendered here (None: all)
     if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
-        writer.paths |= _render_parallel(out, catalog, render, workers, projects, stats)
+        # every project in forked workers, each reading and checking its share from the catalog file (the rows a
+        # sync has just checked are known from the fork); they drop the store lock and die with this process
+        from ..store.pool import worker_pool
+
+        for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
+            env.get_template(name)
+        names, parts = catalog.project_names(), workers * 4
+        _CHUNKS[:] = [names[i::parts] for i in range(parts) if names[i::parts]]
+        _CATALOG[:] = [catalog]
+        try:
+            with worker_pool(workers) as pool:
+                for future in [pool.submit(_render_chunk, i, out, render) for i in range(len(_CHUNKS))]:
+                    paths, entries, written_stats = future.result()
+                    writer.paths |= paths
+                    projects.update(entries)
+                    stats.update(written_stats)
+        finally:
+            _CHUNKS.clear()
+            _CATALOG.clear()
         rest = ()
     gone: set[str] = set()  # the pages of projects rendered again, as they were (removed if not kept)
     for name in wanted or ():  # rendered again below, unless their last record is gone
@@ -240,10 +257,9 @@ _CATALOG: list[Catalog] = []  # the catalog they read them from
 def _render_chunk(
     index: int, out: Path, render: _Render
 ) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """Read (and check) the records of the projects of ``_CHUNKS[index]`` from the catalog file, on a connection
-    of this worker's own, and render their pages, in a worker of a full build; (the pages written, their state
-    entries, each page's size and mtime). A row that fails its check raises CatalogDamaged here, which the main
-    process gets back as the task's exception (the catalog is rebuilt: ``rebuilt``)."""
+    """In a worker of a full build: read (and check) the projects of ``_CHUNKS[index]`` on a connection of its own
+    and write their pages; (the pages written, their state entries, each page's size and mtime). A damaged row
+    raises CatalogDamaged, which the main process gets back (the catalog is rebuilt: ``rebuilt``)."""
     writer = _Writer(out)
     reader = _CATALOG[0].reader()
     try:
@@ -251,39 +267,6 @@ def _render_chunk(
     finally:
         reader.close()
     return writer.paths, entries, writer.stats
-
-
-def _render_parallel(
-    out: Path, catalog: Catalog, render: _Render, workers: int, projects: dict[str, Any],
-    stats: dict[str, tuple[int, int]],
-) -> set[str]:  # fmt: skip
-    """Render every project's pages in ``workers`` forked processes; the pages written.
-
-    Each worker reads its share of the projects from the catalog file and checks them (the rows a sync has just
-    checked are known from the fork: not checked twice), so neither reading nor checking waits in this process.
-    The workers drop the store lock and die with this process (store/pool.py)."""
-    from ..store.pool import worker_pool
-
-    env = environment(render.templates)
-    for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
-        env.get_template(name)
-    parts = workers * 4
-    names = catalog.project_names()
-    _CHUNKS[:] = [names[i::parts] for i in range(parts) if names[i::parts]]
-    _CATALOG[:] = [catalog]
-    written: set[str] = set()
-    try:
-        with worker_pool(workers) as pool:
-            futures = [pool.submit(_render_chunk, i, out, render) for i in range(len(_CHUNKS))]
-            for future in futures:
-                paths, entries, written_stats = future.result()
-                written |= paths
-                projects.update(entries)
-                stats.update(written_stats)
-    finally:
-        _CHUNKS.clear()
-        _CATALOG.clear()
-    return written
 
 
 @dataclass
@@ -363,7 +346,7 @@ def _adopt_folder(
     """Adopt the wheels of ``folder`` the store lacks (``index --wheels``): one listing of the folder, diffed
     against the store's listing (or, where it was not listed, the catalog's names). Wheels of a project that is a
     kernel of the store or of ``kernels`` are refused unless ``allow_kernel_names``."""
-    from ..store.adopt import AdoptResult, not_wheels  # here: a run without --wheels does not import adoption
+    from ..store.adopt import AdoptResult, adopt_wheels, not_wheels  # here: a run without --wheels does not import it
 
     with os.scandir(folder) as it:  # the entries' types come with the listing: no stat per wheel
         names = [e.name for e in it if not e.name.startswith(".") and e.is_file()]
@@ -375,8 +358,6 @@ def _adopt_folder(
         refuse = kernels | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
     result = AdoptResult()
     if todo:
-        from ..store.adopt import adopt_wheels
-
         assert store.folder is not None  # open_catalog(adopting=True) refused a store without one
         result = adopt_wheels(store.folder, [os.path.join(folder, n) for n in todo], refuse, known)
     result.present = [n for n in fresh if n in held]

@@ -39,10 +39,6 @@ def group_prefix(label: str | None) -> str:
     return "simple" if label is None else f"variants/{label}/simple"
 
 
-def group_depth(label: str | None) -> int:
-    return 1 if label is None else 3
-
-
 class Withdrawals(NamedTuple):
     """What the store says beside the records: each project's status (PEP 792; none: active) and the wheels a
     prune is removing (left out of every page before they are deleted: store/retain.py)."""
@@ -322,7 +318,8 @@ def project_pages(
     order = {v: i for i, v in enumerate(sorted({r.version for r in records}, key=version_key))}  # sorted once
     files = {r.filename: _file(r) for r in records}  # once: a file is on two pages or more
     for label, recs in groups.items():
-        prefix, depth = group_prefix(label), group_depth(label) + 1
+        prefix = group_prefix(label)
+        depth = prefix.count("/") + 2  # the folders of <prefix>/<project>/ below the root
         offered = [] if quarantined else recs
         pages[f"{prefix}/{project}/index.html"] = simple_html(env, project, offered, depth, files, status)
         pages[f"{prefix}/{project}/index.json"] = simple_json(project, offered, depth, order, files, status)
