@@ -1,9 +1,6 @@
-"""The one reader of a simple repository's project pages (PEP 503 HTML or PEP 691 JSON), with pypi-simple.
-
-``which``, ``download`` and the upload destination's "is it there already?" all read pages here.
-What a page says is remote text: ``wheels`` refuses (exit 3, one line) a link whose file name
-is not a valid wheel file name, and ``shown`` escapes control characters before anything
-remote is printed.
+"""The one reader of a simple repository's project pages (PEP 503 HTML or PEP 691 JSON), with pypi-simple:
+``which``, ``download`` and the upload destination's "is it there already?" all read pages here. What a page
+says is remote text: ``wheels`` refuses (exit 3, one line) a link whose file name is not a valid wheel file name.
 """
 
 from __future__ import annotations
@@ -66,11 +63,8 @@ class Wheel:
 
 
 def parse(body: bytes, content_type: str, url: str, project: str) -> list[Link]:
-    """The files on one project page (``url``), PEP 691 JSON or PEP 503 HTML by ``content_type``.
-
-    ValueError when the page is neither. An HTML link's file name is the last segment of its URL (what pip
-    downloads), a JSON file's its ``filename``.
-    """
+    """The files on one project page (``url``), PEP 691 JSON or PEP 503 HTML by ``content_type`` (ValueError for
+    neither). An HTML link's file name is the last segment of its URL (what pip downloads)."""
     from pypi_simple import ProjectPage
 
     media = content_type.split(";", 1)[0].strip().lower()
@@ -90,11 +84,8 @@ def parse(body: bytes, content_type: str, url: str, project: str) -> list[Link]:
 
 
 def wheels(links: list[Link], where: str) -> list[Wheel]:
-    """The wheels among ``links``; Refused for a link whose name is not a valid wheel file name.
-
-    Files that are not wheels (sdists) are left out, unless their name holds characters no file name on an
-    index should (a line break, an escape), which are refused too.
-    """
+    """The wheels among ``links`` (sdists left out); Refused for a link whose name is not a valid wheel file name,
+    or a file name that holds characters no file name on an index should (a line break, an escape)."""
     out = []
     for link in links:
         name = link.filename
@@ -120,11 +111,10 @@ def local_path(url: str) -> Path | None:
     return None if "://" in url else Path(url)
 
 
-def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str] | None:
-    """(body, content type) at ``url``: an http(s) URL through the requests ``session``, a folder or
-    ``file://`` URL from disk (a page folder's index.json, or the file itself); None for "no such page" (404,
-    410, no file); Unreachable (exit 4) when the index cannot be read: an http(s) page through factory/fetch.py
-    (redirects checked hop by hop, read whole within its deadline)."""
+def fetch(url: str, session: Any) -> tuple[bytes, str] | None:
+    """(body, content type) at ``url``: http(s) through factory/fetch.py, a folder or ``file://`` URL from disk (a
+    page folder's index.json, or the file itself); None for "no such page"; Unreachable (exit 4) when the index
+    cannot be read."""
     local = local_path(url)
     if local is not None:
         page = local / "index.json" if url.endswith("/") or local.is_dir() else local
@@ -136,7 +126,7 @@ def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str
         except IsADirectoryError:
             return None
         except OSError as exc:
-            raise Unreachable(f"{what}: cannot read {page} ({exc.strerror}); check the path") from None
+            raise Unreachable(f"--index-url: cannot read {page} ({exc.strerror}); check the path") from None
         _cap(len(body), str(page))
         return body, PEP691_JSON if page.name == "index.json" else "application/octet-stream"
     chunks: list[bytes] = []
@@ -149,11 +139,11 @@ def fetch(url: str, session: Any, what: str = "--index-url") -> tuple[bytes, str
         chunks.append(chunk)
 
     status, content_type = fetch_.read_page(url, url, session, headers={"Accept": ACCEPT, "User-Agent": USER_AGENT},
-                                            what=what, take=take)
+                                            what="--index-url", take=take)
     if status in (404, 410):
         return None
     if status != 200:
-        raise Unreachable(f"{what}: {url} answered HTTP {status}; check the URL and credentials")
+        raise Unreachable(f"--index-url: {url} answered HTTP {status}; check the URL and credentials")
     return b"".join(chunks), content_type
 
 
@@ -190,17 +180,19 @@ def check_link(link: str, root: str, session: Any = None) -> str:
     return link
 
 
-def project_names(url: str, session: Any, what: str = "--index-url") -> list[str]:
-    """The project names the index root's ``simple/`` page lists (PEP 691 JSON or PEP 503 HTML); [] where it
-    lists none or cannot be read."""
+def did_you_mean(project: str, url: str, session: Any) -> str:
+    """``; did you mean NAME?`` from the project list of the index root's ``simple/`` page (difflib), or "" where
+    it lists none close or cannot be read."""
+    import difflib
+
     from pypi_simple import IndexPage
 
     try:
-        got = fetch(f"{url}/simple/", session, what)
+        got = fetch(f"{url}/simple/", session)
     except (Refused, Unreachable):
-        return []
+        return ""
     if got is None:
-        return []
+        return ""
     media = got[1].split(";", 1)[0].strip().lower()
     try:
         if media == PEP691_JSON or media == "application/json":
@@ -208,21 +200,14 @@ def project_names(url: str, session: Any, what: str = "--index-url") -> list[str
         else:
             page = IndexPage.from_html(got[0])
     except Exception:  # a malformed page: no suggestions, the caller's message stands
-        return []
-    return list(page.projects)
-
-
-def did_you_mean(project: str, url: str, session: Any) -> str:
-    """``; did you mean NAME?`` from the index's project list (difflib), or ""."""
-    import difflib
-
-    close = difflib.get_close_matches(project, project_names(url, session), n=3, cutoff=0.6)
+        return ""
+    close = difflib.get_close_matches(project, list(page.projects), n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(printable(c, 100) for c in close)}?" if close else ""
 
 
-def project_page(url: str, project: str, session: Any, what: str = "--index-url") -> list[Link] | None:
+def project_page(url: str, project: str, session: Any) -> list[Link] | None:
     """The files on the project page at ``url`` (``.../simple/<project>/``); None when there is none."""
-    got = fetch(url, session, what)
+    got = fetch(url, session)
     if got is None:
         return None
     if "://" not in url:  # a folder: its links become file:// URLs
@@ -230,7 +215,7 @@ def project_page(url: str, project: str, session: Any, what: str = "--index-url"
     try:
         return parse(got[0], got[1], url, project)
     except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a malformed page
-        raise Unreachable(f"{what}: {url} is not a simple API project page ({type(exc).__name__}); check the URL"
+        raise Unreachable(f"--index-url: {url} is not a simple API project page ({type(exc).__name__}); check the URL"
                           ) from None
 
 

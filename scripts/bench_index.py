@@ -68,10 +68,10 @@ LABELS = (
 RUN = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-from kernel_factory.cli import run  # the console script's function
+from kernel_factory.cli import main  # the console script's function
 t1 = time.perf_counter()
 sys.argv[0] = "kernel-factory"
-rc = run()
+rc = main()
 t2 = time.perf_counter()
 rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 print("BENCH " + json.dumps({"rc": rc, "import": t1 - t0, "main": t2 - t1, "rss_kb": rss}))

@@ -1,12 +1,6 @@
-"""Command line: ``kernel-factory <subcommand>``; ``main(argv) -> int``.
-
-One module per subcommand (as auditwheel does): each has ``NAME``, ``HELP``, ``DESCRIPTION``, ``EXAMPLE``,
-``configure_parser(p)`` and ``execute(ns) -> int``, which turns the Namespace into the frozen arguments
-(``config.Flags`` for the options' overrides, ``BuildArgs``, ``IndexArgs``, ... beside the code that takes
-them) of the stage it calls; no Namespace goes further. The options' flags come from ``config.OPTIONS``
-(cli/options.py). Errors print one line (``--debug`` adds the traceback) and return the exit code their class
-carries (factory/errors.py). The texts users read (``--help``) are DESCRIPTION and each subcommand's
-description and example, not this docstring.
+"""Command line: ``kernel-factory <subcommand>``; ``main(argv) -> int``. One module per subcommand
+(docs/architecture.md, "cli"); no Namespace goes past ``execute``. Errors print one line (``--debug`` adds the
+traceback) and return the exit code their class carries (factory/errors.py).
 """
 
 from __future__ import annotations
@@ -50,10 +44,8 @@ Run `kernel-factory COMMAND --help` for each command's flags.
 
 
 def _global_flags() -> argparse.ArgumentParser:
-    """--debug, -q and -v, accepted before or after the subcommand (``kernel-factory index --debug``).
-
-    SUPPRESS keeps a subcommand's parser from resetting what was given before the subcommand.
-    """
+    """--debug, -q and -v, before or after the subcommand (SUPPRESS: a subcommand's parser keeps what was given
+    before it)."""
     g = argparse.ArgumentParser(add_help=False)
     g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
@@ -141,11 +133,6 @@ class Terminated(KeyboardInterrupt):
 
 def _terminated(signum: int, frame: object) -> None:
     raise Terminated
-
-
-def run(argv: Sequence[str] | None = None) -> int:
-    """The console script (and ``python -m kernel_factory``)."""
-    return main(argv)
 
 
 def _log_verbosely(debug: bool) -> None:

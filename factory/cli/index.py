@@ -27,20 +27,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(ns: argparse.Namespace) -> int:
-    from ..index.command import IndexArgs, run_index
-
-    if ns.index_out is not None:
-        check_out(ns.index_out)
-    return run_index(IndexArgs(flags=flags_of(ns, NAME), wheels=tuple(ns.wheels or ()), repair=ns.repair,
-                               rescan=ns.rescan, json=ns.json))
-
-
-def check_out(value: str) -> None:
-    """Refuse, before any work, an ``--out`` folder where a file stands or whose parent folder does not exist (a
-    typo would otherwise make a whole tree): exit 4, one line, nothing created, as ``build --store``."""
     from ..config import Location
     from ..errors import output_folder
+    from ..index.command import IndexArgs, run_index
 
-    path = Location.parse(value).local
-    if path is not None:
-        output_folder(path, "--out")
+    out = Location.parse(ns.index_out).local if ns.index_out is not None else None
+    if out is not None:  # before any work, as build --store: a file there or no parent folder is exit 4
+        output_folder(out, "--out")
+    return run_index(IndexArgs(flags=flags_of(ns, NAME), wheels=tuple(ns.wheels or ()), repair=ns.repair,
+                               rescan=ns.rescan, json=ns.json))

@@ -71,11 +71,8 @@ def execute(ns: argparse.Namespace) -> int:
     from ..store import load_records
     from ..store.retain import plan, plan_named, read_journal, read_pending, remove, started, write_pending
     from ..store.withdraw import parse_spec, select
-    from .options import flags_of
-    from .store_of import store_of
 
-    flags = flags_of(ns, "index")
-    store = store_of(flags, NAME, remote=True)
+    flags, store = yank.store_of(ns)
     local = store.folder / FILES if store.folder is not None else None  # on S3 the bytes are the wheels' sizes
     rules = rules_of(ns, flags, named=ns.spec is not None)
     spec = parse_spec(ns.spec) if ns.spec is not None else None

@@ -39,19 +39,21 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(ns: argparse.Namespace) -> int:
+    from ..config import DEFAULT_ORGS, given_orgs
     from ..errors import UsageError
+    from ..index.serve import HOST, ServeArgs, run_serve
 
     if not ns.hub:
         for flag, value in (("--store", ns.store), ("--host", ns.host), ("--allow-org", ns.allow_org)):
             if value:
                 raise UsageError(f"{flag} is for `serve --hub`; `serve` alone previews an index folder (--out)")
-        from ..index.serve import ServeArgs, run_serve
-
-        return run_serve(ServeArgs(out=Path(ns.out or DEFAULT_STORE), port=ns.port))
-    if ns.out is not None:
+    elif ns.out is not None:
         raise UsageError("--out is for the index preview; `serve --hub` serves a store: give --store DIR")
-    from ..config import DEFAULT_ORGS, given_orgs
-    from ..hub.command import HOST, HubArgs, run_hub
+    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *given_orgs(flags=ns.allow_org)])) if ns.hub else ()
+    if not 0 <= ns.port <= 65535:
+        raise UsageError(f"--port {ns.port}: not a TCP port; give one from 1 to 65535 (0: any free port)")
+    if not ns.hub:
+        return run_serve(ServeArgs(Path(ns.out or DEFAULT_STORE), ns.port))
+    from ..hub.server import HubArgs, run_hub
 
-    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *given_orgs(flags=ns.allow_org)]))
     return run_hub(HubArgs(store=ns.store or DEFAULT_STORE, host=ns.host or HOST, port=ns.port, allow_orgs=orgs))

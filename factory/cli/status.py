@@ -33,12 +33,9 @@ def execute(ns: argparse.Namespace) -> int:
     from ..index.command import IndexArgs, run_index
     from ..store import load_records
     from ..store.status import Status, check_status, read_statuses, write_statuses
-    from .options import flags_of
-    from .store_of import store_of
 
-    flags = flags_of(ns, "index")
     project = str(canonicalize_name(ns.project))
-    store = store_of(flags, NAME, remote=True)
+    flags, store = yank.store_of(ns)
     if ns.status is None:
         if ns.reason is not None:
             raise UsageError("--reason goes with a STATUS: kernel-factory status PROJECT STATUS --reason TEXT")

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from .options import add_config, add_options, flags_of
+
+if TYPE_CHECKING:
+    from ..config import Flags
+    from ..store import Store
 
 NAME = "yank"
 HELP = "mark wheels yanked (PEP 592): pip and uv skip them unless pinned exactly"
@@ -30,6 +35,24 @@ def common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout (messages go to stderr)")
 
 
+def store_of(ns: argparse.Namespace) -> tuple[Flags, Store]:
+    """The index's flags, and the store yank, unyank, status and prune change, opened once with the resolved
+    options (an s3:// store's put arguments and Cache-Control, a folder's lock wait); UsageError for a missing
+    store folder."""
+    from .. import config
+    from ..errors import UsageError
+    from ..record import FILES
+    from ..store import open_store
+
+    flags = flags_of(ns, "index")
+    opts = config.resolve(flags)
+    local = opts.store.local
+    if local is not None and not (local / FILES).is_dir():
+        raise UsageError(f"no store at {local} (no files/ folder): check --store (or `store` in the config), "
+                         "or run `kernel-factory build` first")
+    return flags, open_store(opts.store, opts)
+
+
 def execute(ns: argparse.Namespace) -> int:
     return run(ns, yank=True)
 
@@ -41,12 +64,10 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     from ..index.command import IndexArgs, run_index
     from ..store import load_records
     from ..store.withdraw import check_reason, mark, parse_spec, select, yanked_value
-    from .store_of import store_of
 
-    flags = flags_of(ns, "index")
     spec = parse_spec(ns.spec)
     reason = check_reason(getattr(ns, "reason", None)) if yank else ""
-    store = store_of(flags, NAME if yank else "unyank", remote=True)
+    flags, store = store_of(ns)
     with store.lock():  # an s3:// store has no lock: each record is one PUT
         chosen = select(load_records(store), spec, store.display)
         changed, same = mark(store, chosen, yanked_value(reason, yank))

@@ -16,9 +16,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from ..errors import Refused
-from .catalog import Repo, Revision
-from .state import LOG, HubState
-from .wheels import HubFile, MemberStream
+from .catalog import LOG, HubState, Repo, Revision
+from .wheels import HubFile, MemberStream, lfs_pointer
 
 JSON = "application/json; charset=utf-8"
 CHECKERS = 4  #: wheels of one revision checked at once (its first listing waits for them)
@@ -45,6 +44,7 @@ def not_found(code: str, message: str) -> Answer:
 
 
 NOWHERE = _json(404, {"error": "Not Found"})
+NO_REPO = not_found("RepoNotFound", "Repository not found")
 
 
 def answer(state: HubState, method: str, raw_path: str, query: str = "") -> Answer:
@@ -59,15 +59,11 @@ def answer(state: HubState, method: str, raw_path: str, query: str = "") -> Answ
     if parts[:2] == ["api", "organizations"] and len(parts) == 4 and parts[3] == "overview":
         return _overview(state, parts[2])
     if parts[:2] == ["api", "kernels"] and len(parts) >= 5:
-        repo, found = _repo(state, parts[2], parts[3])
-        if repo is None:
-            return found
-        return _api(repo, parts[4], parts[5:], parse_qs(query), state)
+        repo = state.catalog().repos.get(f"{parts[2]}/{parts[3]}")
+        return NO_REPO if repo is None else _api(repo, parts[4], parts[5:], parse_qs(query), state)
     if parts[0] == "kernels" and len(parts) >= 6 and parts[3] == "resolve":
-        repo, found = _repo(state, parts[1], parts[2])
-        if repo is None:
-            return found
-        return _resolve(state, repo, parts[4], "/".join(parts[5:]), method)
+        repo = state.catalog().repos.get(f"{parts[1]}/{parts[2]}")
+        return NO_REPO if repo is None else _resolve(state, repo, parts[4], "/".join(parts[5:]), method)
     return NOWHERE
 
 
@@ -75,13 +71,6 @@ def _overview(state: HubState, org: str) -> Answer:
     if org not in state.catalog().orgs:
         return not_found("OrganizationNotFound", f"organization {org!r} is not served by this mirror")
     return _json(200, {"name": org, "fullname": org, "type": "org", "trustedKernelPublisher": True})
-
-
-def _repo(state: HubState, org: str, name: str) -> tuple[Repo | None, Answer]:
-    repo = state.catalog().repo(f"{org}/{name}")
-    if repo is None:
-        return None, not_found("RepoNotFound", "Repository not found")
-    return repo, NOWHERE
 
 
 def _revision(repo: Repo, rev: str) -> Revision | None:
@@ -146,7 +135,7 @@ def tree(state: HubState, rev: Revision) -> list[dict[str, Any]]:
     for path, (_variant, f) in sorted(files.items()):
         entry: dict[str, Any] = {"type": "file", "oid": f.oid, "size": f.size, "path": path}
         if f.lfs:
-            entry["lfs"] = {"oid": f.sha256, "size": f.size, "pointerSize": len(f.pointer())}
+            entry["lfs"] = {"oid": f.sha256, "size": f.size, "pointerSize": len(lfs_pointer(f.sha256, f.size))}
         entries.append(entry)
     return entries
 

@@ -4,20 +4,28 @@ A revision holds one wheel per variant (withdrawn wheels left out; of several, t
 ``vX.Y.Z`` tag points at the revision built from that tag; a ``v<N>`` branch at the newest revision (commit time,
 then version) of major version N the store holds, built from branch ``v<N>`` (version N.0.K) or from a tag
 ``vN.Y.Z``: ``get_kernel(..., version=N)`` gets the newest the mirror has. Only kernels of the allowed
-organisations are served.
+organisations are served. ``HubState``: what a running Hub knows, the catalog (read again when it may have
+changed) and the wheels it checked (each once per file: a wheel replaced in the store is checked again; one that
+failed is logged once).
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Collection, Iterable
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..record import Record, version_key
+from ..errors import Refused
+from ..record import FILES, Record, version_key
+from .wheels import CheckedWheel, check_wheel, stat_key
 
 TAG = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+")
 COMMIT = re.compile(r"[0-9a-f]{40}")
-NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass
@@ -49,26 +57,13 @@ class HubCatalog:
     repos: dict[str, Repo]
     orgs: frozenset[str]
 
-    def repo(self, repo_id: str) -> Repo | None:
-        return self.repos.get(repo_id)
-
-
-def valid_repo_id(repo_id: str) -> bool:
-    parts = repo_id.split("/")
-    return len(parts) == 2 and all(NAME_PART.fullmatch(p) and ".." not in p for p in parts)
-
-
-def _major(version: str | None) -> int | None:
-    """N of a kernel version N.Y.Z (a tag vN.Y.Z's, or N.0.K of a build from branch vN)."""
-    head = (version or "").split(".", 1)[0]
-    return int(head) if head.isdigit() else None
-
 
 def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> HubCatalog:
     orgs = frozenset(allow_orgs)
     repos: dict[str, Repo] = {}
     kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision
-               and r.variant and COMMIT.fullmatch(r.revision) and valid_repo_id(r.repo_id)
+               and r.variant and COMMIT.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id)
+               and ".." not in r.repo_id
                and r.repo_id.split("/")[0] in orgs]
     # the newest record last: of several wheels of one variant, and of a branch's revisions, it wins
     kernels.sort(key=lambda r: (r.upload_time, version_key(r.kernel_version), r.filename))
@@ -79,7 +74,52 @@ def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> Hub
         rev.variants[r.variant] = r
         if r.ref and TAG.fullmatch(r.ref):
             repo.tags[r.ref] = r.revision
-        major = _major(r.kernel_version)
-        if major is not None:  # records in time order: the newest revision of the major version wins
-            repo.branches[f"v{major}"] = r.revision
+        major = (r.kernel_version or "").split(".", 1)[0]  # N of N.Y.Z (a tag vN.Y.Z, or N.0.K from branch vN)
+        if major.isdigit():  # records in time order: the newest revision of the major version wins
+            repo.branches[f"v{int(major)}"] = r.revision
     return HubCatalog(repos, orgs)
+
+
+LOG = logging.getLogger("kernel_factory.hub")
+RELOAD_S = 10.0  #: the store's records are read again at most this often, when a request comes
+
+
+class HubState:
+    def __init__(self, store: Path, allow_orgs: Collection[str], load: Callable[[], list[Record]]) -> None:
+        self.files = store / FILES
+        self.allow_orgs = tuple(allow_orgs)
+        self._load = load
+        self._catalog: HubCatalog | None = None
+        self._loaded_at = 0.0
+        self._lock = threading.Lock()
+        self._checked: dict[str, tuple[tuple[int, int, int, int], CheckedWheel | None]] = {}
+        self._wheel_locks: dict[str, threading.Lock] = {}
+
+    def catalog(self) -> HubCatalog:
+        with self._lock:
+            now = time.monotonic()
+            if self._catalog is None or now - self._loaded_at >= RELOAD_S:
+                self._catalog = build_catalog(self._load(), self.allow_orgs)
+                self._loaded_at = now
+            return self._catalog
+
+    def checked(self, record: Record) -> CheckedWheel | None:
+        """The wheel of ``record`` checked, or None where it failed a check (logged once per file)."""
+        path = self.files / record.filename
+        with self._lock:
+            lock = self._wheel_locks.setdefault(record.filename, threading.Lock())
+        with lock:  # two requests for one wheel: one check
+            try:
+                key = stat_key(path.lstat())
+            except OSError:
+                key = (0, 0, -1, 0)
+            known = self._checked.get(record.filename)
+            if known is not None and known[0] == key:
+                return known[1]
+            try:
+                result: CheckedWheel | None = check_wheel(path, record.sha256, record.size)
+            except Refused as exc:
+                LOG.error("not served: %s", exc)
+                result = None
+            self._checked[record.filename] = (key, result)
+            return result

@@ -1,10 +1,10 @@
 """A wheel checked before any byte of it is served, and its members streamed.
 
 ``check_wheel`` reads the wheel once to compare its sha256 and size with the index's record, then inflates each
-member of the variant folder (members.py) once: its sha256 against the wheel's RECORD, and what the Hub would
-answer for it (git blob id, or Git LFS pointer for a binary or large file). ``open_member`` reopens the wheel,
-refuses it if it is no longer the file that was checked, and streams one member in ``CHUNK`` pieces, hashing
-again as it goes (a member that changed under it raises before its last piece).
+member of the variant folder (``variant_members``) once: its sha256 against the wheel's RECORD, and what the Hub
+would answer for it (git blob id, or Git LFS pointer for a binary or large file). ``MemberStream`` reopens the
+wheel, refuses it if it is no longer the file that was checked, and streams one member in ``CHUNK`` pieces,
+hashing again as it goes (a member that changed under it raises before its last piece).
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ import hashlib
 import json
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..atomic import stream_digest
 from ..errors import Refused
 from ..nofollow import LinkRefused, open_nofollow
 from ..record import PROVENANCE
-from ..safe_text import printable
+from ..safe_text import has_control, printable
 from ..store.wheelinfo import read_capped
 from ..wheel import recordfile
-from .members import variant_members
+from ..wheel.layout import NotMappable, member_map, root_of
 
 CHUNK = 1 << 20  #: bytes read, inflated and sent at a time: a server's memory is CHUNK per transfer
 MAX_MEMBERS = 100_000  #: files in one wheel
@@ -52,9 +52,6 @@ class HubFile:
         """What the Hub's resolve answer names the blob by: the sha256 of an LFS file, else the git blob id."""
         return self.sha256 if self.lfs else self.oid
 
-    def pointer(self) -> bytes:
-        return lfs_pointer(self.sha256, self.size)
-
 
 @dataclass(frozen=True)
 class CheckedWheel:
@@ -63,12 +60,34 @@ class CheckedWheel:
     files: dict[str, HubFile]  # rel -> file
 
 
+def plain_rel(rel: str) -> bool:
+    """Whether ``rel`` is a plain relative path (no empty, '.' or '..' part, no backslash or control character)."""
+    parts = rel.split("/")
+    return bool(rel) and "\\" not in rel and not has_control(rel) and all(p not in ("", ".", "..") for p in parts)
+
+
+def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: Callable[[str], bytes],
+                    wheel: str) -> dict[str, str]:
+    """member name -> path inside ``build/<variant>/`` of every file of the variant folder (wheel/layout.py's
+    ``member_map``; ``read``: a small member's bytes, for an older wheel's metadata.json). Refused where the wheel
+    cannot be mapped, a path is not a plain relative path, or there is no metadata.json."""
+    names = list(names)
+    try:
+        root = root_of(provenance)
+        meta = f"{root}/metadata.json"
+        found = member_map(provenance, names, read(meta) if root is not None and meta in names else None)
+    except NotMappable as exc:
+        raise Refused(f"{wheel}: {exc}") from None
+    for name, rel in found.items():
+        if not plain_rel(rel):
+            raise Refused(f"{wheel}: member '{printable(name, 200)}' is not a plain relative path; rebuild it")
+    if "metadata.json" not in found.values():
+        raise Refused(f"{wheel}: its variant folder holds no metadata.json, which kernels loads; rebuild it")
+    return found
+
+
 def lfs_pointer(sha256: str, size: int) -> bytes:
     return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
-
-
-def git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -130,7 +149,7 @@ def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str,
 def _check_member(zf: zipfile.ZipFile, member: str, rel: str, expected: str, name: str) -> HubFile:
     size = zf.getinfo(member).file_size
     sha = hashlib.sha256()
-    blob = None
+    blob = hashlib.sha1(b"blob 0\0", usedforsecurity=False) if size == 0 else None
     with zf.open(member) as src:
         first = True
         while chunk := src.read(CHUNK):
@@ -144,10 +163,11 @@ def _check_member(zf: zipfile.ZipFile, member: str, rel: str, expected: str, nam
     digest = sha.hexdigest()
     if digest != expected:
         raise Refused(f"{name}: '{printable(member, 200)}' does not match its RECORD sha256; rebuild it")
-    if blob is None and size == 0:
-        blob = hashlib.sha1(b"blob 0\0", usedforsecurity=False)
-    oid = blob.hexdigest() if blob is not None else git_blob_id(lfs_pointer(digest, size))
-    return HubFile(rel, member, size, digest, oid, blob is None)
+    lfs = blob is None
+    if blob is None:  # git holds its LFS pointer
+        pointer = lfs_pointer(digest, size)
+        blob = hashlib.sha1(b"blob %d\0" % len(pointer) + pointer, usedforsecurity=False)
+    return HubFile(rel, member, size, digest, blob.hexdigest(), lfs)
 
 
 class MemberStream:

@@ -1,15 +1,11 @@
 """``kernel-factory index``: the store's records -> the static index (PEP 503, 691, 658, 700).
 
-One flow over the Store protocol (store/__init__.py), the same for a local folder and an ``s3://`` store: the
-store's catalog (store/catalog.py) is brought up to date with the store and says which projects changed since it
-last did; ``--wheels`` folders are adopted; every record's files are checked (store/filecheck.py); then the pages.
-The index root keeps, in ``.index-state.json`` (index/state.py), the catalog generation its pages show, the
-variant labels, per project the variant indexes it is in and its landing-page line, and each page's size and
-mtime. A run whose catalog generation, labels, templates and base URL are the ones the state names, and whose
-pages are as written, writes nothing. Otherwise only the changed projects' pages are rendered, then the roots and
-the landing page; each page is renamed into place and written only when its bytes differ, and the pages of
-projects and variants that are gone are removed. Anything else (first run, new templates, a new variant label, a
-state of another catalog generation) renders every project again, streaming them from the catalog.
+One flow over the Store protocol, for a local folder and an ``s3://`` store: the catalog is brought up to date
+and says which projects changed, ``--wheels`` folders are adopted, every record's files are checked, then the
+pages. ``.index-state.json`` (index/state.py) says what the pages show: a run with nothing changed writes nothing,
+one after a change renders only the changed projects, then the roots and the landing page; anything else (first
+run, new templates, a new variant label, another catalog generation) renders every project again. A page is
+written only when its bytes differ; the pages of projects and variants that are gone are removed.
 """
 
 from __future__ import annotations
@@ -27,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from .. import atomic, report
+from .. import report
 from ..atomic import TMP_PREFIX
-from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
+from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..nofollow import Tree
 from ..store import Store, open_store
@@ -45,7 +41,6 @@ from .pages import (
     landing_page,
     project_pages,
     project_paths,
-    read_withdrawals,
     root_pages,
     root_paths,
 )
@@ -53,15 +48,11 @@ from .state import LANDING, State, changed_pages, page_stat, read_state, write_s
 from .state import STATE_FILE as STATE_FILE
 
 if TYPE_CHECKING:
+    from ..record import Record
     from ..store.adopt import AdoptResult
 
 PAGE_DIRS = ("simple", "variants", "projects")
 PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in one process per core
-
-
-def _workers() -> int:
-    """The processes of a full build: one per core, at most 16."""
-    return min(os.cpu_count() or 1, 16)
 
 
 @dataclass(frozen=True)
@@ -78,18 +69,15 @@ class IndexArgs:
 
 @dataclass(frozen=True)
 class IndexOptions:
+    """``index``'s arguments resolved (``resolve_paths``)."""
+
     store: Location
     out: Path
     wheels: tuple[Path, ...]
     templates: Path | None
     base_url: str
-    repair: bool = False
-    rescan: bool = False
-    allow_kernel_names: bool = False
-    kernel_names: frozenset[str] = frozenset()  # the configured kernels' project names (guessed from the repo)
-    as_json: bool = False
-    lock_wait_s: float = DEFAULT_LOCK_WAIT_S  # KERNEL_FACTORY_LOCK_WAIT (config.Variables)
-    options: Any = None  # the resolved config.Options: the store is opened with them (S3 put args, lock wait)
+    kernel_names: frozenset[str]  # the configured kernels' project names (guessed from the repo)
+    options: Any  # the resolved config.Options: the store is opened with them (S3 put args, lock wait)
 
 
 @dataclass(frozen=True)
@@ -119,28 +107,13 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
         if not w.is_dir():
             raise UsageError(f"--wheels {w}: no such folder; give a folder that holds .whl files")
     base_url = (opts.base_url or DEFAULT_BASE_URL).rstrip("/")
-    repair = args.repair  # an s3:// store refuses it (store/s3.py), as it refuses --wheels
-    from packaging.utils import canonicalize_name
-
     names = frozenset(canonicalize_name(Path(k.repo_id or k.repo).name) for k in opts.kernels)
-    as_json = args.json
-    return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, repair,
-                        args.rescan, opts.allow_kernel_names, names, as_json, opts.variables.lock_wait_s, opts)
-
-
-def write_page(path: Path, data: bytes) -> bool:
-    """Write one page atomically unless it already holds ``data``; True if written (factory/atomic.py
-    ``write_page``: a random temporary name, renamed into place, not fsynced one by one; the state file, written
-    last, records each page's size and mtime, so a page torn by a crash is rendered again). The index itself writes
-    through a ``Tree`` of its root, which refuses folders that are links."""
-    os.makedirs(path.parent, exist_ok=True)
-    return atomic.write_page(os.fspath(path), data)
+    return IndexOptions(store, Path(out), wheels, Path(templates) if templates else None, base_url, names, opts)
 
 
 def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:
-    """Remove pages under simple/, variants/ and projects/ that are not in ``keep``, and folders left empty; by
-    folder descriptors, never through a link (a top folder that is one is refused; links below are not walked
-    into, nor folders swapped for one meanwhile)."""
+    """Remove the pages under ``PAGE_DIRS`` not in ``keep``, and folders left empty, by folder descriptors
+    (``Tree.sweep``: never through a link, nor into a folder swapped for one meanwhile)."""
     keep_set = set(keep)
     tree = Tree(out) if tree is None else tree
 
@@ -158,9 +131,7 @@ class _Writer:
         self.out = out
         self.tree = Tree(out)  # never writes or removes through a folder that is a link
         self.paths: set[str] = set()  # the pages written
-        self.removed = 0
         self.stats: dict[str, tuple[int, int]] = {}
-        self.gone: set[str] = set()  # the pages of projects rendered again, as they were (removed if not kept)
 
     def write(self, pages: dict[str, bytes]) -> None:
         """Write ``pages``; a project's page for a person last (it links its simple and variant pages)."""
@@ -172,20 +143,36 @@ class _Writer:
                 self.stats[path] = stat
 
 
+@dataclass(frozen=True)
+class _Render:
+    """What every project's pages are rendered with, in this process and in each worker of a full build."""
+
+    templates: Path | None
+    base_url: str
+    labels: dict[str, str | None]
+    withdrawals: Withdrawals  # the projects' statuses, the wheels a prune is removing (pages.py)
+    hidden: frozenset[str]  # wheels left out of every page (look-alikes, see ``refuse_lookalikes``)
+
+    def projects(self, writer: _Writer, found: Iterable[tuple[str, list[Record]]]) -> dict[str, Any]:
+        """Write the pages of every project in ``found``; their state entries."""
+        env = environment(self.templates)
+        entries: dict[str, Any] = {}
+        for name, records in found:
+            pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in self.hidden],
+                                                      self.labels, self.base_url, self.withdrawals)  # fmt: skip
+            writer.write(pages)
+            entries[name] = {"labels": in_labels, "summary": summary}
+        return entries
+
+
 def build_index(
     out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
     touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
     hidden: frozenset[str] = frozenset(), withdrawals: Withdrawals = NO_WITHDRAWALS,
 ) -> IndexResult:  # fmt: skip
-    """Bring the pages in ``out`` up to date with ``catalog``.
-
-    ``before`` and ``touched``: the catalog's generation before its last change and the projects that change
-    touched; with a state of that generation, only those projects are rendered again, and those of any page
-    whose size or mtime is not the one the state names. ``rescan``: render every page and compare its bytes
-    with the disk. A state file that fails its check adds a line to ``warnings`` and is not used. ``hidden``:
-    wheels left out of every page (look-alikes, see ``refuse_lookalikes``). ``withdrawals``: the projects'
-    statuses and the wheels a prune is removing (pages.py).
-    """
+    """Bring the pages in ``out`` up to date with ``catalog``. ``before`` and ``touched``: the catalog's generation
+    before its last change and the projects that change touched; with a state of that generation, only those
+    projects are rendered again, and the owners of any page the state does not match. ``rescan``: every page."""
     fp = fingerprint(templates, base_url, withdrawals)
     if hidden:  # another set of wheels left out: every page again
         fp += ":hidden:" + hashlib.sha256("\n".join(sorted(hidden)).encode()).hexdigest()
@@ -200,7 +187,8 @@ def build_index(
         known = len(state.pages)
         return IndexResult(known, 0, known, 0)
     env = environment(templates)  # compiled once; the render workers fork with it
-    labels = catalog.label_backends()
+    render = _Render(templates, base_url, catalog.label_backends(), withdrawals, hidden)
+    labels = render.labels
     incremental = state is not None and state.labels == labels and before is not None and state.generation == before
     projects: dict[str, Any] = dict(state.projects) if incremental and state is not None else {}
     stats: dict[str, tuple[int, int]] = dict(state.pages) if incremental and state is not None else {}
@@ -208,21 +196,35 @@ def build_index(
     had_pages = any((out / top).exists() for top in PAGE_DIRS)
     writer = _Writer(out)
     wanted = set(touched) | {p for p in (owners.get(path) for path in changed) if p} if incremental else None
-    workers = _workers()
+    workers = min(os.cpu_count() or 1, 16)  # the processes of a full build: one per core
     rest: Iterable[str] | None = wanted  # the projects rendered here (None: all)
     if wanted is None and workers > 1 and catalog.path != ":memory:" and catalog.count() >= PARALLEL_RECORDS:
-        writer.paths |= _render_parallel(out, catalog, templates, base_url, labels, workers, projects, stats,
-                                         hidden, withdrawals)  # fmt: skip
+        # every project in forked workers, each reading and checking its share from the catalog file (the rows a
+        # sync has just checked are known from the fork); they drop the store lock and die with this process
+        from ..store.pool import worker_pool
+
+        for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
+            env.get_template(name)
+        names, parts = catalog.project_names(), workers * 4
+        _CHUNKS[:] = [names[i::parts] for i in range(parts) if names[i::parts]]
+        _CATALOG[:] = [catalog]
+        try:
+            with worker_pool(workers) as pool:
+                for future in [pool.submit(_render_chunk, i, out, render) for i in range(len(_CHUNKS))]:
+                    paths, entries, written_stats = future.result()
+                    writer.paths |= paths
+                    projects.update(entries)
+                    stats.update(written_stats)
+        finally:
+            _CHUNKS.clear()
+            _CATALOG.clear()
         rest = ()
+    gone: set[str] = set()  # the pages of projects rendered again, as they were (removed if not kept)
     for name in wanted or ():  # rendered again below, unless their last record is gone
         old = projects.pop(name, None)
         if old is not None:
-            writer.gone.update(project_paths(name, old["labels"]))
-    for name, records in catalog.projects(rest):
-        pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in hidden],
-                                                  labels, base_url, withdrawals)  # fmt: skip
-        writer.write(pages)
-        projects[name] = {"labels": in_labels, "summary": summary}
+            gone.update(project_paths(name, old["labels"]))
+    projects.update(render.projects(writer, catalog.projects(rest)))
     members: dict[str | None, list[str]] = {None: sorted(projects), **{label: [] for label in labels}}
     for name in sorted(projects):
         for label in projects[name]["labels"]:
@@ -235,10 +237,9 @@ def build_index(
                                         withdrawals)})  # fmt: skip
     for name, entry in projects.items():
         keep.update(project_paths(name, entry["labels"]))
-    for path in writer.gone - keep:  # pages of a project or a variant it left
-        writer.removed += writer.tree.remove(path)
+    removed = sum(writer.tree.remove(path) for path in gone - keep)  # pages of a project or a variant it left
     if not incremental and had_pages:  # an index root that held no pages has none to remove
-        writer.removed += remove_stale(out, keep, writer.tree)
+        removed += remove_stale(out, keep, writer.tree)
     stats.update(writer.stats)
     for path in keep - stats.keys():  # a page unchanged and not written (a full build over an index root)
         stat = page_stat(out / path)
@@ -246,7 +247,7 @@ def build_index(
             stats[path] = stat
     count, written = len(keep), len(writer.paths & keep)
     write_state(out, State(fp, generation, labels, projects, {p: stats[p] for p in sorted(keep) if p in stats}))
-    return IndexResult(count, written, count - written, writer.removed)
+    return IndexResult(count, written, count - written, removed)
 
 
 _CHUNKS: list[list[str]] = []  # a full build's projects, split before its workers fork
@@ -254,61 +255,18 @@ _CATALOG: list[Catalog] = []  # the catalog they read them from
 
 
 def _render_chunk(
-    index: int, out: Path, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    withdrawals: Withdrawals, hidden: frozenset[str],
+    index: int, out: Path, render: _Render
 ) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """Read (and check) the records of the projects of ``_CHUNKS[index]`` from the catalog file, on a connection
-    of this worker's own, and render their pages, in a worker of a full build; (the pages written, their state
-    entries, each page's size and mtime). A row that fails its check raises CatalogDamaged here, which the main
-    process gets back as the task's exception (the catalog is rebuilt: ``rebuilt``)."""
-    env = environment(templates)
+    """In a worker of a full build: read (and check) the projects of ``_CHUNKS[index]`` on a connection of its own
+    and write their pages; (the pages written, their state entries, each page's size and mtime). A damaged row
+    raises CatalogDamaged, which the main process gets back (the catalog is rebuilt: ``rebuilt``)."""
     writer = _Writer(out)
-    entries: dict[str, Any] = {}
     reader = _CATALOG[0].reader()
     try:
-        for name, records in reader.projects(_CHUNKS[index]):
-            pages, in_labels, summary = project_pages(env, name, [r for r in records if r.filename not in hidden],
-                                                      labels, base_url, withdrawals)  # fmt: skip
-            writer.write(pages)
-            entries[name] = {"labels": in_labels, "summary": summary}
+        entries = render.projects(writer, reader.projects(_CHUNKS[index]))
     finally:
         reader.close()
     return writer.paths, entries, writer.stats
-
-
-def _render_parallel(
-    out: Path, catalog: Catalog, templates: Path | None, base_url: str, labels: dict[str, str | None],
-    workers: int, projects: dict[str, Any], stats: dict[str, tuple[int, int]], hidden: frozenset[str],
-    withdrawals: Withdrawals,
-) -> set[str]:  # fmt: skip
-    """Render every project's pages in ``workers`` forked processes; the pages written.
-
-    Each worker reads its share of the projects from the catalog file and checks them (the rows a sync has just
-    checked are known from the fork: not checked twice), so neither reading nor checking waits in this process.
-    The workers drop the store lock and die with this process (store/pool.py)."""
-    from ..store.pool import worker_pool
-
-    env = environment(templates)
-    for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
-        env.get_template(name)
-    parts = workers * 4
-    names = catalog.project_names()
-    _CHUNKS[:] = [names[i::parts] for i in range(parts) if names[i::parts]]
-    _CATALOG[:] = [catalog]
-    written: set[str] = set()
-    try:
-        with worker_pool(workers) as pool:
-            futures = [pool.submit(_render_chunk, i, out, templates, base_url, labels, withdrawals, hidden)
-                       for i in range(len(_CHUNKS))]  # fmt: skip
-            for future in futures:
-                paths, entries, written_stats = future.result()
-                written |= paths
-                projects.update(entries)
-                stats.update(written_stats)
-    finally:
-        _CHUNKS.clear()
-        _CATALOG.clear()
-    return written
 
 
 @dataclass
@@ -323,77 +281,62 @@ class Indexed:
     warnings: list[str] = field(default_factory=list)  # caches dropped and rebuilt
 
 
-def index_store(
-    store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str
-) -> tuple[int, IndexResult]:
-    """Bring the store's catalog and then the index in ``out`` up to date; (number of records, result)."""
-    done = index_with_adoption(store, out, templates, base_url)
-    return done.count, done.result
-
-
 def index_with_adoption(
     store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str,
     wheels: tuple[Path, ...] = (), kernels: Iterable[str] = (), allow_kernel_names: bool = False,
     rescan: bool = False, repair: bool = False,
 ) -> Indexed:  # fmt: skip
-    """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index: one
-    flow over the Store protocol (store/__init__.py) for every backend.
+    """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index.
 
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
-    ``allow_kernel_names``. ``rescan``: read and check every record, and render and compare every page, even when
-    the store and the pages look unchanged. A catalog found damaged at any step (a row that fails the record
-    checks, a file SQLite finds malformed) is named in one warning and rebuilt from the records in the same run
-    (a second attempt adopts only the folders the first did not reach); any other SQLite error is Unreachable
-    (exit 4). Every record's wheel and ``.metadata`` are compared with it (store/filecheck.py)."""
+    ``allow_kernel_names``. ``rescan``: read and check every record, and render every page. A catalog found
+    damaged at any step is named in one warning and rebuilt in the same run (a second attempt adopts only the
+    folders the first did not reach); any other SQLite error is Unreachable (exit 4)."""
     opened = opened_store(store)
+    kernel_set = set(kernels)
     try:  # first: a store that cannot adopt refuses --wheels before anything is read
         catalog = opened.open_catalog(adopting=bool(wheels))
     except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error
         raise sqlite_problem(opened.display, exc) from None
     done = Indexed(warnings=[catalog.note] if catalog.note is not None else [])
     try:
-        withdrawals = read_withdrawals(opened)  # project statuses, a prune under way (store/status.py, retain.py)
+        from ..store.retain import read_pending
+        from ..store.status import read_statuses
+
+        withdrawals = Withdrawals(read_statuses(opened), read_pending(opened))  # statuses, a prune under way
 
         def attempt(again: bool) -> tuple[int, IndexResult]:
             done.errors, done.notes = [], []  # this attempt's lines, kept only if it holds up
-            return _index_once(opened, catalog, out, templates, base_url, wheels, set(kernels), allow_kernel_names,
-                               rescan or again, repair, withdrawals, done)  # fmt: skip
+            scan = rescan or again
+            before = catalog.generation()
+            synced = opened.sync(catalog, scan)
+            touched = set(synced.touched)
+            known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
+            count = len(known)
+            reached = {folder for folder, _result in done.adopted}
+            for folder in wheels:
+                if folder not in reached:
+                    result = _adopt_folder(opened, folder, catalog, synced, known, kernel_set, allow_kernel_names)
+                    done.adopted.append((folder, result))
+                    touched |= catalog.apply_rows(result.rows, ())
+            if len(known) != count:
+                catalog.set_meta("variants", json.dumps(known, sort_keys=True))
+            healed = {name for _folder, result in done.adopted for name in result.adopted}  # a gap adopted again
+            done.errors += [line for wheel, line in synced.errors if wheel not in healed]
+            found = check_files(opened, catalog, synced, repair)
+            hidden = refuse_lookalikes(catalog, allow_kernel_names, done.errors)
+            opened.mark_index(out)
+            index = build_index(out, catalog, templates, base_url, None if scan else before, touched | found.touched,
+                                scan, done.warnings, hidden, withdrawals)  # fmt: skip
+            done.errors += found.errors
+            done.notes += found.notes
+            opened.save(catalog, bool(healed))
+            return catalog.count(), index
 
         done.count, done.result = rebuilt(catalog, attempt, done.warnings.append)
     finally:
         catalog.close()
     return done
-
-
-def _index_once(
-    store: Store, catalog: Catalog, out: Path, templates: Path | None, base_url: str, wheels: tuple[Path, ...],
-    kernels: set[str], allow_kernel_names: bool, rescan: bool, repair: bool, withdrawals: Withdrawals, done: Indexed,
-) -> tuple[int, IndexResult]:  # fmt: skip
-    """One attempt of ``index_with_adoption``."""
-    before = catalog.generation()
-    synced = store.sync(catalog, rescan)
-    touched = set(synced.touched)
-    known = json.loads(catalog.meta("variants") or "{}")  # labels already mapped to variants
-    count = len(known)
-    reached = {folder for folder, _result in done.adopted}
-    for folder in wheels:
-        if folder not in reached:
-            result = _adopt_folder(store, folder, catalog, synced, known, kernels, allow_kernel_names)
-            done.adopted.append((folder, result))
-            touched |= catalog.apply_rows(result.rows, ())
-    if len(known) != count:
-        catalog.set_meta("variants", json.dumps(known, sort_keys=True))
-    healed = {name for _folder, result in done.adopted for name in result.adopted}  # a gap adopted again
-    done.errors += [line for wheel, line in synced.errors if wheel not in healed]
-    found = check_files(store, catalog, synced, repair)
-    hidden = refuse_lookalikes(catalog, allow_kernel_names, done.errors)
-    store.mark_index(out)
-    index = build_index(out, catalog, templates, base_url, None if rescan else before, touched | found.touched,
-                        rescan, done.warnings, hidden, withdrawals)  # fmt: skip
-    done.errors += found.errors
-    done.notes += found.notes
-    store.save(catalog, bool(healed))
-    return catalog.count(), index
 
 
 def _adopt_folder(
@@ -403,7 +346,7 @@ def _adopt_folder(
     """Adopt the wheels of ``folder`` the store lacks (``index --wheels``): one listing of the folder, diffed
     against the store's listing (or, where it was not listed, the catalog's names). Wheels of a project that is a
     kernel of the store or of ``kernels`` are refused unless ``allow_kernel_names``."""
-    from ..store.adopt import AdoptResult, not_wheels  # here: a run without --wheels does not import adoption
+    from ..store.adopt import AdoptResult, adopt_wheels, not_wheels  # here: a run without --wheels does not import it
 
     with os.scandir(folder) as it:  # the entries' types come with the listing: no stat per wheel
         names = [e.name for e in it if not e.name.startswith(".") and e.is_file()]
@@ -415,8 +358,6 @@ def _adopt_folder(
         refuse = kernels | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
     result = AdoptResult()
     if todo:
-        from ..store.adopt import adopt_wheels
-
         assert store.folder is not None  # open_catalog(adopting=True) refused a store without one
         result = adopt_wheels(store.folder, [os.path.join(folder, n) for n in todo], refuse, known)
     result.present = [n for n in fresh if n in held]
@@ -441,17 +382,6 @@ def refuse_lookalikes(catalog: Catalog, allow: bool, errors: list[str]) -> froze
     return frozenset(wheel for wheel, _ in found)
 
 
-def run_index(args: IndexArgs) -> int:
-    """Adopt ``--wheels`` folders, then render the index of the store into the index root (under the store lock,
-    where the store can be written: a read-only one has no writer to wait for)."""
-    opts = resolve_paths(args)
-    store = args.store
-    if store is None:  # else the command (yank, status, prune) opened it: once per command, with its options
-        store = open_store(opts.store, opts.options, lock_wait_s=opts.lock_wait_s)
-    with index_lock(store, adopting=bool(opts.wheels), repair=opts.repair):
-        return _run_index(opts, store)
-
-
 def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextManager[None]:
     """What ``index`` holds: the store lock, where the store can be written (a read-only one has no writer to wait
     for); UsageError where there is no store and nothing to adopt into one, or --repair of an s3:// store."""
@@ -469,54 +399,55 @@ def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextMan
     return store.lock()
 
 
-def _run_index(opts: IndexOptions, store: Store) -> int:
-    refused = 0
-    if opts.repair and store.folder is not None:
-        from ..store.adopt import repair_store
+def run_index(args: IndexArgs) -> int:
+    """Adopt ``--wheels`` folders, then render the index of the store into the index root (under ``index_lock``)."""
+    opts = resolve_paths(args)
+    store = args.store
+    if store is None:  # else the command (yank, status, prune) opened it: once per command, with its options
+        store = open_store(opts.store, opts.options)
+    with index_lock(store, adopting=bool(opts.wheels), repair=args.repair):
+        refused = 0
+        if args.repair and store.folder is not None:  # an s3:// store refuses it (store/s3.py), as --wheels
+            from ..store.adopt import repair_store
 
-        repaired, failed = repair_store(store.folder)
-        report.info(f"repaired {len(repaired)} record(s)"
-                    + (f", {len(failed)} could not be repaired" if failed else ""))
-        refused += len(failed)
-    done = index_with_adoption(store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names,
-                               opts.allow_kernel_names, opts.rescan, opts.repair)  # fmt: skip
-    for line in done.warnings:
-        report.warn(line)  # shown under -q too
-    for line in done.notes:
-        report.info(line, stderr=True)
-    adopted: list[str] = []
-    present: list[str] = []
-    skipped: list[str] = []
-    not_indexed: list[str] = []
-    for folder, result in done.adopted:
-        refused += len(result.refused)
-        adopted += result.adopted
-        present += result.present
-        skipped += result.refused
-        report.info(
-            f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
-            + (f", {len(result.refused)} refused" if result.refused else "")
+            repaired, failed = repair_store(store.folder)
+            report.info(f"repaired {len(repaired)} record(s)"
+                        + (f", {len(failed)} could not be repaired" if failed else ""))
+            refused += len(failed)
+        done = index_with_adoption(store, opts.out, opts.templates, opts.base_url, opts.wheels, opts.kernel_names,
+                                   opts.options.allow_kernel_names, args.rescan, args.repair)  # fmt: skip
+        for line in done.warnings:
+            report.warn(line)  # shown under -q too
+        for line in done.notes:
+            report.info(line, stderr=True)
+        results = [result for _folder, result in done.adopted]
+        for folder, result in done.adopted:
+            report.info(
+                f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
+                + (f", {len(result.refused)} refused" if result.refused else "")
+            )
+            if result.not_wheels:
+                report.warn(f"{folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
+                            f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and "
+                            "put those in the folder")  # fmt: skip
+        refused += sum(len(r.refused) for r in results)
+        for line in done.errors:
+            report.error(line)
+        index = done.result
+        report.result(  # the result line: kept under -q (on stderr under --json)
+            f"index: {done.count} wheel(s), {index.pages} page(s): {index.written} written, "
+            f"{index.unchanged} unchanged, {index.removed} removed -> {opts.out}"
+            + (f"; {len(done.errors)} record(s) left out" if done.errors else "")
         )
-        if result.not_wheels:
-            not_indexed += result.not_wheels
-            report.warn(f"{folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
-                        f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and put "
-                        "those in the folder")  # fmt: skip
-    for line in done.errors:
-        report.error(line)
-    index = done.result
-    report.result(  # the result line: kept under -q (on stderr under --json)
-        f"index: {done.count} wheel(s), {index.pages} page(s): {index.written} written, "
-        f"{index.unchanged} unchanged, {index.removed} removed -> {opts.out}"
-        + (f"; {len(done.errors)} record(s) left out" if done.errors else "")
-    )
-    if opts.as_json:
-        report.document({
-            "store": opts.store.display, "out": str(opts.out), "records": done.count, "pages": index.pages,
-            "written": index.written, "unchanged": index.unchanged, "removed": index.removed, "adopted": adopted,
-            "already_in_store": sorted(present), "skipped": skipped, "not_indexed": not_indexed,
-            "damaged": done.errors,
-        })  # fmt: skip
-    if refused:
-        report.error(f"{refused} wheel(s) refused (see the warnings above); fix or remove them")
-    return EXIT_REFUSED if refused or done.errors else EXIT_OK
+        if args.json:
+            report.document({
+                "store": opts.store.display, "out": str(opts.out), "records": done.count, "pages": index.pages,
+                "written": index.written, "unchanged": index.unchanged, "removed": index.removed,
+                "adopted": [n for r in results for n in r.adopted],
+                "already_in_store": sorted(n for r in results for n in r.present),
+                "skipped": [n for r in results for n in r.refused],
+                "not_indexed": [n for r in results for n in r.not_wheels], "damaged": done.errors,
+            })  # fmt: skip
+        if refused:
+            report.error(f"{refused} wheel(s) refused (see the warnings above); fix or remove them")
+        return EXIT_REFUSED if refused or done.errors else EXIT_OK

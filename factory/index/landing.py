@@ -1,18 +1,19 @@
-"""What the pages for a person show: a project's versions with a variant matrix each, and a summary per project."""
+"""What the pages for a person show: a project's versions with a variant matrix each, a summary per project, and
+the landing page's selector (torch version x backend x arch -> the builds that fit, with their commands: rows the
+page embeds as JSON, which index_templates/selector.js filters, the same answer ``kernel-factory which`` gives)."""
 
 from __future__ import annotations
 
 import re
 import shlex
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from packaging.version import Version
+from packaging.utils import canonicalize_name
 
 from ..record import HUB_URL, Record, version_key
-from .selector import selector_rows
 
 _BACKEND_ORDER = ("cuda", "rocm", "xpu", "cann", "neuron", "tpu", "npu", "cpu", "metal", "universal")
 _FRAMEWORK_ORDER = ("torch", "torch-stable-abi", "tvm-ffi", "torch-noarch")
@@ -82,26 +83,8 @@ def _row_key(r: Record) -> tuple[str | None, str | None]:
     return (r.framework, r.framework_version)
 
 
-def _row_sort(key: tuple[str | None, str | None]) -> tuple[int, Any, str]:
-    framework, version = key
-    v = version_key(version)
-    return (_rank(_FRAMEWORK_ORDER, framework), (-v[0], _Neg(v[1])), framework or "")
-
-
-class _Neg:
-    """Reverses the order of a version (newest first)."""
-
-    def __init__(self, value: Version | str) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Neg) -> bool:
-        return bool(other.value < self.value)  # type: ignore[operator]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Neg) and self.value == other.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
+def _newest_first(keys: Iterable[tuple[str | None, str | None]]) -> list[tuple[str | None, str | None]]:
+    return sorted(keys, key=lambda k: version_key(k[1]), reverse=True)  # stable: ties keep their order
 
 
 def _row_title(key: tuple[str | None, str | None]) -> str:
@@ -119,12 +102,6 @@ def _col_key(r: Record) -> tuple[str | None, str | None]:
     return (r.backend or ("universal" if r.label is None else None), r.backend_version)
 
 
-def _col_sort(key: tuple[str | None, str | None]) -> tuple[int, str, Any]:
-    backend, version = key
-    v = version_key(version)
-    return (_rank(_BACKEND_ORDER, backend), backend or "", (-v[0], _Neg(v[1])))
-
-
 def _col_title(key: tuple[str | None, str | None]) -> str:
     backend, version = key
     return f"{backend or 'other'} {version}" if version else (backend or "other")
@@ -137,23 +114,21 @@ def safe_link(url: str | None) -> str | None:
     return None
 
 
-def command(*parts: str) -> str:
-    """A shell command with each part quoted (``shlex.quote``): nothing from a record can add a word to it."""
-    return " ".join(shlex.quote(p) for p in parts)
-
-
 def _commands(project: str, record: Record, base_url: str) -> tuple[str, str]:
-    pin = command("pip", "install", f"{project}=={record.version}", "--index-url", f"{base_url}/simple")
+    pin = shlex.join(["pip", "install", f"{project}=={record.version}", "--index-url", f"{base_url}/simple"])
     if record.label:
-        return pin, command("pip", "install", project, "--index-url", f"{base_url}/variants/{record.label}/simple")
+        variant = f"{base_url}/variants/{record.label}/simple"
+        return pin, shlex.join(["pip", "install", project, "--index-url", variant])
     if "+" in record.version:  # a label that names no variant: only in the combined index, so pin it
         return pin, pin
-    return pin, command("pip", "install", project, "--index-url", f"{base_url}/simple")
+    return pin, shlex.join(["pip", "install", project, "--index-url", f"{base_url}/simple"])
 
 
 def _version_view(project: str, version: str, recs: list[Record], base_url: str) -> VersionView:
-    rows = sorted({_row_key(r) for r in recs}, key=_row_sort)
-    cols = sorted({_col_key(r) for r in recs}, key=_col_sort)
+    # rows: by framework's rank, version (newest first), framework; columns: by backend's rank, backend, version
+    rows = sorted(_newest_first(sorted({_row_key(r) for r in recs}, key=lambda k: k[0] or "")),
+                  key=lambda k: _rank(_FRAMEWORK_ORDER, k[0]))
+    cols = sorted(_newest_first({_col_key(r) for r in recs}), key=lambda k: (_rank(_BACKEND_ORDER, k[0]), k[0] or ""))
     cells: dict[tuple[Any, Any], list[Entry]] = defaultdict(list)
     for r in sorted(recs, key=lambda r: (r.os or "", r.arch or "", r.label or "", r.filename)):
         pin, var = _commands(project, r, base_url)
@@ -195,7 +170,7 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
 def _adopted_view(project: str, recs: list[Record], base_url: str) -> AdoptedView:
     versions = sorted({r.version for r in recs}, key=version_key, reverse=True)
     latest = max(recs, key=lambda r: (version_key(r.version), r.filename))
-    pin = command("pip", "install", f"{project}=={versions[0]}", "--index-url", f"{base_url}/simple")
+    pin = shlex.join(["pip", "install", f"{project}=={versions[0]}", "--index-url", f"{base_url}/simple"])
     return AdoptedView(latest.name, project, latest.summary, tuple(versions), pin)
 
 
@@ -225,3 +200,24 @@ def project_summary(project: str, records: Sequence[Record]) -> dict[str, object
         "wheels": len(records),
         "variants": len({r.label for r in records if r.label}),
     }
+
+
+def selector_rows(records: Sequence[Record], base_url: str) -> list[dict[str, Any]]:
+    """One row per (kernel, label, platform) of the torch builds: what the selector filters and shows."""
+    seen: dict[tuple[str, str, str], tuple[Record, set[str]]] = {}
+    for r in records:
+        if r.kind != "kernel" or not r.label or r.framework != "torch" or not (r.arch and r.os):
+            continue
+        key = (str(canonicalize_name(r.name)), r.label, f"{r.arch}-{r.os}")
+        seen.setdefault(key, (r, set()))[1].add(r.kernel_version or r.version.split("+")[0])
+    rows = []
+    for (project, label, platform), (r, versions) in sorted(seen.items()):
+        root = f"{base_url}/variants/{label}/simple"
+        backend = f"{r.backend} {r.backend_version}" if r.backend_version else str(r.backend)
+        rows.append({
+            "kernel": r.name, "project": project, "label": label, "platform": platform, "torch": r.framework_version,
+            "backend": backend, "arch": platform, "version": max(versions, key=version_key),
+            "pip": shlex.join(["pip", "install", project, "--index-url", root]),
+            "uv": shlex.join(["uv", "pip", "install", project, "--index-url", root]),
+        })  # fmt: skip
+    return rows

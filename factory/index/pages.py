@@ -1,10 +1,8 @@
 """The pages of the index, rendered per project: a project's records -> its pages' bytes.
 
-A project has, in the combined index and in each variant index it appears in,
-a PEP 503 page and a PEP 691 JSON page, plus one page for a person
-(``projects/<name>/``: its versions and torch x backend matrix). The roots list
-the projects of their index; the landing page lists every project. Each page is
-a pure function of the records it shows, the templates and the base URL.
+A project has, in the combined index and in each variant index it appears in, a PEP 503 page and a PEP 691 JSON
+page, plus one page for a person (``projects/<name>/``). The roots list the projects of their index; the landing
+page lists every project. Each page is a pure function of the records it shows, the templates and the base URL.
 """
 
 from __future__ import annotations
@@ -22,19 +20,15 @@ from ..errors import ConfigError
 from ..record import Record, version_key
 from ..store.status import Status
 from . import landing as index_landing
-from . import selector as index_selector
 from .landing import project_context, project_summary, quoted
 
 if TYPE_CHECKING:
     import jinja2
 
-    from ..store import Store
-
 API_VERSION = "1.1"
 STATUS_API_VERSION = "1.4"  # PEP 792: the pages that carry a project status marker
 DEFAULT_BASE_URL = "INDEX_URL"  # no base-url: the pages say so, and their script fills in their own address
 TEMPLATE_NAMES = ("landing.html", "kernel.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
-SIMPLE = "simple"
 # The shipped templates: the package kernel_factory.templates, which is index_templates/ in an editable install
 # and kernel_factory/templates/ in the wheel; asked of the import system, so both layouts agree.
 TEMPLATES = Path(str(import_module("kernel_factory.templates").__file__)).parent
@@ -42,11 +36,7 @@ TEMPLATES = Path(str(import_module("kernel_factory.templates").__file__)).parent
 
 def group_prefix(label: str | None) -> str:
     """The folder of the combined index (label None) or of one variant index."""
-    return SIMPLE if label is None else f"variants/{label}/simple"
-
-
-def group_depth(label: str | None) -> int:
-    return 1 if label is None else 3
+    return "simple" if label is None else f"variants/{label}/simple"
 
 
 class Withdrawals(NamedTuple):
@@ -58,14 +48,6 @@ class Withdrawals(NamedTuple):
 
 
 NO_WITHDRAWALS = Withdrawals()
-
-
-def read_withdrawals(store: Store) -> Withdrawals:
-    """The statuses and the prune under way that ``store`` keeps (a local folder or an s3:// store)."""
-    from ..store.retain import read_pending
-    from ..store.status import read_statuses
-
-    return Withdrawals(read_statuses(store), read_pending(store))
 
 
 def combined_only(record: Record) -> bool:
@@ -102,11 +84,8 @@ def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> d
 
 @lru_cache(maxsize=8)
 def environment(templates: Path | None) -> jinja2.Environment:
-    """The shipped templates, in a plain environment; with a user's ``templates`` folder, that folder first (any
-    name may be overridden) then the shipped ones, in jinja2's sandbox (``_user_templates``). Autoescape on.
-
-    One environment per templates folder and process, so each template is compiled once (the render workers
-    fork with the ones compiled before)."""
+    """The shipped templates; with a user's ``templates`` folder, that folder first, in jinja2's sandbox. One per
+    templates folder and process, so each template is compiled once (the render workers fork with them)."""
     import jinja2  # only when pages are rendered: a run with nothing to render does not load it
 
     loaders: list[jinja2.BaseLoader] = []
@@ -157,11 +136,10 @@ def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals 
     Reads the template files as the environment finds them (``templates`` first), without loading jinja2.
     """
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
-    store = withdrawals
-    if store.statuses or store.pending:  # a status set or a prune under way: every page again
-        statuses = {name: store.statuses[name].to_json() for name in sorted(store.statuses)}
-        h.update(json.dumps([statuses, sorted(store.pending)], sort_keys=True).encode() + b"\0")
-    for module in (__file__, index_landing.__file__, index_selector.__file__):  # the rendering code itself
+    if withdrawals.statuses or withdrawals.pending:  # a status set or a prune under way: every page again
+        statuses = {name: status.to_json() for name, status in sorted(withdrawals.statuses.items())}
+        h.update(json.dumps([statuses, sorted(withdrawals.pending)], sort_keys=True).encode() + b"\0")
+    for module in (__file__, index_landing.__file__):  # the rendering code itself
         h.update(Path(module).read_bytes())
     names = set(TEMPLATE_NAMES)
     if templates is not None:
@@ -173,12 +151,6 @@ def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals 
         if found:
             h.update(name.encode() + b"\0" + found[0].read_bytes() + b"\0")
     return h.hexdigest()
-
-
-def _yanked(record: Record) -> bool | str:
-    if isinstance(record.yanked, str):
-        return record.yanked or True
-    return bool(record.yanked)
 
 
 _STR = json.encoder.encode_basestring  # what json.dumps(..., ensure_ascii=False) writes for a str
@@ -208,11 +180,11 @@ class _File(NamedTuple):
 
 
 def _file(record: Record) -> _File:
-    """One file's parts; its PEP 691 entry is ``_dumps`` of the dict of it (keys sorted), written piece by piece
+    """One file's parts; its PEP 691 entry is ``json.dumps`` of the dict of it (keys sorted), written piece by piece
     (the link, a quoted file name, needs no escaping in JSON)."""
     core = f'{{"sha256":{_json(record.metadata_sha256)}}}' if record.metadata_sha256 else "false"
     requires = f'"requires-python":{_json(record.requires_python)},' if record.requires_python else ""
-    yanked = _yanked(record)
+    yanked = (record.yanked or True) if isinstance(record.yanked, str) else bool(record.yanked)
     head = (
         f'{{"core-metadata":{core},"dist-info-metadata":{core},"filename":{_json(record.filename)},'
         f'"hashes":{{"sha256":{_json(record.sha256)}}},{requires}"size":{_json(record.size)},'
@@ -238,20 +210,13 @@ def _files(records: list[Record], known: Mapping[str, _File] | None) -> list[_Fi
     return [known[r.filename] for r in records]
 
 
-def _dumps(data: object) -> bytes:
-    return (json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-
-
 def simple_json(
     project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
     files: Mapping[str, _File] | None = None, status: Status | None = None,
 ) -> bytes:  # fmt: skip
-    """PEP 691 JSON of one project (PEP 700 fields included); ``order``: each version's rank, ``files``: each
-    file's parts (``_file``), when known; ``status``: its PEP 792 ``project-status`` (api-version 1.4).
-
-    The bytes of ``_dumps`` of {"meta", "name", "files", "versions"}, written piece by piece (most of a page is
-    its files, each a dict json.dumps would sort the keys of).
-    """
+    """PEP 691 JSON of one project (PEP 700 fields, PEP 792 ``status``); ``order``: each version's rank, ``files``:
+    each file's parts, when known. The bytes of ``json.dumps`` of the page (keys sorted, compact, not ASCII-escaped),
+    written piece by piece (quicker)."""
     found = {r.version for r in records}
     versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
     href = _files_href(depth)
@@ -340,11 +305,9 @@ def project_pages(
     env: jinja2.Environment, project: str, records: list[Record], labels: Mapping[str, str | None], base_url: str,
     found: Withdrawals = NO_WITHDRAWALS,
 ) -> tuple[dict[str, bytes], list[str], dict[str, object]]:  # fmt: skip
-    """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary).
-
-    The wheels a prune is removing are left out; a project's status (PEP 792) is on each of its pages, and a
-    quarantined project's pages offer no file (they stay, so installers see why); ``found``: what the store says
-    beside the records."""
+    """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary). The
+    wheels a prune is removing are left out; a quarantined project's pages offer no file (they stay, so installers
+    see why)."""
     if found.pending:
         kept = [r for r in records if r.filename not in found.pending]
         records = kept or records  # a prune never takes a project's last version (store/retain.py)
@@ -355,7 +318,8 @@ def project_pages(
     order = {v: i for i, v in enumerate(sorted({r.version for r in records}, key=version_key))}  # sorted once
     files = {r.filename: _file(r) for r in records}  # once: a file is on two pages or more
     for label, recs in groups.items():
-        prefix, depth = group_prefix(label), group_depth(label) + 1
+        prefix = group_prefix(label)
+        depth = prefix.count("/") + 2  # the folders of <prefix>/<project>/ below the root
         offered = [] if quarantined else recs
         pages[f"{prefix}/{project}/index.html"] = simple_html(env, project, offered, depth, files, status)
         pages[f"{prefix}/{project}/index.json"] = simple_json(project, offered, depth, order, files, status)
@@ -379,7 +343,8 @@ def project_paths(project: str, labels: Iterable[str]) -> list[str]:
 def root_pages(env: jinja2.Environment, label: str | None, projects: list[str]) -> dict[str, bytes]:
     """The root of one index (PEP 503 and PEP 691), listing ``projects`` (sorted)."""
     html = env.get_template("root.html").render(projects=projects, api_version=API_VERSION).encode()
-    data = _dumps({"meta": {"api-version": API_VERSION}, "projects": [{"name": n} for n in projects]})
+    root = {"meta": {"api-version": API_VERSION}, "projects": [{"name": n} for n in projects]}
+    data = (json.dumps(root, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
     return dict(zip(root_paths(label), (html, data), strict=True))
 
 

@@ -1,8 +1,4 @@
-"""``kernel-factory serve``: preview an index root on 127.0.0.1.
-
-Directory URLs answer with ``index.json`` when the client asks for
-``application/vnd.pypi.simple.v1+json`` (PEP 691), else ``index.html``.
-"""
+"""``kernel-factory serve``: preview an index root on 127.0.0.1 (PEP 691 negotiation on folders)."""
 
 from __future__ import annotations
 
@@ -16,11 +12,9 @@ from typing import Any
 
 from .. import report
 from ..atomic import private
-from ..config import DEFAULT_STORE
 from ..errors import UsageError
 from ..record import PEP691_JSON
 
-HTML_TYPE = "application/vnd.pypi.simple.v1+html"
 HOST = "127.0.0.1"
 
 
@@ -42,7 +36,7 @@ def wants_json(accept: str | None) -> bool:
                     q = 0.0
         if media == PEP691_JSON:
             best_json = max(best_json, q)
-        elif media in (HTML_TYPE, "text/html", "*/*"):
+        elif media in ("application/vnd.pypi.simple.v1+html", "text/html", "*/*"):
             best_html = max(best_html, q)
     return best_json > 0 and best_json >= best_html
 
@@ -116,28 +110,20 @@ class IndexHandler(SimpleHTTPRequestHandler):
             raise
 
 
-def make_server(root: Path, port: int = 0) -> ThreadingHTTPServer:
-    """A server for ``root`` on 127.0.0.1 (port 0 picks a free one); call ``serve_forever``."""
-    handler = partial(IndexHandler, directory=str(root))
-    return ThreadingHTTPServer((HOST, port), handler)
-
-
 @dataclass(frozen=True)
 class ServeArgs:
     """``serve``: the index root and the port (0: any free one)."""
 
-    out: Path = Path(DEFAULT_STORE)
-    port: int = 8000
+    out: Path
+    port: int
 
 
 def run_serve(args: ServeArgs) -> int:
     root = args.out
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port}: not a TCP port; give one from 1 to 65535 (0: any free port)")
     if not (root / "simple").is_dir():
         raise UsageError(f"{root} has no simple/ folder; run `kernel-factory index --out {root}` first")
     try:
-        server = make_server(root, args.port)
+        server = ThreadingHTTPServer((HOST, args.port), partial(IndexHandler, directory=str(root)))
     except OSError as exc:
         msg = f"cannot listen on {HOST}:{args.port} ({exc.strerror}); choose another --port (0: any free port)"
         raise UsageError(msg) from None

@@ -1,13 +1,10 @@
-"""The index root's ``.index-state.json``: what its pages show, and what each page was when it was written.
+"""The index root's ``.index-state.json``: what its pages show (the catalog generation and fingerprint they were
+rendered for, the variant labels, each project's variant indexes and landing line) and each page's size and mtime
+(ns) once written.
 
-It holds the catalog generation and the fingerprint (templates, base URL) the
-pages were rendered for, the variant labels, per project the variant indexes it
-is in and its landing-page line, and per page the size and mtime (ns) it had
-once written. It is a cache that anyone who can write the index root can
-change, so it is checked as a record is before any of it becomes a path or a
-line of a page: a state that fails is dropped with one warning, and every page
-is rendered again. A page whose size or mtime is not the one the state names
-(deleted, edited, restored from elsewhere) is rendered again on the next run.
+Anyone who can write the index root can change it, so it is checked as a record is before any of it becomes a
+path or a line of a page: a state that fails is dropped with one warning and every page is rendered again. A page
+whose size or mtime is not the state's (deleted, edited, restored) is rendered again on the next run.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for variant in LABELS.values():
             add_kernel(store, "img2grey", version, variant)
     add_kernel(store, "My_Kernel", "0.1.0", LABELS["torch213cpucxx11"])
-    index_store(str(store), store, None, "http://127.0.0.1:8000")
+    index_with_adoption(str(store), store, None, "http://127.0.0.1:8000")
     return store
 
 

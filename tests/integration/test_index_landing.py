@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel, make_wheel
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 from kernel_factory.index.pages import DEFAULT_BASE_URL
 from support import http_server
 
@@ -53,7 +53,7 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kernel_factory.store.adopt import adopt
 
     adopt(store, store / "adopt")
-    index_store(str(store), store, None, "https://kernels.example.com")
+    index_with_adoption(str(store), store, None, "https://kernels.example.com")
     return store / "index.html"
 
 
@@ -109,7 +109,7 @@ def unaddressed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("unaddressed") / "public"
     for variant in ("torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"):
         add_kernel(store, "img2grey", "1.1.2", variant, repo_id="kernels-community/img2grey")
-    index_store(str(store), store, None, DEFAULT_BASE_URL)
+    index_with_adoption(str(store), store, None, DEFAULT_BASE_URL)
     return store
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from index_synth import index_pages
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 from kernel_factory.index.pages import DEFAULT_BASE_URL
 from kernel_factory.publish.run import list_root
 from servers import PASSWORD, USER, page_links, pypi_server
@@ -38,7 +38,7 @@ def set_revisions(store: Path) -> None:
         data = json.loads(path.read_bytes())
         data["revision"] = data["kernel_version"].replace(".", "").ljust(40, "a")
         write_bytes(path, (json.dumps(data) + "\n").encode())
-    index_store(str(store), store, None, DEFAULT_BASE_URL)
+    index_with_adoption(str(store), store, None, DEFAULT_BASE_URL)
 
 
 def wheels(store: Path) -> set[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 from support import clean_env, fresh_venv, http_server, kf, run
 
 pytestmark = pytest.mark.integration
@@ -73,7 +73,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     }.items():  # fmt: skip
         for variant in variants:
             add_kernel(store, "img2grey", version, variant)
-    index_store(str(store), store, None, "http://127.0.0.1")
+    index_with_adoption(str(store), store, None, "http://127.0.0.1")
     with http_server(store) as url:
         yield url
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from index_synth import add_kernel, index_pages, kernel_record, make_wheel
 from kernel_factory.cli import main
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 from kernel_factory.index.pages import DEFAULT_BASE_URL
 from kernel_factory.store.s3 import S3Store
 from kernel_factory.variants import parse
@@ -41,7 +41,7 @@ def make_store(folder: Path, versions: tuple[str, ...] = ("1.0.7", "1.1.0", "1.1
         for variant in (CPU, CU):
             add_kernel(store, "img2grey", version, variant, repo_id="kernels-community/img2grey")
     add_kernel(store, "My_Kernel", "0.1.0", CPU)
-    index_store(str(store), store, None, DEFAULT_BASE_URL)
+    index_with_adoption(str(store), store, None, DEFAULT_BASE_URL)
     return store
 
 

@@ -76,6 +76,6 @@ def test_console_script_takes_argv_as_main_does(
 ) -> None:
     """``run`` (the console script's function) is called with an argument list by some launchers."""
     monkeypatch.chdir(tmp_path)  # no factory.toml here
-    assert cli.run(["index", "--out", str(tmp_path)]) == 0  # an empty folder: an empty index
+    assert cli.main(["index", "--out", str(tmp_path)]) == 0  # an empty folder: an empty index
     assert "index: 0 wheel(s)" in capsys.readouterr().out
     assert (tmp_path / "simple" / "index.html").is_file()

@@ -11,7 +11,7 @@ import pytest
 from index_synth import add_kernel
 from kernel_factory import simple
 from kernel_factory.errors import Refused
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 from kernel_factory.local.download.command import Got
 from kernel_factory.local.download.depends import Want, wants_of
 from kernel_factory.local.probe.run import environment
@@ -85,7 +85,7 @@ def store(tmp_path: Path) -> Path:
                              ("1.3.0", "torch212-cxx11-cpu-x86_64-linux"), ("0.9.0", "torch-universal"),
                              ("0.8.0", "torch-cpu")):
         add_kernel(store, "relu", version, variant)
-    index_store(str(store), store, None, "http://127.0.0.1")
+    index_with_adoption(str(store), store, None, "http://127.0.0.1")
     return store
 
 

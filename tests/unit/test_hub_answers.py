@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.hub.answers import Answer, answer
-from kernel_factory.hub.state import HubState
+from kernel_factory.hub.catalog import HubState
 from kernel_factory.record import Record
 from kernel_factory.verify.digest import walk
 from kernel_factory.wheel.convert import convert

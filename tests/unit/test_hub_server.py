@@ -10,8 +10,8 @@ import anyio
 import pytest
 from kernel_factory import cli
 from kernel_factory.hub import wheels
+from kernel_factory.hub.catalog import HubState
 from kernel_factory.hub.server import HubApp
-from kernel_factory.hub.state import HubState
 from kernel_factory.wheel.convert import convert
 from wheel_kit import make_variant, wheel_input
 

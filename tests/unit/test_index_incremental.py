@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_synth import index_pages, write_records
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 from kernel_factory.record import Record
 from kernel_factory.store.catalog import CATALOG_FILE
 from kernel_factory.variants import parse
@@ -57,7 +57,7 @@ def test_incremental_equals_full_rebuild(steps: list[list[tuple[str, Record, int
         store, fresh = Path(tmp) / "store", Path(tmp) / "fresh"
         files = store / "files"
         files.mkdir(parents=True)
-        index_store(str(store), store, None, "http://h")
+        index_with_adoption(str(store), store, None, "http://h")
         for batch in steps:  # each batch of changes, then an incremental run
             for action, r, n in batch:
                 there = sorted(files.glob("*.whl"))
@@ -74,10 +74,10 @@ def test_incremental_equals_full_rebuild(steps: list[list[tuple[str, Record, int
                     tmp_record = files / f".tmp-{r.filename}.json"
                     tmp_record.write_bytes(new.to_json())
                     tmp_record.replace(files / f"{r.filename}.json")  # records are renamed into place
-            index_store(str(store), store, None, "http://h")
+            index_with_adoption(str(store), store, None, "http://h")
             # a full rebuild from the records alone: no catalog, a fresh index root
             shutil.rmtree(fresh, ignore_errors=True)
             fresh.mkdir()
             shutil.copytree(files, fresh / "files", ignore=shutil.ignore_patterns(CATALOG_FILE))
-            index_store(str(fresh), fresh, None, "http://h")
+            index_with_adoption(str(fresh), fresh, None, "http://h")
             assert index_pages(store) == index_pages(fresh)

@@ -14,7 +14,6 @@ from kernel_factory.index.pages import (
     _project_html,
     _shipped,
     environment,
-    group_depth,
     project_groups,
     simple_html,
 )
@@ -60,7 +59,7 @@ def test_every_page_of_the_synthetic_corpus_is_the_templates_bytes() -> None:
     pages = 0
     for project, records in synthetic().items():
         for label, group in project_groups(records, labels).items():
-            depth = group_depth(label) + 1
+            depth = 2 if label is None else 4  # simple/<project>/, variants/<label>/simple/<project>/
             written = simple_html(env, project, group, depth)
             prefix = "../" * depth + "files/"
             links = [FileLink(r.filename, f"{prefix}{_file(r).quoted}#sha256={r.sha256}", r.requires_python,

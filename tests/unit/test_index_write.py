@@ -16,11 +16,10 @@ from kernel_factory.errors import UsageError
 from kernel_factory.index.command import (
     STATE_FILE,
     IndexArgs,
-    index_store,
+    index_with_adoption,
     remove_stale,
     resolve_paths,
     run_index,
-    write_page,
 )
 from kernel_factory.record import Record
 from kernel_factory.store import check, load_records
@@ -47,23 +46,14 @@ def ns(**kw: Any) -> IndexArgs:
     return IndexArgs(flags=Flags(given=given), **kw)
 
 
-def test_write_page(tmp_path: Path) -> None:
-    page = tmp_path / "simple/a/index.html"
-    assert write_page(page, b"a") is True
-    assert write_page(page, b"a") is False
-    assert write_page(page, b"a2") is True
-    assert page.read_bytes() == b"a2"
-    assert not [p for p in tmp_path.rglob(".tmp-*")]
-
-
 def test_incremental_build(store: Path) -> None:
-    first = index_store(str(store), store, None, "http://127.0.0.1:8000")[1]
+    first = index_with_adoption(str(store), store, None, "http://127.0.0.1:8000").result
     assert first.written == first.pages > 0 and first.removed == 0
-    again = index_store(str(store), store, None, "http://127.0.0.1:8000")[1]
+    again = index_with_adoption(str(store), store, None, "http://127.0.0.1:8000").result
     assert (again.written, again.unchanged, again.removed) == (0, again.pages, 0)
     mtimes = {p: p.stat().st_mtime_ns for p in (store / "simple").rglob("index.*")}
     add_kernel(store, "img2grey", "1.2.0", CPU)
-    added = index_store(str(store), store, None, "http://127.0.0.1:8000")[1]
+    added = index_with_adoption(str(store), store, None, "http://127.0.0.1:8000").result
     # simple/img2grey (2), variants/torch213cpucxx11/simple/img2grey (2), projects/img2grey, the landing page
     assert added.written == 6
     changed = [p for p, m in mtimes.items() if p.stat().st_mtime_ns != m]
@@ -72,38 +62,39 @@ def test_incremental_build(store: Path) -> None:
         "simple/img2grey/index.json",
     ]
     # a different base URL changes the pages with pip commands only
-    other = index_store(str(store), store, None, "https://kernels.example.com")[1]
+    other = index_with_adoption(str(store), store, None, "https://kernels.example.com").result
     assert other.written == 2
 
 
 def test_lost_state_renders_every_page(store: Path) -> None:
-    index_store(str(store), store, None, "x")
+    index_with_adoption(str(store), store, None, "x")
     page = store / "simple/img2grey/index.html"
     page.write_bytes(b"")
     (store / STATE_FILE).unlink()  # as after a run killed before it wrote the state
-    assert index_store(str(store), store, None, "x")[1].written == 1
+    assert index_with_adoption(str(store), store, None, "x").result.written == 1
     assert page.read_bytes().startswith(b"<!DOCTYPE html>")
 
 
 def test_stale_pages_removed(store: Path) -> None:
     add_kernel(store, "gone", "1.0", CU)
-    index_store(str(store), store, None, "x")
+    index_with_adoption(str(store), store, None, "x")
     assert (store / "simple/gone/index.html").is_file()
     (store / "files" / "gone-1.0+torch27cu128cxx11-py3-none-linux_x86_64.whl").unlink()
-    result = index_store(str(store), store, None, "x")[1]
+    result = index_with_adoption(str(store), store, None, "x").result
     assert result.removed == 5  # simple/gone, variants/torch27cu128cxx11/simple/gone, projects/gone
     assert not (store / "simple/gone").exists()
     assert b"gone" not in (store / "simple/index.html").read_bytes()
     # a variant that no longer exists loses its whole tree
     for f in (store / "files").glob("*torch27cu128cxx11*"):
         f.unlink()
-    index_store(str(store), store, None, "x")
+    index_with_adoption(str(store), store, None, "x")
     assert not (store / "variants/torch27cu128cxx11").exists()
 
 
 def test_remove_stale_keeps_listed(tmp_path: Path) -> None:
-    write_page(tmp_path / "simple/a/index.html", b"a")
-    write_page(tmp_path / "simple/b/index.html", b"b")
+    for name in ("a", "b"):
+        (tmp_path / "simple" / name).mkdir(parents=True)
+        (tmp_path / "simple" / name / "index.html").write_text(name)
     (tmp_path / "simple/b/notes.txt").write_text("user file")
     assert remove_stale(tmp_path, {"simple/a/index.html"}) == 1
     assert (tmp_path / "simple/b/notes.txt").exists()
@@ -200,10 +191,10 @@ def test_resolve_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_deterministic_bytes(tmp_path: Path, store: Path) -> None:
-    index_store(str(store), store, None, "x")
+    index_with_adoption(str(store), store, None, "x")
     other = tmp_path / "copy"
     (store / "files" / CATALOG_FILE).unlink()
-    index_store(str(store), other, None, "x")
+    index_with_adoption(str(store), other, None, "x")
     for page in (store / "simple").rglob("index.*"):
         assert page.read_bytes() == (other / page.relative_to(store)).read_bytes()
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from index_synth import add_kernel
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED, UsageError
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 from kernel_factory.local import which
 from kernel_factory.local.probe.run import environment
 from kernel_factory.local.which import WhichArgs, build_lines, nearest
@@ -32,7 +32,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
                              ("1.2.0", "torch212-cxx11-cu130-x86_64-linux"),
                              ("1.2.0", "torch213-cxx11-cu126-x86_64-linux")):
         add_kernel(store, "relu", version, variant)
-    index_store(str(store), store, None, "http://127.0.0.1")
+    index_with_adoption(str(store), store, None, "http://127.0.0.1")
     return store
 
 
@@ -173,7 +173,7 @@ def test_universal_builds_of_the_combined_root_newest_first(tmp_path: Path) -> N
     store = tmp_path / "public"
     for version in ("1.0.0", "1.2.0", "1.1.0"):
         add_kernel(store, "relu", version, "torch-universal")
-    index_store(str(store), store, None, "http://127.0.0.1")
+    index_with_adoption(str(store), store, None, "http://127.0.0.1")
     found, every = which.candidates(store.as_uri(), "relu", environment(facts(cuda="13.0", version="2.13.0+cu130")))
     assert [(str(c.wheel.version), c.root) for c in found] == [
         (v, f"{store.as_uri()}/simple") for v in ("1.2.0", "1.1.0", "1.0.0")]

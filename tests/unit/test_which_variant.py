@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from index_synth import add_kernel
 from kernel_factory.errors import UnknownVariant, UsageError
-from kernel_factory.index.command import index_store
+from kernel_factory.index.command import index_with_adoption
 from kernel_factory.local.probe.run import environment
 from kernel_factory.local.which import LabelParts, Wheel, choose, commands, fits_platform, nearest, parse_label
 from packaging.utils import parse_wheel_filename
@@ -79,7 +79,7 @@ def test_choose_from_pep691_json_files(tmp_path: Path) -> None:
     for version, variant in (("1.0.0", cu130), ("1.1.0", cu130), ("1.2.0", "torch213-cxx11-cu130-aarch64-linux"),
                              ("1.3.0", "torch-universal")):
         add_kernel(store, "relu", version, variant)
-    index_store(str(store), store, None, "http://127.0.0.1")
+    index_with_adoption(str(store), store, None, "http://127.0.0.1")
     env = environment(facts(cuda="13.0"))
     choice, _ = choose(store.as_uri(), "relu", env)
     assert choice is not None  # the universal 1.3.0 is in the variant root too, and newest

@@ -144,7 +144,7 @@ def _remember(root: Path, got: Got) -> None:
 def _record_revision(url: str, session: Any) -> str | None:
     """The revision the record beside a wheel names (kernel-factory's index serves them), or None."""
     try:
-        got = simple.fetch(url + ".json", session, "--index-url")
+        got = simple.fetch(url + ".json", session)
     except Unreachable:
         return None
     if got is None:
