@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urljoin
+from urllib.parse import quote, urljoin, urlsplit
 
 from huggingface_hub import HfApi, constants, get_cached_repo_tree, hf_raise_for_status, snapshot_download
 from huggingface_hub.errors import (
@@ -39,9 +39,8 @@ from ..atomic import atomic_open
 from ..config import Variables, repo_folder_name, variables
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
-from ..safe_text import printable, quiet_credentials
+from ..safe_text import has_control, printable, quiet_credentials, redact_url
 from .base import Refs
-from .hub_checks import origin, redact_url, ref_problem
 
 T = TypeVar("T")
 
@@ -86,6 +85,23 @@ def _status(exc: BaseException) -> int | None:
 
 def _is_sha(rev: str) -> bool:
     return len(rev) == 40 and all(c in "0123456789abcdef" for c in rev)
+
+
+def ref_problem(name: str, sha: str) -> str | None:
+    """Why a ref name and target from a Hub answer cannot be used (it becomes a file path in the cache), or None."""
+    if not name or len(name) > 255 or name.startswith("/") or "\\" in name or has_control(name):
+        return "an empty, absolute or overlong name, or one with a backslash or a control character"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "a name with an empty, '.' or '..' part"
+    if not _is_sha(sha):
+        return "a target that is not a 40-character commit sha"
+    return None
+
+
+def origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(scheme)
 
 
 class HubSource:
@@ -341,10 +357,7 @@ class HubSource:
         count = 0
         first_date: str | None = None
         total: int | None = None
-        for response in self.pages(f"commit history of {sha[:12]}", "the commits endpoint", url):
-            page = response.json()
-            if not isinstance(page, list):
-                raise Unreachable(f"{self._id}: commits endpoint of {self.shown} did not answer a list")
+        for page, response in self.pages(f"commit history of {sha[:12]}", "the commits endpoint", url):
             if first_date is None and page and isinstance(page[0], dict):
                 first_date = str(page[0].get("date") or "")
                 header = response.headers.get("x-total-count")
@@ -361,27 +374,30 @@ class HubSource:
         self._commits[sha] = (total if total is not None else count, when)
         return self._commits[sha]
 
-    def pages(self, what: str, listing: str, url: str, params: dict[str, str] | None = None) -> Iterator[Any]:
-        """Each page (the response) of a paginated Hub answer, the token sent with every request. Every listing
-        goes through here: ``rel="next"`` is followed only on HF_ENDPOINT's own scheme, host and port (never
-        huggingface_hub's own paginator, which follows it to any host). One-line errors and retries by ``_call``."""
+    def pages(self, what: str, listing: str, url: str,
+              params: dict[str, str] | None = None) -> Iterator[tuple[list[Any], Any]]:
+        """Each page (its JSON list, and the response) of a paginated Hub answer, the token sent with every request.
+        Every listing goes through here: ``rel="next"`` is followed only on HF_ENDPOINT's own scheme, host and port
+        (never huggingface_hub's own paginator, which follows it to any host). Errors and retries by ``_call``."""
         headers = build_hf_headers(token=self.token)
 
-        def get(url: str, params: dict[str, str] | None) -> Any:
+        def get(url: str, params: dict[str, str] | None) -> tuple[list[Any], Any]:
             # a dropped connection is tried again (as huggingface_hub's own paginator did); 429/5xx by ``_call``
             response = http_backoff("GET", url, headers=headers, params=params, retry_on_status_codes=(), max_retries=3)
             hf_raise_for_status(response)
             try:
-                response.json()
+                page = response.json()
             except ValueError:  # not JSON: not a Hub (or one without this listing)
-                raise Unreachable(f"{self._id}: {listing} of {self.shown} did not answer JSON; HF_ENDPOINT must be "
-                                  "a Hub (or a Hub mirror) that answers the Hub's API") from None
-            return response
+                page = None
+            if not isinstance(page, list):
+                raise Unreachable(f"{self._id}: {listing} of {self.shown} did not answer a JSON list; HF_ENDPOINT "
+                                  "must be a Hub (or a Hub mirror) that answers the Hub's API")
+            return page, response
 
         next_url: str | None = url
         while next_url is not None:
-            response = self._call(what, functools.partial(get, next_url, params))
-            yield response
+            page, response = self._call(what, functools.partial(get, next_url, params))
+            yield page, response
             params = None  # a next link carries its own query
             next_url = self._next_page(listing, next_url, response.links.get("next", {}).get("url"))
 
@@ -402,10 +418,7 @@ class HubSource:
         url = f"{self.endpoint}/api/{self.repo_type}s/{self._id}/tree/{quote(sha, safe='')}/{quote(path, safe='')}"
         params = {"recursive": "true" if recursive else "false", "expand": "false"}
         entries: list[dict[str, Any]] = []
-        for response in self.pages(f"listing {path}/ at {sha[:12]}", "the file listing", url, params):
-            page = response.json()
-            if not isinstance(page, list):
-                raise Unreachable(f"{self._id}: the file listing of {self.shown} did not answer a list")
+        for page, _ in self.pages(f"listing {path}/ at {sha[:12]}", "the file listing", url, params):
             entries += [e for e in page if isinstance(e, dict) and isinstance(e.get("path"), str)]
         return entries
 

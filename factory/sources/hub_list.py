@@ -36,11 +36,7 @@ def list_org(org: str, repo_type: str | None, env: Variables | None = None) -> t
     url = f"{hub.endpoint}/api/{'models' if repo_type == 'model' else 'kernels'}"
     ids: set[str] = set()
     problems: list[str] = []
-    for response in hub.pages(what, "the repository listing", url, {"author": org}):
-        page = response.json()
-        if not isinstance(page, list):
-            raise Unreachable(f"{hub.shown}{url.removeprefix(hub.endpoint)}?author={org} did not answer a JSON list; "
-                              "HF_ENDPOINT must be a Hub that lists an organisation's repositories")
+    for page, _ in hub.pages(what, "the repository listing", url, {"author": org}):
         for item in page:
             repo = item.get("id") if isinstance(item, dict) else None
             if not isinstance(repo, str) or repo.partition("/")[0] != org:
