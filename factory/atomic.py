@@ -1,11 +1,8 @@
 """Atomic file writes: a reader sees the old file or the new one, never half of either; and never through a link.
 
-Every file kernel-factory writes goes to a new temporary file with a random name beside it (created with
-O_CREAT|O_EXCL|O_NOFOLLOW, as mkstemp does: a planted file or link of that name is never opened), then is renamed
-into place (a rename replaces a link of the target's name, never what it points to). Writes and removals below a
-root that others may write (a shared store, an index root) go through nofollow.py, the one home of link-safe
-access (``Tree``, ``Folder``): a folder that is a symbolic link is refused in one line. The tool's own files in a
-store or index root (``PRIVATE_NAMES``) are never served or published.
+Every file kernel-factory writes goes to a new temporary file of a random name beside it (nofollow.create), then is
+renamed into place (nofollow.put). The hash-while-copy loop (``stream_digest``, ``Hashing``) and the tool's own
+file names (``PRIVATE_NAMES``, never served or published) live here too.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from .errors import DigestMismatch
 from .nofollow import TMP_PREFIX, create, discard, holds, named, open_nofollow, put, unique
 
 __all__ = ["CHUNK", "PRIVATE_NAMES", "TMP_PREFIX", "Batch", "Hashing", "atomic_open", "copy_file", "file_digest",
-           "fsync_path", "private", "remove_stale_tmp", "stream_digest", "unique", "write_bytes", "write_page"]
+           "fsync_path", "private", "remove_stale_tmp", "stream_digest", "unique", "write_bytes"]
 
 CHUNK = 1 << 20  # what each hash-while-copy reads at once
 # The tool's own files in a store or an index root: bookkeeping, never served or published. Each starts with a dot,
@@ -191,16 +188,3 @@ def copy_file(src: Path, dest: Path, sha256: str | None = None) -> None:
         got = stream_digest(f, out=out)
         if sha256 is not None and got != sha256:
             raise DigestMismatch(f"{src}: its sha256 is {got}, not {sha256}")
-
-
-def write_page(name: str, data: bytes) -> bool:
-    """Write one file atomically unless it already holds ``data``; True if written. The folder must be there.
-
-    Renamed into place (readers never see half a page) from a new temporary file of a random name, but not fsynced
-    one by one: thousands of fsyncs dominate a full index build. (The index's state file, written last, records
-    each page's size, so a page torn by a crash is rendered again.)
-    """
-    if holds(name, data):
-        return False
-    put(os.path.join(os.path.dirname(name), f"{TMP_PREFIX}{unique()}"), name, data)
-    return True

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from .. import atomic, report
+from .. import report
 from ..atomic import TMP_PREFIX
 from ..config import DEFAULT_LOCK_WAIT_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
@@ -129,12 +129,10 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
 
 def write_page(path: Path, data: bytes) -> bool:
-    """Write one page atomically unless it already holds ``data``; True if written (factory/atomic.py
-    ``write_page``: a random temporary name, renamed into place, not fsynced one by one; the state file, written
-    last, records each page's size and mtime, so a page torn by a crash is rendered again). The index itself writes
-    through a ``Tree`` of its root, which refuses folders that are links."""
-    os.makedirs(path.parent, exist_ok=True)
-    return atomic.write_page(os.fspath(path), data)
+    """Write one page atomically unless it already holds ``data``; True if written (nofollow.Tree.write: a random
+    temporary name, renamed into place, not fsynced one by one; the state file, written last, records each page's
+    size and mtime, so a page torn by a crash is rendered again)."""
+    return Tree(path.parent).write(path.name, data)
 
 
 def remove_stale(out: Path, keep: Iterable[str], tree: Tree | None = None) -> int:

@@ -35,7 +35,7 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 from packaging.version import InvalidVersion, Version
 
 from .. import report
-from ..atomic import atomic_open
+from ..atomic import TMP_PREFIX, atomic_open
 from ..config import Variables, repo_folder_name, variables
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
@@ -68,13 +68,6 @@ class Busy(Unreachable):
         super().__init__(message)
         self.status = status
         self.headers = headers
-
-
-def _quiet_downloads() -> None:
-    """huggingface_hub's per-download bars suit a terminal, not a CI log (its own switch, which an explicit
-    HF_HUB_DISABLE_PROGRESS_BARS=0 still overrides)."""
-    if not sys.stderr.isatty():
-        disable_progress_bars()
 
 
 def _status(exc: BaseException) -> int | None:
@@ -128,7 +121,8 @@ class HubSource:
         self.offline = env.hf_offline
         self.cache_dir = env.hf_cache or constants.HF_HUB_CACHE
         self.env = env
-        _quiet_downloads()
+        if not sys.stderr.isatty():  # huggingface_hub's per-download bars suit a terminal, not a CI log (its own
+            disable_progress_bars()  # switch, which an explicit HF_HUB_DISABLE_PROGRESS_BARS=0 still overrides)
         self.api = HfApi(endpoint=self.endpoint, token=self.token)
         self._types = (repo_type,) if repo_type else REPO_TYPES
         self._type: str | None = None
@@ -288,7 +282,7 @@ class HubSource:
             branches: dict[str, str] = {}
             tags: dict[str, str] = {}
             for path in sorted(folder.rglob("*")):
-                if not path.is_file() or path.name.startswith(".tmp-"):
+                if not path.is_file() or path.name.startswith(TMP_PREFIX):
                     continue
                 name = path.relative_to(folder).as_posix()
                 (tags if _looks_like_tag(name) else branches)[name] = path.read_text().strip()
