@@ -405,14 +405,13 @@ class Tree:
     def folder(self, rel: str) -> str:
         """The path of the folder ``rel``, each part checked (never a link); made if missing. For a caller that
         writes by path (publish's copy): the check is at this instant, the write after it."""
-        made = self._open(rel, True)
+        made = self.checked(rel, create=True)
         assert made is not None
-        made.close()
-        return os.path.join(self.root, rel) if rel else self.root
+        return made
 
-    def checked(self, rel: str) -> str | None:
+    def checked(self, rel: str, *, create: bool = False) -> str | None:
         """The path of the folder ``rel`` if it is there (each part checked as ``folder`` does), else None."""
-        folder = self._open(rel, False)
+        folder = self._open(rel, create)
         if folder is None:
             return None
         folder.close()
