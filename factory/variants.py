@@ -201,31 +201,25 @@ def _sdk_name(name: str, rest: list[str]) -> VariantName:
 
 def _framework(name: str, parts: list[str]) -> tuple[str, Pair, bool | None, bool, int]:
     """(framework, version, cxx11_abi, legacy, parts it takes) of an arch name."""
+    cxx = None
     if name.startswith("torch-stable-abi"):
-        legacy = not (len(parts) > 3 and parts[2] == "abi")
+        framework, legacy = "torch-stable-abi", not (len(parts) > 3 and parts[2] == "abi")
         n = 3 if legacy else 4
-        text = "-".join(parts[:n]).removeprefix("torch-stable-abi")
-        version = legacy_pair("torch-stable-abi", text) if legacy else _pair(_DOTTED.fullmatch(text[1:]))
-        framework, cxx = "torch-stable-abi", None
+        text = "-".join(parts[:n]).removeprefix("torch-stable-abi").removeprefix("-")
     elif parts[0] == "tvm" and len(parts) >= 2 and parts[1].startswith("ffi"):
-        legacy = not (len(parts) > 2 and parts[1] == "ffi")
+        framework, legacy = "tvm-ffi", not (len(parts) > 2 and parts[1] == "ffi")
         n = 2 if legacy else 3
         text = parts[1][3:] if legacy else parts[2]
-        version = legacy_pair("tvm-ffi", text) if legacy else _pair(_DOTTED.fullmatch(text))
-        framework, cxx = "tvm-ffi", None
     elif parts[0].startswith("torch"):
-        legacy = parts[0] != "torch"
-        first = 0 if legacy else 1
-        n = first + 1
+        framework, legacy = "torch", parts[0] != "torch"
+        n = 1 if legacy else 2
         text = parts[0][5:] if legacy else parts[1]
-        version = legacy_pair("torch", text) if legacy else _pair(_DOTTED.fullmatch(text))
-        cxx = None
         if len(parts) > n and parts[n] in ("cxx11", "cxx98"):
             cxx = parts[n] == "cxx11"
             n += 1
-        framework = "torch"
     else:
         raise ValueError("unknown framework (expected torch, torch-stable-abi, tvm-ffi, mlx or sdk)")
+    version = legacy_pair(framework, text) if legacy else _pair(_DOTTED.fullmatch(text))
     if version is None:
         raise ValueError(f"invalid {framework} version in {name!r}")
     return framework, version, cxx, legacy, n
@@ -257,9 +251,8 @@ def parse_name(name: str) -> VariantName:
     return parsed
 
 
-# Platforms and operating systems the kernels project builds for.
+# Platforms the kernels project builds for (and the operating systems: _BASE_PLATFORM).
 ARCHES = ("x86_64", "aarch64")
-OSES = ("linux", "darwin", "windows")
 # Noarch backends (torch-<backend>, mlx-<backend>, sdk-<backend>); torch-universal has no label.
 NOARCH_BACKENDS = ("universal", "cuda", "rocm", "xpu", "cpu", "metal", "neuron", "tpu", "cann", "npu")
 AGNOSTIC = "agnostic"  # the backend of an SDK build made for every backend (metadata.json backend type agnostic)
@@ -351,10 +344,11 @@ def _arch_label(v: VariantName) -> str:
 
 
 def _system(name: str, v: VariantName) -> str:
-    if v.platform not in ARCHES or v.os not in OSES or (v.os, v.platform) not in _BASE_PLATFORM:
+    platform = _BASE_PLATFORM.get((v.os or "", v.platform or ""))
+    if platform is None:
         raise _refuse(name, f"platform {v.platform}-{v.os} is not one of "
                       + ", ".join(f"{a}-{o}" for o, a in _BASE_PLATFORM))
-    return _BASE_PLATFORM[(v.os, v.platform)]
+    return platform
 
 
 def _version(pair: tuple[int, int] | None) -> str | None:
