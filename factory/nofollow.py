@@ -133,18 +133,12 @@ def found(st: os.stat_result | None) -> str:
     "a file" (a regular one), "nothing" (gone meanwhile)."""
     if st is None:
         return "nothing"
-    mode = st.st_mode
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "a file" if stat.S_ISREG(mode) else "an unknown kind of file"
+    return next((kind for test, kind in _KINDS if test(st.st_mode)), "an unknown kind of file")
+
+
+_KIND_WORDS = {"a folder": "dir", "a file": "file", "a symbolic link": "link"}  # Folder.kind's answers
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISDIR, "a folder"), (stat.S_ISREG, "a file"))
 
 
 def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "", *, st: os.stat_result | None = None,
@@ -255,11 +249,7 @@ class Folder:
     def kind(self, name: str) -> str | None:
         """"dir", "file", "link", "other", or None where there is no such entry."""
         st = self.lstat(name)
-        if st is None:
-            return None
-        mode = st.st_mode
-        return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "link" if stat.S_ISLNK(mode) \
-            else "other"
+        return None if st is None else _KIND_WORDS.get(found(st), "other")
 
     def refuse(self, name: str, what: str = "folder", st: os.stat_result | None = None) -> LinkRefused:
         """The refusal of the entry ``name`` (looked at relative to this folder, never followed; ``st``: its
