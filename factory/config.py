@@ -115,11 +115,9 @@ class TransformersSpec:
 
 @dataclass(frozen=True)
 class Variables:
-    """What the code underneath takes from the process's environment variables, read in one place:
-    ``variables(env)``, which ``resolve`` calls to fill ``Options.variables`` (no option of the table: no flag, no
-    config key). Code called without Options (a source opened by hand) falls back to ``variables()``; nothing else
-    reads these. (local/ hands its command's whole environment to local/cache: the user's cache, as kernels finds it.
-    local/probe/environment.py's ``Environment`` is another thing: an interpreter's torch facts.)"""
+    """What the code underneath takes from the process's environment variables (no flag, no config key), read in
+    one place: ``variables(env)``, which ``resolve`` calls to fill ``Options.variables``; code called without
+    Options (a source opened by hand) falls back to ``variables()``."""
 
     hf_endpoint: str | None = None  # HF_ENDPOINT (None: huggingface_hub's default)
     hf_token: str | None = None  # HF_TOKEN
@@ -200,18 +198,14 @@ class Options:
     variables: Variables = Variables()  # filled by resolve from env; not an option of the table
 
 
-def _unknown(key: str, known: set[str], where: str) -> ConfigError:
-    import difflib
-
-    hint = difflib.get_close_matches(key, sorted(known), n=1)
-    extra = f"; did you mean {hint[0]!r}?" if hint else f"; known keys: {', '.join(sorted(known))}"
-    return ConfigError(f"{where}: unknown key {key!r}{extra}")
-
-
 def _check_keys(table: Mapping[str, Any], known: set[str], where: str) -> None:
     for key in table:
         if key not in known:
-            raise _unknown(key, known, where)
+            import difflib
+
+            hint = difflib.get_close_matches(key, sorted(known), n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else f"; known keys: {', '.join(sorted(known))}"
+            raise ConfigError(f"{where}: unknown key {key!r}{extra}")
 
 
 def _str_list(value: Any, where: str) -> tuple[str, ...]:

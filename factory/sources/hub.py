@@ -204,13 +204,6 @@ class HubSource:
     def _storage(self, repo_type: str) -> Path:
         return Path(self.cache_dir) / repo_folder_name(self._id, repo_type)
 
-    def _not_found(self) -> UsageError:
-        tried = " and ".join(self._types) + (" types" if len(self._types) > 1 else " type")
-        return UsageError(
-            f"no kernel repository {self._id} on {self.shown} (tried {tried}); "
-            "check the repository id and HF_ENDPOINT"
-        )
-
     @property
     def repo_type(self) -> str:
         if self._type is None:
@@ -243,7 +236,9 @@ class HubSource:
             self._refs = Refs(branches=self._usable(raw.branches), tags=self._usable(raw.tags))
             self._remember_refs(self._refs)
             return self._refs
-        raise self._not_found()
+        tried = " and ".join(self._types) + (" types" if len(self._types) > 1 else " type")
+        raise UsageError(f"no kernel repository {self._id} on {self.shown} (tried {tried}); check the repository id "
+                         "and HF_ENDPOINT")
 
     def _usable(self, refs: list[GitRefInfo]) -> dict[str, str]:
         """Ref name -> sha of the refs whose name and target are safe to use; one warning line per other ref."""

@@ -60,9 +60,7 @@ def listed_id_problem(repo: str) -> str | None:
         validate_repo_id(repo)
     except HFValidationError:
         return "which is not a Hub repository id"
-    if not repo.isascii() or repo.count("/") != 1:
-        return "which is not a Hub repository id"
-    return None
+    return None if repo.isascii() and repo.count("/") == 1 else "which is not a Hub repository id"
 
 
 def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None,
