@@ -166,10 +166,10 @@ def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "", 
                        "again", kind)
 
 
-def link_problem(path: str | os.PathLike[str], st: os.stat_result | None = None) -> str | None:
-    """``path -> target`` when ``path`` is a symbolic link (else None); ``st``: its lstat, if taken already."""
+def link_problem(path: str | os.PathLike[str]) -> str | None:
+    """``path -> target`` when ``path`` is a symbolic link (else None)."""
     try:
-        st = os.lstat(path) if st is None else st
+        st = os.lstat(path)
     except FileNotFoundError:
         return None
     if not stat.S_ISLNK(st.st_mode):

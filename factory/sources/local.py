@@ -58,10 +58,7 @@ class LocalSource:
         """``git -C <repository> args``; its output as bytes (a path git prints need not be UTF-8)."""
         return subprocess.run(["git", "-C", str(self.path), *args], capture_output=True)
 
-    def _git(self, *args: str) -> str:
-        return _text(self._git_bytes(*args))
-
-    def _git_bytes(self, *args: str) -> bytes:
+    def _git(self, *args: str) -> bytes:
         proc = self._run(*args)
         if proc.returncode != 0:  # the revisions were resolved already: this is the repository failing
             text = proc.stderr.decode(errors="replace")
@@ -76,9 +73,9 @@ class LocalSource:
             return Refs()
         branches: dict[str, str] = {}
         tags: dict[str, str] = {}
-        out = self._git(
+        out = _text(self._git(
             "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", "refs/heads", "refs/tags"
-        )
+        ))
         for line in out.splitlines():
             ref, obj, peeled = line.split("\0")
             if ref.startswith("refs/heads/"):
@@ -101,12 +98,12 @@ class LocalSource:
     def commit_count(self, sha: str) -> int:
         if not self.is_git:
             return 0
-        return int(self._git("rev-list", "--count", sha).strip())
+        return int(self._git("rev-list", "--count", sha))
 
     def commit_time(self, sha: str) -> int:
         if not self.is_git:  # SOURCE_DATE_EPOCH makes wheels from a plain folder reproducible
             return int(self.source_date_epoch or (self.path / "build").stat().st_mtime)
-        return int(self._git("show", "-s", "--format=%ct", sha).strip())
+        return int(self._git("show", "-s", "--format=%ct", sha))
 
     def variants(self, sha: str) -> list[str]:
         if not self.is_git:
@@ -117,7 +114,7 @@ class LocalSource:
         """Each folder under build/ at ``sha`` -> the bytes of the files in it, from one ``git ls-tree`` of the
         whole build/ tree per revision (the plan lists the variants, the size check sums them)."""
         if sha not in self._trees:
-            out = self._git_bytes("ls-tree", "-r", "-t", "-l", "-z", sha, "--", "build")
+            out = self._git("ls-tree", "-r", "-t", "-l", "-z", sha, "--", "build")
             tree: dict[str, int] = {}
             for entry in out.split(b"\0"):
                 meta_text, _, path = entry.partition(b"\t")
