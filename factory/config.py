@@ -378,16 +378,8 @@ def _folder(value: Any, where: str, base: Path) -> str:
     return _path(value, base)
 
 
-def _store(value: Any, where: str, base: Path) -> Location:
-    return Location.parse(_folder(value, where, base))
-
-
 def _split_orgs(values: Iterable[str]) -> list[str]:
     return [o for v in values for o in v.split(",") if o]
-
-
-def _orgs(value: Any, where: str, base: Path) -> tuple[str, ...]:
-    return tuple(_split_orgs(_str_list(value, where)))
 
 
 def given_orgs(env: Mapping[str, str] | None = None, flags: Iterable[str] = ()) -> list[str]:
@@ -396,10 +388,6 @@ def given_orgs(env: Mapping[str, str] | None = None, flags: Iterable[str] = ()) 
     For the commands that take --allow-org outside OPTIONS (local-kernels, download, serve --hub)."""
     env = os.environ if env is None else env
     return list(dict.fromkeys(_split_orgs([env.get(ALLOW_ORGS_ENV, ""), *flags])))
-
-
-def _url(value: Any, where: str, base: Path) -> str:
-    return str(value).rstrip("/")
 
 
 def _simple_url(value: Any, where: str, base: Path) -> str:
@@ -448,10 +436,12 @@ _BUILD = ("to-wheel", "plan", "build")
 _S3 = ("build", "publish", "index")  # index, yank, unyank, status and prune put to an s3:// store too
 
 OPTIONS: tuple[Option, ...] = (
-    Option("store", _store, "store folder or s3://bucket/prefix (overrides the config; default ./public)",
-           "--store", ("plan", "build", "index", "publish"), env="KERNEL_FACTORY_STORE", metavar="DIR"),
-    Option("allow_orgs", _orgs, "also allow this organisation (repeatable)", "--allow-org", _BUILD,
-           env=ALLOW_ORGS_ENV, metavar="ORG", repeat=True, merge=_union),
+    Option("store", lambda v, w, b: Location.parse(_folder(v, w, b)),
+           "store folder or s3://bucket/prefix (overrides the config; default ./public)", "--store",
+           ("plan", "build", "index", "publish"), env="KERNEL_FACTORY_STORE", metavar="DIR"),
+    Option("allow_orgs", lambda v, w, b: tuple(_split_orgs(_str_list(v, w))),
+           "also allow this organisation (repeatable)", "--allow-org", _BUILD, env=ALLOW_ORGS_ENV, metavar="ORG",
+           repeat=True, merge=_union),
     Option("manylinux", lambda v, w, b: _manylinux(v, w), "target manylinux policy, e.g. 2_28 (default)",
            "--manylinux", _BUILD, env="KERNEL_FACTORY_MANYLINUX", metavar="X_Y"),
     Option("jobs", lambda v, w, b: _int(v, w), "parallel processes (default: number of cores)", "--jobs", _BUILD,
@@ -468,8 +458,9 @@ OPTIONS: tuple[Option, ...] = (
            "store", "--scratch", ("to-wheel", "build"), env="KERNEL_FACTORY_SCRATCH", metavar="DIR"),
     Option("index_out", _folder, "index root (default: the store folder)", "--out", ("index",), metavar="DIR"),
     Option("templates", _folder, "templates overriding the shipped ones", "--templates", ("index",), metavar="DIR"),
-    Option("base_url", _url, "where the index will be served, for the landing page's pip commands", "--base-url",
-           ("index",), metavar="URL"),
+    Option("base_url", lambda v, w, b: str(v).rstrip("/"),
+           "where the index will be served, for the landing page's pip commands", "--base-url", ("index",),
+           metavar="URL"),
     Option("allow_kernel_names", lambda v, w, b: _bool(v, w),
            "let --wheels adopt wheels whose project is a kernel the store holds", "--allow-kernel-names",
            ("index",), boolean=True),
