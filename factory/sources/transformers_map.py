@@ -137,14 +137,8 @@ def read_mapping(python: str, env: Mapping[str, str] | None = None) -> KernelMap
 def chosen(entries: Iterable[Entry], devices: tuple[str, ...], modes: tuple[str, ...]) -> list[Entry]:
     """The entries for ``devices`` (empty: all) and ``modes`` (empty: all); a fallback entry is used whatever the
     mode (kernels takes it when no other mode matches), so it goes with every mode chosen."""
-    out = []
-    for e in entries:
-        if devices and e.device not in devices:
-            continue
-        if modes and not ({"fallback", *modes} & set(e.modes)):
-            continue
-        out.append(e)
-    return out
+    return [e for e in entries
+            if (not devices or e.device in devices) and (not modes or {"fallback", *modes} & set(e.modes))]
 
 
 def specs(spec: TransformersSpec, mapping: KernelMapping) -> tuple[list[KernelSpec], list[str]]:
