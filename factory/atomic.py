@@ -1,11 +1,8 @@
 """Atomic file writes: a reader sees the old file or the new one, never half of either; and never through a link.
 
-Every file kernel-factory writes goes to a new temporary file with a random name beside it (created with
-O_CREAT|O_EXCL|O_NOFOLLOW, as mkstemp does: a planted file or link of that name is never opened), then is renamed
-into place (a rename replaces a link of the target's name, never what it points to). Writes and removals below a
-root that others may write (a shared store, an index root) go through nofollow.py, the one home of link-safe
-access (``Tree``, ``Folder``): a folder that is a symbolic link is refused in one line. The tool's own files in a
-store or index root (``PRIVATE_NAMES``) are never served or published.
+Every file kernel-factory writes goes to a new temporary file of a random name beside it (nofollow.create), then is
+renamed into place (nofollow.put). The hash-while-copy loop (``stream_digest``, ``Hashing``) and the tool's own
+file names (``PRIVATE_NAMES``, never served or published) live here too.
 """
 
 from __future__ import annotations
@@ -19,11 +16,10 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from .errors import DigestMismatch
-from .nofollow import NOFOLLOW, TMP_PREFIX, open_nofollow, unique, write_all
+from .nofollow import TMP_PREFIX, create, discard, holds, named, open_nofollow, put, unique
 
-__all__ = ["CHUNK", "PRIVATE_NAMES", "TMP_PREFIX", "Batch", "Hashing", "atomic_open", "copy_file", "discard",
-           "file_digest", "fsync_path", "holds", "named", "private", "put", "remove_stale_tmp",
-           "stream_digest", "unique", "write_all", "write_bytes", "write_page"]
+__all__ = ["CHUNK", "PRIVATE_NAMES", "TMP_PREFIX", "Batch", "Hashing", "atomic_open", "copy_file", "file_digest",
+           "fsync_path", "private", "remove_stale_tmp", "stream_digest", "unique", "write_bytes"]
 
 CHUNK = 1 << 20  # what each hash-while-copy reads at once
 # The tool's own files in a store or an index root: bookkeeping, never served or published. Each starts with a dot,
@@ -49,7 +45,7 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
         raise
     tmp = os.path.join(path.parent, f"{TMP_PREFIX}{unique()}")
     try:  # from its creation on: an interrupt at any instant removes the temporary file
-        fd = _create(tmp, path.parent, 0o600)  # as mkstemp makes it
+        fd = create(tmp, path.parent, 0o600)  # as mkstemp makes it
         with os.fdopen(fd, "wb") as f:
             yield f
             if fsync:
@@ -77,48 +73,12 @@ class Batch:
         self.fsync = fsync
         self.chmod = _umask() & 0o644 != 0
 
-    def write(self, name: str, data: bytes) -> os.stat_result:
+    def put(self, name: str, data: bytes) -> os.stat_result:
         """Put ``data`` at ``folder/name``; the file's stat (its inode, mtime and size stay those of the file
         once renamed into place)."""
-        st = self._write(name, data, True)
-        assert st is not None
-        return st
-
-    def put(self, name: str, data: bytes) -> None:
-        """``write`` without the stat."""
-        self._write(name, data, False)
-
-    def _write(self, name: str, data: bytes, want_stat: bool) -> os.stat_result | None:
         self.count += 1
         return put(f"{self.prefix}{self.count}", os.path.join(self.folder, name), data, chmod=self.chmod,
-                   fsync=self.fsync, want_stat=want_stat)
-
-
-def put(
-    tmp: str, path: str, data: bytes, *, chmod: bool = True, fsync: bool = False, want_stat: bool = False
-) -> os.stat_result | None:
-    """Write ``data`` to the new temporary file ``tmp`` (O_EXCL|O_NOFOLLOW: never one that is there) and rename it
-    to ``path``; a failure removes it and names ``path``. ``chmod``: make it 0644 whatever the umask; ``fsync``
-    before the rename; ``want_stat``: its fstat (the inode, mtime and size stay those of the file in place)."""
-    st = None
-    try:  # from its creation on: an interrupt at any instant removes the temporary file
-        fd = _create(tmp, os.path.dirname(path), 0o644)
-        try:
-            write_all(fd, data)
-            if chmod:
-                os.fchmod(fd, 0o644)
-            if fsync:
-                os.fsync(fd)
-            if want_stat:
-                st = os.fstat(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        discard(tmp)
-        named(exc, path, tmp)  # the file, not its temporary name
-        raise
-    return st
+                   fsync=self.fsync)
 
 
 def fsync_path(path: Path | str) -> None:
@@ -140,31 +100,6 @@ def _umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o777
-
-
-def _create(tmp: str, folder: Path | str, mode: int) -> int:
-    """Create the new temporary file ``tmp`` (never an existing one); an error names ``folder``, not the
-    temporary name."""
-    try:
-        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode)
-    except OSError as exc:
-        exc.filename = os.fspath(folder)
-        raise
-
-
-def discard(tmp: str) -> None:
-    """Remove the temporary file of a failed write, if it is there."""
-    try:
-        os.unlink(tmp)
-    except FileNotFoundError:
-        pass
-
-
-def named(exc: BaseException, path: Path | str, tmp: str | None = None) -> None:
-    """An OSError from write() or close() names no file: give it ``path``, so its one-line message can. One that
-    names ``tmp`` (the temporary file the write went to) names ``path`` instead."""
-    if isinstance(exc, OSError) and (exc.filename is None or (tmp is not None and exc.filename == tmp)):
-        exc.filename, exc.filename2 = str(path), None
 
 
 def write_bytes(path: Path, data: bytes) -> bool:
@@ -253,33 +188,3 @@ def copy_file(src: Path, dest: Path, sha256: str | None = None) -> None:
         got = stream_digest(f, out=out)
         if sha256 is not None and got != sha256:
             raise DigestMismatch(f"{src}: its sha256 is {got}, not {sha256}")
-
-
-def holds(name: str, data: bytes) -> bool:
-    """Whether the regular file ``name`` holds exactly ``data`` (read without following a link: a link holds
-    nothing, and is replaced by the rename of the next write)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | NOFOLLOW)
-    except OSError:  # missing, or a link (ELOOP)
-        return False
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-            return False
-        with open(fd, "rb", closefd=False) as f:
-            return f.read() == data
-    finally:
-        os.close(fd)
-
-
-def write_page(name: str, data: bytes) -> bool:
-    """Write one file atomically unless it already holds ``data``; True if written. The folder must be there.
-
-    Renamed into place (readers never see half a page) from a new temporary file of a random name, but not fsynced
-    one by one: thousands of fsyncs dominate a full index build. (The index's state file, written last, records
-    each page's size, so a page torn by a crash is rendered again.)
-    """
-    if holds(name, data):
-        return False
-    put(os.path.join(os.path.dirname(name), f"{TMP_PREFIX}{unique()}"), name, data)
-    return True

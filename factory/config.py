@@ -23,15 +23,7 @@ ALLOW_ORGS_ENV = "KERNEL_FACTORY_ALLOW_ORGS"  # more trusted organisations, comm
 DEFAULT_LOCK_WAIT_S = 600.0  # KERNEL_FACTORY_LOCK_WAIT
 DEFAULT_RETRY_S = 60.0  # KERNEL_FACTORY_RETRY_S: retry.Backoff's budget
 KERNEL_KEYS = {  # a [[kernel]] table's keys (the [factory] keys are the options': see OPTIONS)
-    "repo",
-    "versions",
-    "tags",
-    "revision",
-    "variants",
-    "exclude-variants",
-    "repo-id",
-    "repo-type",
-    "allow-no-digest",
+    "repo", "versions", "tags", "revision", "variants", "exclude-variants", "repo-id", "repo-type", "allow-no-digest",
     "exclude",
 }
 TRANSFORMERS_KEYS = {"python", "devices", "modes", "variants", "exclude-variants"}  # a [[transformers]] table's
@@ -60,11 +52,6 @@ class Location:
         return value if isinstance(value, Location) else cls.parse(value)
 
     @property
-    def is_url(self) -> bool:
-        """Given as a URL (``file://`` included), not as a plain path."""
-        return "://" in self.display
-
-    @property
     def scheme(self) -> str:
         """``file`` for a local location, else the URL's scheme (``s3``)."""
         return "file" if self.local is not None else self.display.split("://", 1)[0]
@@ -76,7 +63,7 @@ class Location:
 
     def resolved(self, base: Path) -> Location:
         """A plain relative path made absolute against ``base`` (``~`` expanded); a URL unchanged."""
-        if self.is_url or self.local is None:
+        if "://" in self.display or self.local is None:  # a URL (file:// included), not a plain path
             return self
         p = self.local.expanduser()
         return Location.parse(str(p if p.is_absolute() else (base / p).resolve()))
@@ -128,11 +115,9 @@ class TransformersSpec:
 
 @dataclass(frozen=True)
 class Variables:
-    """What the code underneath takes from the process's environment variables, read in one place:
-    ``variables(env)``, which ``resolve`` calls to fill ``Options.variables`` (no option of the table: no flag, no
-    config key). Code called without Options (a source opened by hand) falls back to ``variables()``; nothing else
-    reads these. (local/ hands its command's whole environment to local/cache: the user's cache, as kernels finds it.
-    local/probe/environment.py's ``Environment`` is another thing: an interpreter's torch facts.)"""
+    """What the code underneath takes from the process's environment variables (no flag, no config key), read in
+    one place: ``variables(env)``, which ``resolve`` calls to fill ``Options.variables``; code called without
+    Options (a source opened by hand) falls back to ``variables()``."""
 
     hf_endpoint: str | None = None  # HF_ENDPOINT (None: huggingface_hub's default)
     hf_token: str | None = None  # HF_TOKEN
@@ -213,18 +198,14 @@ class Options:
     variables: Variables = Variables()  # filled by resolve from env; not an option of the table
 
 
-def _unknown(key: str, known: set[str], where: str) -> ConfigError:
-    import difflib
-
-    hint = difflib.get_close_matches(key, sorted(known), n=1)
-    extra = f"; did you mean {hint[0]!r}?" if hint else f"; known keys: {', '.join(sorted(known))}"
-    return ConfigError(f"{where}: unknown key {key!r}{extra}")
-
-
 def _check_keys(table: Mapping[str, Any], known: set[str], where: str) -> None:
     for key in table:
         if key not in known:
-            raise _unknown(key, known, where)
+            import difflib
+
+            hint = difflib.get_close_matches(key, sorted(known), n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else f"; known keys: {', '.join(sorted(known))}"
+            raise ConfigError(f"{where}: unknown key {key!r}{extra}")
 
 
 def _str_list(value: Any, where: str) -> tuple[str, ...]:
@@ -274,7 +255,8 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
     repo = table.get("repo")
     if not isinstance(repo, str) or not repo:
         raise ConfigError(f"{where}: 'repo' must be a Hub id like 'kernels-community/activation' or a local path")
-    if not any(c in repo for c in "*?[") and (_looks_path(repo) or (base / repo).exists()):
+    globbed = any(c in repo for c in "*?[")
+    if not globbed and (_looks_path(repo) or (base / repo).exists()):
         repo = _path(repo, base)
     versions: tuple[str, ...] = ()
     if "versions" in table:
@@ -285,11 +267,9 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
     if not versions and revision is None:
         raise ConfigError(f"{where}: give 'versions' (e.g. [1]), 'tags' (e.g. '>=1.1.2,<2') or 'revision'")
     exclude = _str_list(table.get("exclude", []), f"{where}.exclude")
-    globbed = any(c in repo for c in "*?[")
     if exclude and not globbed:
         raise ConfigError(f"{where}: 'exclude' goes with a glob repo like 'org/*'; drop it or glob 'repo'")
-    if globbed and (repo.startswith(("/", ".", "~")) or repo.count("/") != 1 or any(c in repo.split("/")[0]
-                                                                                   for c in "*?[")):
+    if globbed and (_looks_path(repo) or any(c in repo.split("/")[0] for c in "*?[")):
         raise ConfigError(f"{where}: a glob repo names one Hub organisation and globs the names, e.g. 'org/*'")
     if globbed and (table.get("repo-id") or table.get("revision")):
         raise ConfigError(f"{where}: 'repo-id' and 'revision' name one repository; not with a glob repo")
@@ -336,8 +316,9 @@ def _transformers(table: Mapping[str, Any], base: Path, where: str) -> Transform
     )
 
 
-def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The [factory] table, the [[kernel]] list and the [[transformers]] list of a factory.toml or pyproject.toml."""
+def read_file(path: Path) -> dict[str, Any]:
+    """The kernel-factory tables of a factory.toml or pyproject.toml: [factory], [[kernel]], [[transformers]] and
+    [prune] (the first three checked to be a table or lists of them)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
@@ -351,12 +332,10 @@ def read_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[di
     if path.name == "pyproject.toml":
         data = data.get("tool", {}).get("kernel-factory", {})
     _check_keys(data, {"factory", "kernel", "prune", "transformers"}, str(path))
-    factory = data.get("factory", {})
-    kernels = data.get("kernel", [])
-    transformers = data.get("transformers", [])
-    if not isinstance(factory, dict) or not isinstance(kernels, list) or not isinstance(transformers, list):
+    if not isinstance(data.get("factory", {}), dict) or not all(
+            isinstance(data.get(key, []), list) for key in ("kernel", "transformers")):
         raise ConfigError(f"{path}: expected a [factory] table, [[kernel]] tables and [[transformers]] tables")
-    return factory, kernels, transformers
+    return data
 
 
 PRUNE_KEYS = {"keep-per-major", "keep-since", "keep-locked"}  # the [prune] table's keys (docs/withdraw.md)
@@ -368,15 +347,7 @@ def read_prune(flags: Flags) -> tuple[dict[str, Any], Path | None]:
     path = find_config(flags)
     if path is None:
         return {}, None
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    read_file(path)  # the file's own checks first (valid TOML, known tables)
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    if path.name == "pyproject.toml":
-        data = data.get("tool", {}).get("kernel-factory", {})
-    table = data.get("prune", {})
+    table = read_file(path).get("prune", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: expected a [prune] table")
     _check_keys(table, PRUNE_KEYS, f"{path} [prune]")
@@ -407,16 +378,8 @@ def _folder(value: Any, where: str, base: Path) -> str:
     return _path(value, base)
 
 
-def _store(value: Any, where: str, base: Path) -> Location:
-    return Location.parse(_folder(value, where, base))
-
-
 def _split_orgs(values: Iterable[str]) -> list[str]:
     return [o for v in values for o in v.split(",") if o]
-
-
-def _orgs(value: Any, where: str, base: Path) -> tuple[str, ...]:
-    return tuple(_split_orgs(_str_list(value, where)))
 
 
 def given_orgs(env: Mapping[str, str] | None = None, flags: Iterable[str] = ()) -> list[str]:
@@ -425,10 +388,6 @@ def given_orgs(env: Mapping[str, str] | None = None, flags: Iterable[str] = ()) 
     For the commands that take --allow-org outside OPTIONS (local-kernels, download, serve --hub)."""
     env = os.environ if env is None else env
     return list(dict.fromkeys(_split_orgs([env.get(ALLOW_ORGS_ENV, ""), *flags])))
-
-
-def _url(value: Any, where: str, base: Path) -> str:
-    return str(value).rstrip("/")
 
 
 def _simple_url(value: Any, where: str, base: Path) -> str:
@@ -477,10 +436,12 @@ _BUILD = ("to-wheel", "plan", "build")
 _S3 = ("build", "publish", "index")  # index, yank, unyank, status and prune put to an s3:// store too
 
 OPTIONS: tuple[Option, ...] = (
-    Option("store", _store, "store folder or s3://bucket/prefix (overrides the config; default ./public)",
-           "--store", ("plan", "build", "index", "publish"), env="KERNEL_FACTORY_STORE", metavar="DIR"),
-    Option("allow_orgs", _orgs, "also allow this organisation (repeatable)", "--allow-org", _BUILD,
-           env=ALLOW_ORGS_ENV, metavar="ORG", repeat=True, merge=_union),
+    Option("store", lambda v, w, b: Location.parse(_folder(v, w, b)),
+           "store folder or s3://bucket/prefix (overrides the config; default ./public)", "--store",
+           ("plan", "build", "index", "publish"), env="KERNEL_FACTORY_STORE", metavar="DIR"),
+    Option("allow_orgs", lambda v, w, b: tuple(_split_orgs(_str_list(v, w))),
+           "also allow this organisation (repeatable)", "--allow-org", _BUILD, env=ALLOW_ORGS_ENV, metavar="ORG",
+           repeat=True, merge=_union),
     Option("manylinux", lambda v, w, b: _manylinux(v, w), "target manylinux policy, e.g. 2_28 (default)",
            "--manylinux", _BUILD, env="KERNEL_FACTORY_MANYLINUX", metavar="X_Y"),
     Option("jobs", lambda v, w, b: _int(v, w), "parallel processes (default: number of cores)", "--jobs", _BUILD,
@@ -497,8 +458,9 @@ OPTIONS: tuple[Option, ...] = (
            "store", "--scratch", ("to-wheel", "build"), env="KERNEL_FACTORY_SCRATCH", metavar="DIR"),
     Option("index_out", _folder, "index root (default: the store folder)", "--out", ("index",), metavar="DIR"),
     Option("templates", _folder, "templates overriding the shipped ones", "--templates", ("index",), metavar="DIR"),
-    Option("base_url", _url, "where the index will be served, for the landing page's pip commands", "--base-url",
-           ("index",), metavar="URL"),
+    Option("base_url", lambda v, w, b: str(v).rstrip("/"),
+           "where the index will be served, for the landing page's pip commands", "--base-url", ("index",),
+           metavar="URL"),
     Option("allow_kernel_names", lambda v, w, b: _bool(v, w),
            "let --wheels adopt wheels whose project is a kernel the store holds", "--allow-kernel-names",
            ("index",), boolean=True),
@@ -547,11 +509,12 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
     opts = Options()
     path = find_config(flags)
     if path is not None:
-        factory, kernels, transformers = read_file(path)
+        data = read_file(path)
         base = path.resolve().parent
-        opts = apply_table(opts, factory, base, f"{path} [factory]")
-        specs = tuple(_kernel(k, base, f"{path} [[kernel]] #{i + 1}") for i, k in enumerate(kernels))
-        mapped = tuple(_transformers(t, base, f"{path} [[transformers]] #{i + 1}") for i, t in enumerate(transformers))
+        opts = apply_table(opts, data.get("factory", {}), base, f"{path} [factory]")
+        specs = tuple(_kernel(k, base, f"{path} [[kernel]] #{i + 1}") for i, k in enumerate(data.get("kernel", [])))
+        mapped = tuple(_transformers(t, base, f"{path} [[transformers]] #{i + 1}")
+                       for i, t in enumerate(data.get("transformers", [])))
         opts = replace(opts, kernels=specs, transformers=mapped)
     env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
     opts = apply_table(opts, env_table, Path.cwd(), "environment")

@@ -58,43 +58,118 @@ def write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
+def holds(name: str, data: bytes, dir_fd: int | None = None) -> bool:
+    """Whether the regular file ``name`` (relative to ``dir_fd``, if given) holds exactly ``data``: a link, a FIFO or
+    anything else holds nothing (the rename of the next write replaces it)."""
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:  # missing, a link (ELOOP), a socket
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as f:
+            return f.read() == data
+    finally:
+        os.close(fd)
+
+
+def create(tmp: str, folder: str | os.PathLike[str], mode: int = 0o644, dir_fd: int | None = None) -> int:
+    """Create the new temporary file ``tmp`` (O_CREAT|O_EXCL|O_NOFOLLOW, as mkstemp does: never one that is there,
+    nor through a link); an error names ``folder``, not the temporary name."""
+    try:
+        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        exc.filename = os.fspath(folder)
+        raise
+
+
+def put(tmp: str, path: str, data: bytes, *, folder: Folder | None = None, chmod: bool = True,
+        fsync: bool = False) -> os.stat_result:
+    """Write ``data`` to the new temporary file ``tmp`` and rename it to ``path`` (a rename replaces a link of that
+    name, never what it points to), both relative to ``folder``'s descriptor where given; the file's fstat (its
+    inode, mtime and size stay those of the file in place). A failure removes the temporary file and names
+    ``path``. ``chmod``: make it 0644 whatever the umask; ``fsync`` before the rename."""
+    dir_fd = None if folder is None else folder.fd
+    shown = path if folder is None else str(folder.path / path)
+    try:  # from its creation on: an interrupt at any instant removes the temporary file
+        fd = create(tmp, os.path.dirname(shown), 0o644, dir_fd)
+        try:
+            write_all(fd, data)
+            if chmod:
+                os.fchmod(fd, 0o644)
+            if fsync:
+                os.fsync(fd)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException as exc:
+        discard(tmp, dir_fd)
+        named(exc, shown, tmp)  # the file, not its temporary name
+        raise
+    return st
+
+
+def discard(tmp: str, dir_fd: int | None = None) -> None:
+    """Remove the temporary file of a failed write, if it is there."""
+    try:
+        os.unlink(tmp, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def named(exc: BaseException, path: str | os.PathLike[str], tmp: str | None = None) -> None:
+    """An OSError from write() or close() names no file: give it ``path``, so its one-line message can. One that
+    names ``tmp`` (the temporary file the write went to) names ``path`` instead."""
+    if isinstance(exc, OSError) and (exc.filename is None or (tmp is not None and exc.filename == tmp)):
+        exc.filename, exc.filename2 = os.fspath(path), None
+
+
 def found(st: os.stat_result | None) -> str:
     """What an entry is, as a refusal names it: "a symbolic link", "a FIFO", "a socket", "a device", "a folder",
     "a file" (a regular one), "nothing" (gone meanwhile)."""
     if st is None:
         return "nothing"
-    mode = st.st_mode
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "a file" if stat.S_ISREG(mode) else "an unknown kind of file"
+    return next((kind for test, kind in _KINDS if test(st.st_mode)), "an unknown kind of file")
 
 
-def refusal(path: str | os.PathLike[str], what: str, st: os.stat_result | None, target: str | None = None,
-            where: str = "") -> LinkRefused:
-    """The one-line refusal of ``path`` (its lstat ``st``; ``target``: a link's text) where kernel-factory expects
-    a ``what`` ("folder", "file", "lock file" ...); ``where``: the place named (``HUB_CACHE``), or none."""
+_KIND_WORDS = {"a folder": "dir", "a file": "file", "a symbolic link": "link"}  # Folder.kind's answers
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISDIR, "a folder"), (stat.S_ISREG, "a file"))
+
+
+def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "", *, st: os.stat_result | None = None,
+           name: str | None = None, dir_fd: int | None = None) -> LinkRefused:
+    """The one-line refusal of whatever stands at ``path`` (looked at with lstat, never followed; ``name`` relative
+    to ``dir_fd`` where given; ``st``: its (f)stat, if taken already) where kernel-factory expects a ``what``
+    ("folder", "file", "lock file" ...); ``where``: the place named (``HUB_CACHE``), or none."""
+    at = path if dir_fd is None or name is None else name
+    if st is None:
+        try:
+            st = os.stat(at, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            pass
     place = f" in {where}" if where else ""
     kind = found(st)
     if st is not None and stat.S_ISLNK(st.st_mode):
-        return LinkRefused(f"{os.fspath(path)} -> {target or '?'}: {kind}{place} where kernel-factory expects a "
+        try:
+            target = os.readlink(at, dir_fd=dir_fd)
+        except OSError:
+            target = "?"
+        return LinkRefused(f"{os.fspath(path)} -> {target}: {kind}{place} where kernel-factory expects a "
                            f"{what}, and it never writes or reads through a link; remove the link (rm, not rm -r) "
                            "and run again", kind)
     return LinkRefused(f"{os.fspath(path)}: {kind}{place} where kernel-factory expects a {what}; remove it and run "
                        "again", kind)
 
 
-def link_problem(path: str | os.PathLike[str], st: os.stat_result | None = None) -> str | None:
-    """``path -> target`` when ``path`` is a symbolic link (else None); ``st``: its lstat, if taken already."""
+def link_problem(path: str | os.PathLike[str]) -> str | None:
+    """``path -> target`` when ``path`` is a symbolic link (else None)."""
     try:
-        st = os.lstat(path) if st is None else st
+        st = os.lstat(path)
     except FileNotFoundError:
         return None
     if not stat.S_ISLNK(st.st_mode):
@@ -104,22 +179,6 @@ def link_problem(path: str | os.PathLike[str], st: os.stat_result | None = None)
     except OSError:
         target = "?"
     return f"{os.fspath(path)} -> {target}"
-
-
-def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "") -> LinkRefused:
-    """The refusal of whatever stands at ``path`` (looked at with lstat, never followed) where a ``what`` is
-    expected."""
-    try:
-        st: os.stat_result | None = os.lstat(path)
-    except OSError:
-        st = None
-    target = None
-    if st is not None and stat.S_ISLNK(st.st_mode):
-        try:
-            target = os.readlink(path)
-        except OSError:
-            pass
-    return refusal(path, what, st, target, where)
 
 
 def real_folder(path: str | os.PathLike[str]) -> None:
@@ -132,19 +191,20 @@ def real_folder(path: str | os.PathLike[str]) -> None:
         raise refuse(path)
 
 
-def open_nofollow(path: str | os.PathLike[str], what: str = "file") -> int:
-    """A read-only descriptor of the regular file ``path``, never through a link (nor blocked by a FIFO): a link is
-    refused (LinkRefused), and so is anything that is not a regular file; FileNotFoundError if there is none."""
+def open_nofollow(path: str | os.PathLike[str], what: str = "file", folder: Folder | None = None) -> int:
+    """A read-only descriptor of the regular file ``path`` (relative to ``folder`` where given), never through a
+    link (nor blocked by a FIFO): a link is refused (LinkRefused), and so is anything that is not a regular file;
+    FileNotFoundError if there is none."""
     try:
-        fd = os.open(path, FILE_FLAGS)
+        fd = os.open(path, FILE_FLAGS, dir_fd=None if folder is None else folder.fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link; a socket
-            raise refuse(path, what) from None
+            raise refuse(path, what) if folder is None else folder.refuse(os.fspath(path), what) from None
         raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise refusal(path, what, st)
+        raise refuse(path, what, st=st) if folder is None else folder.refuse(os.fspath(path), what, st)
     os.set_blocking(fd, True)
     return fd
 
@@ -189,23 +249,12 @@ class Folder:
     def kind(self, name: str) -> str | None:
         """"dir", "file", "link", "other", or None where there is no such entry."""
         st = self.lstat(name)
-        if st is None:
-            return None
-        mode = st.st_mode
-        return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "link" if stat.S_ISLNK(mode) \
-            else "other"
+        return None if st is None else _KIND_WORDS.get(found(st), "other")
 
     def refuse(self, name: str, what: str = "folder", st: os.stat_result | None = None) -> LinkRefused:
         """The refusal of the entry ``name`` (looked at relative to this folder, never followed; ``st``: its
         (f)stat, if taken already) where a ``what`` is expected."""
-        st = self.lstat(name) if st is None else st
-        target = None
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            try:
-                target = os.readlink(name, dir_fd=self.fd)
-            except OSError:
-                pass
-        return refusal(self.path / name, what, st, target, self.where)
+        return refuse(self.path / name, what, self.where, st=st, name=name, dir_fd=self.fd)
 
     def sub(self, name: str, *, create: bool = False, mode: int = 0o777) -> Folder:
         """The real folder ``name`` below this one (made first with ``create``); LinkRefused where it is a link or
@@ -231,17 +280,7 @@ class Folder:
 
     def open_file(self, name: str, what: str = "file") -> int:
         """A read-only descriptor of the regular file ``name``; LinkRefused for a link or anything else."""
-        try:
-            fd = os.open(name, FILE_FLAGS, dir_fd=self.fd)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link; a socket
-                raise self.refuse(name, what) from None
-            raise
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            os.close(fd)
-            raise self.refuse(name, what, st)
-        return fd
+        return open_nofollow(name, what, self)
 
     def read_small(self, name: str, limit: int) -> bytes | None:
         """The bytes of the regular file ``name`` if it holds at most ``limit`` of them; None if it is missing,
@@ -255,45 +294,6 @@ class Folder:
         finally:
             os.close(fd)
         return data if len(data) <= limit else None
-
-    def holds(self, name: str, data: bytes) -> bool:
-        """Whether the regular file ``name`` holds exactly ``data`` (a link, or anything else, holds nothing: the
-        rename of the next write replaces it)."""
-        try:
-            fd = os.open(name, FILE_FLAGS, dir_fd=self.fd)
-        except OSError:  # missing, a link (ELOOP), a socket
-            return False
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-                return False
-            os.set_blocking(fd, True)
-            with open(fd, "rb", closefd=False) as f:
-                return f.read() == data
-        finally:
-            os.close(fd)
-
-    def put(self, name: str, data: bytes) -> None:
-        """Write ``data`` to a new temporary file in this folder (O_CREAT|O_EXCL|O_NOFOLLOW: never one that is
-        there), made 0644 whatever the umask, and rename it to ``name`` (a rename replaces a link of that name,
-        never what it points to); not fsynced. A failure removes the temporary file and names ``name``."""
-        tmp = f"{TMP_PREFIX}{unique()}"
-        try:  # from its creation on: an interrupt at any instant removes the temporary file
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644, dir_fd=self.fd)
-            try:
-                write_all(fd, data)
-                os.fchmod(fd, 0o644)
-            finally:
-                os.close(fd)
-            os.rename(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-        except BaseException as exc:
-            try:
-                os.unlink(tmp, dir_fd=self.fd)
-            except OSError:
-                pass
-            if isinstance(exc, OSError) and (exc.filename is None or exc.filename == tmp):
-                exc.filename, exc.filename2 = str(self.path / name), None
-            raise
 
     def names(self) -> list[str]:
         return os.listdir(self.fd)
@@ -395,14 +395,13 @@ class Tree:
     def folder(self, rel: str) -> str:
         """The path of the folder ``rel``, each part checked (never a link); made if missing. For a caller that
         writes by path (publish's copy): the check is at this instant, the write after it."""
-        made = self._open(rel, True)
+        made = self.checked(rel, create=True)
         assert made is not None
-        made.close()
-        return os.path.join(self.root, rel) if rel else self.root
+        return made
 
-    def checked(self, rel: str) -> str | None:
+    def checked(self, rel: str, *, create: bool = False) -> str | None:
         """The path of the folder ``rel`` if it is there (each part checked as ``folder`` does), else None."""
-        folder = self._open(rel, False)
+        folder = self._open(rel, create)
         if folder is None:
             return None
         folder.close()
@@ -417,9 +416,9 @@ class Tree:
         folder = self._open(folder_rel, True)
         assert folder is not None
         with folder:
-            if folder.holds(base, data):
+            if holds(base, data, folder.fd):
                 return False
-            folder.put(base, data)
+            put(f"{TMP_PREFIX}{unique()}", base, data, folder=folder)
         return True
 
     def remove(self, rel: str) -> int:

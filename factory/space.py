@@ -22,12 +22,6 @@ from .errors import Unreachable, unusable
 from .report import size
 
 
-def free_bytes(path: Path) -> int:
-    """Bytes an unprivileged writer may still use on ``path``'s file system."""
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
-
-
 def needs(sizes: Sequence[tuple[int, int]], jobs: int) -> tuple[int, int]:
     """(bytes on the store's file system, bytes in scratch) for variants of (size, fetched bytes).
 
@@ -39,15 +33,17 @@ def needs(sizes: Sequence[tuple[int, int]], jobs: int) -> tuple[int, int]:
     return store, scratch
 
 
-def check(store_dir: Path, store_need: int, scratch_dir: Path, scratch_need: int) -> None:
-    """Unreachable (exit 4) naming the file system that lacks room: "needs 7.8 GB, 1.2 GB free"."""
+def check_plan(sizes: Sequence[tuple[int, int]], jobs: int, store_dir: Path, scratch: Path) -> None:
+    """Refuse a plan of variants of (size, fetched bytes) that cannot fit, before anything is written: Unreachable
+    (exit 4) naming the file system that lacks room ("needs 7.8 GB, 1.2 GB free")."""
     wanted: dict[int, tuple[Path, int]] = {}
-    for path, need in ((store_dir, store_need), (scratch_dir, scratch_need)):
+    for path, need in zip((store_dir, scratch), needs(sizes, jobs), strict=True):
         dev = os.stat(path).st_dev
         first, total = wanted.get(dev, (path, 0))
         wanted[dev] = (first, total + need)
     for path, need in wanted.values():
-        free = free_bytes(path)
+        st = os.statvfs(path)
+        free = st.f_bavail * st.f_frsize  # what an unprivileged writer may still use
         if need > free:
             err = unusable(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), path)
             assert err is not None
@@ -162,10 +158,3 @@ def scratch_dir(scratch: str | None, prefix: str = "kernel-factory-") -> Scratch
         if err is not None:
             raise err from None
         raise
-
-
-def check_plan(sizes: Sequence[tuple[int, int]], jobs: int, store_dir: Path, scratch: Path) -> None:
-    """Refuse a plan of variants of (size, fetched bytes) that cannot fit; nothing is written yet."""
-    store_need, scratch_need = needs(sizes, jobs)
-    check(store_dir, store_need, scratch, scratch_need)
-

@@ -98,12 +98,9 @@ def major_branches(refs: Refs) -> dict[int, str]:
 
 
 def describe(refs: Refs) -> str:
-    tags = sorted(tag_versions(refs))
-    majors = sorted(major_branches(refs))
-    parts = []
-    parts.append("tags: " + (", ".join(f"v{v}" for v in tags) if tags else "none"))
-    parts.append("branches: " + (", ".join(f"v{n}" for n in majors) if majors else "none"))
-    return "; ".join(parts)
+    tags = ", ".join(f"v{v}" for v in sorted(tag_versions(refs))) or "none"
+    majors = ", ".join(f"v{n}" for n in sorted(major_branches(refs))) or "none"
+    return f"tags: {tags}; branches: {majors}"
 
 
 def select(refs: Refs, request: Request, where: str) -> list[Selected]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urljoin
+from urllib.parse import quote, urljoin, urlsplit
 
 from huggingface_hub import HfApi, constants, get_cached_repo_tree, hf_raise_for_status, snapshot_download
 from huggingface_hub.errors import (
@@ -35,13 +35,12 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 from packaging.version import InvalidVersion, Version
 
 from .. import report
-from ..atomic import atomic_open
+from ..atomic import TMP_PREFIX, atomic_open
 from ..config import Variables, repo_folder_name, variables
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..retry import Backoff
-from ..safe_text import printable, quiet_credentials
+from ..safe_text import has_control, printable, quiet_credentials, redact_url
 from .base import Refs
-from .hub_checks import origin, redact_url, ref_problem
 
 T = TypeVar("T")
 
@@ -71,13 +70,6 @@ class Busy(Unreachable):
         self.headers = headers
 
 
-def _quiet_downloads() -> None:
-    """huggingface_hub's per-download bars suit a terminal, not a CI log (its own switch, which an explicit
-    HF_HUB_DISABLE_PROGRESS_BARS=0 still overrides)."""
-    if not sys.stderr.isatty():
-        disable_progress_bars()
-
-
 def _status(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
     code = getattr(response, "status_code", None)
@@ -86,6 +78,23 @@ def _status(exc: BaseException) -> int | None:
 
 def _is_sha(rev: str) -> bool:
     return len(rev) == 40 and all(c in "0123456789abcdef" for c in rev)
+
+
+def ref_problem(name: str, sha: str) -> str | None:
+    """Why a ref name and target from a Hub answer cannot be used (it becomes a file path in the cache), or None."""
+    if not name or len(name) > 255 or name.startswith("/") or "\\" in name or has_control(name):
+        return "an empty, absolute or overlong name, or one with a backslash or a control character"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "a name with an empty, '.' or '..' part"
+    if not _is_sha(sha):
+        return "a target that is not a 40-character commit sha"
+    return None
+
+
+def origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(scheme)
 
 
 class HubSource:
@@ -112,7 +121,8 @@ class HubSource:
         self.offline = env.hf_offline
         self.cache_dir = env.hf_cache or constants.HF_HUB_CACHE
         self.env = env
-        _quiet_downloads()
+        if not sys.stderr.isatty():  # huggingface_hub's per-download bars suit a terminal, not a CI log (its own
+            disable_progress_bars()  # switch, which an explicit HF_HUB_DISABLE_PROGRESS_BARS=0 still overrides)
         self.api = HfApi(endpoint=self.endpoint, token=self.token)
         self._types = (repo_type,) if repo_type else REPO_TYPES
         self._type: str | None = None
@@ -194,13 +204,6 @@ class HubSource:
     def _storage(self, repo_type: str) -> Path:
         return Path(self.cache_dir) / repo_folder_name(self._id, repo_type)
 
-    def _not_found(self) -> UsageError:
-        tried = " and ".join(self._types) + (" types" if len(self._types) > 1 else " type")
-        return UsageError(
-            f"no kernel repository {self._id} on {self.shown} (tried {tried}); "
-            "check the repository id and HF_ENDPOINT"
-        )
-
     @property
     def repo_type(self) -> str:
         if self._type is None:
@@ -233,7 +236,9 @@ class HubSource:
             self._refs = Refs(branches=self._usable(raw.branches), tags=self._usable(raw.tags))
             self._remember_refs(self._refs)
             return self._refs
-        raise self._not_found()
+        tried = " and ".join(self._types) + (" types" if len(self._types) > 1 else " type")
+        raise UsageError(f"no kernel repository {self._id} on {self.shown} (tried {tried}); check the repository id "
+                         "and HF_ENDPOINT")
 
     def _usable(self, refs: list[GitRefInfo]) -> dict[str, str]:
         """Ref name -> sha of the refs whose name and target are safe to use; one warning line per other ref."""
@@ -272,7 +277,7 @@ class HubSource:
             branches: dict[str, str] = {}
             tags: dict[str, str] = {}
             for path in sorted(folder.rglob("*")):
-                if not path.is_file() or path.name.startswith(".tmp-"):
+                if not path.is_file() or path.name.startswith(TMP_PREFIX):
                     continue
                 name = path.relative_to(folder).as_posix()
                 (tags if _looks_like_tag(name) else branches)[name] = path.read_text().strip()
@@ -341,10 +346,7 @@ class HubSource:
         count = 0
         first_date: str | None = None
         total: int | None = None
-        for response in self.pages(f"commit history of {sha[:12]}", "the commits endpoint", url):
-            page = response.json()
-            if not isinstance(page, list):
-                raise Unreachable(f"{self._id}: commits endpoint of {self.shown} did not answer a list")
+        for page, response in self.pages(f"commit history of {sha[:12]}", "the commits endpoint", url):
             if first_date is None and page and isinstance(page[0], dict):
                 first_date = str(page[0].get("date") or "")
                 header = response.headers.get("x-total-count")
@@ -361,27 +363,30 @@ class HubSource:
         self._commits[sha] = (total if total is not None else count, when)
         return self._commits[sha]
 
-    def pages(self, what: str, listing: str, url: str, params: dict[str, str] | None = None) -> Iterator[Any]:
-        """Each page (the response) of a paginated Hub answer, the token sent with every request. Every listing
-        goes through here: ``rel="next"`` is followed only on HF_ENDPOINT's own scheme, host and port (never
-        huggingface_hub's own paginator, which follows it to any host). One-line errors and retries by ``_call``."""
+    def pages(self, what: str, listing: str, url: str,
+              params: dict[str, str] | None = None) -> Iterator[tuple[list[Any], Any]]:
+        """Each page (its JSON list, and the response) of a paginated Hub answer, the token sent with every request.
+        Every listing goes through here: ``rel="next"`` is followed only on HF_ENDPOINT's own scheme, host and port
+        (never huggingface_hub's own paginator, which follows it to any host). Errors and retries by ``_call``."""
         headers = build_hf_headers(token=self.token)
 
-        def get(url: str, params: dict[str, str] | None) -> Any:
+        def get(url: str, params: dict[str, str] | None) -> tuple[list[Any], Any]:
             # a dropped connection is tried again (as huggingface_hub's own paginator did); 429/5xx by ``_call``
             response = http_backoff("GET", url, headers=headers, params=params, retry_on_status_codes=(), max_retries=3)
             hf_raise_for_status(response)
             try:
-                response.json()
+                page = response.json()
             except ValueError:  # not JSON: not a Hub (or one without this listing)
-                raise Unreachable(f"{self._id}: {listing} of {self.shown} did not answer JSON; HF_ENDPOINT must be "
-                                  "a Hub (or a Hub mirror) that answers the Hub's API") from None
-            return response
+                page = None
+            if not isinstance(page, list):
+                raise Unreachable(f"{self._id}: {listing} of {self.shown} did not answer a JSON list; HF_ENDPOINT "
+                                  "must be a Hub (or a Hub mirror) that answers the Hub's API")
+            return page, response
 
         next_url: str | None = url
         while next_url is not None:
-            response = self._call(what, functools.partial(get, next_url, params))
-            yield response
+            page, response = self._call(what, functools.partial(get, next_url, params))
+            yield page, response
             params = None  # a next link carries its own query
             next_url = self._next_page(listing, next_url, response.links.get("next", {}).get("url"))
 
@@ -402,10 +407,7 @@ class HubSource:
         url = f"{self.endpoint}/api/{self.repo_type}s/{self._id}/tree/{quote(sha, safe='')}/{quote(path, safe='')}"
         params = {"recursive": "true" if recursive else "false", "expand": "false"}
         entries: list[dict[str, Any]] = []
-        for response in self.pages(f"listing {path}/ at {sha[:12]}", "the file listing", url, params):
-            page = response.json()
-            if not isinstance(page, list):
-                raise Unreachable(f"{self._id}: the file listing of {self.shown} did not answer a list")
+        for page, _ in self.pages(f"listing {path}/ at {sha[:12]}", "the file listing", url, params):
             entries += [e for e in page if isinstance(e, dict) and isinstance(e.get("path"), str)]
         return entries
 

@@ -36,11 +36,7 @@ def list_org(org: str, repo_type: str | None, env: Variables | None = None) -> t
     url = f"{hub.endpoint}/api/{'models' if repo_type == 'model' else 'kernels'}"
     ids: set[str] = set()
     problems: list[str] = []
-    for response in hub.pages(what, "the repository listing", url, {"author": org}):
-        page = response.json()
-        if not isinstance(page, list):
-            raise Unreachable(f"{hub.shown}{url.removeprefix(hub.endpoint)}?author={org} did not answer a JSON list; "
-                              "HF_ENDPOINT must be a Hub that lists an organisation's repositories")
+    for page, _ in hub.pages(what, "the repository listing", url, {"author": org}):
         for item in page:
             repo = item.get("id") if isinstance(item, dict) else None
             if not isinstance(repo, str) or repo.partition("/")[0] != org:
@@ -64,9 +60,7 @@ def listed_id_problem(repo: str) -> str | None:
         validate_repo_id(repo)
     except HFValidationError:
         return "which is not a Hub repository id"
-    if not repo.isascii() or repo.count("/") != 1:
-        return "which is not a Hub repository id"
-    return None
+    return None if repo.isascii() and repo.count("/") == 1 else "which is not a Hub repository id"
 
 
 def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None,

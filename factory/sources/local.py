@@ -43,12 +43,8 @@ class LocalSource:
     def _git_dir(self) -> str | None:
         # One command: the git folder, whether it is bare, and the work tree's top (which a bare repository
         # has not: git prints the first two answers, then fails on the third).
-        proc = subprocess.run(
-            ["git", "-C", str(self.path), "rev-parse", "--absolute-git-dir", "--is-bare-repository", "--show-toplevel"],
-            capture_output=True,
-            text=True,
-        )
-        lines = proc.stdout.splitlines()
+        proc = self._run("rev-parse", "--absolute-git-dir", "--is-bare-repository", "--show-toplevel")
+        lines = _text(proc.stdout).splitlines()
         if len(lines) < 2 or not lines[0]:
             return None  # not a git repository (or no git)
         if lines[1] == "true":
@@ -58,11 +54,12 @@ class LocalSource:
             return lines[0]
         return None
 
-    def _git(self, *args: str) -> str:
-        return self._git_bytes(*args).decode("utf-8", errors="surrogateescape")
+    def _run(self, *args: str) -> subprocess.CompletedProcess[bytes]:
+        """``git -C <repository> args``; its output as bytes (a path git prints need not be UTF-8)."""
+        return subprocess.run(["git", "-C", str(self.path), *args], capture_output=True)
 
-    def _git_bytes(self, *args: str) -> bytes:
-        proc = subprocess.run(["git", "-C", str(self.path), *args], capture_output=True)
+    def _git(self, *args: str) -> bytes:
+        proc = self._run(*args)
         if proc.returncode != 0:  # the revisions were resolved already: this is the repository failing
             text = proc.stderr.decode(errors="replace")
             raise unusable_from_text(text, self.path) or Unreachable(
@@ -70,19 +67,15 @@ class LocalSource:
             )
         return proc.stdout
 
-    def _exists(self, sha: str, path: str) -> bool:
-        proc = subprocess.run(["git", "-C", str(self.path), "cat-file", "-e", f"{sha}:{path}"], capture_output=True)
-        return proc.returncode == 0
-
     # -- Source protocol ---------------------------------------------------
     def refs(self) -> Refs:
         if not self.is_git:
             return Refs()
         branches: dict[str, str] = {}
         tags: dict[str, str] = {}
-        out = self._git(
+        out = _text(self._git(
             "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", "refs/heads", "refs/tags"
-        )
+        ))
         for line in out.splitlines():
             ref, obj, peeled = line.split("\0")
             if ref.startswith("refs/heads/"):
@@ -96,24 +89,21 @@ class LocalSource:
             if revision in (WORKTREE, "HEAD"):
                 return WORKTREE
             raise VersionNotFound(f"{self.display}: a plain folder has no revision {revision!r}; use a git repository")
-        proc = subprocess.run(
-            ["git", "-C", str(self.path), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0 or not proc.stdout.strip():
+        proc = self._run("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+        sha = _text(proc.stdout).strip()
+        if proc.returncode != 0 or not sha:
             raise VersionNotFound(f"{self.display}: no revision {revision!r}")
-        return proc.stdout.strip()
+        return sha
 
     def commit_count(self, sha: str) -> int:
         if not self.is_git:
             return 0
-        return int(self._git("rev-list", "--count", sha).strip())
+        return int(self._git("rev-list", "--count", sha))
 
     def commit_time(self, sha: str) -> int:
         if not self.is_git:  # SOURCE_DATE_EPOCH makes wheels from a plain folder reproducible
             return int(self.source_date_epoch or (self.path / "build").stat().st_mtime)
-        return int(self._git("show", "-s", "--format=%ct", sha).strip())
+        return int(self._git("show", "-s", "--format=%ct", sha))
 
     def variants(self, sha: str) -> list[str]:
         if not self.is_git:
@@ -124,7 +114,7 @@ class LocalSource:
         """Each folder under build/ at ``sha`` -> the bytes of the files in it, from one ``git ls-tree`` of the
         whole build/ tree per revision (the plan lists the variants, the size check sums them)."""
         if sha not in self._trees:
-            out = self._git_bytes("ls-tree", "-r", "-t", "-l", "-z", sha, "--", "build")
+            out = self._git("ls-tree", "-r", "-t", "-l", "-z", sha, "--", "build")
             tree: dict[str, int] = {}
             for entry in out.split(b"\0"):
                 meta_text, _, path = entry.partition(b"\t")
@@ -132,7 +122,7 @@ class LocalSource:
                 variant = _variant_of(path)
                 if len(meta) != 4 or variant is None:
                     continue  # build/ itself (a file there has no variant either)
-                name = variant.decode("utf-8", errors="surrogateescape")
+                name = _text(variant)
                 if path.count(b"/") == 1:
                     if meta[1] == b"tree":
                         tree.setdefault(name, 0)
@@ -145,7 +135,7 @@ class LocalSource:
         if not self.is_git:
             p = self.path / path
             return p.read_text(encoding="utf-8", errors="replace") if p.is_file() else None
-        proc = subprocess.run(["git", "-C", str(self.path), "show", f"{sha}:{path}"], capture_output=True)
+        proc = self._run("show", f"{sha}:{path}")
         return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else None
 
     def sizes(self, sha: str, variant: str) -> tuple[int, int] | None:
@@ -166,7 +156,7 @@ class LocalSource:
         if key in self._fetched:
             return self._fetched[key]
         # "Not found" only when it is looked for and absent; any other failure keeps its own cause.
-        if not self._exists(sha, f"build/{variant}"):
+        if self._run("cat-file", "-e", f"{sha}:build/{variant}").returncode != 0:
             raise VersionNotFound(f"{self.display}: no build/{variant} at {sha[:12]}")
         try:
             if self._tmp is None:
@@ -220,15 +210,13 @@ class LocalSource:
         return variant in self._clean[sha]
 
     def _clean_variants(self, sha: str) -> frozenset[str]:
-        path = str(self.path)
-        head = subprocess.run(["git", "-C", path, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-                              capture_output=True, text=True)
-        if head.returncode != 0 or head.stdout.strip() != sha:
+        head = self._run("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        if head.returncode != 0 or _text(head.stdout).strip() != sha:
             return frozenset()
-        status = subprocess.run(  # --no-optional-locks: parallel runs must not fight over index.lock
-            ["git", "--no-optional-locks", "-C", path, "status", "--porcelain", "-z", "--ignored",
-             "--untracked-files=all", "--", "build"], capture_output=True)
-        flags = subprocess.run(["git", "-C", path, "ls-files", "-v", "-z", "--", "build"], capture_output=True)
+        # --no-optional-locks: parallel runs must not fight over index.lock
+        status = self._run("--no-optional-locks", "status", "--porcelain", "-z", "--ignored", "--untracked-files=all",
+                           "--", "build")
+        flags = self._run("ls-files", "-v", "-z", "--", "build")
         if status.returncode != 0 or flags.returncode != 0:
             return frozenset()
         dirty: set[bytes] = set()
@@ -253,7 +241,7 @@ class LocalSource:
                 if variant is None:
                     return frozenset()
                 (tracked if entry.startswith(b"H ") else dirty).add(variant)
-        return frozenset(v.decode("utf-8", errors="surrogateescape") for v in tracked - dirty if v)
+        return frozenset(_text(v) for v in tracked - dirty if v)
 
     def lfs_paths(self, sha: str, variant: str) -> set[str]:
         """None: a git repository's files are hashed as they are checked out."""
@@ -267,6 +255,11 @@ class LocalSource:
             self._tmp.cleanup()
             self._tmp = None
         self._fetched.clear()
+
+
+def _text(out: bytes) -> str:
+    """git's output as text; bytes that are not UTF-8 (a path's) kept as surrogates, never an error."""
+    return out.decode("utf-8", errors="surrogateescape")
 
 
 def _variant_of(path: bytes) -> bytes | None:

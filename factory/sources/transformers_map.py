@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import KernelSpec, TransformersSpec
-from ..errors import UsageError
+from ..errors import UsageError, last_line
 
 TIMEOUT_S = 300  # importing transformers and torch takes seconds; a hung interpreter must not hang the plan
 MARK = "KERNEL-FACTORY-MAPPING:"
@@ -128,8 +128,8 @@ def read_mapping(python: str, env: Mapping[str, str] | None = None) -> KernelMap
         raise UsageError(f"transformers python {python}: cannot run it ({exc}); give the interpreter or venv folder "
                          "of the environment that runs transformers") from None
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        raise UsageError(f"transformers python {python}: the kernel mapping could not be read ({last}); check "
+        raise UsageError(f"transformers python {python}: the kernel mapping could not be read "
+                         f"({last_line(proc.stderr, 'no output')}); check "
                          f"that environment's transformers (tested: {TESTED})")
     return parse(proc.stdout, python)
 
@@ -137,35 +137,24 @@ def read_mapping(python: str, env: Mapping[str, str] | None = None) -> KernelMap
 def chosen(entries: Iterable[Entry], devices: tuple[str, ...], modes: tuple[str, ...]) -> list[Entry]:
     """The entries for ``devices`` (empty: all) and ``modes`` (empty: all); a fallback entry is used whatever the
     mode (kernels takes it when no other mode matches), so it goes with every mode chosen."""
-    out = []
-    for e in entries:
-        if devices and e.device not in devices:
-            continue
-        if modes and not ({"fallback", *modes} & set(e.modes)):
-            continue
-        out.append(e)
-    return out
+    return [e for e in entries
+            if (not devices or e.device in devices) and (not modes or {"fallback", *modes} & set(e.modes))]
 
 
 def specs(spec: TransformersSpec, mapping: KernelMapping) -> tuple[list[KernelSpec], list[str]]:
     """One kernel spec per (repository, version or revision) the chosen entries name, in the mapping's order; and
     a line for each entry with nothing to mirror (a local repository)."""
-    out: dict[tuple[str, str], KernelSpec] = {}
+    out: dict[tuple[str, str | None], KernelSpec] = {}
     skipped = []
     for e in chosen(mapping.entries, spec.devices, spec.modes):
         if not e.repo_id or (e.version is None and not e.revision):
             skipped.append(f"{e.layer} ({e.device}): a local repository, nothing to mirror")
             continue
-        if e.version is not None:
-            key = (e.repo_id, f"v{e.version}")
-            made = KernelSpec(repo=e.repo_id, versions=(str(e.version),), variants=spec.variants,
-                              exclude_variants=spec.exclude_variants)
-        else:
-            assert e.revision is not None
-            key = (e.repo_id, e.revision)
-            made = KernelSpec(repo=e.repo_id, sha=e.revision, variants=spec.variants,
-                              exclude_variants=spec.exclude_variants)
-        out.setdefault(key, made)
+        pinned = e.version is None  # a revision, not a version
+        made = KernelSpec(repo=e.repo_id, versions=() if pinned else (str(e.version),),
+                          sha=e.revision if pinned else None, variants=spec.variants,
+                          exclude_variants=spec.exclude_variants)
+        out.setdefault((e.repo_id, e.revision if pinned else f"v{e.version}"), made)
     if not out:
         devices = ", ".join(sorted({e.device for e in mapping.entries})) or "none"
         raise UsageError(

@@ -128,7 +128,7 @@ def _adopt_paths(
     for record in ready:
         name = f"{record.filename}.json"
         data = record.to_json()
-        batch.write(name, data)
+        batch.put(name, data)
         done.append((record_key(os.stat(os.path.join(files, name))), record, data.decode()))  # key: its ctime
         # as renamed into place; the text: the row's (store/catalog.py ``catalog_row``)
     _durable(batch)

@@ -100,7 +100,7 @@ def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[Non
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # a FIFO or a device: never written
-            raise nofollow.refusal(path, "lock file", st)
+            raise nofollow.refuse(path, "lock file", st=st)
         deadline = time.monotonic() + wait_s
         told = False
         while True:

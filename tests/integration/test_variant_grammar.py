@@ -14,7 +14,7 @@ from pathlib import Path
 
 import hostile as h
 import pytest
-from kernel_factory.variant_names import VariantName, parse_name
+from kernel_factory.variants import VariantName, parse_name
 from packaging.version import Version
 from support import ROOT, built_wheel, cached_venv, clean_env, fresh_venv, kf, run
 from variant_corpus import ALL, LEGACY, NEW, NOARCH, ORACLE, SDK

@@ -167,15 +167,15 @@ def test_read_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_batch_writes(tmp_path: Path) -> None:
     batch = Batch(tmp_path)
-    st = batch.write("a.json", b"one")
+    st = batch.put("a.json", b"one")
     now = (tmp_path / "a.json").stat()
     assert (tmp_path / "a.json").read_bytes() == b"one" and (st.st_ino, st.st_size) == (now.st_ino, now.st_size)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
-    batch.write("a.json", b"two")
+    batch.put("a.json", b"two")
     assert (tmp_path / "a.json").read_bytes() == b"two"
     (tmp_path / "dir").mkdir()
     with pytest.raises(OSError) as caught:
-        batch.write("dir", b"x")  # a folder is in the way: the write fails and names the path
+        batch.put("dir", b"x")  # a folder is in the way: the write fails and names the path
     assert caught.value.filename is not None and caught.value.filename.endswith("dir")
     assert sorted(os.listdir(tmp_path)) == ["a.json", "dir"]  # no temporary file left behind
     old = os.umask(0o077)  # a umask that takes bits of 0644 away: the file is chmod'ed back

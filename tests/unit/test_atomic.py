@@ -3,7 +3,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kernel_factory.atomic import atomic_open, remove_stale_tmp, write_bytes, write_page
+from kernel_factory.atomic import atomic_open, remove_stale_tmp, write_bytes
 
 
 def test_write_bytes_is_atomic_and_skips_equal_content(tmp_path: Path) -> None:
@@ -14,15 +14,6 @@ def test_write_bytes_is_atomic_and_skips_equal_content(tmp_path: Path) -> None:
     assert target.stat().st_mtime_ns == mtime
     assert write_bytes(target, b"two") and target.read_bytes() == b"two"
     assert [p.name for p in target.parent.iterdir()] == ["page.html"]
-
-
-def test_write_page(tmp_path: Path) -> None:
-    page = tmp_path / "index.html"
-    assert write_page(str(page), b"a") is True
-    assert write_page(str(page), b"a") is False
-    assert write_page(str(page), b"a2") is True
-    assert page.read_bytes() == b"a2"
-    assert not [p for p in tmp_path.rglob(".tmp-*")]
 
 
 def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:

@@ -365,3 +365,13 @@ def test_sweep_removes_what_it_is_told_by_descriptors_and_never_walks_into_a_lin
     with pytest.raises(LinkRefused):
         tree.sweep("projects", doomed)
     assert (victims / "p" / "index.html").read_bytes() == b"theirs"
+
+
+def test_tree_write_writes_a_page_only_when_its_bytes_change(tmp_path: Path) -> None:
+    page = tmp_path / "index.html"
+    tree = Tree(tmp_path)
+    assert tree.write("index.html", b"a") is True
+    assert tree.write("index.html", b"a") is False
+    assert tree.write("index.html", b"a2") is True
+    assert page.read_bytes() == b"a2"
+    assert not [p for p in tmp_path.rglob(".tmp-*")]

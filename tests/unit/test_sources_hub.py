@@ -8,8 +8,8 @@ import httpx2
 import pytest
 from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 from kernel_factory.errors import EXIT_UNREACHABLE, Unreachable, UsageError, VersionNotFound
-from kernel_factory.sources.hub import HubSource, _looks_like_tag
-from kernel_factory.sources.hub_checks import redact_url, ref_problem
+from kernel_factory.safe_text import redact_url
+from kernel_factory.sources.hub import HubSource, _looks_like_tag, ref_problem
 
 SHA1, SHA2 = "a" * 40, "b" * 40
 

@@ -1,4 +1,4 @@
-"""The variant grammar the factory owns (variant_names.py) and the local labels of its names (variants.py).
+"""The variant grammar the factory owns and the local labels of its names (variants.py).
 
 kernels' own parsers judge the same names in tests/integration/test_variant_grammar.py.
 """
@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_factory.errors import EXIT_REFUSED, UnknownVariant
-from kernel_factory.variant_names import parse_name
-from kernel_factory.variants import for_label, is_label, parse, parse_label
+from kernel_factory.variants import for_label, is_label, parse, parse_label, parse_name
 from variant_corpus import LEGACY, NEW, NOARCH, REFUSED, SDK
 
 NEW_TABLE = [
