@@ -62,8 +62,7 @@ def open_destination(
     """
     loc = Location.parse(to) if to is not None else None
     if loc is None or repository or loc.scheme in ("http", "https"):
-        from .endpoint import resolve
-        from .upload import UploadDestination
+        from .upload import UploadDestination, resolve
 
         if to is not None and repository:
             raise UsageError("pass either --to or --repository, not both")
@@ -73,10 +72,10 @@ def open_destination(
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
                          f"not --to {to}; drop it")
     if loc.scheme == "s3":
-        from ..s3util import DEFAULT_PUT, PutOptions
+        from ..s3util import PutOptions
         from .s3 import S3Destination
 
-        return S3Destination(loc.display, DEFAULT_PUT if options is None else PutOptions.from_options(options))
+        return S3Destination(loc.display, PutOptions.from_options(options))
     if loc.local is None:
         raise UsageError(f"--to {to!r}: unknown scheme {loc.scheme}://; use a folder, file://, s3:// or http(s)://")
     from .directory import DirectoryDestination

@@ -112,10 +112,10 @@ def open_store(location: Location | str | Path, options: Any = None, *, lock_wai
         return LocalStore(loc.local, lock_wait_s)
     if loc.scheme != "s3":
         raise ConfigError(f"store {loc}: unknown scheme {loc.scheme}://; use a folder, file:// or s3://bucket/prefix")
-    from ..s3util import DEFAULT_PUT, PutOptions
+    from ..s3util import PutOptions
     from .s3 import S3Store
 
-    return S3Store(loc.display, put=DEFAULT_PUT if options is None else PutOptions.from_options(options))
+    return S3Store(loc.display, PutOptions.from_options(options))
 
 
 def opened(store: Store | Location | str | Path) -> Store:
