@@ -62,10 +62,10 @@ NO_WITHDRAWALS = Withdrawals()
 
 def read_withdrawals(store: Store) -> Withdrawals:
     """The statuses and the prune under way that ``store`` keeps (a local folder or an s3:// store)."""
-    from ..store.retain import read_pending
+    from ..store.retain import read_journal
     from ..store.status import read_statuses
 
-    return Withdrawals(read_statuses(store), read_pending(store))
+    return Withdrawals(read_statuses(store), read_journal(store)[0])
 
 
 def combined_only(record: Record) -> bool:

@@ -116,7 +116,6 @@ class LocalStore:
     # -- the small files of files/ that yank, status and prune change ---------------------------------------
 
     def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
-        """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link), or None when there is none."""
         try:
             with os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
                 return f.read(limit + 1)
@@ -124,13 +123,11 @@ class LocalStore:
             return None
 
     def write(self, name: str, data: bytes) -> None:
-        """Write ``files/<name>``, renamed into place; Unreachable where the folder cannot be written."""
         if not os.access(self.files, os.W_OK):
             raise Unreachable("the store is read-only here: run `kernel-factory` where the store can be written")
         write_bytes(self.files / name, data)
 
     def delete(self, name: str) -> bool:
-        """Delete ``files/<name>`` (a link itself, never what it points to); whether it was there."""
         try:
             os.unlink(self.files / name)
         except FileNotFoundError:
@@ -151,7 +148,6 @@ class LocalStore:
             raise unusable(exc, self.files) or exc from None
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
-        """Move (or copy) ``wheel`` in, then its .metadata, then the record; each atomic."""
         real_folder(self.files)  # never into a link's folder
         self.files.mkdir(parents=True, exist_ok=True)
         dest = self.files / record.filename
@@ -253,8 +249,6 @@ class LocalStore:
         return read
 
     def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
-        """(size, key, None or what is there instead of a file) of a wheel in files/ (one stat), None where there
-        is none."""
         try:
             st = os.stat(f"{self.files}{os.sep}{name}")  # no os.path.join: a no-op run makes one call per wheel
         except FileNotFoundError:
@@ -266,7 +260,6 @@ class LocalStore:
         return file_digest(self.files / name)
 
     def wheel_metadata(self, name: str) -> bytes:
-        """A wheel's METADATA (read with wheelinfo's caps); Refused where it is not a wheel."""
         from .wheelinfo import read_wheel_info
 
         return read_wheel_info(self.files / name)[0]
@@ -281,7 +274,6 @@ class LocalStore:
             catalog.set_meta(FILES_STATE, folder_state(self.files) or "")
 
     def forget_listing(self, catalog: Catalog) -> None:
-        """List ``files/`` again next run (a wheel dropped from the pages may be back by then)."""
         catalog.set_meta(FILES_STATE, "")
 
     def mark_index(self, out: Path) -> None:

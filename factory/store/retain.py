@@ -192,11 +192,6 @@ def read_journal(files: Store) -> tuple[frozenset[str], bool]:
     return frozenset(wheels), rendered
 
 
-def read_pending(files: Store) -> frozenset[str]:
-    """The wheels a prune under way removes (none when there is no journal); Refused for a damaged journal."""
-    return read_journal(files)[0]
-
-
 def write_pending(files: Store, wheels: Iterable[str], rendered: bool = False) -> None:
     """The journal: the wheels to remove, and whether the index has been rendered without them since."""
     doc = {"schema": 1, "wheels": sorted(wheels), "rendered": rendered}

@@ -141,7 +141,6 @@ class S3Store:
         return found
 
     def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
-        """(size, ETag, None) of a wheel object, from the listing."""
         got = self.listing.get(name)
         return None if got is None else (got[0], got[1], None)
 
@@ -175,7 +174,7 @@ class S3Store:
             self.write(CATALOG_FILE, Path(catalog.path).read_bytes())
 
     def forget_listing(self, catalog: Catalog) -> None:
-        """Nothing: the bucket is listed on every run."""
+        pass  # the bucket is listed on every run
 
     def mark_index(self, out: Path) -> None:
         """Name this store in the index root, where publish finds the wheels the pages link."""
@@ -185,7 +184,6 @@ class S3Store:
         write_bytes(out / STORE_FILE, json.dumps({"store": self.url}).encode())
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
-        """Upload the wheel, then its .metadata, then the record; the local wheel is removed (moved in)."""
         name = record.filename
         if self.bucket.sha256(self.key(name)) != record.sha256:
             self.bucket.upload(wheel, self.key(name), record.sha256)

@@ -51,15 +51,19 @@ def one_line(text: object) -> bool:
     return plain_text(text) and "\n" not in text and "\t" not in text  # type: ignore[operator]
 
 
+def check_reason(reason: str | None) -> str:
+    """``--reason`` (of status, yank): one line, or UsageError."""
+    if reason and not one_line(reason):
+        raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
+                         "give one line")
+    return reason or ""
+
+
 def check_status(status: str, reason: str | None) -> Status:
     """A Status from the command line's words, or UsageError naming the fix."""
     if status not in STATUSES:
         raise UsageError(f"status {status!r}: expected one of {', '.join(STATUSES)}")
-    reason = reason or ""
-    if not one_line(reason):
-        raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
-                         "give one line")
-    return Status(status, reason)
+    return Status(status, check_reason(reason))
 
 
 def parse(data: bytes, where: str) -> dict[str, Status]:

@@ -139,22 +139,15 @@ def _provenance_variant(provenance: bytes | None) -> str | None:
 
 
 def variant_fields(
-    wheel_name: str, provenance: bytes | None, known: dict[str, dict[str, Any]] | None = None
-) -> dict[str, Any]:
+    wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
+    known: dict[str, dict[str, Any]] | None,
+) -> dict[str, Any]:  # fmt: skip
     """Record fields naming the build variant of an adopted wheel; empty when it has no label or an unknown one.
 
     The provenance file's variant wins when its label is the wheel's; else the label is read back as a variant
     by the rules built wheels follow. An unknown label prints a warning: the wheel goes in the combined root only.
     ``known`` (label and platform tags -> fields) is looked up first and filled, for wheels without provenance.
     """
-    _name, version, _build, tags = parse_wheel_filename(wheel_name)
-    return _variant_fields(wheel_name, version, tags, provenance, known)
-
-
-def _variant_fields(
-    wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
-    known: dict[str, dict[str, Any]] | None,
-) -> dict[str, Any]:  # fmt: skip
     label = version.local
     key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:
@@ -289,7 +282,7 @@ def record_of(
         "kind": "adopted",
         "license": raw.get("license_expression") or raw.get("license") or None,
     }
-    values.update(_variant_fields(filename, version, tags, wheel.provenance, known))
+    values.update(variant_fields(filename, version, tags, wheel.provenance, known))
     return Record(**values)
 
 

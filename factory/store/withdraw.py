@@ -21,7 +21,6 @@ from packaging.version import InvalidVersion, Version
 from ..errors import Refused, UsageError, VersionNotFound
 from ..record import Record
 from . import check
-from .status import one_line
 
 if TYPE_CHECKING:
     from . import Store
@@ -58,15 +57,6 @@ def parse_spec(text: str) -> Spec:
         raise UsageError(f"{text!r}: names no version; {hint} (to withdraw a whole project, quarantine it: "
                          f"kernel-factory status {req.name} quarantined --reason TEXT)")
     return Spec(text, str(canonicalize_name(req.name)), req.specifier)
-
-
-def check_reason(reason: str | None) -> str:
-    if reason is None:
-        return ""
-    if not one_line(reason):
-        raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
-                         "give one line")
-    return reason
 
 
 def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
