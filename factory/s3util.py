@@ -85,16 +85,11 @@ _CLIENTS_LOCK = threading.Lock()  # an s3:// store's uploads run on several thre
 
 
 def make_client() -> Any:
-    """An S3 client from the usual environment (``AWS_ENDPOINT_URL`` included), with short connect timeouts.
+    """The S3 client of this process and ``AWS_*`` environment (``AWS_ENDPOINT_URL`` included; throttling and 5xx
+    retried by botocore's standard mode, 5 attempts, unless ``AWS_MAX_ATTEMPTS`` / ``AWS_RETRY_MODE`` say).
 
-    Throttling (``SlowDown``) and 5xx answers are retried by botocore's standard retry mode (exponential backoff,
-    5 attempts); ``AWS_MAX_ATTEMPTS`` and ``AWS_RETRY_MODE`` change that, as in the AWS CLI.
-
-    One client per process and ``AWS_*`` environment: making one costs 0.15-0.25 s of CPU (botocore loads the
-    service model), and an ``index`` of an s3:// store asked for three. Clients are thread-safe; a forked child
-    makes its own (its parent's holds the parent's connections). A client closed by its user (``close``) still
-    works: botocore opens new connections for the next request.
-    """
+    One per process: making one costs 0.15-0.25 s of CPU (botocore loads the service model). Clients are
+    thread-safe; a forked child makes its own; one closed by a user (``close``) still works (new connections)."""
     key = (os.getpid(), tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:

@@ -1,12 +1,9 @@
 """Before the pages go up: every file a page links is published with them, is at the destination, or is
 copied from the store (issue 27 item 9).
 
-An S3 store's index root (``index --store s3://... --out OUT``) holds pages only: its wheels stay in the
-bucket, beside the pages' ``../../files/`` links when the root is published to the store's own prefix.
-Published anywhere else, each link would be broken. ``index`` leaves the store's URL in the root
-(``.index-store``, hidden, so never published); publish reads the links of every project page
-(``simple/<project>/index.json``: the variant roots list a subset of the same files), and a linked file that
-is neither under the root nor at the destination is downloaded from that store into a scratch folder and
+An S3 store's index root holds pages only; its wheels stay in the bucket. ``index`` names the store in the root
+(``.index-store``, hidden), and publish reads the links of every project page (``simple/<project>/index.json``):
+a linked file neither under the root nor at the destination is downloaded from that store into scratch and
 published with the wheels, before any page. Where there is no store to copy from, nothing is published.
 """
 

@@ -1,16 +1,10 @@
-"""``kernel-factory publish``: copy a store and index root to a destination.
+"""``kernel-factory publish``: copy a store and index root to a destination (docs/publish.md).
 
-Destinations (this package: directory.py, s3.py, upload.py) sit behind the ``Destination`` protocol:
-a folder or ``file://`` URL, ``s3://bucket/prefix``, or an ``http(s)://``
-upload endpoint. Files go in phases so that a reader never sees a link to a
-file that is not there yet: wheels, then their ``.metadata``, then the other
-``files/`` (records), then the pages, deepest first, the landing page last.
-A file a page links that is neither under the root nor at the destination is
-copied from the store first (linked.py), or nothing is published.
-A file that is already there with the same bytes is skipped, so a second
-publish uploads nothing and an interrupted one completes when run again.
-Then what earlier publishes put there and the store withdrew (yank leaves files; prune removes them) is
-deleted, pages first (withdrawals.py); nothing else at the destination is ever deleted.
+Files go in phases so that a reader never sees a link to a file that is not there yet: wheels, ``.metadata``,
+other ``files/`` (records), then the pages, deepest first, the landing page last. A linked file that is neither
+under the root nor at the destination is copied from the store first (linked.py), or nothing is published. A
+file already there with the same bytes is skipped, so an interrupted publish completes when run again. Then
+what the store withdrew is deleted there (withdrawals.py); nothing else at the destination ever is.
 """
 
 from __future__ import annotations

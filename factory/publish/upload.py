@@ -1,24 +1,10 @@
 """An ``http(s)://`` upload endpoint (Artifactory, Nexus, devpi, pypiserver) as a publish destination.
 
-Wheels only (the endpoint builds its own index), sent with twine's client for
-the legacy upload API. A wheel already listed on the endpoint's simple page
-with the same sha256 is skipped; one listed with other bytes is refused
-(versions are immutable there).
-
-Where an upload endpoint is, how to log in, and where its simple index lives.
-
-The upload URL and credentials are found as twine finds them: ``--to URL`` (or
-``TWINE_REPOSITORY_URL``), or a ``~/.pypirc`` section named by ``--repository``
-(or ``TWINE_REPOSITORY``), read with twine's own config reader; then
-``TWINE_USERNAME`` / ``TWINE_PASSWORD`` over the section's or the URL's, then
-keyring; ``TWINE_CERT`` (or the section's ``ca_cert``) as the CA bundle and
-``TWINE_CLIENT_CERT`` (or ``client_cert``) as the client certificate.
-
-The simple index, where publish looks for files that are already there, is
-``--simple-url`` (or the ``simple-url`` config key) when given; else known URL
-shapes: Artifactory ``…/api/pypi/<repo>/simple/``, Nexus
-``…/repository/<repo>/simple/``, devpi ``<index>/+simple/`` (found by asking
-the server's JSON API); else ``<url>/simple/`` (pypiserver, warehouse).
+Wheels only (the endpoint builds its own index), sent with twine's client for the legacy upload API. A wheel
+already listed on the endpoint's simple page with the same sha256 is skipped; one listed with other bytes is
+refused (versions are immutable there). The upload URL, credentials and certificates are found as twine finds
+them (``resolve``), and the simple index from ``--simple-url``, else the URL's shape (``simple_index``); the
+table of both is in docs/publish.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
-"""``index --wheels DIR``: adopt existing wheels into the store with their ``.metadata`` and records.
+"""``index --wheels DIR``: adopt existing wheels into the store with their ``.metadata`` and records (docs/index.md).
 
-Each wheel is copied into ``files/`` (never hard-linked: a write to the adopted folder's file would change
-the store's), then its METADATA is
-written beside it, then its record; each step atomic, so a record only exists
-once its wheel and metadata are whole. Adopting a wheel again does nothing.
-
-A wheel whose local label is a build variant's (by factory/variants.py), or
-that carries kernel-factory's provenance file, is recorded with that variant,
-so the index lists it in that variant's root and the combined root only. A
-wheel with no label is universal; one with an unknown label goes in the
-combined root only. A wheel whose project is a kernel the store already holds
-is refused unless the user allows it (``--allow-kernel-names``). What is read
-from each wheel, and the caps on it, are in store/wheelinfo.py.
-
-Wheels are read and hashed in parallel processes, in batches: a batch copies
-its wheels and writes their ``.metadata`` files (each to a temporary name,
-renamed into place), syncs the file system once, then renames the records into
-place and syncs once more (two syncs per batch, not an fsync per file). A batch of a few wheels (the usual
-rerun that adds one) fsyncs its files and the folder instead: cheaper than flushing a whole file system. The
-labels in the wheels' names are mapped to their variants once per run, before
-the workers start (loading the variant grammar costs more than adopting
-hundreds of wheels; the workers inherit it, and the mapping), and the mapping
-is kept in the catalog.
+Each wheel is copied in (never hard-linked: a write to the adopted folder's file would change the store's), then
+its METADATA, then its record, each atomic, so a record only exists once its wheel and metadata are whole. A
+wheel of a kernel the store holds is refused unless ``--allow-kernel-names``; what is read from a wheel, and its
+caps, are in wheelinfo.py. Batches are adopted in worker processes, with two file-system syncs per batch rather
+than an fsync per file (a batch of a few wheels fsyncs its files and the folder instead).
 """
 
 from __future__ import annotations

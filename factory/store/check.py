@@ -46,10 +46,7 @@ class BadRecord(Refused):
     """A record that is damaged or fails a check; the index leaves it out."""
 
 
-def repair_hint(wheel_present: bool) -> str:
-    if wheel_present:
-        return "run `kernel-factory index --repair` to rebuild it from its wheel, or delete it and rerun build"
-    return "delete it and rerun build (or adopt the wheel again with index --wheels)"
+LOCAL_HINT = "run `kernel-factory index --repair` to rebuild it from its wheel, or delete it and rerun build"
 
 
 def _depth(value: Any) -> int:
@@ -317,13 +314,13 @@ REMOTE_HINT = "delete it and rerun build"
 def invalid(where: str, why: object, hint: str | None = None) -> str:
     """The line for a record that fails a check (``why``), ending with ``hint`` (default: how to repair a local
     record)."""
-    return f"{where}: not a valid record ({why}); {hint or repair_hint(True)}"
+    return f"{where}: not a valid record ({why}); {hint or LOCAL_HINT}"
 
 
 def parse(data: bytes, expected: str, where: str, hint: str | None = None, known_variants: bool = True) -> Record:
     """The record in ``data`` (the file ``where``, the record of the wheel ``expected``), or BadRecord
     whose message ends with ``hint`` (default: how to repair a local record)."""
-    hint = hint or repair_hint(True)
+    hint = hint or LOCAL_HINT
     if len(data) > MAX_RECORD_BYTES:
         raise BadRecord(f"{where}: more than {MAX_RECORD_BYTES} bytes, more than a record may hold; {hint}")
     try:

@@ -58,24 +58,6 @@ def folder_state(folder: Path) -> str | None:
     return stat_state(st)
 
 
-def local_catalog(root: Path, readonly: bool = False) -> Catalog:
-    """The catalog file of a local store folder; in memory where the store cannot be written (read-only), and
-    ``readonly``: an in-memory copy of the file (``Catalog.copy_of``), which is never written."""
-    files = root / FILES
-    real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
-    if not files.is_dir() or not (readonly or os.access(files, os.W_OK)):
-        return Catalog(":memory:")
-    path = files / CATALOG_FILE
-    for each in (path, files / f"{CATALOG_FILE}-journal"):
-        try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
-            st = os.lstat(each)
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            raise refuse(each, "catalog")
-    return Catalog.copy_of(path) if readonly else Catalog(path)
-
-
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
     """(wheel, its record, the record file's text, why not: a line or None) of each wheel of ``batch`` whose record
     is in ``folder`` (``check.parse_many``; a record gone: neither record nor line). ``known_variants``: see
@@ -165,11 +147,23 @@ class LocalStore:
     # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
 
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
-        """``files/.catalog.sqlite`` (in memory where the folder cannot be written); ``adopting``: make ``files/``
-        first (wheels are adopted into it); ``readonly``: an in-memory copy of it, the file left as it is."""
+        """``files/.catalog.sqlite``, in memory where the folder cannot be written; ``adopting``: make ``files/``
+        first (wheels are adopted into it); ``readonly``: an in-memory copy of it (``Catalog.copy_of``)."""
+        files = self.files
         if adopting:
-            self.files.mkdir(parents=True, exist_ok=True)
-        return local_catalog(self.root, readonly)
+            files.mkdir(parents=True, exist_ok=True)
+        real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
+        if not files.is_dir() or not (readonly or os.access(files, os.W_OK)):
+            return Catalog(":memory:")
+        path = files / CATALOG_FILE
+        for each in (path, files / f"{CATALOG_FILE}-journal"):
+            try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
+                st = os.lstat(each)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise refuse(each, "catalog")
+        return Catalog.copy_of(path) if readonly else Catalog(path)
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Bring ``catalog`` up to date with ``files/``: nothing is listed where the folder's stat is the one the

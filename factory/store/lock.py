@@ -1,13 +1,9 @@
 """One writer at a time per store: an advisory lock file beside the records.
 
-The holder writes its PID into the lock file, so a run that finds the lock held
-can say which process holds it and whether that process is still alive. The
-lock's file descriptor is recorded in ``HELD_FDS`` so that forked worker
-processes close their inherited copy (pipeline/workers.py): an ``flock`` belongs
-to the open file, and a worker that outlived a killed main process would
-otherwise keep the store locked forever. A holder that finishes empties the
-file; only after one that did not (killed) is the store walked for ``.tmp-``
-leftovers, so a run with nothing to do costs no walk of a large store.
+The holder writes its PID into it, so a waiting run can say who holds it and whether that process lives. Its
+descriptor is kept in ``HELD_FDS`` so that forked workers close their copy (pool.py): an ``flock`` belongs to the
+open file. A holder that finishes empties the file; only after one that did not (killed) is the store swept of
+``.tmp-`` leftovers, so a run with nothing to do walks nothing.
 """
 
 from __future__ import annotations

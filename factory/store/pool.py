@@ -1,16 +1,10 @@
 """Worker processes that never outlive the run that started them, and never hold its store lock.
 
-Every process pool of a run is made here: the build's (pipeline), adoption's (store/adopt.py) and the index's
-full render (index/command.py). ``ProcessPoolExecutor`` forks its workers: each inherits every open file
-descriptor, the store lock's included, and when the main process is killed
-alone (``kill -9``, the OOM killer) the workers stay blocked on the call queue
-forever, holding the lock. ``init_worker`` runs first in every worker: it closes
-the inherited lock, asks Linux to SIGKILL the worker when its parent dies
-(``PR_SET_PDEATHSIG``), or, where prctl is not there (e.g. macOS), starts a watchdog thread that ends the
-worker once its parent PID changes.
-Workers write only under hidden temporary names (the build's scratch folder ``.tmp-work-*``, adoption's and
-the pages' ``.tmp-*`` files) that are renamed into place when whole, and that the next run removes (store/lock.py),
-so a killed worker leaves nothing half-written in the store or the index.
+Every process pool of a run is made here. Forked workers inherit every file descriptor, the store lock's
+included, and outlive a main process killed alone (``kill -9``, the OOM killer), blocked forever holding the
+lock. ``init_worker`` closes the inherited lock and has Linux SIGKILL the worker when its parent dies
+(``PR_SET_PDEATHSIG``; where prctl is missing, a watchdog thread). Workers write only hidden ``.tmp-`` names,
+renamed into place when whole and swept by the next run (lock.py).
 """
 
 from __future__ import annotations

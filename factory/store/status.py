@@ -1,12 +1,9 @@
 """Project status (PEP 792): ``active``, ``archived``, ``quarantined`` or ``deprecated``, with a reason.
 
-Kept in the store beside the records, in one small file, ``files/project-status.json``:
-
-    {"projects": {"img2grey": {"reason": "wrong results on sm_90", "status": "quarantined"}}, "schema": 1}
-
-A project it does not name is ``active``. The file is written atomically (renamed into place) under the store
-lock, and checked when read like a record: a file that fails the check stops the index run (exit 3) rather than
-render a quarantined project's files again.
+Kept beside the records in ``files/project-status.json``
+(``{"projects": {"img2grey": {"reason": "...", "status": "quarantined"}}, "schema": 1}``; a project it does not
+name is ``active``), written whole under the store lock and checked when read like a record: a file that fails
+stops the index run (exit 3) rather than render a quarantined project's files again.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """What adoption reads from one wheel: its file name, METADATA and provenance file, its digest, and its record.
 
-A wheel of up to ``WHOLE`` bytes is read once: the bytes are hashed and the
-zip is read from memory; a bigger one is hashed in chunks and its zip read
-from the file, both by ``zipfile``. Nothing is inflated beyond ``MAX_METADATA``
-(METADATA) or ``MAX_PROVENANCE`` bytes (the provenance file). METADATA's
-header block alone goes to packaging's ``parse_email`` (the long description
-after it is not parsed). Every refusal is one line that names the wheel and
-the fix.
+A wheel of up to ``WHOLE`` bytes is read and hashed once, its zip read from memory; a bigger one is hashed in
+chunks and its zip read from the file. Nothing is inflated beyond ``MAX_METADATA`` or ``MAX_PROVENANCE`` bytes,
+and only METADATA's header block is parsed. Every refusal is one line that names the wheel and the fix.
 """
 
 from __future__ import annotations
@@ -205,14 +201,9 @@ def _target_fields(target: variants.Target) -> dict[str, Any]:
 
 
 def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:
-    """Fill ``known`` (see ``variant_fields``) with each local label and platform tags among ``filenames`` (wheel
-    file names) that it lacks, reading each label by the same rules as ``variant_fields`` (no warning here: the
-    wheel's adoption prints it).
-
-    Adoption calls this once, before its workers start, so the variant grammar (the kernels package, slower
-    to load than hundreds of wheels are to adopt) is loaded once and inherited, not once per worker. Names that
-    are not valid wheel names are left to the adoption that refuses them.
-    """
+    """Fill ``known`` (see ``variant_fields``) with the labels and platform tags of ``filenames`` it lacks (no
+    warning: each wheel's adoption prints its own). Called once before adoption's workers start, so they inherit
+    the variant grammar (slower to load than hundreds of wheels are to adopt); invalid names are left to them."""
     # one wheel name for each part after the project: label and tags are in that part
     names = {name.partition("-")[2]: name for name in filenames}
     for name in names.values():
