@@ -46,14 +46,10 @@ class PublishArgs:
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
 
 
-def open_destination(
-    to: str | None, options: Options | None = None, *, simple_url: str | None = None, repository: str | None = None
-) -> Destination:
-    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint.
-
-    Without ``--to``, an upload endpoint named as twine names it (``--repository`` from ~/.pypirc,
-    TWINE_REPOSITORY_URL, TWINE_REPOSITORY).
-    """
+def open_destination(to: str | None, options: Options | None = None, repository: str | None = None) -> Destination:
+    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint; without
+    ``--to``, an upload endpoint named as twine names it (``--repository``, TWINE_REPOSITORY_URL, ...)."""
+    simple_url = None if options is None else options.simple_url
     loc = Location.parse(to) if to is not None else None
     if loc is None or repository or loc.scheme in ("http", "https"):
         from .upload import UploadDestination, resolve
@@ -315,8 +311,7 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
 
     opts = config.resolve(args.flags)
     root = store_root(args.flags, opts)
-    simple_url = opts.simple_url
-    dest = open_destination(args.to, opts, simple_url=simple_url, repository=args.repository)
+    dest = open_destination(args.to, opts, args.repository)
     if dest.same_root(root):
         raise UsageError(f"--to {args.to} is the store folder itself; publish to another folder")
     dry_run = args.dry_run

@@ -258,8 +258,9 @@ class UploadDestination:
             raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
                               f"({type(exc).__name__}); check --simple-url") from None
 
-    def state(self, file: LocalFile) -> State:
-        listed = self._listed(file, refresh=False)
+    def state(self, file: LocalFile, refresh: bool = False) -> State:
+        """``refresh``: read the project's page again (after a 409)."""
+        listed = self._listed(file, refresh)
         if listed is None or file.name not in listed:
             return "new"
         remote = listed[file.name]
@@ -289,7 +290,8 @@ class UploadDestination:
         if resp.status_code in (200, 201):
             return
         conflict = resp.status_code == 409 or (resp.status_code == 400 and "exist" in resp.text.lower())
-        if conflict and self.state_after_conflict(file):
+        if conflict:  # ours (or it cannot be compared) unless the page lists other bytes: Refused
+            self.state(file, refresh=True)
             return
         lines = resp.text.strip().splitlines()
         reason = printable((resp.reason or "").strip() or (lines[0] if lines else ""), 200)  # the endpoint's text
@@ -297,14 +299,6 @@ class UploadDestination:
             raise Unreachable(f"{self.display} failed on {file.name} (HTTP {resp.status_code} {reason}, "
                               f"{backoff.tries} tries in {backoff.elapsed:.0f} s); retry later")
         raise Refused(f"{self.display} rejected {file.name} (HTTP {resp.status_code} {reason})")
-
-    def state_after_conflict(self, file: LocalFile) -> bool:
-        """After a 409: True if the file there is ours (or cannot be compared); Refused if it differs."""
-        listed = self._listed(file, refresh=True)
-        remote = (listed or {}).get(file.name, "")
-        if remote and remote != file.sha256():
-            raise Refused(f"{self.display} already holds {file.name} with other bytes; bump the version or delete it")
-        return True
 
     def has(self, rel: str) -> bool:
         return True  # no page is published here (the endpoint builds its own index): no link to check

@@ -34,6 +34,7 @@ CATALOG_FILE = ".catalog.sqlite"
 NOARCH = "torch-noarch"  # the framework of noarch wheels (listed in the variant roots of their backend)
 BUSY_TIMEOUT_S = 5.0  # how long a write waits for another connection's transaction before "database is locked"
 SCHEMA = "3:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
+FILES_STATE = "files_state"  # meta: a local files/'s stat when the catalog last matched its listing ("": list it)
 
 _TABLES = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -289,13 +290,9 @@ class Catalog:
         checked: bool = False,
     ) -> set[str]:  # fmt: skip
         """Write new or changed records (key, record, its file's text or None) and drop removed wheels in one
-        transaction.
-
-        Returns the projects touched (before and after), and gives the catalog a new generation if any.
-        ``only_changed``: leave out the rows that are already there as they are (``--rescan`` reads them all).
-        ``checked``: the records passed store/check.py's checks; a row read back as it was written here gives
-        that record again, not checked twice (``projects``).
-        """
+        transaction, with a new generation where any project (before or after) is touched; those projects.
+        ``only_changed``: skip rows already there as they are (``--rescan``). ``checked``: the records passed
+        check.py's checks, so a row read back as written here is not checked twice (``projects``)."""
         names: dict[str, str] = {}  # display name -> project, computed once per name
         rows = []
         for key, record, text in upserts:
@@ -341,11 +338,8 @@ class Catalog:
         return touched
 
     def label_backends(self) -> dict[str, str | None]:
-        """Every variant label -> its backend (that of its arch wheels, else of its noarch wheels).
-
-        Each label becomes a folder name: one that is not a label's shape, or a backend that is not plain text,
-        raises CatalogDamaged (every row's label and backend are checked against its record when its project is
-        read: ``projects``)."""
+        """Every variant label -> its backend (``label_backends``). Each label becomes a folder name: one not shaped
+        like a label, or a backend not plain text, raises CatalogDamaged."""
         rows = list(self.db.execute(
             "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch"
         ))  # fmt: skip
@@ -467,12 +461,9 @@ def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
     rescan: bool = False,
 ) -> set[str]:  # fmt: skip
-    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records with ``read``; projects touched.
-
-    ``read`` yields (wheel, record or None when it vanished or cannot be read, the record file's text or None)
-    for the wheel names it is given.
-    ``rescan``: read every listed record, whatever its key, and write the rows of those that differ.
-    """
+    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records (``rescan``: every one) with
+    ``read``, which yields (wheel, record or None where it vanished or fails, its file's text or None); the
+    projects touched."""
     have = catalog.keys()
     changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]

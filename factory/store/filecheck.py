@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Refused, Unreachable
 from ..record import FILES
-from .catalog import Catalog, Synced
+from .catalog import FILES_STATE, Catalog, Synced
 
 if TYPE_CHECKING:
     from . import Store
@@ -137,7 +137,7 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
     if drop or redo:
         found.touched |= catalog.apply(redo, drop)
         if drop:
-            store.forget_listing(catalog)  # the wheel may be back by then
+            catalog.set_meta(FILES_STATE, "")  # list the store again next run: the wheel may be back by then
     if seen != stats:
         catalog.set_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
     return found

@@ -26,14 +26,13 @@ from ..errors import Unreachable, unusable
 from ..nofollow import open_nofollow, real_folder, refuse
 from ..record import FILES, Record
 from . import MAX_BYTES, check
-from .catalog import CATALOG_FILE, Catalog, Got, Synced, record_key, sync, text_of
+from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, record_key, sync, text_of
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
 PARALLEL_READ = 5000  # records read in one sync from which batches are read and checked in worker processes
 MAX_WORKERS = 16
 Read = tuple[str, "Record | None", "str | None", "str | None"]  # wheel, its record, its file's text, why not
-FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 
 
 def stat_state(st: os.stat_result) -> str:
@@ -266,9 +265,6 @@ class LocalStore:
         applied), it matches it now."""
         if adopted and catalog.meta(FILES_STATE):
             catalog.set_meta(FILES_STATE, folder_state(self.files) or "")
-
-    def forget_listing(self, catalog: Catalog) -> None:
-        catalog.set_meta(FILES_STATE, "")
 
     def mark_index(self, out: Path) -> None:
         """Nothing: a local store's pages link its own files."""

@@ -10,26 +10,18 @@ the wheels already there and uploads only the pages.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
+from ..atomic import Hashing, write_bytes
 from ..errors import Unreachable, UsageError
 from ..record import FILES, Record
 from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from ..space import scratch_dir
 from . import MAX_BYTES
 from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync, text_of
-
-
-class _Sink:
-    """A file-like object that hashes what is written to it (a download streamed into a digest)."""
-
-    def __init__(self, digest: Any) -> None:
-        self.write = digest.update
 
 
 class S3Store:
@@ -148,9 +140,9 @@ class S3Store:
         """The sha256 of an object, streamed (a wheel may be gigabytes); a read cut off midway is tried again
         (s3transfer's download retries), and one that still fails is Unreachable (exit 4), never a digest that
         differs from every record's."""
-        digest = hashlib.sha256()
-        self._download(name, _Sink(digest))
-        return digest.hexdigest()
+        sink = Hashing()
+        self._download(name, sink)
+        return sink.hexdigest()
 
     def wheel_metadata(self, name: str) -> bytes:
         """A wheel's METADATA, read with wheelinfo's caps from a copy of the object streamed to scratch."""
@@ -173,12 +165,8 @@ class S3Store:
         if catalog.changed:
             self.write(CATALOG_FILE, Path(catalog.path).read_bytes())
 
-    def forget_listing(self, catalog: Catalog) -> None:
-        pass  # the bucket is listed on every run
-
     def mark_index(self, out: Path) -> None:
         """Name this store in the index root, where publish finds the wheels the pages link."""
-        from ..atomic import write_bytes
         from ..publish.linked import STORE_FILE
 
         write_bytes(out / STORE_FILE, json.dumps({"store": self.url}).encode())

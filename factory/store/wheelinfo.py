@@ -43,7 +43,6 @@ class WheelData:
     metadata: bytes
     provenance: bytes | None
     data: bytes | None  # the whole file, when it was read into memory
-    ident: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file read: what adoption may hard-link
 
 
 def parse_name(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag]]:
@@ -108,13 +107,12 @@ def read_wheel(path: str, filename: str) -> WheelData:
                           "only (a link could point anywhere once in the store): copy the wheel itself there") from None
         try:
             st = os.fstat(fd)
-            ident = (st.st_dev, st.st_ino)
             if st.st_size > WHOLE:
                 with open(fd, "rb", closefd=False) as f:
                     digest = stream_digest(f)
                     f.seek(0)
                     metadata, provenance = _members(f, filename)
-                return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None, ident)
+                return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None)
             data = os.read(fd, st.st_size + 1)
             if len(data) != st.st_size:  # a short read, or the file changed: read on to its end
                 parts = [data]
@@ -126,7 +124,7 @@ def read_wheel(path: str, filename: str) -> WheelData:
         metadata, provenance = _members(io.BytesIO(data), filename)
     except _ZIP_ERRORS as exc:
         raise _unreadable(filename, exc) from None
-    return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data, ident)
+    return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data)
 
 
 def _provenance_variant(provenance: bytes | None) -> str | None:
@@ -277,12 +275,10 @@ def record_of(
     return Record(**values)
 
 
-def make_record(
-    wheel: Path, metadata: bytes, provenance: bytes | None = None, known: dict[str, dict[str, Any]] | None = None
-) -> Record:
-    """The record of an adopted wheel, from its file name, METADATA, provenance and file."""
+def make_record(wheel: Path, metadata: bytes, provenance: bytes | None) -> Record:
+    """The record of a wheel in the store (``--repair``), from its file name, METADATA, provenance and file."""
     from ..atomic import file_digest
 
     st = wheel.stat()
     data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)
-    return record_of(wheel.name, parse_name(wheel.name), data, known)
+    return record_of(wheel.name, parse_name(wheel.name), data, None)

@@ -14,8 +14,8 @@ from kernel_factory.atomic import write_bytes
 from kernel_factory.index.command import index_with_adoption
 from kernel_factory.record import FILES
 from kernel_factory.store import local
-from kernel_factory.store.catalog import Catalog
-from kernel_factory.store.local import FILES_STATE, TICK_NS, LocalStore, folder_state
+from kernel_factory.store.catalog import FILES_STATE, Catalog
+from kernel_factory.store.local import TICK_NS, LocalStore, folder_state
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 URL = "http://127.0.0.1:8000"
