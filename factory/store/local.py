@@ -26,7 +26,7 @@ from ..errors import Unreachable, unusable
 from ..nofollow import open_nofollow, real_folder, refuse
 from ..record import FILES, Record
 from . import MAX_BYTES, check
-from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, record_key, sync, text_of
+from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, checked, record_key, sync
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
@@ -58,9 +58,7 @@ def folder_state(folder: Path) -> str | None:
 
 
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
-    """(wheel, its record, the record file's text, why not: a line or None) of each wheel of ``batch`` whose record
-    is in ``folder`` (``check.parse_many``; a record gone: neither record nor line). ``known_variants``: see
-    ``check.check``."""
+    """``catalog.checked`` of the records of ``batch`` in ``folder``; ``known_variants``: see ``check.check``."""
     datas: list[bytes | None] = []
     for wheel in batch:
         try:
@@ -68,10 +66,7 @@ def read_records(folder: str, batch: list[str], known_variants: bool = True) -> 
                 datas.append(f.read(check.MAX_RECORD_BYTES + 1))
         except FileNotFoundError:
             datas.append(None)
-    where = [os.path.join(folder, f"{w}.json") for w in batch]
-    parsed = check.parse_many(batch, datas, where, known_variants=known_variants)
-    return [(wheel, record, text_of(data) if record is not None else None, why)
-            for (wheel, record, why), data in zip(parsed, datas, strict=True)]
+    return checked(batch, datas, [os.path.join(folder, f"{w}.json") for w in batch], known_variants=known_variants)
 
 
 _VALUES = operator.attrgetter(*Record.__slots__)  # a Record's fields in order: what a worker sends back of it

@@ -21,7 +21,7 @@ from ..record import FILES, Record
 from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from ..space import scratch_dir
 from . import MAX_BYTES
-from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync, text_of
+from .catalog import CATALOG_FILE, Catalog, Got, Synced, checked, sync
 
 
 class S3Store:
@@ -111,22 +111,11 @@ class S3Store:
                 found.errors.append((name, record_check.no_record(self.file_url(name), name, remote=True)))
 
         def read(wheels: list[str]) -> list[Got]:
-            got: list[Got] = []
-            with ThreadPoolExecutor(max_workers=16) as pool:
-                for wheel, body in zip(wheels, pool.map(self.bucket.get, [self.key(f"{w}.json") for w in wheels]),
-                                       strict=True):  # fmt: skip
-                    if body is None:  # deleted since the listing (a prune): gone from the catalog too
-                        got.append((wheel, None, None))
-                        continue
-                    try:
-                        record = record_check.parse(body, wheel, self.file_url(f"{wheel}.json"),
-                                                    record_check.REMOTE_HINT)  # fmt: skip
-                    except record_check.BadRecord as exc:
-                        found.errors.append((wheel, str(exc)))
-                        got.append((wheel, None, None))
-                    else:
-                        got.append((wheel, record, text_of(body)))
-            return got
+            with ThreadPoolExecutor(max_workers=16) as pool:  # a record deleted since the listing: None, removed
+                datas = list(pool.map(self.bucket.get, [self.key(f"{w}.json") for w in wheels]))
+            got = checked(wheels, datas, [self.file_url(f"{w}.json") for w in wheels], record_check.REMOTE_HINT)
+            found.errors += [(wheel, why) for wheel, _record, _text, why in got if why is not None]
+            return [(wheel, record, text) for wheel, record, text, _why in got]
 
         found.listing = records
         found.touched = sync(catalog, records, read, rescan)
