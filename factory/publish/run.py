@@ -296,10 +296,8 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
 
 
 def _store_lock(root: Path, opts: Options, lock: StoreLock | None) -> AbstractContextManager[None]:
-    """The store lock of ``root`` (``lock``: store/lock.py's ``folder_lock``, which the CLI hands down) for the
-    whole publish: no `index` or `build` changes the folder between its listing and the last copy, so the pages
-    copied link only files copied before them. A folder this user cannot write has no writer to wait for (as
-    for `index`)."""
+    """The store lock of ``root`` (store/lock.py's ``folder_lock``, handed down by the CLI) for the whole publish,
+    so the pages copied link only files copied before them; none where this user cannot write (no writer)."""
     if lock is None or not os.access(root, os.W_OK):
         return nullcontext()
     return lock(root, opts.variables.lock_wait_s)

@@ -178,11 +178,8 @@ def adopt_wheels(
 
 
 def repair(store_root: Path, wheel_name: str) -> Record:
-    """Rebuild ``files/<wheel>.json`` (and its ``.metadata``) from the wheel in the store; Refused if unreadable.
-
-    A wheel that kernel-factory built carries its provenance: the record names its variant, repository and
-    revision again, with the wheel's entry time (the revision's commit time) as upload time.
-    """
+    """Rebuild ``files/<wheel>.json`` (and its ``.metadata``) from the wheel in the store; Refused if unreadable. A
+    built wheel's provenance gives back its variant, repository and revision, its entry time the upload time."""
     files = store_root / FILES
     wheel = files / wheel_name
     try:

@@ -130,10 +130,8 @@ def _expected_master() -> set[tuple[str, str, str | None]]:
 
 
 def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
-    """The records table's row of ``record`` (key: see the module docstring); ``names`` caches projects.
-
-    The row's last column is the record's JSON object: ``text``, the record file's own text that ``record``
-    was checked from, or else ``record.to_json()``."""
+    """The records table's row of ``record``; ``names`` caches projects; its last column is ``text`` (the record
+    file's own text that ``record`` was checked from) or else ``record.to_json()``."""
     project = names.get(record.name) if names is not None else None
     if project is None:
         project = canonicalize_name(record.name)
@@ -350,10 +348,8 @@ class Catalog:
         return label_backends(rows)
 
     def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
-        """(project, its records sorted by file name), project by project in name order: all, or ``names``.
-
-        Every row is checked as a record file is (store/check.py ``check_row``), and its project, label, backend
-        and noarch columns against its record: a row that fails raises CatalogDamaged."""
+        """(project, its records sorted by file name) in name order: all, or ``names``. Every row is checked as a
+        record file is (``check.check_row``) and its columns against its record: CatalogDamaged if one fails."""
         columns = "project, filename, label, backend, noarch, row"
         if names is None:
             rows: Iterable[tuple[str, str, str | None, str | None, int, str]] = self.db.execute(

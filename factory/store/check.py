@@ -186,11 +186,9 @@ def _version(text: str) -> Version | None:
 
 
 def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool = True) -> None:
-    """Name, version, label, hashes and file name agree with each other and with the record's key. Each check
-    of a value that many records share (name, version, label, variant) runs once per distinct value.
-    ``known_variants``: the variant must be one the kernels project defines, and the label its label (kernels'
-    parser: an import of ~0.3 s of CPU); else (a catalog row, whose record passed that check when it was read)
-    the variant must be shaped like a variant's name and the label like a label."""
+    """Name, version, label, hashes and file name agree with each other and with the record's key (each check of
+    a value many records share runs once per value). ``known_variants``: the variant is one kernels' parser knows
+    (~0.3 s to import); else (a catalog row, checked so when read) shaped like a variant's name."""
     filename = values["filename"]
     if filename != expected:
         raise ValueError(f"its file name {filename!r} is not the one its key names ({expected!r})")

@@ -41,11 +41,8 @@ def stat_state(st: os.stat_result) -> str:
 
 
 def folder_state(folder: Path) -> str | None:
-    """What a folder's own stat says about its entries: any entry added, removed or renamed over changes it.
-
-    None if there is no folder. A folder changed less than ``TICK_NS`` ago is stat'ed again once that time has
-    passed: on a kernel with coarse file times, a change within the same clock tick would not show in its stat.
-    """
+    """A folder's own stat, which any entry added, removed or renamed over changes (None: no folder); one changed
+    less than ``TICK_NS`` ago is stat'ed again after that, as coarse file times hide a change within a tick."""
     try:
         st = os.stat(folder)
         age = time.time_ns() - st.st_mtime_ns
@@ -198,11 +195,9 @@ class LocalStore:
         return found
 
     def _read(self, found: Synced) -> Any:
-        """A ``read`` for catalog.sync: each record checked (store/check.py); one that fails is not read into the
-        catalog and adds one line to ``found.errors`` (it is read again next time). From ``PARALLEL_READ``
-        records on (a first index of a store built elsewhere), batches are read and checked in worker processes
-        (store/pool.py), while this one loads kernels' variant parser: the workers check each variant's shape,
-        this process each distinct variant once by the parser, as ``check.parse`` does."""
+        """A ``read`` for catalog.sync; a record that fails its check adds a line to ``found.errors``. From
+        ``PARALLEL_READ`` records on, batches are read in worker processes (variants by their shape) while this one
+        loads kernels' variant parser and checks each distinct variant once by it."""
 
         def read(wheels: list[str]) -> Iterator[Got]:
             folder = os.fspath(self.files)

@@ -23,15 +23,6 @@ from .lock import HELD_FDS
 WATCH_INTERVAL_S = 0.5
 
 
-def _close_inherited_locks() -> None:
-    for fd in list(HELD_FDS):
-        try:
-            os.close(fd)  # the lock stays with the main process: flock belongs to the open file, now held once
-        except OSError:
-            pass
-    HELD_FDS.clear()
-
-
 def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(WATCH_INTERVAL_S)
@@ -40,7 +31,12 @@ def _watch_parent(parent: int) -> None:
 
 def init_worker(parent: int) -> None:
     """Run first in each worker process (``parent`` is the main process's PID)."""
-    _close_inherited_locks()
+    for fd in list(HELD_FDS):
+        try:
+            os.close(fd)  # the lock stays with the main process: flock belongs to the open file, now held once
+        except OSError:
+            pass
+    HELD_FDS.clear()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the main process's handler (cli) is for the main process only
     linked = die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
@@ -50,10 +46,8 @@ def init_worker(parent: int) -> None:
 
 
 def worker_pool(max_workers: int) -> ProcessPoolExecutor:
-    """A process pool whose workers drop the store lock and end when this process dies.
-
-    Workers are forked. What this process allocated so far (its imports) is moved out of the collector's reach
-    first, so the workers' collections do not walk (and copy, page by page) the heap they share with it."""
+    """A pool of forked workers that drop the store lock and end when this process dies. Its heap so far is frozen
+    first, so the workers' collections do not walk (and copy, page by page) what they share with it."""
     gc.freeze()
     return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("fork"),
                                initializer=init_worker, initargs=(os.getpid(),))  # fork: the index's full

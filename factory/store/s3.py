@@ -67,9 +67,8 @@ class S3Store:
     # -- the records, through the catalog ---------------------------------------------------------------------
 
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
-        """The store's catalog (``files/.catalog.sqlite`` in the bucket), read after one listing of ``files/``
-        (kept for ``sync`` and the file check): an unchanged store costs the listing and one GET. ``adopting``:
-        refused, there is no folder to adopt into. A copy either way (``readonly``): only ``save`` puts it back."""
+        """A copy of ``files/.catalog.sqlite`` from the bucket, after one listing of ``files/`` (kept for ``sync`` and
+        the file check): an unchanged store costs the listing and one GET; only ``save`` puts it back."""
         if adopting:
             raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
         cut = len(self.bucket.prefix) + 1
@@ -126,9 +125,8 @@ class S3Store:
         return None if got is None else (got[0], got[1], None)
 
     def sha256_of(self, name: str) -> str:
-        """The sha256 of an object, streamed (a wheel may be gigabytes); a read cut off midway is tried again
-        (s3transfer's download retries), and one that still fails is Unreachable (exit 4), never a digest that
-        differs from every record's."""
+        """Streamed (a wheel may be gigabytes); a read that still fails after s3transfer's retries is Unreachable
+        (exit 4), never a digest that differs from every record's."""
         sink = Hashing()
         self._download(name, sink)
         return sink.hexdigest()

@@ -87,10 +87,8 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, Valu
 
 
 def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
-    """(METADATA, the provenance file or None) of a wheel, each read with a size cap.
-
-    Refused if there is not exactly one ``.dist-info/METADATA``, or the zip is unreadable.
-    """
+    """(METADATA, the provenance file or None) of a wheel, each read with a size cap; Refused if there is not
+    exactly one ``.dist-info/METADATA``, or the zip is unreadable."""
     try:
         return _members(wheel, wheel.name)
     except _ZIP_ERRORS as exc:
@@ -136,12 +134,9 @@ def variant_fields(
     wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
     known: dict[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Record fields naming the build variant of an adopted wheel; empty when it has no label or an unknown one.
-
-    The provenance file's variant wins when its label is the wheel's; else the label is read back as a variant
-    by the rules built wheels follow. An unknown label prints a warning: the wheel goes in the combined root only.
-    ``known`` (label and platform tags -> fields) is looked up first and filled, for wheels without provenance.
-    """
+    """Record fields naming an adopted wheel's build variant: its provenance file's where that names the wheel's
+    label, else the label read back by the rules built wheels follow; empty (and a warning: combined root only)
+    for no label or an unknown one. ``known`` (label and platform tags -> fields): looked up first, then filled."""
     label = version.local
     key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:

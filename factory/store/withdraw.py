@@ -82,11 +82,9 @@ def yanked_value(reason: str | None, yank: bool) -> bool | str:
 
 
 def mark(files: Store, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
-    """Write each record with ``yanked`` = ``value`` (locally renamed into place; on S3 one PUT); (those changed,
-    those already so).
-
-    The record file itself is read and changed (keys this version does not know are kept), checked as a store's
-    record is (store/check.py) and against the catalog's row (a record changed since is refused)."""
+    """Write each record with ``yanked`` = ``value``; (those changed, those already so). The record file itself is
+    changed (keys this version does not know are kept), checked as a record and against the catalog's row (one
+    changed since is refused)."""
     changed, same = [], []
     for r in records:
         if r.yanked == value:
