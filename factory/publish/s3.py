@@ -1,9 +1,8 @@
-"""``s3://bucket/prefix`` as a publish destination (the S3 helpers it shares with the S3 store: s3util.py).
+"""``s3://bucket/prefix`` as a publish destination (its calls: s3util.Bucket).
 
-Each object carries its sha256 as ``x-amz-meta-sha256`` (multipart ETags are not
-md5 sums), so a file is uploaded only when new or changed: one listing, and a
-HEAD only for an object of the same size whose ETag is not the local file's md5.
-Keys are the raw file names (``+`` included); pages link ``%2B``, which S3 decodes.
+A file is uploaded only when new or changed: one listing, and a HEAD of its ``x-amz-meta-sha256`` only for an
+object of the same size whose ETag is not the local file's md5 (multipart ETags are not). Keys are the raw file
+names (``+`` included); pages link ``%2B``, which S3 decodes.
 """
 
 from __future__ import annotations

@@ -44,14 +44,6 @@ def manifest_path(root: Path, display: str) -> Path:
     return Path(root) / MANIFESTS / f"{hashlib.sha256(where.encode()).hexdigest()[:24]}.json"
 
 
-def read_manifest(path: Path) -> bytes | None:
-    try:
-        with open(open_nofollow(path, "list of published files"), "rb") as f:
-            return f.read(MAX_MANIFEST + 1)
-    except (FileNotFoundError, NotADirectoryError, LinkRefused):
-        return None
-
-
 def parse_manifest(data: bytes | None) -> dict[str, int]:
     """The list in a manifest's bytes; empty for none, or for one that is damaged (nothing is deleted then)."""
     if data is None or len(data) > MAX_MANIFEST:
@@ -99,7 +91,11 @@ def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[s
     if not isinstance(display, str):
         return []
     path = manifest_path(root, display)
-    old = parse_manifest(read_manifest(path))
+    try:
+        with open(open_nofollow(path, "list of published files"), "rb") as f:
+            old = parse_manifest(f.read(MAX_MANIFEST + 1))
+    except (FileNotFoundError, NotADirectoryError, LinkRefused):
+        old = {}
     now = {f.rel: f.size for f in files if f.rel in published}
     stale = sorted((rel for rel in old if rel not in {f.rel for f in files}), key=_order)
     if not isinstance(dest, Withdraws):  # an upload endpoint: the upload API cannot delete

@@ -1,7 +1,6 @@
 """The store: the source of truth. Wheels, their ``.metadata`` files and ``.json`` records under ``<root>/files/``.
 
-The index is rendered from the records alone. ``open_store`` picks the backend
-for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
+The index is rendered from the records alone. ``open_store``: a local folder (local.py) or ``s3://`` (s3.py).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The catalog: a store's records in one SQLite file, cheap to load and to diff against a listing.
 
-It is a cache: the records (``files/<wheel>.json``) stay the truth, and a catalog that is missing, damaged or of
-another schema is rebuilt from them. A local store keeps it at ``files/.catalog.sqlite``; an ``s3://`` store keeps
-the same file as an object there. Each row holds a wheel's file name, its project, a key that changes whenever its
-record does (given by the store: store/local.py, store/s3.py) and the record file's own JSON text. ``sync``
-compares a listing (wheel -> key) against the rows, reads only the records that are new or changed, drops the rows
-of those gone, and gives the catalog a new generation, all in one transaction. The index keeps the generation its
-pages show (index/command.py): the same generation means nothing to render.
+A cache: the records stay the truth, and a catalog missing, damaged or of another schema is rebuilt from them
+(``files/.catalog.sqlite``, locally or as an object in the bucket). A row holds a wheel's file name, project, a
+key that changes with its record (given by the store) and the record file's own JSON text. ``sync`` reads only
+the records new or changed against a listing, drops those gone and gives the catalog a new generation, in one
+transaction; the same generation means nothing for the index to render.
 """
 
 from __future__ import annotations

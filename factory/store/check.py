@@ -1,12 +1,9 @@
 """The one place that checks a record (``files/<wheel>.json``) before anything uses it.
 
-Records come from stores that others may write to (an ``s3://`` store that CI
-shards share, a folder synced from elsewhere), so every field is checked when
-the record is loaded: its size and nesting, every field's type, the name by
-PEP 503/508 rules, the version by PEP 440, the label by the build-variant
-grammar (factory/variants.py), hashes as hex digests, and the file name equal to
-the record's key and to the name and version. A record that fails is named in
-one line with the way to repair it; the caller skips it and goes on.
+Records come from stores others may write to (an ``s3://`` store CI shards share, a folder synced from
+elsewhere), so every field is checked when a record is loaded: size, nesting, types, the name (PEP 503/508), the
+version (PEP 440), the label (variants.py), hex digests, and the file name against its key, name and version.
+A record that fails is named in one line with the way to repair it; the caller skips it and goes on.
 """
 
 from __future__ import annotations
@@ -254,6 +251,7 @@ def load_variant_parser() -> None:
         pass
 
 
+@lru_cache(maxsize=1 << 14)
 def variant_problem(variant: str, label: str | None) -> str:
     """What is wrong with a record's variant by kernels' parser, given its label ("" if nothing): the part of
     a record's check that ``known_variants=False`` leaves out."""

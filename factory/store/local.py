@@ -1,10 +1,8 @@
 """The store in a local folder: wheels, their ``.metadata`` files and ``.json`` records under ``<root>/files/``.
 
-A wheel is stored in the order wheel -> .metadata -> record, each atomically,
-so a record only exists once its wheel and metadata are whole. Every writer
-renames into ``files/`` under the store lock, so the folder's own stat says
-whether an entry was added, removed or renamed since the catalog last matched
-its listing (``FILES_STATE``): then nothing is listed.
+Each stored wheel -> .metadata -> record, each atomically, so a record only exists once its wheel and metadata are
+whole. Every writer renames into ``files/`` under the store lock, so the folder's own stat says whether an entry
+changed since the catalog last matched its listing (``FILES_STATE``): where none did, nothing is listed.
 """
 
 from __future__ import annotations
@@ -215,16 +213,13 @@ class LocalStore:
                     results = [[(wheel, None if values is None else Record(*values), text, why)
                                 for wheel, values, text, why in future.result()] for future in futures]
                 parsed = False
-            problems: dict[tuple[str, str | None], str] = {}
             for batch in results:
                 for wheel, record, text, why in batch:
                     if record is not None and not parsed and record.variant is not None:
-                        key = (record.variant, record.label)
-                        if key not in problems:
-                            problems[key] = check.variant_problem(*key)
-                        if problems[key]:
+                        problem = check.variant_problem(record.variant, record.label)  # once per variant (cached)
+                        if problem:
                             record, text = None, None
-                            why = check.invalid(os.path.join(folder, f"{wheel}.json"), problems[key])
+                            why = check.invalid(os.path.join(folder, f"{wheel}.json"), problem)
                     if why is not None:
                         found.errors.append((wheel, why))
                     yield wheel, record, text

@@ -1,9 +1,8 @@
-"""Yank and unyank (PEP 592): the records of the wheels a spec names, marked, each renamed into place.
+"""Yank and unyank (PEP 592): the records of the wheels a spec names, marked, each written whole.
 
-A spec is a project and a version or specifier (``img2grey==1.1.2``, ``img2grey==1.0.7+torch29cu128cxx11``,
-``img2grey<1.1``), read by ``packaging``: ``==1.1.2`` matches every label of 1.1.2 (PEP 440 ignores the local
-label of a candidate when the specifier has none); ``==1.1.2+LABEL`` one wheel set. The pages are rendered
-again by the index run (the caller's), which pip and uv read: a yanked wheel is skipped unless pinned exactly.
+A spec is read by ``packaging``: ``img2grey==1.1.2`` matches every label of 1.1.2 (PEP 440 ignores a candidate's
+local label when the specifier has none), ``==1.1.2+LABEL`` one wheel set, ``'img2grey<1.1'`` a range. The
+caller's index run renders the pages, where pip and uv skip a yanked wheel unless it is pinned exactly.
 """
 
 from __future__ import annotations
