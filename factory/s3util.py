@@ -1,29 +1,30 @@
-"""The S3 helpers that the S3 store (store/s3.py) and the S3 destination (publish/s3.py) share.
+"""S3, for the S3 store (store/s3.py) and publish (publish/s3.py, publish/linked.py): ``Bucket`` makes every call.
 
-boto3 finds the endpoint (``AWS_ENDPOINT_URL``), region and credentials the
-usual ways. Each object carries its sha256 as ``x-amz-meta-sha256`` (multipart
-ETags are not md5 sums). Here: ``s3://`` URLs and keys, the client, one-line
-errors, the listing, an object's sha256, the put arguments' checks, and
-uploads with their content types, sha256 and headers (``PutOptions``).
+boto3 finds the endpoint (``AWS_ENDPOINT_URL``), region and credentials the usual ways. Each object carries its
+sha256 as ``x-amz-meta-sha256`` (multipart ETags are not md5 sums), its content type and Cache-Control, and the
+checked ``s3-put-args`` (``PutOptions``).
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import mimetypes
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
+from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import S3Transfer, TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
-from .errors import ConfigError, FactoryError, Unreachable, UsageError
+from .errors import ConfigError, Unreachable, UsageError
 from .record import PEP691_JSON
 from .safe_text import printable, quiet_credentials, redact_url
 
@@ -84,16 +85,11 @@ _CLIENTS_LOCK = threading.Lock()  # an s3:// store's uploads run on several thre
 
 
 def make_client() -> Any:
-    """An S3 client from the usual environment (``AWS_ENDPOINT_URL`` included), with short connect timeouts.
+    """The S3 client of this process and ``AWS_*`` environment (``AWS_ENDPOINT_URL`` included; throttling and 5xx
+    retried by botocore's standard mode, 5 attempts, unless ``AWS_MAX_ATTEMPTS`` / ``AWS_RETRY_MODE`` say).
 
-    Throttling (``SlowDown``) and 5xx answers are retried by botocore's standard retry mode (exponential backoff,
-    5 attempts); ``AWS_MAX_ATTEMPTS`` and ``AWS_RETRY_MODE`` change that, as in the AWS CLI.
-
-    One client per process and ``AWS_*`` environment: making one costs 0.15-0.25 s of CPU (botocore loads the
-    service model), and an ``index`` of an s3:// store asked for three. Clients are thread-safe; a forked child
-    makes its own (its parent's holds the parent's connections). A client closed by its user (``close``) still
-    works: botocore opens new connections for the next request.
-    """
+    One per process: making one costs 0.15-0.25 s of CPU (botocore loads the service model). Clients are
+    thread-safe; a forked child makes its own; one closed by a user (``close``) still works (new connections)."""
     key = (os.getpid(), tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
@@ -120,7 +116,7 @@ def _client_error(exc: BaseException) -> ClientError | None:
     return None
 
 
-def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") -> FactoryError:
+def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") -> Unreachable:
     """A boto3/botocore failure -> one Unreachable line naming the problem and the fix (never a secret)."""
     endpoint = redact_url(endpoint)  # AWS_ENDPOINT_URL may carry a user and password
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
@@ -148,28 +144,6 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
     return Unreachable(f"S3 upload to s3://{bucket} failed: {redact_url(str(exc).splitlines()[0])}; check {flag}")
 
 
-def list_objects(client: Any, bucket: str, prefix: str) -> dict[str, tuple[int, str]]:
-    """Every key under ``prefix/`` -> (size, ETag without quotes)."""
-    found: dict[str, tuple[int, str]] = {}
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "")
-    for page in pages:
-        for obj in page.get("Contents", []):
-            found[obj["Key"]] = (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
-    return found
-
-
-def remote_sha256(client: Any, bucket: str, key: str) -> str | None:
-    """The ``x-amz-meta-sha256`` of ``key``, or None (missing object, or no such metadata)."""
-    try:
-        head = client.head_object(Bucket=bucket, Key=key)
-    except ClientError as exc:
-        if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
-            return None
-        raise
-    meta: dict[str, str] = head.get("Metadata", {})
-    return meta.get(SHA_KEY)
-
-
 @dataclass(frozen=True)
 class PutOptions:
     """What every put carries besides the bytes: Cache-Control per kind of file, and the ``s3-put-args``."""
@@ -181,8 +155,10 @@ class PutOptions:
 
     @classmethod
     def from_options(cls, opts: Any) -> PutOptions:
-        """From config.Options; an argument boto3 does not take, or one kernel-factory sets itself, is refused, and
-        so is a risky one (``risk``) that ``--allow-s3-put-arg`` does not name."""
+        """From config.Options (None: the defaults); an argument boto3 does not take, or one kernel-factory sets
+        itself, is refused, and so is a risky one (``risk``) that ``--allow-s3-put-arg`` does not name."""
+        if opts is None:
+            return cls()
         allowed = set(S3Transfer.ALLOWED_UPLOAD_ARGS) - OWN_ARGS
         for key, value in opts.s3_put_args:
             if key not in allowed:
@@ -233,25 +209,100 @@ def notices(url: str, opts: Any) -> list[str]:
     return lines
 
 
-def is_immutable(rel: str) -> bool:
-    return rel.endswith((".whl", ".whl.metadata"))
+class Bucket:
+    """``s3://bucket/prefix``, the one home of S3 calls (the store's, publish's and its copies from the store):
+    every failure is raised as one Unreachable line (``explain``; ``flag`` names the option to fix)."""
+
+    def __init__(self, url: str, put: PutOptions = DEFAULT_PUT, flag: str = "--to") -> None:
+        self.name, self.prefix = parse_s3_url(url, flag)
+        self.put, self.flag = put, flag
+        self.client = make_client()
+        self.endpoint = str(self.client.meta.endpoint_url)
+
+    def key(self, rel: str) -> str:
+        return join_key(self.prefix, rel)
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.name}/{key}"
+
+    @contextmanager
+    def calls(self) -> Iterator[None]:
+        try:
+            yield
+        except (Boto3Error, BotoCoreError, ClientError) as exc:  # boto3 wraps ClientError in S3UploadFailedError
+            raise explain(exc, self.name, self.endpoint, self.flag) from None
+
+    def list(self, under: str) -> dict[str, tuple[int, str]]:
+        """Every key under ``under/`` (the whole bucket for "") -> (size, ETag without quotes)."""
+        found: dict[str, tuple[int, str]] = {}
+        with self.calls():
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name,
+                                                                          Prefix=f"{under}/" if under else "")
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    found[obj["Key"]] = (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
+        return found
+
+    def sha256(self, key: str) -> str | None:
+        """The ``x-amz-meta-sha256`` of ``key``, or None (no such object, or not put by kernel-factory)."""
+        with self.calls():
+            try:
+                head = self.client.head_object(Bucket=self.name, Key=key)
+            except ClientError as exc:
+                if _missing(exc):
+                    return None
+                raise
+        meta: dict[str, str] = head.get("Metadata", {})
+        return meta.get(SHA_KEY)
+
+    def get(self, key: str, limit: int | None = None) -> bytes | None:
+        """An object's bytes (at most ``limit`` + 1), or None where there is none."""
+        with self.calls():
+            try:
+                body = self.client.get_object(Bucket=self.name, Key=key)["Body"]
+                data: bytes = body.read() if limit is None else body.read(limit + 1)
+            except ClientError as exc:
+                if _missing(exc):
+                    return None
+                raise
+        return data
+
+    def download(self, key: str, sink: Any) -> bool:
+        """Stream an object into ``sink`` (its ``write``), in order (a read cut off midway is tried again by
+        s3transfer); False where there is none."""
+        with self.calls():
+            try:
+                self.client.download_fileobj(self.name, key, sink, Config=TRANSFER)
+            except ClientError as exc:
+                if _missing(exc):
+                    return False
+                raise
+        return True
+
+    def _args(self, rel: str, sha256: str) -> dict[str, Any]:
+        """An upload's content type, sha256, Cache-Control, then the configured arguments."""
+        immutable = rel.endswith((".whl", ".whl.metadata"))
+        return {"ContentType": content_type(rel), "Metadata": {SHA_KEY: sha256},
+                "CacheControl": self.put.immutable if immutable else self.put.pages, **dict(self.put.args)}
+
+    def upload(self, path: Path, key: str, sha256: str, rel: str | None = None) -> None:
+        """Stream ``path`` to ``key`` (multipart when large); its headers are those of ``rel`` (default: ``key``)."""
+        with self.calls():
+            self.client.upload_file(str(path), self.name, key, ExtraArgs=self._args(rel or key, sha256),
+                                    Config=TRANSFER)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        with self.calls():
+            self.client.put_object(Bucket=self.name, Key=key, Body=data,
+                                   **self._args(key, hashlib.sha256(data).hexdigest()))
+
+    def delete(self, key: str) -> None:
+        with self.calls():
+            self.client.delete_object(Bucket=self.name, Key=key)
+
+    def close(self) -> None:
+        self.client.close()
 
 
-def put_args(rel: str, sha256: str, put: PutOptions) -> dict[str, Any]:
-    """ExtraArgs of one upload: content type, sha256, Cache-Control, then the configured arguments."""
-    return {
-        "ContentType": content_type(rel),
-        "Metadata": {SHA_KEY: sha256},
-        "CacheControl": put.immutable if is_immutable(rel) else put.pages,
-        **dict(put.args),
-    }
-
-
-def upload_file(client: Any, path: Path, bucket: str, key: str, sha256: str, rel: str | None = None,
-                put: PutOptions = DEFAULT_PUT) -> None:
-    """Stream ``path`` to ``key`` (multipart when large), with its content type, sha256 and headers."""
-    client.upload_file(str(path), bucket, key, ExtraArgs=put_args(rel or key, sha256, put), Config=TRANSFER)
-
-
-def put_bytes(client: Any, data: bytes, bucket: str, key: str, sha256: str, put: PutOptions = DEFAULT_PUT) -> None:
-    client.put_object(Bucket=bucket, Key=key, Body=data, **put_args(key, sha256, put))
+def _missing(exc: ClientError) -> bool:
+    return str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound")

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 from kernel_factory.atomic import write_bytes
 from kernel_factory.record import Record
+from kernel_factory.store.adopt import AdoptResult, adopt_wheels
 from kernel_factory.store.local import LocalStore
 from kernel_factory.variants import parse
 from packaging.utils import canonicalize_name
@@ -165,3 +168,21 @@ def index_pages(store: Path) -> dict[str, bytes]:
     found = (q for top in tops for q in ([top] if top.is_file() else top.rglob("*")))
     return {p.relative_to(store).as_posix(): p.read_bytes()
             for p in sorted(found) if p.is_file() and not p.name.startswith(".")}  # fmt: skip
+
+
+def adopt(
+    store_root: Path, folder: Path, kernels: Collection[str] = (), listing: Collection[str] | None = None,
+    known: dict[str, dict[str, Any]] | None = None,
+) -> AdoptResult:  # fmt: skip
+    """Adopt every visible ``*.whl`` of ``folder`` that ``listing`` (wheel names with a record in the store; default:
+    listed now) lacks, as ``index --wheels`` does (index/command.py), without the index run around it."""
+    if listing is None:
+        files = store_root / "files"
+        entries = set(os.listdir(files)) if files.is_dir() else set()
+        listing = {n for n in entries if n.endswith(".whl") and f"{n}.json" in entries}
+    with os.scandir(folder) as it:
+        names = sorted(e.name for e in it if e.name.endswith(".whl") and not e.name.startswith(".") and e.is_file())
+    todo = [folder / n for n in names if n not in listing]
+    result = adopt_wheels(store_root, todo, kernels, known) if todo else AdoptResult()
+    result.present = [n for n in names if n in listing]
+    return result

@@ -69,7 +69,7 @@ def execute(ns: argparse.Namespace) -> int:
     from ..index.command import IndexArgs, run_index
     from ..record import FILES
     from ..store import load_records
-    from ..store.retain import plan, plan_named, read_journal, read_pending, remove, started, write_pending
+    from ..store.retain import plan, plan_named, read_journal, remove, started, write_pending
     from ..store.withdraw import parse_spec, select
 
     flags, store = yank.store_of(ns)
@@ -108,7 +108,7 @@ def execute(ns: argparse.Namespace) -> int:
                     report.info(f"{len(going)} wheel(s) left in {store.display} until the next prune: publish the "
                                 "pages, which no longer link them, first (docs/withdraw.md)")
                 else:
-                    gone += remove(store, read_pending(store))
+                    gone += remove(store, read_journal(store)[0])
         codes.append(run_index(IndexArgs(flags=flags, store=store)))  # the catalog and pages see them gone
     versions = len({(r.name, r.kernel_version or r.version) for r in found.remove})
     size = f"{report.megabytes(found.bytes)} ({found.bytes} bytes)"

@@ -63,7 +63,8 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     from ..errors import worst
     from ..index.command import IndexArgs, run_index
     from ..store import load_records
-    from ..store.withdraw import check_reason, mark, parse_spec, select, yanked_value
+    from ..store.status import check_reason
+    from ..store.withdraw import mark, parse_spec, select, yanked_value
 
     spec = parse_spec(ns.spec)
     reason = check_reason(getattr(ns, "reason", None)) if yank else ""

@@ -300,10 +300,10 @@ def index_with_adoption(
         raise sqlite_problem(opened.display, exc) from None
     done = Indexed(warnings=[catalog.note] if catalog.note is not None else [])
     try:
-        from ..store.retain import read_pending
+        from ..store.retain import read_journal
         from ..store.status import read_statuses
 
-        withdrawals = Withdrawals(read_statuses(opened), read_pending(opened))  # statuses, a prune under way
+        withdrawals = Withdrawals(read_statuses(opened), read_journal(opened)[0])  # statuses, a prune under way
 
         def attempt(again: bool) -> tuple[int, IndexResult]:
             done.errors, done.notes = [], []  # this attempt's lines, kept only if it holds up

@@ -35,10 +35,8 @@ class LocalFile:
 class Destination(Protocol):
     """Where a root is published; see directory.py, s3.py and upload.py beside this file."""
 
-    #: How the destination is named in messages (never with secrets).
-    display: str
-    #: Threads used to check and put files (1 where the client is not thread-safe).
-    workers: int
+    display: str  # how the destination is named in messages (never with secrets)
+    workers: int  # threads that check and put files (1 where the client is not thread-safe)
 
     def wants(self, file: LocalFile) -> bool:
         """Whether this destination takes ``file`` at all (an upload endpoint takes wheels only)."""

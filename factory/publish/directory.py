@@ -1,8 +1,5 @@
-"""A local folder (or ``file://`` URL) as a publish destination.
-
-Each file lands atomically: a copy under a temporary name beside the target, then a rename. Never a hard
-link: a write to the published file (``echo >> DEST/simple/index.html``) would change the store's. Files
-with equal bytes are left alone.
+"""A local folder (or ``file://`` URL) as a publish destination: each file copied under a temporary name beside
+its target, then renamed (never a hard link: a write to the published file would change the store's).
 """
 
 from __future__ import annotations

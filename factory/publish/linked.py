@@ -1,12 +1,9 @@
 """Before the pages go up: every file a page links is published with them, is at the destination, or is
 copied from the store (issue 27 item 9).
 
-An S3 store's index root (``index --store s3://... --out OUT``) holds pages only: its wheels stay in the
-bucket, beside the pages' ``../../files/`` links when the root is published to the store's own prefix.
-Published anywhere else, each link would be broken. ``index`` leaves the store's URL in the root
-(``.index-store``, hidden, so never published); publish reads the links of every project page
-(``simple/<project>/index.json``: the variant roots list a subset of the same files), and a linked file that
-is neither under the root nor at the destination is downloaded from that store into a scratch folder and
+An S3 store's index root holds pages only; its wheels stay in the bucket. ``index`` names the store in the root
+(``.index-store``, hidden), and publish reads the links of every project page (``simple/<project>/index.json``):
+a linked file neither under the root nor at the destination is downloaded from that store into scratch and
 published with the wheels, before any page. Where there is no store to copy from, nothing is published.
 """
 
@@ -17,9 +14,8 @@ import posixpath
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from ..errors import Refused, Unreachable
+from ..errors import Refused
 from .base import Destination, LocalFile
 
 STORE_FILE = ".index-store"  # in an index root whose store is elsewhere: {"store": "s3://bucket/prefix"}
@@ -71,29 +67,19 @@ def fetch(root: Path, rels: list[str], scratch: Path) -> list[LocalFile]:
         raise Refused(f"the pages under {root} link {len(rels)} file(s) that are neither there nor at the "
                       f"destination (first: {rels[0]}); publish the store's own folder (or index into this one "
                       "again so that it names its store); no page was published")  # fmt: skip
-    from botocore.exceptions import BotoCoreError, ClientError
+    from ..s3util import Bucket
 
-    from ..s3util import explain, join_key, make_client, parse_s3_url
-
-    bucket, prefix = parse_s3_url(store, flag="--store")
-    client: Any = make_client()
+    bucket = Bucket(store, flag="--store")
     got: list[LocalFile] = []
     try:
         for rel in rels:
             path = scratch / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                client.download_file(bucket, join_key(prefix, rel), str(path))
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey"):
+            with open(path, "wb") as f:
+                if not bucket.download(bucket.key(rel), f):
                     raise Refused(f"{store}/{rel}: a page links it, and it is not in the store either; run "
-                                  "`kernel-factory index` on the store, then publish again") from None  # fmt: skip
-                err = explain(exc, bucket, str(client.meta.endpoint_url), flag="--store")
-                raise err if isinstance(err, Unreachable) else Unreachable(str(err)) from None
-            except BotoCoreError as exc:
-                err = explain(exc, bucket, str(client.meta.endpoint_url), flag="--store")
-                raise err if isinstance(err, Unreachable) else Unreachable(str(err)) from None
+                                  "`kernel-factory index` on the store, then publish again")
             got.append(LocalFile(rel, path, path.stat().st_size))
     finally:
-        client.close()
+        bucket.close()
     return got

@@ -1,16 +1,10 @@
-"""``kernel-factory publish``: copy a store and index root to a destination.
+"""``kernel-factory publish``: copy a store and index root to a destination (docs/publish.md).
 
-Destinations (this package: directory.py, s3.py, upload.py) sit behind the ``Destination`` protocol:
-a folder or ``file://`` URL, ``s3://bucket/prefix``, or an ``http(s)://``
-upload endpoint. Files go in phases so that a reader never sees a link to a
-file that is not there yet: wheels, then their ``.metadata``, then the other
-``files/`` (records), then the pages, deepest first, the landing page last.
-A file a page links that is neither under the root nor at the destination is
-copied from the store first (linked.py), or nothing is published.
-A file that is already there with the same bytes is skipped, so a second
-publish uploads nothing and an interrupted one completes when run again.
-Then what earlier publishes put there and the store withdrew (yank leaves files; prune removes them) is
-deleted, pages first (withdrawals.py); nothing else at the destination is ever deleted.
+Files go in phases so that a reader never sees a link to a file that is not there yet: wheels, ``.metadata``,
+other ``files/`` (records), then the pages, deepest first, the landing page last. A linked file that is neither
+under the root nor at the destination is copied from the store first (linked.py), or nothing is published. A
+file already there with the same bytes is skipped, so an interrupted publish completes when run again. Then
+what the store withdrew is deleted there (withdrawals.py); nothing else at the destination ever is.
 """
 
 from __future__ import annotations
@@ -52,18 +46,13 @@ class PublishArgs:
     json: bool = False  # one JSON document on stdout (docs/json.md); messages go to stderr
 
 
-def open_destination(
-    to: str | None, options: Options | None = None, *, simple_url: str | None = None, repository: str | None = None
-) -> Destination:
-    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint.
-
-    Without ``--to``, an upload endpoint named as twine names it (``--repository`` from ~/.pypirc,
-    TWINE_REPOSITORY_URL, TWINE_REPOSITORY).
-    """
+def open_destination(to: str | None, options: Options | None = None, repository: str | None = None) -> Destination:
+    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint; without
+    ``--to``, an upload endpoint named as twine names it (``--repository``, TWINE_REPOSITORY_URL, ...)."""
+    simple_url = None if options is None else options.simple_url
     loc = Location.parse(to) if to is not None else None
     if loc is None or repository or loc.scheme in ("http", "https"):
-        from .endpoint import resolve
-        from .upload import UploadDestination
+        from .upload import UploadDestination, resolve
 
         if to is not None and repository:
             raise UsageError("pass either --to or --repository, not both")
@@ -73,10 +62,10 @@ def open_destination(
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
                          f"not --to {to}; drop it")
     if loc.scheme == "s3":
-        from ..s3util import DEFAULT_PUT, PutOptions
+        from ..s3util import PutOptions
         from .s3 import S3Destination
 
-        return S3Destination(loc.display, DEFAULT_PUT if options is None else PutOptions.from_options(options))
+        return S3Destination(loc.display, PutOptions.from_options(options))
     if loc.local is None:
         raise UsageError(f"--to {to!r}: unknown scheme {loc.scheme}://; use a folder, file://, s3:// or http(s)://")
     from .directory import DirectoryDestination
@@ -307,10 +296,8 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
 
 
 def _store_lock(root: Path, opts: Options, lock: StoreLock | None) -> AbstractContextManager[None]:
-    """The store lock of ``root`` (``lock``: store/lock.py's ``folder_lock``, which the CLI hands down) for the
-    whole publish: no `index` or `build` changes the folder between its listing and the last copy, so the pages
-    copied link only files copied before them. A folder this user cannot write has no writer to wait for (as
-    for `index`)."""
+    """The store lock of ``root`` (store/lock.py's ``folder_lock``, handed down by the CLI) for the whole publish,
+    so the pages copied link only files copied before them; none where this user cannot write (no writer)."""
     if lock is None or not os.access(root, os.W_OK):
         return nullcontext()
     return lock(root, opts.variables.lock_wait_s)
@@ -322,8 +309,7 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
 
     opts = config.resolve(args.flags)
     root = store_root(args.flags, opts)
-    simple_url = opts.simple_url
-    dest = open_destination(args.to, opts, simple_url=simple_url, repository=args.repository)
+    dest = open_destination(args.to, opts, args.repository)
     if dest.same_root(root):
         raise UsageError(f"--to {args.to} is the store folder itself; publish to another folder")
     dry_run = args.dry_run

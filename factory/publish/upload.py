@@ -1,10 +1,10 @@
 """An ``http(s)://`` upload endpoint (Artifactory, Nexus, devpi, pypiserver) as a publish destination.
 
-Wheels only (the endpoint builds its own index), sent with twine's client for
-the legacy upload API. The URL, credentials and certificates are found as twine
-finds them, and the simple index as endpoint.py says. A wheel already listed on
-the endpoint's simple page with the same sha256 is skipped; one listed with
-other bytes is refused (versions are immutable there).
+Wheels only (the endpoint builds its own index), sent with twine's client for the legacy upload API. A wheel
+already listed on the endpoint's simple page with the same sha256 is skipped; one listed with other bytes is
+refused (versions are immutable there). The upload URL, credentials and certificates are found as twine finds
+them (``resolve``), and the simple index from ``--simple-url``, else the URL's shape (``simple_index``); the
+table of both is in docs/publish.md.
 """
 
 from __future__ import annotations
@@ -12,10 +12,13 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-from collections.abc import Sequence
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
@@ -25,9 +28,138 @@ from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
 from ..safe_text import printable, quiet_credentials, redact_url
 from .base import LocalFile, State
-from .endpoint import Endpoint, simple_index
 
 _CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
+PYPIRC = "~/.pypirc"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url: str  # the upload URL, without credentials
+    user: str | None = None
+    password: str | None = None
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    simple_url: str | None = None  # given by the user; None: detect
+    source: str = "--to"  # what named it, for messages
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``https://user:pass@host/path`` -> (URL without them, user, password)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None, None
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return clean, unquote(parts.username or "") or None, unquote(parts.password or "") or None
+
+
+def _http(url: str, what: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"{what} {url!r} is not an http(s):// URL; give the endpoint's upload URL")
+    return url
+
+
+def _pypirc_section(name: str) -> dict[str, Any]:
+    from twine import exceptions, utils
+
+    try:
+        section = utils.get_repository_from_config(PYPIRC, name)
+    except (exceptions.InvalidConfiguration, exceptions.UnableToReadConfigurationFile) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"--repository {name}: {first}; add a [{name}] section with repository = URL "
+                         f"to {PYPIRC}, or pass --to URL") from None
+    if not section.get("repository"):
+        raise UsageError(f"--repository {name}: {PYPIRC} gives no 'repository' URL for it; add one, or pass --to URL")
+    return dict(section)
+
+
+def resolve(to: str | None, repository: str | None, simple_url: str | None,
+            env: Mapping[str, str] | None = None) -> Endpoint:
+    """The endpoint ``publish`` talks to, from ``--to`` / ``--repository`` and twine's environment and ~/.pypirc."""
+    env = os.environ if env is None else env
+    section: dict[str, Any] = {}
+    if to:
+        url, source = _http(to, "--to"), "--to"
+    elif env.get("TWINE_REPOSITORY_URL") and not repository:
+        url, source = _http(env["TWINE_REPOSITORY_URL"], "TWINE_REPOSITORY_URL"), "TWINE_REPOSITORY_URL"
+    elif repository or env.get("TWINE_REPOSITORY"):
+        name = repository or env["TWINE_REPOSITORY"]
+        section = _pypirc_section(name)
+        url, source = _http(str(section["repository"]), f"{PYPIRC} [{name}] repository"), f"{PYPIRC} [{name}]"
+    else:
+        raise UsageError("publish needs a destination: pass --to DEST, or --repository NAME from ~/.pypirc, "
+                         "or set TWINE_REPOSITORY_URL")
+    url, url_user, url_password = split_credentials(url)
+    user = env.get("TWINE_USERNAME") or section.get("username") or url_user
+    password = env.get("TWINE_PASSWORD") or section.get("password") or url_password
+    if password is None:
+        user, password = _keyring(url, user)
+    if simple_url:
+        _http(simple_url, "--simple-url")
+    return Endpoint(
+        url=url, user=user, password=password,
+        ca_cert=env.get("TWINE_CERT") or section.get("ca_cert") or None,
+        client_cert=env.get("TWINE_CLIENT_CERT") or section.get("client_cert") or None,
+        simple_url=simple_url, source=source,
+    )
+
+
+def _keyring(url: str, user: str | None) -> tuple[str | None, str | None]:
+    try:
+        import keyring
+
+        cred = keyring.get_credential(url, user)
+        if cred is not None:
+            return user or cred.username, cred.password
+    except Exception:  # no keyring backend, or a broken one: go on without
+        pass
+    return user, None
+
+
+_ARTIFACTORY = re.compile(r"^(?P<base>.*/api/pypi/[^/]+)(?:/.*)?$")
+_NEXUS = re.compile(r"^(?P<base>.*/repository/[^/]+)(?:/.*)?$")
+
+
+def simple_from_shape(url: str) -> str | None:
+    """The simple index of an Artifactory or Nexus upload URL, read from the URL alone; None for other shapes."""
+    parts = urlsplit(url)
+    for pattern in (_ARTIFACTORY, _NEXUS):
+        m = pattern.match(parts.path)
+        if m:
+            return str(urlunsplit((parts.scheme, parts.netloc, m.group("base") + "/simple/", "", "")))
+    return None
+
+
+def is_devpi_index(session: Any, url: str) -> bool:
+    """True when ``url`` is a devpi index: its JSON API answers ``{"type": "indexconfig", ...}``."""
+    import requests
+
+    try:
+        resp = session.get(url, headers={"Accept": "application/json"}, timeout=30)
+    except requests.RequestException:
+        return False  # the upload itself will say that the endpoint is unreachable
+    if resp.status_code != 200 or "json" not in resp.headers.get("Content-Type", ""):
+        return False
+    try:
+        body = resp.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("type") == "indexconfig"
+
+
+def simple_index(endpoint: Endpoint, session: Any) -> str:
+    """Where to look for files already on the endpoint (ends with ``/``)."""
+    if endpoint.simple_url:
+        return endpoint.simple_url.rstrip("/") + "/"
+    shaped = simple_from_shape(endpoint.url)
+    if shaped:
+        return shaped
+    base = endpoint.url.rstrip("/") + "/"
+    if is_devpi_index(session, base):
+        return base + "+simple/"
+    return base + "simple/"
 
 
 def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "text/html",
@@ -126,8 +258,9 @@ class UploadDestination:
             raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
                               f"({type(exc).__name__}); check --simple-url") from None
 
-    def state(self, file: LocalFile) -> State:
-        listed = self._listed(file, refresh=False)
+    def state(self, file: LocalFile, refresh: bool = False) -> State:
+        """``refresh``: read the project's page again (after a 409)."""
+        listed = self._listed(file, refresh)
         if listed is None or file.name not in listed:
             return "new"
         remote = listed[file.name]
@@ -157,7 +290,8 @@ class UploadDestination:
         if resp.status_code in (200, 201):
             return
         conflict = resp.status_code == 409 or (resp.status_code == 400 and "exist" in resp.text.lower())
-        if conflict and self.state_after_conflict(file):
+        if conflict:  # ours (or it cannot be compared) unless the page lists other bytes: Refused
+            self.state(file, refresh=True)
             return
         lines = resp.text.strip().splitlines()
         reason = printable((resp.reason or "").strip() or (lines[0] if lines else ""), 200)  # the endpoint's text
@@ -165,14 +299,6 @@ class UploadDestination:
             raise Unreachable(f"{self.display} failed on {file.name} (HTTP {resp.status_code} {reason}, "
                               f"{backoff.tries} tries in {backoff.elapsed:.0f} s); retry later")
         raise Refused(f"{self.display} rejected {file.name} (HTTP {resp.status_code} {reason})")
-
-    def state_after_conflict(self, file: LocalFile) -> bool:
-        """After a 409: True if the file there is ours (or cannot be compared); Refused if it differs."""
-        listed = self._listed(file, refresh=True)
-        remote = (listed or {}).get(file.name, "")
-        if remote and remote != file.sha256():
-            raise Refused(f"{self.display} already holds {file.name} with other bytes; bump the version or delete it")
-        return True
 
     def has(self, rel: str) -> bool:
         return True  # no page is published here (the endpoint builds its own index): no link to check

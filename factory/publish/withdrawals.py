@@ -1,17 +1,11 @@
 """Withdrawals at a destination: what kernel-factory put there and the local root no longer holds is deleted.
 
-The root that is published keeps, per destination, the files a publish put there (path -> size), in
-``<root>/.kernel-factory-published/<destination id>.json`` (a hidden name: never published itself). After a
-publish has put every file (wheels before pages), the files of that list that the root does not hold any more
-(a prune removed them; a page the index dropped) are deleted: pages first, then records, then ``.metadata``,
-then wheels, so that no page links a file that is gone. A file is deleted only when it is still the one
-kernel-factory put there (its size; on S3 also the sha256 that kernel-factory writes into every object's
-metadata); anything else at the destination is left alone.
-
-The list is written twice: before the deletions (the old list and this publish's files), then without the
-deleted ones, so a publish that is killed at any point leaves a list that the next publish finishes from.
-An upload endpoint cannot delete (the upload API has no delete): the withdrawn wheels it still holds are named
-in one warning, once, and docs/withdraw.md says what to do on the server.
+Each root keeps, per destination, what a publish put there (path -> size) in
+``<root>/.kernel-factory-published/<destination id>.json`` (hidden: never published). After every file is put,
+the files of that list the root no longer holds are deleted, pages first, then records, ``.metadata``, wheels,
+and only where still kernel-factory's file (its size; on S3 also its sha256 metadata). The list is written
+before the deletions (old and new files) and after (without the deleted), so a killed publish leaves a list the
+next one finishes from. An upload endpoint cannot delete: its withdrawn wheels are named once (docs/withdraw.md).
 """
 
 from __future__ import annotations
@@ -48,14 +42,6 @@ def manifest_path(root: Path, display: str) -> Path:
     hash of its address)."""
     where = str(Path(display).resolve()) if "://" not in display else display
     return Path(root) / MANIFESTS / f"{hashlib.sha256(where.encode()).hexdigest()[:24]}.json"
-
-
-def read_manifest(path: Path) -> bytes | None:
-    try:
-        with open(open_nofollow(path, "list of published files"), "rb") as f:
-            return f.read(MAX_MANIFEST + 1)
-    except (FileNotFoundError, NotADirectoryError, LinkRefused):
-        return None
 
 
 def parse_manifest(data: bytes | None) -> dict[str, int]:
@@ -105,7 +91,11 @@ def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[s
     if not isinstance(display, str):
         return []
     path = manifest_path(root, display)
-    old = parse_manifest(read_manifest(path))
+    try:
+        with open(open_nofollow(path, "list of published files"), "rb") as f:
+            old = parse_manifest(f.read(MAX_MANIFEST + 1))
+    except (FileNotFoundError, NotADirectoryError, LinkRefused):
+        old = {}
     now = {f.rel: f.size for f in files if f.rel in published}
     stale = sorted((rel for rel in old if rel not in {f.rel for f in files}), key=_order)
     if not isinstance(dest, Withdraws):  # an upload endpoint: the upload API cannot delete

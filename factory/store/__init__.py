@@ -1,7 +1,6 @@
 """The store: the source of truth. Wheels, their ``.metadata`` files and ``.json`` records under ``<root>/files/``.
 
-The index is rendered from the records alone. ``open_store`` picks the backend
-for a location: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py).
+The index is rendered from the records alone. ``open_store``: a local folder (local.py) or ``s3://`` (s3.py).
 """
 
 from __future__ import annotations
@@ -38,12 +37,11 @@ class Store(Protocol):
         ...
 
     def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
-        """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link), or None when there is none."""
+        """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link); None where there is none."""
         ...
 
     def write(self, name: str, data: bytes) -> None:
-        """Write ``files/<name>`` whole (renamed into place; on S3 one PUT with the store's put options);
-        Unreachable, saying why, where it cannot be written."""
+        """Write ``files/<name>`` whole (renamed into place; on S3 one PUT); Unreachable, saying why, if refused."""
         ...
 
     def delete(self, name: str) -> bool:
@@ -51,8 +49,7 @@ class Store(Protocol):
         ...
 
     def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
-        """(size, a key that changes with the file, None or what is there instead of a file) of a file of files/;
-        None where there is none."""
+        """(size, a key that changes with the file, None or what is there instead of a file); None if absent."""
         ...
 
     def sha256_of(self, name: str) -> str:
@@ -69,8 +66,8 @@ class Store(Protocol):
 
     # -- the records, through the catalog (catalog.py)
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
-        """The store's catalog of records (catalog.py): a cache, rebuilt where it is missing or damaged;
-        ``readonly``: a copy that is never written back (a reader's: plan and build)."""
+        """The store's catalog of records, a cache rebuilt where missing or damaged; ``readonly``: a copy never
+        written back (plan and build)."""
         ...
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
@@ -81,18 +78,14 @@ class Store(Protocol):
         """Keep what the run leaves in the catalog (an S3 store puts a changed one back: Unreachable if refused)."""
         ...
 
-    def forget_listing(self, catalog: Catalog) -> None:
-        """List the store again next run."""
-        ...
-
     # -- the run around it
     def lock(self) -> AbstractContextManager[None]:
         """One writer at a time: a local folder's lock file (lock.py); S3 needs none (shards write distinct keys)."""
         ...
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
-        """A temporary folder for wheels on their way in: on the store's own file system where it has one (so
-        they move in by rename, hidden from listings), else in ``scratch`` (None: TMPDIR)."""
+        """A folder for wheels on their way in: in the store's own file system where it has one (they move in by
+        rename), else in ``scratch`` (None: TMPDIR)."""
         ...
 
     def mark_index(self, out: Path) -> None:
@@ -112,10 +105,10 @@ def open_store(location: Location | str | Path, options: Any = None, *, lock_wai
         return LocalStore(loc.local, lock_wait_s)
     if loc.scheme != "s3":
         raise ConfigError(f"store {loc}: unknown scheme {loc.scheme}://; use a folder, file:// or s3://bucket/prefix")
-    from ..s3util import DEFAULT_PUT, PutOptions
+    from ..s3util import PutOptions
     from .s3 import S3Store
 
-    return S3Store(loc.display, put=DEFAULT_PUT if options is None else PutOptions.from_options(options))
+    return S3Store(loc.display, PutOptions.from_options(options))
 
 
 def opened(store: Store | Location | str | Path) -> Store:

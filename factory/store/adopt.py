@@ -1,27 +1,10 @@
-"""``index --wheels DIR``: adopt existing wheels into the store with their ``.metadata`` and records.
+"""``index --wheels DIR``: adopt existing wheels into the store with their ``.metadata`` and records (docs/index.md).
 
-Each wheel is copied into ``files/`` (never hard-linked: a write to the adopted folder's file would change
-the store's), then its METADATA is
-written beside it, then its record; each step atomic, so a record only exists
-once its wheel and metadata are whole. Adopting a wheel again does nothing.
-
-A wheel whose local label is a build variant's (by factory/variants.py), or
-that carries kernel-factory's provenance file, is recorded with that variant,
-so the index lists it in that variant's root and the combined root only. A
-wheel with no label is universal; one with an unknown label goes in the
-combined root only. A wheel whose project is a kernel the store already holds
-is refused unless the user allows it (``--allow-kernel-names``). What is read
-from each wheel, and the caps on it, are in store/wheelinfo.py.
-
-Wheels are read and hashed in parallel processes, in batches: a batch copies
-its wheels and writes their ``.metadata`` files (each to a temporary name,
-renamed into place), syncs the file system once, then renames the records into
-place and syncs once more (two syncs per batch, not an fsync per file). A batch of a few wheels (the usual
-rerun that adds one) fsyncs its files and the folder instead: cheaper than flushing a whole file system. The
-labels in the wheels' names are mapped to their variants once per run, before
-the workers start (loading the variant grammar costs more than adopting
-hundreds of wheels; the workers inherit it, and the mapping), and the mapping
-is kept in the catalog.
+Each wheel is copied in (never hard-linked: a write to the adopted folder's file would change the store's), then
+its METADATA, then its record, each atomic, so a record only exists once its wheel and metadata are whole. A
+wheel of a kernel the store holds is refused unless ``--allow-kernel-names``; what is read from a wheel, and its
+caps, are in wheelinfo.py. Batches are adopted in worker processes, with two file-system syncs per batch rather
+than an fsync per file (a batch of a few wheels fsyncs its files and the folder instead).
 """
 
 from __future__ import annotations
@@ -106,19 +89,23 @@ def _copy_read(batch: Batch, path: str, dest: str, wheel: WheelData, filename: s
         raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still") from None
 
 
-def _adopt_paths(
-    files: str, paths: list[str], kernels: Collection[str] = (), known: dict[str, dict[str, Any]] | None = None
+def adopt_batch(
+    files: str | Path, wheels: Sequence[str | Path], kernels: Collection[str] = (),
+    known: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[tuple[str, Record, str]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
+    """Adopt a batch of wheels; ([(catalog key, record, its file's text)], [(wheel name, why refused)],
+    ``known`` filled)."""
     from .catalog import record_key
 
+    folder, paths = os.fspath(files), [os.fspath(w) for w in wheels]
     known = {} if known is None else known
     small = len(paths) <= SMALL  # a few wheels: an fsync per file and the folder, not the whole file system
-    batch = Batch(files, fsync=small)
+    batch = Batch(folder, fsync=small)
     ready: list[Record] = []
     refused: list[tuple[str, str]] = []
     for path in paths:
         try:
-            ready.append(_prepare(files, batch, path, kernels, known))
+            ready.append(_prepare(folder, batch, path, kernels, known))
         except Refused as exc:
             refused.append((os.path.basename(path), str(exc)))
     if not ready:
@@ -129,7 +116,7 @@ def _adopt_paths(
         name = f"{record.filename}.json"
         data = record.to_json()
         batch.put(name, data)
-        done.append((record_key(os.stat(os.path.join(files, name))), record, data.decode()))  # key: its ctime
+        done.append((record_key(os.stat(os.path.join(folder, name))), record, data.decode()))  # key: its ctime
         # as renamed into place; the text: the row's (store/catalog.py ``catalog_row``)
     _durable(batch)
     return done, refused, known
@@ -149,41 +136,11 @@ def _durable(batch: Batch, wheels: Sequence[str] = ()) -> None:
 def _adopt_rows(
     files: str, paths: list[str], kernels: Collection[str], known: dict[str, dict[str, Any]]
 ) -> tuple[list[Row], list[tuple[str, str]], dict[str, dict[str, Any]]]:
-    """``_adopt_paths`` with the adopted wheels as catalog rows, made here (in a worker) rather than in the
+    """``adopt_batch`` with the adopted wheels as catalog rows, made here (in a worker) rather than in the
     process that waits for every worker; the rows are all it sends back of them."""
-    done, refused, found = _adopt_paths(files, paths, kernels, known)
+    done, refused, found = adopt_batch(files, paths, kernels, known)
     names: dict[str, str] = {}
     return [catalog_row(key, record, names, text) for key, record, text in done], refused, found
-
-
-def adopt_batch(
-    files: Path, wheels: list[Path], kernels: Collection[str] = (), known: dict[str, dict[str, Any]] | None = None
-) -> tuple[list[tuple[str, Record, str]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
-    """Adopt a batch of wheels; ([(catalog key, record, its file's text)], [(wheel name, why refused)],
-    ``known`` filled)."""
-    return _adopt_paths(os.fspath(files), [os.fspath(w) for w in wheels], kernels, known)
-
-
-def adopt(
-    store_root: Path, folder: Path, kernels: Collection[str] = (), listing: Collection[str] | None = None,
-    known: dict[str, dict[str, Any]] | None = None,
-) -> AdoptResult:  # fmt: skip
-    """Adopt every ``*.whl`` in ``folder`` that ``listing`` (wheel names with a record in the store; default:
-    listed now) lacks; refused wheels are warned about and listed, the rest go on. A wheel of a project in
-    ``kernels`` (normalised names) is refused; ``known``: see ``variant_fields``."""
-    if listing is None:
-        try:
-            entries = set(os.listdir(store_root / FILES))
-        except FileNotFoundError:
-            entries = set()
-        listing = {n for n in entries if n.endswith(".whl") and f"{n}.json" in entries}
-    with os.scandir(folder) as it:
-        names = sorted(e.name for e in it if e.name.endswith(".whl") and not e.name.startswith(".") and e.is_file())
-    base = os.fspath(folder)
-    todo = [os.path.join(base, n) for n in names if n not in listing]
-    result = _adopt(store_root, todo, kernels, known) if todo else AdoptResult()
-    result.present = [n for n in names if n in listing]
-    return result
 
 
 def adopt_wheels(
@@ -191,13 +148,7 @@ def adopt_wheels(
     known: dict[str, dict[str, Any]] | None = None, workers: int | None = None,
 ) -> AdoptResult:  # fmt: skip
     """Adopt ``wheels`` in batches, in parallel processes (one per core); ``known``: see ``variant_fields``."""
-    return _adopt(store_root, [os.fspath(w) for w in wheels], kernels, known, workers)
-
-
-def _adopt(
-    store_root: Path, paths: list[str], kernels: Collection[str] = (),
-    known: dict[str, dict[str, Any]] | None = None, workers: int | None = None,
-) -> AdoptResult:  # fmt: skip
+    paths = [os.fspath(w) for w in wheels]
     files = store_root / FILES
     files.mkdir(parents=True, exist_ok=True)
     folder = os.fspath(files)
@@ -227,11 +178,8 @@ def _adopt(
 
 
 def repair(store_root: Path, wheel_name: str) -> Record:
-    """Rebuild ``files/<wheel>.json`` (and its ``.metadata``) from the wheel in the store; Refused if unreadable.
-
-    A wheel that kernel-factory built carries its provenance: the record names its variant, repository and
-    revision again, with the wheel's entry time (the revision's commit time) as upload time.
-    """
+    """Rebuild ``files/<wheel>.json`` (and its ``.metadata``) from the wheel in the store; Refused if unreadable. A
+    built wheel's provenance gives back its variant, repository and revision, its entry time the upload time."""
     files = store_root / FILES
     wheel = files / wheel_name
     try:

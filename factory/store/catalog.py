@@ -1,12 +1,10 @@
 """The catalog: a store's records in one SQLite file, cheap to load and to diff against a listing.
 
-It is a cache: the records (``files/<wheel>.json``) stay the truth, and a catalog that is missing, damaged or of
-another schema is rebuilt from them. A local store keeps it at ``files/.catalog.sqlite``; an ``s3://`` store keeps
-the same file as an object there. Each row holds a wheel's file name, its project, a key that changes whenever its
-record does (given by the store: store/local.py, store/s3.py) and the record file's own JSON text. ``sync``
-compares a listing (wheel -> key) against the rows, reads only the records that are new or changed, drops the rows
-of those gone, and gives the catalog a new generation, all in one transaction. The index keeps the generation its
-pages show (index/command.py): the same generation means nothing to render.
+A cache: the records stay the truth, and a catalog missing, damaged or of another schema is rebuilt from them
+(``files/.catalog.sqlite``, locally or as an object in the bucket). A row holds a wheel's file name, project, a
+key that changes with its record (given by the store) and the record file's own JSON text. ``sync`` reads only
+the records new or changed against a listing, drops those gone and gives the catalog a new generation, in one
+transaction; the same generation means nothing for the index to render.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ CATALOG_FILE = ".catalog.sqlite"
 NOARCH = "torch-noarch"  # the framework of noarch wheels (listed in the variant roots of their backend)
 BUSY_TIMEOUT_S = 5.0  # how long a write waits for another connection's transaction before "database is locked"
 SCHEMA = "3:" + ",".join(FIELDS)  # a new field makes a new schema: the catalog is rebuilt
+FILES_STATE = "files_state"  # meta: a local files/'s stat when the catalog last matched its listing ("": list it)
 
 _TABLES = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -129,10 +128,8 @@ def _expected_master() -> set[tuple[str, str, str | None]]:
 
 
 def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
-    """The records table's row of ``record`` (key: see the module docstring); ``names`` caches projects.
-
-    The row's last column is the record's JSON object: ``text``, the record file's own text that ``record``
-    was checked from, or else ``record.to_json()``."""
+    """The records table's row of ``record``; ``names`` caches projects; its last column is ``text`` (the record
+    file's own text that ``record`` was checked from) or else ``record.to_json()``."""
     project = names.get(record.name) if names is not None else None
     if project is None:
         project = canonicalize_name(record.name)
@@ -289,13 +286,9 @@ class Catalog:
         checked: bool = False,
     ) -> set[str]:  # fmt: skip
         """Write new or changed records (key, record, its file's text or None) and drop removed wheels in one
-        transaction.
-
-        Returns the projects touched (before and after), and gives the catalog a new generation if any.
-        ``only_changed``: leave out the rows that are already there as they are (``--rescan`` reads them all).
-        ``checked``: the records passed store/check.py's checks; a row read back as it was written here gives
-        that record again, not checked twice (``projects``).
-        """
+        transaction, with a new generation where any project (before or after) is touched; those projects.
+        ``only_changed``: skip rows already there as they are (``--rescan``). ``checked``: the records passed
+        check.py's checks, so a row read back as written here is not checked twice (``projects``)."""
         names: dict[str, str] = {}  # display name -> project, computed once per name
         rows = []
         for key, record, text in upserts:
@@ -341,11 +334,8 @@ class Catalog:
         return touched
 
     def label_backends(self) -> dict[str, str | None]:
-        """Every variant label -> its backend (that of its arch wheels, else of its noarch wheels).
-
-        Each label becomes a folder name: one that is not a label's shape, or a backend that is not plain text,
-        raises CatalogDamaged (every row's label and backend are checked against its record when its project is
-        read: ``projects``)."""
+        """Every variant label -> its backend (``label_backends``). Each label becomes a folder name: one not shaped
+        like a label, or a backend not plain text, raises CatalogDamaged."""
         rows = list(self.db.execute(
             "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch"
         ))  # fmt: skip
@@ -356,10 +346,8 @@ class Catalog:
         return label_backends(rows)
 
     def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
-        """(project, its records sorted by file name), project by project in name order: all, or ``names``.
-
-        Every row is checked as a record file is (store/check.py ``check_row``), and its project, label, backend
-        and noarch columns against its record: a row that fails raises CatalogDamaged."""
+        """(project, its records sorted by file name) in name order: all, or ``names``. Every row is checked as a
+        record file is (``check.check_row``) and its columns against its record: CatalogDamaged if one fails."""
         columns = "project, filename, label, backend, noarch, row"
         if names is None:
             rows: Iterable[tuple[str, str, str | None, str | None, int, str]] = self.db.execute(
@@ -467,12 +455,9 @@ def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
     rescan: bool = False,
 ) -> set[str]:  # fmt: skip
-    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records with ``read``; projects touched.
-
-    ``read`` yields (wheel, record or None when it vanished or cannot be read, the record file's text or None)
-    for the wheel names it is given.
-    ``rescan``: read every listed record, whatever its key, and write the rows of those that differ.
-    """
+    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records (``rescan``: every one) with
+    ``read``, which yields (wheel, record or None where it vanished or fails, its file's text or None); the
+    projects touched."""
     have = catalog.keys()
     changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]
@@ -490,6 +475,17 @@ def record_key(st: os.stat_result) -> str:
     """The key of a local file: records are renamed into place, so a new record is a new inode; a file written
     over in place changes its ctime (which no one can set back)."""
     return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
+
+
+def checked(
+    wheels: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None,
+    known_variants: bool = True,
+) -> list[tuple[str, Record | None, str | None, str | None]]:  # fmt: skip
+    """(wheel, its record, its file's text, why not: a line or None) of each record's bytes (None: gone, neither
+    record nor line), every one checked (``check.parse_many``): the one way both stores read records."""
+    parsed = check.parse_many(wheels, datas, where, hint, known_variants)
+    return [(wheel, record, text_of(data) if record is not None else None, why)
+            for (wheel, record, why), data in zip(parsed, datas, strict=True)]
 
 
 def text_of(data: bytes | None) -> str | None:

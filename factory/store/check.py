@@ -1,12 +1,9 @@
 """The one place that checks a record (``files/<wheel>.json``) before anything uses it.
 
-Records come from stores that others may write to (an ``s3://`` store that CI
-shards share, a folder synced from elsewhere), so every field is checked when
-the record is loaded: its size and nesting, every field's type, the name by
-PEP 503/508 rules, the version by PEP 440, the label by the build-variant
-grammar (factory/variants.py), hashes as hex digests, and the file name equal to
-the record's key and to the name and version. A record that fails is named in
-one line with the way to repair it; the caller skips it and goes on.
+Records come from stores others may write to (an ``s3://`` store CI shards share, a folder synced from
+elsewhere), so every field is checked when a record is loaded: size, nesting, types, the name (PEP 503/508), the
+version (PEP 440), the label (variants.py), hex digests, and the file name against its key, name and version.
+A record that fails is named in one line with the way to repair it; the caller skips it and goes on.
 """
 
 from __future__ import annotations
@@ -46,10 +43,7 @@ class BadRecord(Refused):
     """A record that is damaged or fails a check; the index leaves it out."""
 
 
-def repair_hint(wheel_present: bool) -> str:
-    if wheel_present:
-        return "run `kernel-factory index --repair` to rebuild it from its wheel, or delete it and rerun build"
-    return "delete it and rerun build (or adopt the wheel again with index --wheels)"
+LOCAL_HINT = "run `kernel-factory index --repair` to rebuild it from its wheel, or delete it and rerun build"
 
 
 def _depth(value: Any) -> int:
@@ -189,11 +183,9 @@ def _version(text: str) -> Version | None:
 
 
 def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool = True) -> None:
-    """Name, version, label, hashes and file name agree with each other and with the record's key. Each check
-    of a value that many records share (name, version, label, variant) runs once per distinct value.
-    ``known_variants``: the variant must be one the kernels project defines, and the label its label (kernels'
-    parser: an import of ~0.3 s of CPU); else (a catalog row, whose record passed that check when it was read)
-    the variant must be shaped like a variant's name and the label like a label."""
+    """Name, version, label, hashes and file name agree with each other and with the record's key (each check of
+    a value many records share runs once per value). ``known_variants``: the variant is one kernels' parser knows
+    (~0.3 s to import); else (a catalog row, checked so when read) shaped like a variant's name."""
     filename = values["filename"]
     if filename != expected:
         raise ValueError(f"its file name {filename!r} is not the one its key names ({expected!r})")
@@ -259,6 +251,7 @@ def load_variant_parser() -> None:
         pass
 
 
+@lru_cache(maxsize=1 << 14)
 def variant_problem(variant: str, label: str | None) -> str:
     """What is wrong with a record's variant by kernels' parser, given its label ("" if nothing): the part of
     a record's check that ``known_variants=False`` leaves out."""
@@ -317,13 +310,13 @@ REMOTE_HINT = "delete it and rerun build"
 def invalid(where: str, why: object, hint: str | None = None) -> str:
     """The line for a record that fails a check (``why``), ending with ``hint`` (default: how to repair a local
     record)."""
-    return f"{where}: not a valid record ({why}); {hint or repair_hint(True)}"
+    return f"{where}: not a valid record ({why}); {hint or LOCAL_HINT}"
 
 
 def parse(data: bytes, expected: str, where: str, hint: str | None = None, known_variants: bool = True) -> Record:
     """The record in ``data`` (the file ``where``, the record of the wheel ``expected``), or BadRecord
     whose message ends with ``hint`` (default: how to repair a local record)."""
-    hint = hint or repair_hint(True)
+    hint = hint or LOCAL_HINT
     if len(data) > MAX_RECORD_BYTES:
         raise BadRecord(f"{where}: more than {MAX_RECORD_BYTES} bytes, more than a record may hold; {hint}")
     try:

@@ -1,24 +1,12 @@
-"""Every run: the files each record names are still the ones it describes (issue 27 items 3 and 5).
+"""Every run: the files each record names are still the ones it describes (docs/index.md, issue 27 items 3 and 5).
 
-The catalog says which records the pages show; this compares them with the files beside them, through the store
-(store/__init__.py ``Store``: a local folder's stat, an S3 listing's size and ETag), cheaply:
-
-- a record's wheel must have the size the record gives (one stat, or the listing's size);
-- a wheel whose key (local: inode, mtime, ctime, size; S3: ETag) or, on a local store, whose record (its
-  catalog key) changed since the last run that checked it is hashed again and compared with the record's sha256
-  (both are kept in the catalog's meta ``wheel_stats``; a wheel seen for the first time is taken at its size, as
-  adoption or the build has just hashed it); one whose keys are those of the last check, and whose ``.metadata``
-  is there, was compared then: only the others' rows are read;
-- a record's ``.metadata`` must exist; a missing one is written again from the wheel's METADATA when that hashes
-  to the record's ``metadata_sha256``.
-
-Where the store was not listed (``Synced.names`` None: files/ is as the catalog last saw it, so no entry was
-added, removed or renamed since but this run's adopted wheels), each ``.metadata`` is where the last check saw
-it. Each wheel is stat'ed on every run either way.
-
-A wheel that differs from its record is left out of the pages (so pip never gets a link whose hash fails) and
-named with what to do; ``--repair`` records the wheel as it is now. Either way the run exits 3 until the store
-is whole again. Nothing here trusts the catalog over the files: the catalog only says which files to look at.
+Through the Store protocol, cheaply: each wheel's size against its record (one stat, or the S3 listing); a wheel
+whose key (local: stat and its record's catalog key; S3: ETag) changed since the last check that matched is
+hashed again (keys kept in the catalog's meta ``wheel_stats``; a wheel seen first is taken at its size, as
+adoption or the build just hashed it); a missing ``.metadata`` is written again from the wheel where it hashes
+to the record's ``metadata_sha256``. A wheel that differs from its record is left out of the pages and named
+(``--repair`` records it as it is); the run exits 3 until the store is whole. The catalog only says which files
+to look at: nothing here trusts it over the files.
 """
 
 from __future__ import annotations
@@ -31,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Refused, Unreachable
 from ..record import FILES
-from .catalog import Catalog, Synced
+from .catalog import FILES_STATE, Catalog, Synced
 
 if TYPE_CHECKING:
     from . import Store
@@ -149,7 +137,7 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
     if drop or redo:
         found.touched |= catalog.apply(redo, drop)
         if drop:
-            store.forget_listing(catalog)  # the wheel may be back by then
+            catalog.set_meta(FILES_STATE, "")  # list the store again next run: the wheel may be back by then
     if seen != stats:
         catalog.set_meta(STATS, json.dumps(seen, sort_keys=True, separators=(",", ":")))
     return found

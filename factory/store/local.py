@@ -1,10 +1,8 @@
 """The store in a local folder: wheels, their ``.metadata`` files and ``.json`` records under ``<root>/files/``.
 
-A wheel is stored in the order wheel -> .metadata -> record, each atomically,
-so a record only exists once its wheel and metadata are whole. Every writer
-renames into ``files/`` under the store lock, so the folder's own stat says
-whether an entry was added, removed or renamed since the catalog last matched
-its listing (``FILES_STATE``): then nothing is listed.
+Each stored wheel -> .metadata -> record, each atomically, so a record only exists once its wheel and metadata are
+whole. Every writer renames into ``files/`` under the store lock, so the folder's own stat says whether an entry
+changed since the catalog last matched its listing (``FILES_STATE``): where none did, nothing is listed.
 """
 
 from __future__ import annotations
@@ -26,14 +24,13 @@ from ..errors import Unreachable, unusable
 from ..nofollow import open_nofollow, real_folder, refuse
 from ..record import FILES, Record
 from . import MAX_BYTES, check
-from .catalog import CATALOG_FILE, Catalog, Got, Synced, record_key, sync, text_of
+from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, checked, record_key, sync
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
 PARALLEL_READ = 5000  # records read in one sync from which batches are read and checked in worker processes
 MAX_WORKERS = 16
 Read = tuple[str, "Record | None", "str | None", "str | None"]  # wheel, its record, its file's text, why not
-FILES_STATE = "files_state"  # meta: files/'s stat when the catalog last matched its listing ("" if it did not)
 
 
 def stat_state(st: os.stat_result) -> str:
@@ -42,11 +39,8 @@ def stat_state(st: os.stat_result) -> str:
 
 
 def folder_state(folder: Path) -> str | None:
-    """What a folder's own stat says about its entries: any entry added, removed or renamed over changes it.
-
-    None if there is no folder. A folder changed less than ``TICK_NS`` ago is stat'ed again once that time has
-    passed: on a kernel with coarse file times, a change within the same clock tick would not show in its stat.
-    """
+    """A folder's own stat, which any entry added, removed or renamed over changes (None: no folder); one changed
+    less than ``TICK_NS`` ago is stat'ed again after that, as coarse file times hide a change within a tick."""
     try:
         st = os.stat(folder)
         age = time.time_ns() - st.st_mtime_ns
@@ -58,28 +52,8 @@ def folder_state(folder: Path) -> str | None:
     return stat_state(st)
 
 
-def local_catalog(root: Path, readonly: bool = False) -> Catalog:
-    """The catalog file of a local store folder; in memory where the store cannot be written (read-only), and
-    ``readonly``: an in-memory copy of the file (``Catalog.copy_of``), which is never written."""
-    files = root / FILES
-    real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
-    if not files.is_dir() or not (readonly or os.access(files, os.W_OK)):
-        return Catalog(":memory:")
-    path = files / CATALOG_FILE
-    for each in (path, files / f"{CATALOG_FILE}-journal"):
-        try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
-            st = os.lstat(each)
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            raise refuse(each, "catalog")
-    return Catalog.copy_of(path) if readonly else Catalog(path)
-
-
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
-    """(wheel, its record, the record file's text, why not: a line or None) of each wheel of ``batch`` whose record
-    is in ``folder`` (``check.parse_many``; a record gone: neither record nor line). ``known_variants``: see
-    ``check.check``."""
+    """``catalog.checked`` of the records of ``batch`` in ``folder``; ``known_variants``: see ``check.check``."""
     datas: list[bytes | None] = []
     for wheel in batch:
         try:
@@ -87,10 +61,7 @@ def read_records(folder: str, batch: list[str], known_variants: bool = True) -> 
                 datas.append(f.read(check.MAX_RECORD_BYTES + 1))
         except FileNotFoundError:
             datas.append(None)
-    where = [os.path.join(folder, f"{w}.json") for w in batch]
-    parsed = check.parse_many(batch, datas, where, known_variants=known_variants)
-    return [(wheel, record, text_of(data) if record is not None else None, why)
-            for (wheel, record, why), data in zip(parsed, datas, strict=True)]
+    return checked(batch, datas, [os.path.join(folder, f"{w}.json") for w in batch], known_variants=known_variants)
 
 
 _VALUES = operator.attrgetter(*Record.__slots__)  # a Record's fields in order: what a worker sends back of it
@@ -116,7 +87,6 @@ class LocalStore:
     # -- the small files of files/ that yank, status and prune change ---------------------------------------
 
     def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
-        """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link), or None when there is none."""
         try:
             with os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
                 return f.read(limit + 1)
@@ -124,13 +94,11 @@ class LocalStore:
             return None
 
     def write(self, name: str, data: bytes) -> None:
-        """Write ``files/<name>``, renamed into place; Unreachable where the folder cannot be written."""
         if not os.access(self.files, os.W_OK):
             raise Unreachable("the store is read-only here: run `kernel-factory` where the store can be written")
         write_bytes(self.files / name, data)
 
     def delete(self, name: str) -> bool:
-        """Delete ``files/<name>`` (a link itself, never what it points to); whether it was there."""
         try:
             os.unlink(self.files / name)
         except FileNotFoundError:
@@ -151,7 +119,6 @@ class LocalStore:
             raise unusable(exc, self.files) or exc from None
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
-        """Move (or copy) ``wheel`` in, then its .metadata, then the record; each atomic."""
         real_folder(self.files)  # never into a link's folder
         self.files.mkdir(parents=True, exist_ok=True)
         dest = self.files / record.filename
@@ -169,11 +136,23 @@ class LocalStore:
     # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
 
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
-        """``files/.catalog.sqlite`` (in memory where the folder cannot be written); ``adopting``: make ``files/``
-        first (wheels are adopted into it); ``readonly``: an in-memory copy of it, the file left as it is."""
+        """``files/.catalog.sqlite``, in memory where the folder cannot be written; ``adopting``: make ``files/``
+        first (wheels are adopted into it); ``readonly``: an in-memory copy of it (``Catalog.copy_of``)."""
+        files = self.files
         if adopting:
-            self.files.mkdir(parents=True, exist_ok=True)
-        return local_catalog(self.root, readonly)
+            files.mkdir(parents=True, exist_ok=True)
+        real_folder(files)  # files/ a link: the records, wheels and catalog would be another folder's
+        if not files.is_dir() or not (readonly or os.access(files, os.W_OK)):
+            return Catalog(":memory:")
+        path = files / CATALOG_FILE
+        for each in (path, files / f"{CATALOG_FILE}-journal"):
+            try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
+                st = os.lstat(each)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise refuse(each, "catalog")
+        return Catalog.copy_of(path) if readonly else Catalog(path)
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Bring ``catalog`` up to date with ``files/``: nothing is listed where the folder's stat is the one the
@@ -214,11 +193,9 @@ class LocalStore:
         return found
 
     def _read(self, found: Synced) -> Any:
-        """A ``read`` for catalog.sync: each record checked (store/check.py); one that fails is not read into the
-        catalog and adds one line to ``found.errors`` (it is read again next time). From ``PARALLEL_READ``
-        records on (a first index of a store built elsewhere), batches are read and checked in worker processes
-        (store/pool.py), while this one loads kernels' variant parser: the workers check each variant's shape,
-        this process each distinct variant once by the parser, as ``check.parse`` does."""
+        """A ``read`` for catalog.sync; a record that fails its check adds a line to ``found.errors``. From
+        ``PARALLEL_READ`` records on, batches are read in worker processes (variants by their shape) while this one
+        loads kernels' variant parser and checks each distinct variant once by it."""
 
         def read(wheels: list[str]) -> Iterator[Got]:
             folder = os.fspath(self.files)
@@ -236,16 +213,13 @@ class LocalStore:
                     results = [[(wheel, None if values is None else Record(*values), text, why)
                                 for wheel, values, text, why in future.result()] for future in futures]
                 parsed = False
-            problems: dict[tuple[str, str | None], str] = {}
             for batch in results:
                 for wheel, record, text, why in batch:
                     if record is not None and not parsed and record.variant is not None:
-                        key = (record.variant, record.label)
-                        if key not in problems:
-                            problems[key] = check.variant_problem(*key)
-                        if problems[key]:
+                        problem = check.variant_problem(record.variant, record.label)  # once per variant (cached)
+                        if problem:
                             record, text = None, None
-                            why = check.invalid(os.path.join(folder, f"{wheel}.json"), problems[key])
+                            why = check.invalid(os.path.join(folder, f"{wheel}.json"), problem)
                     if why is not None:
                         found.errors.append((wheel, why))
                     yield wheel, record, text
@@ -253,8 +227,6 @@ class LocalStore:
         return read
 
     def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
-        """(size, key, None or what is there instead of a file) of a wheel in files/ (one stat), None where there
-        is none."""
         try:
             st = os.stat(f"{self.files}{os.sep}{name}")  # no os.path.join: a no-op run makes one call per wheel
         except FileNotFoundError:
@@ -266,7 +238,6 @@ class LocalStore:
         return file_digest(self.files / name)
 
     def wheel_metadata(self, name: str) -> bytes:
-        """A wheel's METADATA (read with wheelinfo's caps); Refused where it is not a wheel."""
         from .wheelinfo import read_wheel_info
 
         return read_wheel_info(self.files / name)[0]
@@ -279,10 +250,6 @@ class LocalStore:
         applied), it matches it now."""
         if adopted and catalog.meta(FILES_STATE):
             catalog.set_meta(FILES_STATE, folder_state(self.files) or "")
-
-    def forget_listing(self, catalog: Catalog) -> None:
-        """List ``files/`` again next run (a wheel dropped from the pages may be back by then)."""
-        catalog.set_meta(FILES_STATE, "")
 
     def mark_index(self, out: Path) -> None:
         """Nothing: a local store's pages link its own files."""

@@ -1,13 +1,9 @@
 """One writer at a time per store: an advisory lock file beside the records.
 
-The holder writes its PID into the lock file, so a run that finds the lock held
-can say which process holds it and whether that process is still alive. The
-lock's file descriptor is recorded in ``HELD_FDS`` so that forked worker
-processes close their inherited copy (pipeline/workers.py): an ``flock`` belongs
-to the open file, and a worker that outlived a killed main process would
-otherwise keep the store locked forever. A holder that finishes empties the
-file; only after one that did not (killed) is the store walked for ``.tmp-``
-leftovers, so a run with nothing to do costs no walk of a large store.
+The holder writes its PID into it, so a waiting run can say who holds it and whether that process lives. Its
+descriptor is kept in ``HELD_FDS`` so that forked workers close their copy (pool.py): an ``flock`` belongs to the
+open file. A holder that finishes empties the file; only after one that did not (killed) is the store swept of
+``.tmp-`` leftovers, so a run with nothing to do walks nothing.
 """
 
 from __future__ import annotations
@@ -72,17 +68,6 @@ def held_message(root: Path) -> str:
     return f"{root}: another kernel-factory run ({who}) holds {LOCK_NAME}; {fix}"
 
 
-def _write_pid(fd: int) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-
-
-def _clear_pid(fd: int, before: os.stat_result) -> None:
-    """Empty the lock file and give it back its times: a run that changed nothing leaves every file as it was."""
-    os.ftruncate(fd, 0)
-    os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
-
-
 @contextmanager
 def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[None]:
     """Hold the lock of the store folder ``root`` (LocalStore.lock); wait up to ``wait_s`` seconds
@@ -117,7 +102,8 @@ def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[Non
         HELD_FDS.add(fd)
         before = os.fstat(fd)
         try:
-            _write_pid(fd)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             if before.st_size:  # the last holder did not clear it (killed): its leftovers may be anywhere below;
                 # every writer of the store holds this lock, so each one is a leftover, whatever its time says
                 # (a clock stepped back, an NFS server's clock ahead of this one)
@@ -125,7 +111,9 @@ def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[Non
             yield
         finally:
             HELD_FDS.discard(fd)
-            _clear_pid(fd, before)
+            # emptied, its times given back: a run that changed nothing leaves every file as it was
+            os.ftruncate(fd, 0)
+            os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

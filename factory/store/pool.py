@@ -1,16 +1,10 @@
 """Worker processes that never outlive the run that started them, and never hold its store lock.
 
-Every process pool of a run is made here: the build's (pipeline), adoption's (store/adopt.py) and the index's
-full render (index/command.py). ``ProcessPoolExecutor`` forks its workers: each inherits every open file
-descriptor, the store lock's included, and when the main process is killed
-alone (``kill -9``, the OOM killer) the workers stay blocked on the call queue
-forever, holding the lock. ``init_worker`` runs first in every worker: it closes
-the inherited lock, asks Linux to SIGKILL the worker when its parent dies
-(``PR_SET_PDEATHSIG``), or, where prctl is not there (e.g. macOS), starts a watchdog thread that ends the
-worker once its parent PID changes.
-Workers write only under hidden temporary names (the build's scratch folder ``.tmp-work-*``, adoption's and
-the pages' ``.tmp-*`` files) that are renamed into place when whole, and that the next run removes (store/lock.py),
-so a killed worker leaves nothing half-written in the store or the index.
+Every process pool of a run is made here. Forked workers inherit every file descriptor, the store lock's
+included, and outlive a main process killed alone (``kill -9``, the OOM killer), blocked forever holding the
+lock. ``init_worker`` closes the inherited lock and has Linux SIGKILL the worker when its parent dies
+(``PR_SET_PDEATHSIG``; where prctl is missing, a watchdog thread). Workers write only hidden ``.tmp-`` names,
+renamed into place when whole and swept by the next run (lock.py).
 """
 
 from __future__ import annotations
@@ -29,15 +23,6 @@ from .lock import HELD_FDS
 WATCH_INTERVAL_S = 0.5
 
 
-def _close_inherited_locks() -> None:
-    for fd in list(HELD_FDS):
-        try:
-            os.close(fd)  # the lock stays with the main process: flock belongs to the open file, now held once
-        except OSError:
-            pass
-    HELD_FDS.clear()
-
-
 def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(WATCH_INTERVAL_S)
@@ -46,7 +31,12 @@ def _watch_parent(parent: int) -> None:
 
 def init_worker(parent: int) -> None:
     """Run first in each worker process (``parent`` is the main process's PID)."""
-    _close_inherited_locks()
+    for fd in list(HELD_FDS):
+        try:
+            os.close(fd)  # the lock stays with the main process: flock belongs to the open file, now held once
+        except OSError:
+            pass
+    HELD_FDS.clear()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the main process's handler (cli) is for the main process only
     linked = die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
@@ -56,10 +46,8 @@ def init_worker(parent: int) -> None:
 
 
 def worker_pool(max_workers: int) -> ProcessPoolExecutor:
-    """A process pool whose workers drop the store lock and end when this process dies.
-
-    Workers are forked. What this process allocated so far (its imports) is moved out of the collector's reach
-    first, so the workers' collections do not walk (and copy, page by page) the heap they share with it."""
+    """A pool of forked workers that drop the store lock and end when this process dies. Its heap so far is frozen
+    first, so the workers' collections do not walk (and copy, page by page) what they share with it."""
     gc.freeze()
     return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("fork"),
                                initializer=init_worker, initargs=(os.getpid(),))  # fork: the index's full

@@ -1,16 +1,9 @@
 """Retention: which versions a prune removes, and removing them so that no reader sees a dangling link.
 
-Rules (``prune`` flags or the config's ``[prune]`` table; a version is kept when any rule keeps it):
-keep the newest N versions of each major (``keep-per-major``), keep every version newer than a date
-(``keep-since``: its newest wheel's upload time, the revision's commit time), never a version a kernels.lock
-pins (by repository and commit), and never a project's newest version.
-
-Removal runs in steps, each of which a kill may stop; the next run (``prune``, or the index run for the pages)
-finishes it:
-  1. ``files/.prune-pending.json`` names the wheels to remove (written atomically, under the store lock);
-  2. the index run renders the pages without them (index/pages.py leaves pending wheels out);
-  3. each wheel's record, then its ``.metadata``, then the wheel is deleted, under the store lock;
-  4. the journal is removed and the index run brings the catalog and pages to the store.
+A version is kept when any rule keeps it: ``keep-per-major``, ``keep-since``, a kernels.lock's pin, or being the
+project's newest. Removal (docs/withdraw.md) runs in steps that a kill may stop and the next run finishes: the
+journal ``files/.prune-pending.json`` names the wheels; the index renders pages without them; each record, then
+``.metadata``, then wheel is deleted under the store lock; the journal goes and the index catches up.
 """
 
 from __future__ import annotations
@@ -190,11 +183,6 @@ def read_journal(files: Store) -> tuple[frozenset[str], bool]:
         raise Refused(f"{where}: damaged (not the list of wheels a prune removes); remove it and run "
                       "`kernel-factory prune` again")
     return frozenset(wheels), rendered
-
-
-def read_pending(files: Store) -> frozenset[str]:
-    """The wheels a prune under way removes (none when there is no journal); Refused for a damaged journal."""
-    return read_journal(files)[0]
 
 
 def write_pending(files: Store, wheels: Iterable[str], rendered: bool = False) -> None:

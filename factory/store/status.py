@@ -1,12 +1,9 @@
 """Project status (PEP 792): ``active``, ``archived``, ``quarantined`` or ``deprecated``, with a reason.
 
-Kept in the store beside the records, in one small file, ``files/project-status.json``:
-
-    {"projects": {"img2grey": {"reason": "wrong results on sm_90", "status": "quarantined"}}, "schema": 1}
-
-A project it does not name is ``active``. The file is written atomically (renamed into place) under the store
-lock, and checked when read like a record: a file that fails the check stops the index run (exit 3) rather than
-render a quarantined project's files again.
+Kept beside the records in ``files/project-status.json``
+(``{"projects": {"img2grey": {"reason": "...", "status": "quarantined"}}, "schema": 1}``; a project it does not
+name is ``active``), written whole under the store lock and checked when read like a record: a file that fails
+stops the index run (exit 3) rather than render a quarantined project's files again.
 """
 
 from __future__ import annotations
@@ -51,15 +48,19 @@ def one_line(text: object) -> bool:
     return plain_text(text) and "\n" not in text and "\t" not in text  # type: ignore[operator]
 
 
+def check_reason(reason: str | None) -> str:
+    """``--reason`` (of status, yank): one line, or UsageError."""
+    if reason and not one_line(reason):
+        raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
+                         "give one line")
+    return reason or ""
+
+
 def check_status(status: str, reason: str | None) -> Status:
     """A Status from the command line's words, or UsageError naming the fix."""
     if status not in STATUSES:
         raise UsageError(f"status {status!r}: expected one of {', '.join(STATUSES)}")
-    reason = reason or ""
-    if not one_line(reason):
-        raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
-                         "give one line")
-    return Status(status, reason)
+    return Status(status, check_reason(reason))
 
 
 def parse(data: bytes, where: str) -> dict[str, Status]:

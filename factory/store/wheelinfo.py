@@ -1,12 +1,8 @@
 """What adoption reads from one wheel: its file name, METADATA and provenance file, its digest, and its record.
 
-A wheel of up to ``WHOLE`` bytes is read once: the bytes are hashed and the
-zip is read from memory; a bigger one is hashed in chunks and its zip read
-from the file, both by ``zipfile``. Nothing is inflated beyond ``MAX_METADATA``
-(METADATA) or ``MAX_PROVENANCE`` bytes (the provenance file). METADATA's
-header block alone goes to packaging's ``parse_email`` (the long description
-after it is not parsed). Every refusal is one line that names the wheel and
-the fix.
+A wheel of up to ``WHOLE`` bytes is read and hashed once, its zip read from memory; a bigger one is hashed in
+chunks and its zip read from the file. Nothing is inflated beyond ``MAX_METADATA`` or ``MAX_PROVENANCE`` bytes,
+and only METADATA's header block is parsed. Every refusal is one line that names the wheel and the fix.
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ class WheelData:
     metadata: bytes
     provenance: bytes | None
     data: bytes | None  # the whole file, when it was read into memory
-    ident: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file read: what adoption may hard-link
 
 
 def parse_name(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag]]:
@@ -92,10 +87,8 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, Valu
 
 
 def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
-    """(METADATA, the provenance file or None) of a wheel, each read with a size cap.
-
-    Refused if there is not exactly one ``.dist-info/METADATA``, or the zip is unreadable.
-    """
+    """(METADATA, the provenance file or None) of a wheel, each read with a size cap; Refused if there is not
+    exactly one ``.dist-info/METADATA``, or the zip is unreadable."""
     try:
         return _members(wheel, wheel.name)
     except _ZIP_ERRORS as exc:
@@ -112,13 +105,12 @@ def read_wheel(path: str, filename: str) -> WheelData:
                           "only (a link could point anywhere once in the store): copy the wheel itself there") from None
         try:
             st = os.fstat(fd)
-            ident = (st.st_dev, st.st_ino)
             if st.st_size > WHOLE:
                 with open(fd, "rb", closefd=False) as f:
                     digest = stream_digest(f)
                     f.seek(0)
                     metadata, provenance = _members(f, filename)
-                return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None, ident)
+                return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None)
             data = os.read(fd, st.st_size + 1)
             if len(data) != st.st_size:  # a short read, or the file changed: read on to its end
                 parts = [data]
@@ -130,7 +122,7 @@ def read_wheel(path: str, filename: str) -> WheelData:
         metadata, provenance = _members(io.BytesIO(data), filename)
     except _ZIP_ERRORS as exc:
         raise _unreadable(filename, exc) from None
-    return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data, ident)
+    return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data)
 
 
 def _provenance_variant(provenance: bytes | None) -> str | None:
@@ -139,22 +131,12 @@ def _provenance_variant(provenance: bytes | None) -> str | None:
 
 
 def variant_fields(
-    wheel_name: str, provenance: bytes | None, known: dict[str, dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """Record fields naming the build variant of an adopted wheel; empty when it has no label or an unknown one.
-
-    The provenance file's variant wins when its label is the wheel's; else the label is read back as a variant
-    by the rules built wheels follow. An unknown label prints a warning: the wheel goes in the combined root only.
-    ``known`` (label and platform tags -> fields) is looked up first and filled, for wheels without provenance.
-    """
-    _name, version, _build, tags = parse_wheel_filename(wheel_name)
-    return _variant_fields(wheel_name, version, tags, provenance, known)
-
-
-def _variant_fields(
     wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
     known: dict[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:  # fmt: skip
+    """Record fields naming an adopted wheel's build variant: its provenance file's where that names the wheel's
+    label, else the label read back by the rules built wheels follow; empty (and a warning: combined root only)
+    for no label or an unknown one. ``known`` (label and platform tags -> fields): looked up first, then filled."""
     label = version.local
     key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:
@@ -212,14 +194,9 @@ def _target_fields(target: variants.Target) -> dict[str, Any]:
 
 
 def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:
-    """Fill ``known`` (see ``variant_fields``) with each local label and platform tags among ``filenames`` (wheel
-    file names) that it lacks, reading each label by the same rules as ``variant_fields`` (no warning here: the
-    wheel's adoption prints it).
-
-    Adoption calls this once, before its workers start, so the variant grammar (the kernels package, slower
-    to load than hundreds of wheels are to adopt) is loaded once and inherited, not once per worker. Names that
-    are not valid wheel names are left to the adoption that refuses them.
-    """
+    """Fill ``known`` (see ``variant_fields``) with the labels and platform tags of ``filenames`` it lacks (no
+    warning: each wheel's adoption prints its own). Called once before adoption's workers start, so they inherit
+    the variant grammar (slower to load than hundreds of wheels are to adopt); invalid names are left to them."""
     # one wheel name for each part after the project: label and tags are in that part
     names = {name.partition("-")[2]: name for name in filenames}
     for name in names.values():
@@ -289,16 +266,14 @@ def record_of(
         "kind": "adopted",
         "license": raw.get("license_expression") or raw.get("license") or None,
     }
-    values.update(_variant_fields(filename, version, tags, wheel.provenance, known))
+    values.update(variant_fields(filename, version, tags, wheel.provenance, known))
     return Record(**values)
 
 
-def make_record(
-    wheel: Path, metadata: bytes, provenance: bytes | None = None, known: dict[str, dict[str, Any]] | None = None
-) -> Record:
-    """The record of an adopted wheel, from its file name, METADATA, provenance and file."""
+def make_record(wheel: Path, metadata: bytes, provenance: bytes | None) -> Record:
+    """The record of a wheel in the store (``--repair``), from its file name, METADATA, provenance and file."""
     from ..atomic import file_digest
 
     st = wheel.stat()
     data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)
-    return record_of(wheel.name, parse_name(wheel.name), data, known)
+    return record_of(wheel.name, parse_name(wheel.name), data, None)

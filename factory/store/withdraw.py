@@ -1,9 +1,8 @@
-"""Yank and unyank (PEP 592): the records of the wheels a spec names, marked, each renamed into place.
+"""Yank and unyank (PEP 592): the records of the wheels a spec names, marked, each written whole.
 
-A spec is a project and a version or specifier (``img2grey==1.1.2``, ``img2grey==1.0.7+torch29cu128cxx11``,
-``img2grey<1.1``), read by ``packaging``: ``==1.1.2`` matches every label of 1.1.2 (PEP 440 ignores the local
-label of a candidate when the specifier has none); ``==1.1.2+LABEL`` one wheel set. The pages are rendered
-again by the index run (the caller's), which pip and uv read: a yanked wheel is skipped unless pinned exactly.
+A spec is read by ``packaging``: ``img2grey==1.1.2`` matches every label of 1.1.2 (PEP 440 ignores a candidate's
+local label when the specifier has none), ``==1.1.2+LABEL`` one wheel set, ``'img2grey<1.1'`` a range. The
+caller's index run renders the pages, where pip and uv skip a yanked wheel unless it is pinned exactly.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from packaging.version import InvalidVersion, Version
 from ..errors import Refused, UsageError, VersionNotFound
 from ..record import Record
 from . import check
-from .status import one_line
 
 if TYPE_CHECKING:
     from . import Store
@@ -60,15 +58,6 @@ def parse_spec(text: str) -> Spec:
     return Spec(text, str(canonicalize_name(req.name)), req.specifier)
 
 
-def check_reason(reason: str | None) -> str:
-    if reason is None:
-        return ""
-    if not one_line(reason):
-        raise UsageError("--reason: at most 4096 characters and no control characters (a newline among them); "
-                         "give one line")
-    return reason
-
-
 def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
     """The records ``spec`` names, sorted by file name; UsageError for an unknown project, VersionNotFound
     (exit 2) for a spec that names none of its wheels."""
@@ -92,11 +81,9 @@ def yanked_value(reason: str | None, yank: bool) -> bool | str:
 
 
 def mark(files: Store, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
-    """Write each record with ``yanked`` = ``value`` (locally renamed into place; on S3 one PUT); (those changed,
-    those already so).
-
-    The record file itself is read and changed (keys this version does not know are kept), checked as a store's
-    record is (store/check.py) and against the catalog's row (a record changed since is refused)."""
+    """Write each record with ``yanked`` = ``value``; (those changed, those already so). The record file itself is
+    changed (keys this version does not know are kept), checked as a record and against the catalog's row (one
+    changed since is refused)."""
     changed, same = [], []
     for r in records:
         if r.yanked == value:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from index_synth import add_kernel, make_wheel
+from index_synth import add_kernel, adopt, make_wheel
 from kernel_factory.index.command import index_with_adoption
 from kernel_factory.index.pages import DEFAULT_BASE_URL
 from support import http_server
@@ -50,8 +50,6 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
             )  # fmt: skip
     add_kernel(store, "My_Kernel", "0.1.0", variants[1], summary="Quotes \" and ' and <b>tags</b>")
     make_wheel(store / "adopt", "helper-lib", "2.0")
-    from kernel_factory.store.adopt import adopt
-
     adopt(store, store / "adopt")
     index_with_adoption(str(store), store, None, "https://kernels.example.com")
     return store / "index.html"

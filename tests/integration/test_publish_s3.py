@@ -147,6 +147,26 @@ def test_killed_publish_reruns_to_a_complete_consistent_bucket(s3: Any, endpoint
     assert_links_resolve(s3, "killed", "p")
 
 
+def test_a_record_deleted_between_the_listing_and_its_read_is_gone_not_a_failure(s3: Any, tmp_path: Path) -> None:
+    """A prune (or another writer) deletes a record after the store was listed: the sync counts it as removed."""
+    s3.create_bucket(Bucket="vanish")
+    built = make_root(tmp_path / "built", WHEELS)
+    store = S3Store("s3://vanish/kf")
+    for record in built.records:
+        wheel = tmp_path / record.filename
+        wheel.write_bytes((built.path / "files" / record.filename).read_bytes())
+        store.put(wheel, (built.path / "files" / f"{record.filename}.metadata").read_bytes(), record)
+    gone = built.records[0].filename
+    catalog = store.open_catalog()  # the listing names every record
+    try:
+        s3.delete_object(Bucket="vanish", Key=f"kf/files/{gone}.json")
+        synced = store.sync(catalog)
+        assert synced.errors == [] and gone not in {r.filename for r in catalog.records()}
+        assert len(catalog.records()) == len(built.records) - 1
+    finally:
+        catalog.close()
+
+
 def test_s3_store_put_records_then_publish_skips_its_wheels(
     s3: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

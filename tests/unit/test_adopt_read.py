@@ -255,7 +255,8 @@ def test_labels_mapped_once_before_the_workers(
     wheelinfo.map_labels([*LABELLED, "not-a-wheel.whl", "k-1.0+x.whl"], known)
     assert capsys.readouterr().err == ""  # each wheel's adoption warns about its unknown label, not this
     filled: dict[str, dict[str, object]] = {}
-    fields = [wheelinfo.variant_fields(name, None, filled) for name in LABELLED]  # as each wheel fills it
+    fields = [wheelinfo.variant_fields(name, *wheelinfo.parse_name(name)[1:], None, filled)
+              for name in LABELLED]  # as each wheel fills it
     assert known == filled and len(known) == 4
     assert fields[0]["variant"] == "torch27-cxx11-cu128-x86_64-linux" and fields[4] == fields[5] == {}
     capsys.readouterr()
@@ -265,5 +266,5 @@ def test_labels_mapped_once_before_the_workers(
 
     monkeypatch.setattr(variants, "for_label", unread)  # with the mapping, no wheel needs the grammar
     monkeypatch.setattr(variants, "parse", unread)
-    assert [wheelinfo.variant_fields(name, None, known) for name in LABELLED] == fields
+    assert [wheelinfo.variant_fields(name, *wheelinfo.parse_name(name)[1:], None, known) for name in LABELLED] == fields
     assert capsys.readouterr().err.count("is not a build variant's") == 1  # still warned, per wheel

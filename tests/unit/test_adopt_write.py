@@ -10,12 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from index_synth import make_wheel
+from index_synth import adopt, make_wheel
 from kernel_factory.atomic import fsync_path
 from kernel_factory.libc import sync_fs
 from kernel_factory.store import adopt as adopt_module
 from kernel_factory.store import wheelinfo
-from kernel_factory.store.adopt import adopt, adopt_batch, adopt_wheels
+from kernel_factory.store.adopt import adopt_batch, adopt_wheels
 
 
 def names(folder: Path) -> list[str]:

@@ -14,8 +14,8 @@ from kernel_factory.atomic import write_bytes
 from kernel_factory.index.command import index_with_adoption
 from kernel_factory.record import FILES
 from kernel_factory.store import local
-from kernel_factory.store.catalog import Catalog
-from kernel_factory.store.local import FILES_STATE, TICK_NS, LocalStore, folder_state, local_catalog
+from kernel_factory.store.catalog import FILES_STATE, Catalog
+from kernel_factory.store.local import TICK_NS, LocalStore, folder_state
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 URL = "http://127.0.0.1:8000"
@@ -44,7 +44,7 @@ def store(tmp_path: Path) -> Path:
     root = tmp_path / "public"
     for version in ("1.0", "1.1"):
         add_kernel(root, "img2grey", version, CPU)
-    local_catalog(root).close()  # the catalog file is made in files/ on the first run
+    LocalStore(root).open_catalog().close()  # the catalog file is made in files/ on the first run
     age(root / FILES)
     return root
 
@@ -71,7 +71,7 @@ def test_folder_state_waits_out_a_fresh_change(tmp_path: Path, monkeypatch: pyte
 
 def test_unchanged_files_folder_is_not_listed(store: Path) -> None:
     assert run(store)[0] == []
-    with closing(local_catalog(store)) as catalog:
+    with closing(LocalStore(store).open_catalog()) as catalog:
         assert catalog.meta(FILES_STATE) == folder_state(store / FILES)
         assert refresh(catalog, store / FILES) == (None, set())  # nothing listed, nothing touched
 
@@ -83,7 +83,7 @@ def test_a_record_renamed_over_is_read_again(store: Path) -> None:
     assert data != record.read_bytes()
     write_bytes(record, data)  # how every writer replaces a record
     age(store / FILES)
-    with closing(local_catalog(store)) as catalog:
+    with closing(LocalStore(store).open_catalog()) as catalog:
         listing, touched = refresh(catalog, store / FILES)
         assert listing is not None and touched == {"img2grey"}
         assert any(r.summary == "renamed over" for r in catalog.records())

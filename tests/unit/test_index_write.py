@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from index_synth import add_kernel, make_wheel
+from index_synth import add_kernel, adopt, make_wheel
 from kernel_factory.atomic import write_bytes
 from kernel_factory.config import Flags
 from kernel_factory.errors import UsageError
@@ -23,7 +23,6 @@ from kernel_factory.index.command import (
 )
 from kernel_factory.record import Record
 from kernel_factory.store import check, load_records
-from kernel_factory.store.adopt import adopt
 from kernel_factory.store.catalog import CATALOG_FILE
 
 CU = "torch27-cxx11-cu128-x86_64-linux"

@@ -12,9 +12,8 @@ from kernel_factory.cli import main
 from kernel_factory.config import Flags
 from kernel_factory.errors import EXIT_UNREACHABLE, Unreachable, UsageError
 from kernel_factory.publish.directory import DirectoryDestination
-from kernel_factory.publish.endpoint import split_credentials
 from kernel_factory.publish.run import list_root, open_destination, phases, publish, store_root
-from kernel_factory.publish.upload import parse_simple_page
+from kernel_factory.publish.upload import parse_simple_page, split_credentials
 from kernel_factory.record import PEP691_JSON as PEP691
 from kernel_factory.s3util import content_type, explain, join_key, parse_s3_url
 

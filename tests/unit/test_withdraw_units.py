@@ -16,8 +16,16 @@ from kernel_factory.publish.withdrawals import carry, manifest_bytes, manifest_p
 from kernel_factory.record import Record
 from kernel_factory.store import retain
 from kernel_factory.store.local import LocalStore as LocalFiles
-from kernel_factory.store.status import BadStatusFile, Status, check_status, parse, read_statuses, write_statuses
-from kernel_factory.store.withdraw import check_reason, mark, parse_spec, select, yanked_value
+from kernel_factory.store.status import (
+    BadStatusFile,
+    Status,
+    check_reason,
+    check_status,
+    parse,
+    read_statuses,
+    write_statuses,
+)
+from kernel_factory.store.withdraw import mark, parse_spec, select, yanked_value
 from test_index_pages import CPU, CU, rec, render
 
 NAME_CU = "img2grey-1.1.2+torch27cu128cxx11-cp39-abi3-linux_x86_64.whl"
@@ -263,10 +271,10 @@ def test_journal_round_trip_and_removal(tmp_path: Path) -> None:
     for name in (NAME_CU, f"{NAME_CU}.metadata", f"{NAME_CU}.json"):
         (files / name).write_bytes(b"x")
     retain.write_pending(LocalFiles(tmp_path), [NAME_CU])
-    assert retain.read_pending(LocalFiles(tmp_path)) == {NAME_CU}
-    assert retain.remove(LocalFiles(tmp_path), retain.read_pending(LocalFiles(tmp_path))) == [NAME_CU]
+    assert retain.read_journal(LocalFiles(tmp_path))[0] == {NAME_CU}
+    assert retain.remove(LocalFiles(tmp_path), retain.read_journal(LocalFiles(tmp_path))[0]) == [NAME_CU]
     assert sorted(p.name for p in files.iterdir()) == []
-    assert retain.read_pending(LocalFiles(tmp_path)) == frozenset()
+    assert retain.read_journal(LocalFiles(tmp_path))[0] == frozenset()
 
 
 @pytest.mark.parametrize("data", [b"[", b'{"schema": 1, "wheels": ["../x.whl"]}', b'{"schema": 1, "wheels": "a"}',
@@ -275,7 +283,7 @@ def test_damaged_journal_refused(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "files").mkdir()
     (tmp_path / "files" / retain.JOURNAL).write_bytes(data)
     with pytest.raises(Refused, match="damaged"):
-        retain.read_pending(LocalFiles(tmp_path))
+        retain.read_journal(LocalFiles(tmp_path))[0]
 
 
 # --- publish manifest ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.errors import UsageError
-from kernel_factory.publish.endpoint import Endpoint, resolve, simple_from_shape
+from kernel_factory.publish.upload import Endpoint, resolve, simple_from_shape
 
 
 @pytest.mark.parametrize(("url", "simple"), [
