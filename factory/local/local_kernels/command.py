@@ -1,17 +1,14 @@
 """``kernel-factory local-kernels``: LOCAL_KERNELS for the kernel wheels installed here.
 
-The kernels library reads ``LOCAL_KERNELS=org/name=PATH:org2/name2=PATH2``
-and, for a PATH that holds ``metadata.json`` (and no build variant folders),
-loads that folder as the build variant whatever ``version=`` or ``revision=``
-was asked for (kernels 0.18+ check its files against metadata.json's digest
-first). A kernel wheel made by kernel-factory installs exactly such a folder,
-its variant root (wheel/layout.py), so PATH is the installed variant root
-(for an older wheel without one, its package folder).
+kernels reads ``LOCAL_KERNELS=org/name=PATH:org2/name2=PATH2`` and, for a PATH that holds ``metadata.json`` (and no
+build variant folders), loads that folder as the build variant whatever ``version=`` or ``revision=`` was asked for
+(kernels 0.18+ check its files against metadata.json's digest first). A kernel wheel made by kernel-factory installs
+exactly such a folder, its variant root (wheel/layout.py), so PATH is the installed variant root (for an older
+wheel without one, its package folder).
 
-Needs only the standard library and ``packaging``; ``--check`` imports torch
-(guarded) to learn its backend and C++ ABI, and asks the target interpreter's
-own kernels library (probe/run.py ask_kernels, in that interpreter's process) which
-variant it loads from each snapshot and whether the files pass its checks.
+Needs only the standard library and ``packaging``; ``--check`` imports torch (guarded) to learn its backend and C++
+ABI, and asks the target interpreter's own kernels library (probe/run.py ask_kernels, in that interpreter's
+process) which variant it loads from each snapshot and whether the files pass its checks.
 """
 
 from __future__ import annotations
@@ -105,10 +102,8 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     else:
         meta_file = folder / "metadata.json"
         if not meta_file.is_file():
-            problems.append(
-                f"{root}/metadata.json, which the kernels library reads, is missing: "
-                "rebuild the wheel with kernel-factory to-wheel and reinstall it"
-            )
+            problems.append(f"{root}/metadata.json, which the kernels library reads, is missing: rebuild the wheel "
+                            "with kernel-factory to-wheel and reinstall it")
         else:
             data, err = _read_json(meta_file.read_text(encoding="utf-8", errors="replace"))
             if data is None:
@@ -116,9 +111,8 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
             else:
                 refused = kernels_refusal(meta_file.read_bytes(), data)
                 if refused:
-                    problems.append(
-                        f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels accepts"
-                    )
+                    problems.append(f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that "
+                                    "kernels accepts")
             meta = data or {}
         entries = layout.entry_files(meta or {"name": pkg})
         if not any((folder / rel).is_file() for rel in entries):
@@ -126,15 +120,11 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     name = str(prov.get("name") or meta.get("name") or dist_name)
     key = repo_id or name
     if ":" in str(folder):
-        problems.append(
-            f"its folder {folder} contains ':', which LOCAL_KERNELS cannot express (':' separates "
-            "entries): use an environment whose path has no ':'"
-        )
+        problems.append(f"its folder {folder} contains ':', which LOCAL_KERNELS cannot express (':' separates "
+                        "entries): use an environment whose path has no ':'")
     if ":" in key or "=" in key:
-        problems.append(
-            f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: "
-            "rebuild the wheel with a repo-id without them"
-        )
+        problems.append(f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: rebuild the wheel "
+                        "with a repo-id without them")
     variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
     revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
     ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
@@ -204,13 +194,9 @@ def usable(kernels: list[InstalledKernel]) -> tuple[list[InstalledKernel], list[
         if k.problems:
             left.append((k, "; ".join(k.problems)))
         elif k.key in keep:
-            left.append(
-                (
-                    k,
-                    f"{keep[k.key].dist} {keep[k.key].version} also provides {k.key}: "
-                    f"pip uninstall one of '{keep[k.key].dist}' and '{k.dist}'",
-                )
-            )
+            first = keep[k.key]
+            left.append((k, f"{first.dist} {first.version} also provides {k.key}: pip uninstall one of "
+                            f"'{first.dist}' and '{k.dist}'"))
         else:
             keep[k.key] = k
     return list(keep.values()), left
@@ -228,19 +214,11 @@ def shell_line(value: str) -> str:
     return f"export LOCAL_KERNELS={shlex.quote(value)}"
 
 
-def report(
-    kernels: list[InstalledKernel],
-    *,
-    shell: bool,
-    check: bool,
-    env: Environment | None = None,
-    has_kernels_lib: bool = True,
-    path: list[str] | None = None,
-    loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
-    every_path: bool = False,
-    python: str | None = None,
-    judge: Judge | None = None,
-) -> tuple[list[str], list[str], int]:
+def report(kernels: list[InstalledKernel], *, shell: bool, check: bool, env: Environment | None = None,
+           has_kernels_lib: bool = True, path: list[str] | None = None,
+           loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
+           every_path: bool = False, python: str | None = None, judge: Judge | None = None
+           ) -> tuple[list[str], list[str], int]:
     """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``. ``loading_paths``
     (kernel, LOCAL_KERNELS value in effect) -> what each kernels loading path does for a loadable kernel;
     with ``every_path`` a path that would not load makes the exit code 3 too. ``judge``: the target interpreter's

@@ -78,26 +78,17 @@ class Judge:
                    _text(data.get("error")))
 
     @property
-    def release(self) -> Version | None:
-        try:
-            return Version(self.kernels) if self.kernels else None
-        except InvalidVersion:
-            return None
-
-    @property
-    def new_rules(self) -> bool:
+    def digest_at_load(self) -> bool:
         """kernels 0.18 and later (and a version that cannot be read, or none: the rules of today's kernels)."""
-        release = self.release
-        return release is None or release >= NEW_RULES
+        try:
+            return not self.kernels or Version(self.kernels) >= NEW_RULES
+        except InvalidVersion:
+            return True
 
     @property
     def ref_folders(self) -> tuple[str, ...]:
         """The repository folder types whose ``refs/`` ``version=N`` reads, the winning one first."""
-        return ("kernel",) if self.new_rules else ("model", "kernel")
-
-    @property
-    def digest_at_load(self) -> bool:
-        return self.new_rules
+        return ("kernel",) if self.digest_at_load else ("model", "kernel")
 
     @property
     def title(self) -> str:
@@ -110,18 +101,11 @@ class Judge:
         """The line --check prints first: which kernels it judged for, and that version's rules."""
         if self.kernels is None:
             return (f"judged for {self.python}: it has {self.title}, so nothing loads there: pip install kernels")
-        refs = ("refs/v<N> read from kernels--org--name only" if self.new_rules else
+        refs = ("refs/v<N> read from kernels--org--name only" if self.digest_at_load else
                 "refs/v<N> read from kernels--org--name and models--org--name (models-- wins)")
         digest = ("every load checks the files against metadata.json's digest" if self.digest_at_load else
                   "no digest check at load")
         return f"judged for kernels {self.kernels} at {self.python}: {refs}; {digest}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"python": self.python, "kernels": self.kernels, "refs_from": list(self.ref_folders),
-                "digest_at_load": self.digest_at_load}
-
-    def build(self, path: Path) -> Build:
-        return self.builds.get(str(path), Build())
 
     def folder_refusal(self, path: Path) -> str | None:
         """Why this kernels refuses to load the variant folder ``path``, or None (also when it was not asked)."""
@@ -137,7 +121,7 @@ class Judge:
 
     def fit(self, build: Path) -> tuple[str | None, str]:
         """(the variant folder this kernels would load from ``build``, None and why not)."""
-        b = self.build(build)
+        b = self.builds.get(str(build), Build())
         if self.kernels is None:
             return None, f"{self.title} there to choose a variant"
         if b.error:
