@@ -118,11 +118,8 @@ def scratch_folder(root: Folder) -> Iterator[Folder]:
     """A new private folder ``<root>/.locks/kernel-factory/run-<random>`` (0700), removed on every exit path;
     stale ones of killed runs are swept first."""
     try:
-        locks = root.sub(LOCKS, create=True)
-        try:
+        with root.sub(LOCKS, create=True) as locks:
             own = locks.sub(OWN, create=True)
-        finally:
-            locks.close()
     except LinkRefused as exc:
         raise Unreachable(f"{exc}; the Hub cache's private folder must be a real folder") from None
     except OSError as exc:

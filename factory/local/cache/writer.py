@@ -29,6 +29,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -39,21 +40,8 @@ from ...errors import UNUSABLE_ERRNOS, Refused, Unreachable
 from ...nofollow import FILE_FLAGS, Folder, LinkRefused, remove
 from ...report import warn
 from ...verify.digest import left_out
-from .stage import (
-    NOT_HERE,
-    CacheRefused,
-    blob_mode,
-    check_files,
-    folder_mode,
-    open_root,
-    relative_blob,
-    scratch_folder,
-    set_mode,
-    sha256_fd,
-    source_files,
-    stage_file,
-    trusted,
-)
+from . import stage
+from .stage import NOT_HERE, CacheRefused, open_root, relative_blob, set_mode, sha256_fd, trusted
 
 MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
 ORIGINS = ("download", "local-kernels")  # who wrote it: the marker's "origin"
@@ -221,7 +209,7 @@ class Placing:
                 continue
             # missing, or not to be trusted (another owner, writable by others, a hard link to a file elsewhere):
             # a checked copy of ours is staged, and replaces it when published
-            got = stage_file(self.source, rel, run, f"b-{want}", mode)
+            got = stage.stage_file(self.source, rel, run, f"b-{want}", mode)
             if got != want:
                 raise CacheRefused(f"{self.repo_id}: {self.source / rel} does not hold the bytes listed for it "
                                    f"(sha256 {got}, listed {want}); nothing was placed: reinstall it "
@@ -265,14 +253,9 @@ class Placing:
 
     def copy_blob(self, run: Folder, blobs: Folder, want: str, path: Path, mode: int) -> None:
         fd = run.open_file(f"b-{want}") if run.kind(f"b-{want}") == "file" else blobs.open_file(want)
-        try:
-            with open(path, "xb") as out:
-                os.lseek(fd, 0, os.SEEK_SET)
-                while chunk := os.read(fd, 1 << 20):
-                    out.write(chunk)
-                set_mode(out.fileno(), mode)
-        finally:
-            os.close(fd)
+        with open(fd, "rb") as src, open(path, "xb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+            set_mode(out.fileno(), mode)
 
     def publish_blobs(self, run: Folder, blobs: Folder, staged: set[str]) -> None:
         """Link each staged file in as ``blobs/<hex>``; one already there that is not to be trusted is replaced
@@ -342,9 +325,9 @@ def move_in(run: Folder, snaps: Folder, p: Placing, how: str) -> bool:
 def dir_mode(snaps: Folder, p: Placing, how: str) -> tuple[int, int]:
     """(mode, group) of a folder made where the tree goes: in snapshots/ for a new snapshot, else in its build/."""
     if how == "new":
-        return folder_mode(snaps)
+        return stage.folder_mode(snaps)
     with snaps.sub(p.sha) as snap, snap.sub("build") as build:
-        return folder_mode(build)
+        return stage.folder_mode(build)
 
 
 def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:
@@ -525,7 +508,7 @@ def scratch(root: Path) -> Iterator[Path]:
         top = open_root(root)
     except OSError as exc:
         raise _unusable(exc, root) from None
-    with top, scratch_folder(top) as run:
+    with top, stage.scratch_folder(top) as run:
         yield run.path
 
 
@@ -658,10 +641,10 @@ class Writer:
         ref that names another commit is left, with a note."""
         repo_id, source = item.repo_id, item.source
         _check(repo_id, item.sha, item.variant, item.refs)
-        check_files(item.files, repo_id)
+        stage.check_files(item.files, repo_id)
         if "metadata.json" not in item.files:
             raise CacheConflict(f"{repo_id}: {source} holds no metadata.json, which kernels loads; reinstall the wheel")
-        have = source_files(source, repo_id)
+        have = stage.source_files(source, repo_id)
         extra, missing = sorted(set(have) - set(item.files)), sorted(set(item.files) - set(have))
         if extra:
             raise CacheRefused(f"{repo_id}: {source / extra[0]} is not one of the files listed for this kernel (a "
@@ -695,7 +678,7 @@ class Writer:
             with open_root(self.root) as top, self._run(p, top) as run, top.sub(repo_path.name) as repo:
                 _precheck_refs(repo, item.refs)
                 with repo.sub("blobs") as blobs:
-                    mode = blob_mode(blobs)
+                    mode = stage.blob_mode(blobs)
                 for ref in item.refs:
                     _write_ref(p, repo, run, ref, mode | 0o200)
         except OSError as exc:
@@ -706,7 +689,7 @@ class Writer:
         """A private scratch folder for ``p``; on any failure, exactly what ``p`` made is taken back, by
         identity. What it made stays in ``made`` (take_back empties ``p.made`` first)."""
         try:
-            with scratch_folder(top) as run:
+            with stage.scratch_folder(top) as run:
                 yield run
         except BaseException:
             take_back(self.root, p.repo_id, p.made)
@@ -733,7 +716,7 @@ def _place_in(p: Placing, top: Folder, run: Folder, name: str, refs: tuple[str, 
                 os.mkdir(sub, 0o777, dir_fd=repo.fd)
                 p.made.append(Made("dir", sub, identity(os.stat(sub, dir_fd=repo.fd, follow_symlinks=False))))
         with repo.sub("snapshots") as snaps, repo.sub("blobs") as blobs:
-            mode = blob_mode(blobs)
+            mode = stage.blob_mode(blobs)
             for ref in refs:
                 _prepare_ref(run, ref, p.sha, mode | 0o200)
             staged: set[str] | None = None
@@ -767,8 +750,6 @@ def _satisfied(p: Placing, top: Folder, name: str, refs: tuple[str, ...]) -> boo
         with repo.sub("snapshots") as snaps, repo.sub("blobs") as blobs:
             if p.judge(snaps, blobs) != "keep":
                 return False
-        if refs and repo.kind("refs") != "dir":
-            return False
         for ref in refs:
             if read_ref(p.root / name, ref) != p.sha:
                 return False

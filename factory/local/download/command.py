@@ -131,13 +131,8 @@ def _record_revision(url: str, session: Any) -> str | None:
     """The revision the record beside a wheel names (kernel-factory's index serves them), or None."""
     try:
         got = simple.fetch(url + ".json", session, "--index-url")
-    except Unreachable:
-        return None
-    if got is None:
-        return None
-    try:
-        data = json.loads(got[0])
-    except ValueError:
+        data = json.loads(got[0]) if got is not None else None
+    except (Unreachable, ValueError):
         return None
     revision = data.get("revision") if isinstance(data, dict) else None
     return revision if isinstance(revision, str) else None

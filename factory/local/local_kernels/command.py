@@ -35,23 +35,12 @@ from .. import cache
 from ..probe.environment import from_facts
 from ..probe.rules import Judge
 from ..probe.run import ask_kernels, resolve_python, run_probe, sys_path
-from . import claims, install, loaders, mapped
+from . import install, installed, loaders, mapped
 from .checks import Environment, check_kernel, detect_environment, installed_version
-from .claims import SIGSTORE
-from .installed import InstalledKernel
+from .installed import SIGSTORE, InstalledKernel
 
 # metadata.json fields that kernels 0.17 refuses to load without.
 REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
-
-
-def _read_json(text: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    if text is None:
-        return None, None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return None, str(exc)
-    return (data, None) if isinstance(data, dict) else (None, "not a JSON object")
 
 
 def _package(dist: im.Distribution, prov: dict[str, Any]) -> str | None:
@@ -82,7 +71,7 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     if prov_error:
         problems.append(f"its {PROVENANCE} is not valid JSON ({prov_error}): reinstall the wheel")
     else:
-        claim = claims.claim_problem(dist_name, dist.version, prov)
+        claim = installed.claim_problem(dist_name, dist.version, prov)
         if claim:
             problems.append(claim)
     pkg = _package(dist, prov)
@@ -105,15 +94,17 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
             problems.append(f"{root}/metadata.json, which the kernels library reads, is missing: rebuild the wheel "
                             "with kernel-factory to-wheel and reinstall it")
         else:
-            data, err = _read_json(meta_file.read_text(encoding="utf-8", errors="replace"))
-            if data is None:
+            try:
+                data = json.loads(meta_file.read_text(encoding="utf-8", errors="replace"))
+                err = "" if isinstance(data, dict) else "not a JSON object"
+            except ValueError as exc:
+                data, err = None, str(exc)
+            if err:
                 problems.append(f"{meta_file} is not valid JSON ({err}): reinstall the wheel")
-            else:
-                refused = kernels_refusal(meta_file.read_bytes(), data)
-                if refused:
-                    problems.append(f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that "
-                                    "kernels accepts")
-            meta = data or {}
+            elif refused := kernels_refusal(meta_file.read_bytes(), data):
+                problems.append(f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels "
+                                "accepts")
+            meta = {} if err else data
         entries = layout.entry_files(meta or {"name": pkg})
         if not any((folder / rel).is_file() for rel in entries):
             problems.append(f"{root}/{entries[0]} is missing: pip install --force-reinstall '{dist_name}'")
@@ -128,13 +119,13 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
     revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
     ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
-    files, files_problem = claims.record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
+    files, files_problem = installed.record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
     older = older_layout(root, prov, files, meta_file_bytes(folder)) if root and not files_problem else None
     if older:
         problems.append(older)
     return InstalledKernel(
         dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
-        revision, ref, files, files_problem, (folder / claims.SIGSTORE).is_file(),
+        revision, ref, files, files_problem, (folder / SIGSTORE).is_file(),
     )
 
 
@@ -180,7 +171,7 @@ def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
         claimants.append((dist, _package(dist, prov or {})))
     if found:  # a kernel's files listed by another distribution's RECORD too: that one may claim nothing
         every = list(im.distributions(path=path) if path is not None else im.distributions())
-        for i, shared in enumerate(claims.shared_problems(claimants, every)):
+        for i, shared in enumerate(installed.shared_problems(claimants, every)):
             if shared:
                 found[i] = replace(found[i], problems=(*found[i].problems, shared))
     return sorted(found, key=lambda k: (k.key, k.dist))

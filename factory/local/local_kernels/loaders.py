@@ -1,16 +1,9 @@
 """Which kernels loading paths serve an installed kernel wheel (`local-kernels --check`), offline.
 
-kernels has two offline sources (docs/local-kernels.md, "Every loading path"):
-
-- ``LOCAL_KERNELS`` (org/name=PATH), which only ``get_kernel`` and ``has_kernel`` read, whatever
-  ``version=`` or ``revision=`` they are given;
-- the Hub cache (``cache.cache_root``): ``refs/v<N>`` turns ``version=N`` into a commit (read where the
-  target's kernels version reads it: rules.Judge), also for
-  ``LayerRepository`` and ``FuncRepository``, and ``snapshots/<sha>/build/<variant>`` is what
-  ``revision=<sha>``, the locked repositories, ``get_locked_kernel`` and ``load_kernel`` load.
-
-install.py writes each installed kernel wheel into the cache; ``paths`` says, for one kernel, what each path will
-load.
+kernels has two offline sources (docs/local-kernels.md, "Every loading path"): ``LOCAL_KERNELS``, which only
+``get_kernel`` and ``has_kernel`` read, whatever ``version=`` or ``revision=`` they are given; and the Hub cache,
+where ``refs/v<N>`` turns ``version=N`` into a commit (read where the target's kernels version reads it:
+rules.Judge) and ``snapshots/<sha>/build/<variant>`` is what every other path loads.
 """
 
 from __future__ import annotations
