@@ -8,7 +8,8 @@ wheel without one, its package folder).
 
 Needs only the standard library and ``packaging``; ``--check`` imports torch (guarded) to learn its backend and C++
 ABI, and asks the target interpreter's own kernels library (probe/run.py ask_kernels, in that interpreter's
-process) which variant it loads from each snapshot and whether the files pass its checks.
+process) which variant it loads from each snapshot and whether the files pass its checks. ``--cache`` (``install``)
+places each installed variant root in the Hub cache through ``cache.Writer``, at the commit its provenance names.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ from packaging.utils import canonicalize_name
 
 from ... import report as reporter  # report() below is this module's own
 from ...config import DEFAULT_ORGS
-from ...errors import EXIT_OK, EXIT_REFUSED, worst
+from ...errors import EXIT_OK, EXIT_REFUSED, Refused, worst
+from ...nofollow import LinkRefused
 from ...record import PROVENANCE, VARIANT_ROOT, read_provenance
 from ...verify import metadata as kernelmeta
 from ...wheel import layout
@@ -35,9 +37,9 @@ from .. import cache
 from ..probe.environment import from_facts
 from ..probe.rules import Judge
 from ..probe.run import ask_kernels, resolve_python, run_probe, sys_path
-from . import install, installed, loaders, mapped
+from . import installed, loaders
 from .checks import Environment, check_kernel, detect_environment, installed_version
-from .installed import SIGSTORE, InstalledKernel
+from .installed import SIGSTORE, InstalledKernel, refs_of, why_not_cacheable
 
 # metadata.json fields that kernels 0.17 refuses to load without.
 REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
@@ -266,6 +268,40 @@ def report(kernels: list[InstalledKernel], *, shell: bool, check: bool, env: Env
     return out, err, EXIT_OK if ok else EXIT_REFUSED
 
 
+def install(root: Path, kernels: list[InstalledKernel],
+            allow_orgs: Collection[str]) -> tuple[list[str], list[str], int]:
+    """Place every cacheable kernel of an allowed organisation in ``root``, checked against its RECORD; (one line
+    per kernel placed, notes and refusals, the worst exit code of the kernels left out: 3, or 4 where a link was
+    planted in the cache). A full or unusable cache raises Unreachable (the kernels placed before it stay: each
+    kernel is placed whole or not at all); a link planted below one repository's folder leaves that kernel out
+    (LinkRefused, one note) and the others are placed."""
+    done: list[str] = []
+    notes: list[str] = []
+    codes = [EXIT_OK]
+    writer = cache.Writer(root, "local-kernels", notes)
+    for k in kernels:
+        why = why_not_cacheable(k)
+        if why is None and k.repo_id and k.repo_id.split("/")[0] not in allow_orgs:
+            org = k.repo_id.split("/")[0]
+            why = f"the organisation {org} is not allowed in the Hub cache (add --allow-org {org} if you trust it)"
+        if why is None and k.files_problem:
+            why = k.files_problem
+        if why:
+            notes.append(f"not in the Hub cache: {k.title}: {why}; only LOCAL_KERNELS serves it")
+            codes.append(EXIT_REFUSED)
+            continue
+        assert k.repo_id and k.revision and k.variant
+        try:
+            where = writer.place(cache.Placement(k.repo_id, k.revision, k.variant, k.folder, dict(k.files),
+                                                 tuple(refs_of(k))))
+        except (Refused, LinkRefused) as exc:
+            notes.append(f"not in the Hub cache: {exc}")
+            codes.append(exc.exit_code)
+            continue
+        done.append(f"{k.key}: {where} ({len(k.files)} files checked against {k.dist}'s RECORD)")
+    return done, notes, worst(codes)
+
+
 @dataclass(frozen=True)
 class LocalKernelsArgs:
     """``local-kernels``: ``shell``: an export line; ``check``: what would load, and why not; ``cache``: also
@@ -298,7 +334,7 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     notes: list[str] = []
     left_out = EXIT_OK  # the worst exit code of the kernels --cache left out
     if args.cache is not None:
-        placed, notes, left_out = install.install(root, usable(kernels)[0], args.allow_orgs)
+        placed, notes, left_out = install(root, usable(kernels)[0], args.allow_orgs)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
     def ask(repo_ids: list[str]) -> Judge:
@@ -317,7 +353,7 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
                             loading_paths=loading_paths if args.check else None, every_path=args.cache is not None,
                             python=python, judge=judge)
     if args.check:  # the kernels transformers' own mapping asks for on this device, from the Hub cache
-        said, all_load = mapped.check(python or sys.executable, path, lambda: env or environment(), root, ask)
+        said, all_load = loaders.check_mapping(python or sys.executable, path, lambda: env or environment(), root, ask)
         (err if args.shell else out).extend(said)
         code = EXIT_REFUSED if not all_load and code == EXIT_OK else code
     if args.shell and args.cache:

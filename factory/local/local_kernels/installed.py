@@ -27,6 +27,7 @@ from ...record import PROVENANCE
 from ...store import check
 from ...verify.digest import left_out_path
 from ...wheel import recordfile
+from .. import cache
 
 SIGSTORE = "metadata.json.sigstore"
 _PLACEHOLDER_SHA = "0" * 64  # the record fields an installed wheel does not carry: its hash, size, upload time
@@ -172,3 +173,25 @@ def _info(dist: im.Distribution) -> str | None:
     """The folder of a distribution's metadata (importlib.metadata.PathDistribution's ``.dist-info``)."""
     info = getattr(dist, "_path", None)
     return None if info is None else os.path.normpath(str(info))
+
+
+def refs_of(k: InstalledKernel) -> list[str]:
+    """The refs that name this wheel's commit: ``v<N>`` (metadata.json's version) and the ref it was built from."""
+    refs = []
+    version = k.metadata.get("version")
+    if isinstance(version, int) and not isinstance(version, bool):
+        refs.append(f"v{version}")
+    if k.ref and cache.valid_ref(k.ref) and k.ref not in refs:
+        refs.append(k.ref)
+    return refs
+
+
+def why_not_cacheable(k: InstalledKernel) -> str | None:
+    """Why this wheel cannot go in the Hub cache (only LOCAL_KERNELS can serve it), or None."""
+    if k.repo_id is None:
+        return "its provenance names no Hub repository (built without --repo-id)"
+    if k.revision is None or not cache.SHA.fullmatch(k.revision):
+        return f"it was built from {k.revision or 'an unknown revision'}, not a Hub commit"
+    if k.variant is None:
+        return "its provenance names no build variant"
+    return None
