@@ -25,12 +25,7 @@ from ..simple import Wheel
 from ..variants import LabelParts, parse_label, tag_platforms
 from .probe.run import Environment, probe, resolve_python
 
-__all__ = ["LabelParts", "Wheel", "choose", "candidates", "commands", "fits_platform", "nearest", "parse_label"]
-
-
-def backend_tag(env: Environment) -> str:
-    parts = parse_label(env.label)
-    return parts.backend if parts else env.backend
+__all__ = ["LabelParts", "Wheel", "candidates", "commands", "fits_platform", "nearest", "parse_label"]
 
 
 def fits_platform(wheel: Wheel, env: Environment) -> bool:
@@ -84,15 +79,9 @@ def candidates(url: str, project: str, env: Environment, session: Any = None, *,
     return found, combined
 
 
-def choose(url: str, project: str, env: Environment, session: Any = None) -> tuple[Choice | None, list[Wheel]]:
-    """The newest fitting wheel (variant root first, then universal/noarch in the combined root), and every wheel."""
-    found, every = candidates(url, project, env, session)
-    return (found[0] if found else None), every
-
-
 def nearest(wheels: list[Wheel], env: Environment) -> list[dict[str, Any]]:
     """The builds there are (label x platform, with their versions), nearest to ``env`` first."""
-    mine = backend_tag(env)
+    mine = parts.backend if (parts := parse_label(env.label)) else env.backend
     builds: dict[tuple[str, str], list[Wheel]] = {}
     for w in wheels:
         builds.setdefault((w.label or "", w.platform), []).append(w)
@@ -168,7 +157,8 @@ def run_which(args: WhichArgs) -> int:
     if args.kernel and args.index_url:
         url = simple.index_root(args.index_url)
         project = str(canonicalize_name(args.kernel))
-        choice, wheels = choose(url, project, env)
+        found, wheels = candidates(url, project, env)
+        choice = found[0] if found else None
         doc.update({"index_url": url, "kernel": project})
         if choice is not None:
             pip, uv = commands(project, choice, python)

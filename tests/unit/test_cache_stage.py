@@ -1,6 +1,6 @@
 """local/cache/stage.py directly: the rules on the files a caller promises (check_files), the files found below an
 installed package (source_files), the checked copy of one file (stage_file), and the private scratch folder
-(scratch_folder: its sweep of killed runs, its refusals)."""
+(scratch_folder: its sweep of killed runs, its refusals), the blob hash and the link text a snapshot holds."""
 
 from __future__ import annotations
 
@@ -292,3 +292,32 @@ def test_blob_mode_drops_every_write_bit(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert os.listdir(tmp_path / "blobs") == []
+
+
+@pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, 2 * CHUNK + 7])
+def test_sha256_fd_hashes_the_whole_file_from_its_start(tmp_path: Path, size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        os.read(fd, 5)  # wherever the descriptor stands
+        assert cachestage.sha256_fd(fd) == hashlib.sha256(data).hexdigest()
+        assert cachestage.sha256_fd(fd) == hashlib.sha256(data).hexdigest()  # again: from the start
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(("rel", "text"), [
+    ("a.py", "../../../../blobs/h"),
+    ("x/a.py", "../../../../../blobs/h"),
+    ("x/y/a.so", "../../../../../../blobs/h"),
+])
+def test_relative_blob_resolves_from_the_snapshot_to_the_blob(tmp_path: Path, rel: str, text: str) -> None:
+    assert cachestage.relative_blob(rel, "h") == text
+    repo = tmp_path / "kernels--org--act"
+    link = repo / "snapshots" / ("a" * 40) / "build" / "torch-universal" / rel
+    link.parent.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    (repo / "blobs" / "h").write_text("blob")
+    link.symlink_to(cachestage.relative_blob(rel, "h"))
+    assert link.read_text() == "blob"

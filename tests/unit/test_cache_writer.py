@@ -17,11 +17,10 @@ import pytest
 from cache_oracle import hashes, no_scratch_left, scan
 from kernel_factory.errors import Unreachable
 from kernel_factory.local import cache
-from kernel_factory.local.cache import Placement, Writer, read, writer
+from kernel_factory.local.cache import Placement, Writer, writer
 from kernel_factory.local.cache import stage as cachestage
-from kernel_factory.local.cache.place import Made
-from kernel_factory.local.local_kernels.checks import Environment, main_label
-from kernel_factory.local.probe.environment import machine
+from kernel_factory.local.local_kernels.checks import Environment
+from kernel_factory.local.probe.environment import label_or_none, machine
 from kernel_factory.nofollow import LinkRefused
 
 SHA, SHA2, HUB = "a" * 40, "b" * 40, "c" * 40
@@ -473,9 +472,9 @@ def test_one_environment_one_machine_name_one_label() -> None:
     assert machine("aarch64", "linux") == ("aarch64", "linux")
     # local-kernels --check names the variant index with the label `which` derives, XPU included
     xpu = Environment("linux", "x86_64", "2.13.0", xpu="20250101", cxx11_abi=True)
-    assert main_label(xpu) == "torch213xpu20251cxx11" == xpu.label
-    assert main_label(Environment("linux", "ppc64le", "2.13.0", cxx11_abi=True)) is None
-    assert main_label(Environment("linux", "x86_64")) is None
+    assert label_or_none(xpu) == "torch213xpu20251cxx11" == xpu.label
+    assert label_or_none(Environment("linux", "ppc64le", "2.13.0", cxx11_abi=True)) is None
+    assert label_or_none(Environment("linux", "x86_64")) is None
 
 
 def test_a_ref_taken_away_while_it_is_written_is_tried_again(tmp_path: Path, pkg: Path,
@@ -516,9 +515,9 @@ def test_take_back_follows_no_link_and_takes_only_what_the_run_made(tmp_path: Pa
     another writer set meanwhile, a snapshot another writer placed and a link planted where the run's snapshot
     was are left as they are, and what the link points at is untouched."""
     root = tmp_path / "cache"
-    made: list[Made] = []
-    writer.place(root, Placement("org/act", SHA, VARIANT, pkg, hashes(pkg), ("v1", "main")), origin="download",
-                 made=made)
+    first = Writer(root, "download")
+    first.place(Placement("org/act", SHA, VARIANT, pkg, hashes(pkg), ("v1", "main")))
+    made = first.made["org/act"]
     assert [m.kind for m in made] == ["repo", "dir", "dir", "snapshot", "dir", "ref", "ref"]
     repo = cache.repo_folder(root, "org/act")
     outside = tmp_path / "outside"
@@ -527,16 +526,16 @@ def test_take_back_follows_no_link_and_takes_only_what_the_run_made(tmp_path: Pa
     (repo / "refs" / "main").unlink()
     (repo / "refs" / "main").write_text(SHA2)  # another writer's ref, set meanwhile
     (repo / "snapshots" / SHA2).mkdir()  # another writer's snapshot, placed meanwhile
-    read.take_back(root, "org/act", list(made))
+    writer.take_back(root, "org/act", list(made))
     assert (repo / "refs" / "main").read_text() == SHA2 and not (repo / "refs" / "v1").exists()
     assert sorted(p.name for p in (repo / "snapshots").iterdir()) == [SHA2]
     assert repo.is_dir()  # not the run's to remove: it holds another writer's snapshot
 
-    made2: list[Made] = []
     (repo / "snapshots" / SHA2).rmdir()
-    writer.place(root, Placement("org/act", SHA, VARIANT, pkg, hashes(pkg)), origin="download", made=made2)
+    second = Writer(root, "download")
+    second.place(Placement("org/act", SHA, VARIANT, pkg, hashes(pkg)))
     os.rename(repo / "snapshots" / SHA, tmp_path / "moved")
     (repo / "snapshots" / SHA).symlink_to(outside, target_is_directory=True)  # planted where the run's was
-    read.take_back(root, "org/act", made2)
+    second.take_back()
     assert (repo / "snapshots" / SHA).is_symlink() and sorted(p.name for p in outside.iterdir()) == ["keep"]
     assert (tmp_path / "moved" / cache.MARKER).is_file()

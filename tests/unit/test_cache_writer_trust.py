@@ -14,14 +14,12 @@ import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cache_oracle import hashes, no_scratch_left, scan
 from kernel_factory.errors import Unreachable
 from kernel_factory.local import cache
-from kernel_factory.local.cache import Placement, writer
-from kernel_factory.local.cache import place as cacheplace
+from kernel_factory.local.cache import Placement, Writer, writer
 from kernel_factory.local.cache import stage as cachestage
 from kernel_factory.nofollow import Folder, LinkRefused, remove
 
@@ -39,11 +37,8 @@ def pkg(tmp_path: Path) -> Path:
     return folder
 
 
-def place(root: Path, pkg: Path, sha: str = SHA, variant: str = VARIANT, refs: tuple[str, ...] = ("v1",),
-          made: list[cacheplace.Made] | None = None) -> Path:
-    more: dict[str, Any] = {} if made is None else {"made": made}
-    return writer.place(root, Placement("org/act", sha, variant, pkg, hashes(pkg), tuple(refs)), origin="local-kernels",
-                        **more)
+def place(root: Path, pkg: Path, sha: str = SHA, variant: str = VARIANT, refs: tuple[str, ...] = ("v1",)) -> Path:
+    return Writer(root, "local-kernels").place(Placement("org/act", sha, variant, pkg, hashes(pkg), refs))
 
 
 def within(seconds: float, call: Callable[[], object]) -> object:
@@ -227,15 +222,15 @@ def test_a_failed_place_leaves_the_snapshot_and_ref_another_writer_set_meanwhile
     """The run made the repository folder; while it ran, another writer placed SHA2 and pointed v1 at it. The run
     fails at its ref: its own snapshot goes, the other writer's snapshot and ref stay."""
     root = tmp_path / "cache"
-    real = cacheplace.move_in
+    real = writer.move_in
 
-    def meanwhile(run: Folder, snaps: Folder, p: cacheplace.Placing, how: str, notes: list[str] | None) -> bool:
+    def meanwhile(run: Folder, snaps: Folder, p: writer.Placing, how: str) -> bool:
         other = root / REPO / "snapshots" / SHA2 / "build" / VARIANT
         other.mkdir(parents=True)
         (other / "metadata.json").write_text("{}")
         (root / REPO / "refs").mkdir()
         (root / REPO / "refs" / "v1").write_text(SHA2)
-        return real(run, snaps, p, how, notes)
+        return real(run, snaps, p, how)
 
 
     def fail_ref(*args: object, **kw: object) -> str | None:
@@ -292,7 +287,7 @@ def test_without_links_the_files_are_copied_with_one_warning(tmp_path: Path, pkg
     monkeypatch.setattr(os, "link", no_hard_links)
     if fs == "vfat":
         monkeypatch.setattr(os, "chmod", refused)
-    monkeypatch.setattr(cacheplace, "_warned", [], raising=False)
+    monkeypatch.setattr(writer, "_warned", [], raising=False)
     got = place(root, pkg)
     place(root, pkg, variant=OTHER, refs=("v1", "main"))
     monkeypatch.undo()

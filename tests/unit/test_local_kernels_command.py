@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from kernel_factory import cli
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED
-from kernel_factory.local.local_kernels.checks import Environment, check_kernel, main_label
+from kernel_factory.local.local_kernels.checks import Environment, check_kernel
 from kernel_factory.local.local_kernels.command import find_kernels, local_kernels_value, report, shell_line, usable
 from kernel_factory.local.local_kernels.installed import InstalledKernel
+from kernel_factory.local.probe.environment import label_or_none
 
 try:  # the installed kernels' own parser is the oracle: kernels.load (0.17) moved under kernels._internals (0.18+)
     from kernels._internals.load import _parse_local_kernel_overrides
@@ -266,7 +267,7 @@ def test_check_torch_version(site: Path) -> None:
 def test_check_cuda_versions(site: Path) -> None:
     k = one(site, version="1.1.2+torch213cu132cxx11", variant="torch213-cxx11-cu132-x86_64-linux")
     cu130 = Environment("linux", "x86_64", "2.13.0", cuda="13.0", cxx11_abi=True)
-    assert main_label(cu130) == "torch213cu130cxx11"
+    assert label_or_none(cu130) == "torch213cu130cxx11"
     assert check_kernel(k, cu130, set()) == [
         "built for CUDA 13.2 but torch 2.13.0 uses CUDA 13.0: "
         "pip install --force-reinstall 'img2grey==1.1.2' from the variants/torch213cu130cxx11/simple index"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from judge_kit import judge
-from kernel_factory.local.local_kernels import install, loaders
-from kernel_factory.local.local_kernels.installed import InstalledKernel
+from kernel_factory.local.local_kernels import loaders
+from kernel_factory.local.local_kernels.installed import InstalledKernel, why_not_cacheable
 from kernel_factory.local.probe.rules import Folder, Judge
 
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning")
@@ -152,7 +152,7 @@ def test_local_kernels_maps_only_the_exact_entry(tmp_path: Path) -> None:
     ({}, None),
 ])  # fmt: skip
 def test_why_a_wheel_cannot_go_in_the_cache(tmp_path: Path, change: dict[str, Any], why: str | None) -> None:
-    assert install.why_not_cacheable(replace(kernel(tmp_path), **change)) == why
+    assert why_not_cacheable(replace(kernel(tmp_path), **change)) == why
 
 
 def test_kernels_018_and_later_read_version_refs_from_the_kernels_folder_only(tmp_path: Path) -> None:

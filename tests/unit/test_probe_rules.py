@@ -19,8 +19,6 @@ from kernel_factory.local.probe.rules import Judge
 def test_each_kernels_version_has_its_rules(version: str, refs: tuple[str, ...], digest: bool) -> None:
     j = Judge.from_json({"kernels": version, "python": "/app/bin/python"})
     assert (j.ref_folders, j.digest_at_load) == (refs, digest)
-    assert j.to_json() == {"python": "/app/bin/python", "kernels": version, "refs_from": list(refs),
-                           "digest_at_load": digest}
 
 
 def test_the_rules_line_names_the_kernels_version() -> None:
@@ -35,7 +33,7 @@ def test_the_rules_line_names_the_kernels_version() -> None:
 def test_an_answer_of_wrong_types_is_read_as_missing(tmp_path: Path) -> None:
     j = Judge.from_json({"kernels": "0.19.1", "builds": {"/b": "x", "/c": {"names": ["a"], "rejected": 3}},
                          "folders": {"/f": 1}})
-    assert j.build(Path("/b")).names == () and dict(j.build(Path("/c")).rejected) == {}
+    assert "/b" not in j.builds and dict(j.builds["/c"].rejected) == {}
     assert j.folder_refusal(Path("/f")) is None and j.fit(Path("/c")) == (None, "none of its build variants (a) "
                                                                                 "fits this torch")
 

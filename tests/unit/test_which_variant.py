@@ -10,7 +10,7 @@ from index_synth import add_kernel
 from kernel_factory.errors import UnknownVariant, UsageError
 from kernel_factory.index.command import index_with_adoption
 from kernel_factory.local.probe.run import environment
-from kernel_factory.local.which import LabelParts, Wheel, choose, commands, fits_platform, nearest, parse_label
+from kernel_factory.local.which import LabelParts, Wheel, candidates, commands, fits_platform, nearest, parse_label
 from packaging.utils import parse_wheel_filename
 
 
@@ -81,10 +81,10 @@ def test_choose_from_pep691_json_files(tmp_path: Path) -> None:
         add_kernel(store, "relu", version, variant)
     index_with_adoption(str(store), store, None, "http://127.0.0.1")
     env = environment(facts(cuda="13.0"))
-    choice, _ = choose(store.as_uri(), "relu", env)
+    choice = candidates(store.as_uri(), "relu", env)[0][0]  # the first: the best
     assert choice is not None  # the universal 1.3.0 is in the variant root too, and newest
     assert (str(choice.wheel.version), choice.root) == ("1.3.0", f"{store.as_uri()}/variants/torch213cu130cxx11/simple")
-    choice, _ = choose(store.as_uri(), "relu", environment(facts("aarch64", cuda="13.0", version="2.12.0")))
+    choice = candidates(store.as_uri(), "relu", environment(facts("aarch64", cuda="13.0", version="2.12.0")))[0][0]
     assert choice is not None and choice.root == f"{store.as_uri()}/simple"  # no torch212 root: universal
     pip, uv = commands("relu", choice, "/my env/python")
     assert pip == f"'/my env/python' -m pip install relu==1.3.0 --index-url {store.as_uri()}/simple"

@@ -12,6 +12,10 @@ a copy-on-write clone, so a later write to the installed file never reaches the 
 in the copy, which no one else can write: the bytes checked are the bytes placed. Never a hard link to the
 installed file: it would share an inode with the environment, and an in-place write there would change the
 commit's bytes in the cache.
+
+The cache may be shared by many users (a cluster's ``HF_HOME``), so anything below its root may have been
+planted: its folders are opened one level at a time, never through a link (``open_root``: a nofollow.Folder whose
+refusals name the Hub cache). The root itself is the user's choice and may be a link.
 """
 
 from __future__ import annotations
@@ -27,11 +31,49 @@ from pathlib import Path, PurePosixPath
 
 from ...atomic import stream_digest
 from ...errors import Refused, Unreachable, unusable
-from ...nofollow import FILE_FLAGS, Folder, LinkRefused, refuse, remove
+from ...nofollow import FILE_FLAGS, HUB_CACHE, Folder, LinkRefused, refuse, remove
 from ...safe_text import has_control
 from ...space import unheld
 from ...verify.digest import left_out
-from .fs import set_mode, sha256_fd
+
+#: what vfat and exFAT answer where a link (symbolic or hard) or a mode cannot be made there
+NOT_HERE = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS)
+
+
+def set_mode(target: int | str, mode: int) -> None:
+    """chmod ``target`` (a descriptor, or a path in the run's private folder), as huggingface_hub does: where
+    the file system keeps no modes (vfat, exFAT) the failure is passed over."""
+    try:
+        os.chmod(target, mode)
+    except OSError as exc:
+        if exc.errno not in NOT_HERE:
+            raise
+
+
+def trusted(st: os.stat_result) -> bool:
+    """Whether a file already in the cache can be taken as it is: owned by this user, writable by no one else
+    and linked nowhere else (a hard link to a file outside the cache would let its owner change it later)."""
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022 and st.st_nlink == 1
+
+
+def sha256_fd(fd: int) -> str:
+    """The sha256 hex digest of what ``fd`` holds from its start."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(fd, "rb", buffering=0, closefd=False) as f:
+        return stream_digest(f)
+
+
+def relative_blob(rel: str, hexdigest: str) -> str:
+    """The link text from ``snapshots/<sha>/build/<variant>/<rel>`` to ``blobs/<hex>``, relative as
+    huggingface_hub writes it."""
+    return "/".join([".."] * (3 + rel.count("/") + 1) + ["blobs", hexdigest])
+
+
+def open_root(path: Path, *, create: bool = True) -> Folder:
+    """The Hub cache's root folder (made if missing, with ``create``; it may be a link: the user's choice); the
+    folders below it name the Hub cache in their refusals."""
+    return Folder.root(path, HUB_CACHE, create=create)
+
 
 LOCKS = ".locks"  # huggingface_hub's lock folder, which scan_cache_dir skips
 OWN = "kernel-factory"  # our folder in it: LOCKS/OWN/run-<random>/
@@ -76,11 +118,8 @@ def scratch_folder(root: Folder) -> Iterator[Folder]:
     """A new private folder ``<root>/.locks/kernel-factory/run-<random>`` (0700), removed on every exit path;
     stale ones of killed runs are swept first."""
     try:
-        locks = root.sub(LOCKS, create=True)
-        try:
+        with root.sub(LOCKS, create=True) as locks:
             own = locks.sub(OWN, create=True)
-        finally:
-            locks.close()
     except LinkRefused as exc:
         raise Unreachable(f"{exc}; the Hub cache's private folder must be a real folder") from None
     except OSError as exc:

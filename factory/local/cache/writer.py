@@ -19,33 +19,449 @@ that commit's checked bytes, never a link into an environment. A snapshot kernel
 a snapshot is left as it is: the same bytes are a no-op, other bytes are refused (CacheConflict). A ref is
 written only when it is absent, already holds this sha, or names a snapshot that kernel-factory wrote; one that
 names another commit is left as it is, and a note says so. Every folder from the root down is opened without
-following links (fs.py); staging happens in a private scratch folder (stage.py). Callers outside this package
-use the interface of ``__init__.py`` (``Writer``, ``Placement`` and the readers), never this module.
+following links (nofollow.Folder); staging happens in a private scratch folder (stage.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import re
+import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from ...config import hub_cache
-from ...errors import UNUSABLE_ERRNOS, Unreachable
-from ...nofollow import Folder, remove
-from .fs import NOT_HERE, open_root, set_mode
-from .place import MARKER, ORIGINS, CacheConflict, Made, Placement, Placing, dir_mode, identity, move_in
-from .read import repo_folder, take_back
-from .stage import CacheRefused, blob_mode, check_files, scratch_folder, source_files
+from ...config import hub_cache, repo_folder_name
+from ...errors import UNUSABLE_ERRNOS, Refused, Unreachable
+from ...nofollow import FILE_FLAGS, Folder, LinkRefused, remove
+from ...report import warn
+from ...verify.digest import left_out
+from . import stage
+from .stage import NOT_HERE, CacheRefused, open_root, relative_blob, set_mode, sha256_fd, trusted
 
+MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
+ORIGINS = ("download", "local-kernels")  # who wrote it: the marker's "origin"
 SHA = re.compile(r"[0-9a-f]{40}")
 REF_TRIES = 3  # a ref that other writers keep removing under this one is left, with a note
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-__all__ = ["SHA", "CacheUnusable", "cache_root", "is_ours", "place", "read_ref", "scratch", "set_refs", "valid_ref"]
+@dataclass(frozen=True)
+class Placement:
+    """What one ``Writer.place`` puts in the cache: ``source`` (a kernel's build variant folder) as
+    ``kernels--org--name/snapshots/<sha>/build/<variant>``, every file checked against ``files`` (posix path
+    relative to ``source`` -> sha256 hex), and each of ``refs`` pointed at ``sha``."""
+
+    repo_id: str
+    sha: str
+    variant: str
+    source: Path
+    files: Mapping[str, str]
+    refs: tuple[str, ...] = ()
+
+
+class CacheConflict(Refused):
+    """The Hub cache already holds other content where this kernel would go; nothing was changed there."""
+
+
+@dataclass(frozen=True)
+class Made:
+    """One thing a ``place`` call put in the cache, by identity (st_dev, st_ino), so that a failed run takes
+    back exactly that and never what another writer put at the same name meanwhile. ``kind``: "dir" (``name``
+    a folder below the repository folder), "snapshot" (``name`` its commit), "variant" (``name`` the variant of
+    snapshot ``sha``) or "ref" (``name`` the ref, ``sha`` the commit written, ``old`` the one it named before, None:
+    none); "repo": the repository folder itself."""
+
+    kind: str
+    name: str
+    ident: tuple[int, int]
+    sha: str = ""
+    old: str | None = None
+
+
+def identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+_warned: list[bool] = []  # one warning per process where the cache's file system takes no links
+
+
+def origin_of(snapshot: Path) -> str | None:
+    """Who wrote a kernel-factory snapshot (MARKER's "origin": "download" or "local-kernels")."""
+    try:
+        fd = os.open(snapshot / MARKER, FILE_FLAGS)  # a FIFO there opens at once, and is no marker
+        try:
+            data = json.loads(os.read(fd, 65536)) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return None
+    origin = data.get("origin") if isinstance(data, dict) else None
+    return origin if origin in ORIGINS else None
+
+
+def holds(folder: Folder, files: Mapping[str, str], blobs: Folder, prefix: str = "") -> set[str] | None:
+    """The files of a placed variant if each is ``files``' bytes (a link to its blob, or a copy that hashes to
+    it), else None. ``__pycache__`` (written by Python on import) is left out."""
+    seen: set[str] = set()
+    for name in folder.names():
+        rel = prefix + name
+        kind = folder.kind(name)
+        if kind == "dir":
+            if left_out(name, True):
+                continue
+            with folder.sub(name) as sub:
+                inner = holds(sub, files, blobs, rel + "/")
+            if inner is None:
+                return None
+            seen |= inner
+            continue
+        want = files.get(rel)
+        if want is None:
+            return None
+        if kind == "link":  # the blob it names must hold those bytes: its name alone proves nothing
+            if os.readlink(name, dir_fd=folder.fd) != relative_blob(rel, want) or not hashes_to(blobs, want, want):
+                return None
+        elif kind != "file" or not hashes_to(folder, name, want):
+            return None
+        seen.add(rel)
+    return seen
+
+
+def hashes_to(folder: Folder, name: str, want: str) -> bool:
+    """Whether ``name`` in ``folder`` is a regular file whose bytes hash to ``want`` (opened without following a
+    link or blocking on a FIFO)."""
+    try:
+        fd = folder.open_file(name)
+    except (OSError, LinkRefused):
+        return False
+    try:
+        return sha256_fd(fd) == want
+    finally:
+        os.close(fd)
+
+
+class Placing:
+    """One ``place`` or ``set_refs`` call of ``writer``: what it made and published."""
+
+    def __init__(self, writer: Writer, item: Placement) -> None:
+        self.root, self.origin, self.notes = writer.root, writer.origin, writer.notes
+        self.repo_id, self.sha, self.variant, self.source = item.repo_id, item.sha, item.variant, item.source
+        self.files = dict(item.files)
+        self.where = f"{self.repo_id}: snapshot {self.sha} in {self.root}"
+        self.made: list[Made] = []  # what this call put in the cache, in order
+        self.published = 0  # blobs this call linked into blobs/ (never taken back)
+
+    def judge(self, snaps: Folder, blobs: Folder) -> str:
+        """"new" (no snapshot), "add" (our snapshot without the variant), "relink" (our snapshot where an
+        earlier kernel-factory left a link to an environment), "keep" (the variant is there: the Hub's, or the
+        same bytes); CacheConflict or LinkRefused otherwise."""
+        kind = snaps.kind(self.sha)
+        if kind is None:
+            return "new"
+        if kind != "dir":
+            raise snaps.refuse(self.sha)
+        with snaps.sub(self.sha) as snap:
+            ours = snap.kind(MARKER) == "file"
+            if snap.kind("build") is None:
+                raise CacheConflict(f"{self.where} has no build/ folder; left as it is: remove that snapshot, or "
+                                    "point KERNELS_CACHE at another folder")
+            with snap.sub("build") as build:
+                vkind = build.kind(self.variant)
+                if vkind is None and ours:
+                    return "add"
+                if vkind is None:
+                    raise CacheConflict(f"{self.where} came from the Hub without build/{self.variant}; left as it "
+                                        "is: load it with the Hub's variant, or point KERNELS_CACHE at another folder")
+                if vkind == "link" and ours:
+                    return "relink"
+                if vkind != "dir":
+                    raise build.refuse(self.variant)
+                if not ours:
+                    return "keep"  # the Hub's own download of this commit and variant: it loads as it is
+                with build.sub(self.variant) as have:
+                    same = holds(have, self.files, blobs) == set(self.files)
+        if same:
+            return "keep"
+        who = origin_of(snaps.path / self.sha) or "kernel-factory"
+        raise CacheConflict(f"{self.where} already holds build/{self.variant} with other bytes (written by {who}); "
+                            "left as it is: a commit's snapshot never changes; remove that snapshot to replace it")
+
+    def stage(self, run: Folder, blobs: Folder, mode: int) -> set[str]:
+        """Check every file's bytes: a blob already in the cache is read back, any other file is copied into
+        ``run`` as ``b-<hex>``; the hex digests staged there."""
+        staged: set[str] = set()
+        for rel in sorted(self.files):
+            want = self.files[rel]
+            if want in staged:
+                continue
+            st = blobs.lstat(want)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise blobs.refuse(want, "file")
+            if st is not None and trusted(st):  # this user's, writable by no one else, linked nowhere else
+                if not hashes_to(blobs, want, want):
+                    raise CacheConflict(f"{blobs.path / want}: a blob whose bytes are not the ones its name says; "
+                                        "nothing was placed: remove that file and run again")
+                continue
+            # missing, or not to be trusted (another owner, writable by others, a hard link to a file elsewhere):
+            # a checked copy of ours is staged, and replaces it when published
+            got = stage.stage_file(self.source, rel, run, f"b-{want}", mode)
+            if got != want:
+                raise CacheRefused(f"{self.repo_id}: {self.source / rel} does not hold the bytes listed for it "
+                                   f"(sha256 {got}, listed {want}); nothing was placed: reinstall it "
+                                   "(pip install --force-reinstall)")
+            staged.add(want)
+        return staged
+
+    def tree(self, run: Folder, blobs: Folder, mode: int, with_marker: bool, dmode: tuple[int, int]) -> None:
+        """``run/tree``: the snapshot (``with_marker``: MARKER and build/<variant>/...) or the variant folder.
+        Its folders get ``dmode`` (mode, group): what a folder made where it goes would get (folder_mode)."""
+        os.mkdir("tree", 0o700, dir_fd=run.fd)
+        top = run.path / "tree"
+        base = top / "build" / self.variant if with_marker else top
+        if with_marker:
+            marker = {"repo_id": self.repo_id, "commit": self.sha, "origin": self.origin}
+            _new_file(top / MARKER, (json.dumps(marker, sort_keys=True) + "\n").encode(), mode)
+        base.mkdir(parents=True, exist_ok=True)
+        for rel, want in sorted(self.files.items()):
+            path = base / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.symlink(relative_blob(rel, want), path)
+            except OSError as exc:
+                if exc.errno not in NOT_HERE:
+                    raise
+                if not _warned:  # as huggingface_hub does where links cannot be made: a copy, and one warning
+                    _warned.append(True)
+                    warn(f"{self.root}: its file system makes no symbolic links; the kernel's files are copied into "
+                         "the snapshot (as huggingface_hub does there), which takes more space")
+                self.copy_blob(run, blobs, want, path, mode)
+        for folder in [Path(d) for d, _, _ in os.walk(top)]:
+            set_mode(str(folder), dmode[0] & 0o7777)
+            if os.stat(folder).st_gid != dmode[1]:  # the group the setgid folder hands down
+                try:
+                    os.chown(folder, -1, dmode[1])
+                except OSError as exc:
+                    if exc.errno not in NOT_HERE:
+                        raise
+                    continue
+                set_mode(str(folder), dmode[0] & 0o7777)  # chown takes the setgid bit away
+
+    def copy_blob(self, run: Folder, blobs: Folder, want: str, path: Path, mode: int) -> None:
+        fd = run.open_file(f"b-{want}") if run.kind(f"b-{want}") == "file" else blobs.open_file(want)
+        with open(fd, "rb") as src, open(path, "xb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+            set_mode(out.fileno(), mode)
+
+    def publish_blobs(self, run: Folder, blobs: Folder, staged: set[str]) -> None:
+        """Link each staged file in as ``blobs/<hex>``; one already there that is not to be trusted is replaced
+        by the checked copy (one rename: a snapshot linking to that name never dangles). A blob once published
+        is never taken back: another run's snapshot may link to it from then on. Where the file system makes no
+        hard links (vfat, exFAT), the staged file itself is renamed in."""
+        for want in sorted(staged):
+            staged_name = f"b-{want}"
+            try:
+                os.link(staged_name, want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd, follow_symlinks=False)
+                self.published += 1
+                continue
+            except FileExistsError:
+                links = True
+            except OSError as exc:
+                if exc.errno not in NOT_HERE:
+                    raise
+                links = False
+            st = blobs.lstat(want)
+            if st is not None and identity(st) == identity(os.stat(staged_name, dir_fd=run.fd,
+                                                                   follow_symlinks=False)):
+                continue  # published by an earlier attempt of this call
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                raise blobs.refuse(want, "file")
+            if (st is not None and stat.S_ISREG(st.st_mode) and (trusted(st) or not links)
+                    and hashes_to(blobs, want, want)):
+                continue  # another run of this user placed the same bytes meanwhile (no owners where no links)
+            if links:  # the run keeps its own link (b-<hex>) until it ends, so no other run takes the new blob
+                os.link(staged_name, f"p-{want}", src_dir_fd=run.fd, dst_dir_fd=run.fd, follow_symlinks=False)
+                staged_name = f"p-{want}"  # for one that is safe to adopt (trusted: linked nowhere else)
+            os.rename(staged_name, want, src_dir_fd=run.fd, dst_dir_fd=blobs.fd)
+            self.published += 1
+        blobs.fsync()
+
+
+def move_in(run: Folder, snaps: Folder, p: Placing, how: str) -> bool:
+    """Rename the staged tree into place; False where another run placed something there first."""
+    ident = identity(os.stat("tree", dir_fd=run.fd, follow_symlinks=False))
+    try:
+        if how == "new":
+            os.rename("tree", p.sha, src_dir_fd=run.fd, dst_dir_fd=snaps.fd)
+            p.made.append(Made("snapshot", p.sha, ident))
+            snaps.fsync()
+            return True
+        with snaps.sub(p.sha) as snap, snap.sub("build") as build:
+            if how == "relink":
+                old = os.readlink(p.variant, dir_fd=build.fd)
+                os.rename(p.variant, "old-link", src_dir_fd=build.fd, dst_dir_fd=run.fd)
+                try:
+                    os.rename("tree", p.variant, src_dir_fd=run.fd, dst_dir_fd=build.fd)
+                except OSError:
+                    os.rename("old-link", p.variant, src_dir_fd=run.fd, dst_dir_fd=build.fd)
+                    raise
+                p.notes.append(f"{p.where}: build/{p.variant} was a link to {old} left by an earlier "
+                               "kernel-factory; now a checked copy")
+            else:
+                os.rename("tree", p.variant, src_dir_fd=run.fd, dst_dir_fd=build.fd)
+            p.made.append(Made("variant", p.variant, ident, sha=p.sha))
+            build.fsync()
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            return False
+        raise
+
+
+def dir_mode(snaps: Folder, p: Placing, how: str) -> tuple[int, int]:
+    """(mode, group) of a folder made where the tree goes: in snapshots/ for a new snapshot, else in its build/."""
+    if how == "new":
+        return stage.folder_mode(snaps)
+    with snaps.sub(p.sha) as snap, snap.sub("build") as build:
+        return stage.folder_mode(build)
+
+
+def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:
+    """``<root>/kernels--org--name`` (``kind="model"``: the legacy ``models--`` folder kernels also reads)."""
+    return root / repo_folder_name(repo_id, kind)
+
+
+def take_back(root: Path, repo_id: str, made: list[Made]) -> None:
+    """Undo what runs of this process placed for ``repo_id`` (``made``, as ``place`` and ``set_refs`` record it),
+    by descriptors and by identity: a ref set back to the commit it named only while it is still the file this
+    run wrote, a snapshot or variant removed only while it is still the folder this run renamed there, the
+    folders this run made removed only while they are empty. Blobs are never taken back: once published,
+    another run's snapshot may link to them. Best effort: the caller is failing already."""
+    with contextlib.suppress(OSError, LinkRefused), open_root(root, create=False) as top:
+        name = repo_folder(root, repo_id).name
+        if top.kind(name) != "dir":
+            return
+        with top.sub(name) as repo:
+            for m in reversed(made):
+                with contextlib.suppress(OSError, LinkRefused):
+                    _undo(repo, m)
+            for m in reversed(made):
+                if m.kind == "dir" and m.name == "snapshots" and repo.kind("blobs") is not None:
+                    continue  # blobs stay: huggingface_hub's scan wants snapshots/ beside them
+                if m.kind == "dir" and _same(repo, m.name, m.ident):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(m.name, dir_fd=repo.fd)
+        made_repo = [m for m in made if m.kind == "repo"]
+        if made_repo and _same(top, name, made_repo[0].ident):
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=top.fd)
+    made.clear()
+
+
+def _same(folder: Folder, name: str, ident: tuple[int, int]) -> bool:
+    st = folder.lstat(name)
+    return st is not None and identity(st) == ident
+
+
+def _undo(repo: Folder, m: Made) -> None:
+    if m.kind == "ref" and repo.kind("refs") == "dir":
+        with repo.sub("refs") as refs:
+            data = refs.read_small(m.name, 256) if _same(refs, m.name, m.ident) else None
+            if data is not None and data.decode("ascii", "replace").strip() == m.sha:  # not rewritten in place
+                if m.old is not None:
+                    _replace(refs, m.name, m.old.encode("ascii"))
+                else:
+                    os.unlink(m.name, dir_fd=refs.fd)
+    elif m.kind == "snapshot" and repo.kind("snapshots") == "dir":
+        with repo.sub("snapshots") as snaps:
+            if _same(snaps, m.name, m.ident):
+                remove(snaps, m.name)
+    elif m.kind == "variant" and repo.kind("snapshots") == "dir":
+        with repo.sub("snapshots") as snaps, snaps.sub(m.sha) as snap, snap.sub("build") as build:
+            if _same(build, m.name, m.ident):
+                remove(build, m.name)
+
+
+def _snapshot(root: Path, repo_id: str, sha: str) -> Folder | None:
+    """``snapshots/<sha>`` of ``repo_id``, opened one real folder at a time; None where any is missing or a
+    link."""
+    try:
+        with open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
+                repo.sub("snapshots") as snaps:
+            return snaps.sub(sha)
+    except (OSError, LinkRefused):
+        return None
+
+
+def read_own(root: Path, repo_id: str, sha: str, name: str, limit: int) -> bytes | None:
+    """The bytes of ``snapshots/<sha>/<name>`` if it is a regular file that this user owns, no one else can write
+    and nothing else links to (a record others could forge is no record); None otherwise."""
+    snap = _snapshot(root, repo_id, sha)
+    if snap is None:
+        return None
+    with snap:
+        try:
+            fd = snap.open_file(name)
+        except (OSError, LinkRefused):
+            return None
+        try:
+            if not trusted(os.fstat(fd)):
+                return None
+            data = os.read(fd, limit + 1)
+        finally:
+            os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def write_own(root: Path, repo_id: str, sha: str, name: str, data: bytes) -> None:
+    """``snapshots/<sha>/<name>`` replaced by ``data`` (one rename, made 0644 less the umask and writable by no
+    one else), unless ``read_own`` already gives exactly these bytes (a satisfied cache is not written)."""
+    if read_own(root, repo_id, sha, name, len(data)) == data:
+        return
+    snap = _snapshot(root, repo_id, sha)
+    if snap is None:
+        raise FileNotFoundError(errno.ENOENT, "no such snapshot", str(repo_folder(root, repo_id) / "snapshots" / sha))
+    with snap:
+        _replace(snap, name, data)
+
+
+def variant_holds(root: Path, repo_id: str, sha: str, variant: str, files: Mapping[str, str]) -> bool:
+    """Whether kernel-factory's snapshot ``sha`` (it carries MARKER) holds ``build/<variant>`` with exactly
+    ``files``' bytes: every link names its blob and every blob's bytes hash to its name (read by descriptors)."""
+    snap = _snapshot(root, repo_id, sha)
+    if snap is None:
+        return False
+    try:
+        with snap, open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
+                repo.sub("blobs") as blobs:
+            if snap.kind(MARKER) != "file":
+                return False
+            with snap.sub("build") as build, build.sub(variant) as have:
+                return holds(have, files, blobs) == set(files)
+    except (OSError, LinkRefused):
+        return False
+
+
+def _replace(folder: Folder, name: str, data: bytes) -> None:
+    """``name`` in ``folder`` replaced by a new file of ``data`` (fsynced; 0644 less the umask, writable by no one
+    else) in one rename: a link there is replaced, never written through."""
+    tmp = f".{name}.{os.urandom(8).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder.fd)
+    try:
+        try:
+            os.write(fd, data)
+            set_mode(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~0o022)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
+    finally:
+        if folder.kind(tmp) is not None:
+            os.unlink(tmp, dir_fd=folder.fd)
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -92,11 +508,11 @@ def scratch(root: Path) -> Iterator[Path]:
         top = open_root(root)
     except OSError as exc:
         raise _unusable(exc, root) from None
-    with top, scratch_folder(top) as run:
+    with top, stage.scratch_folder(top) as run:
         yield run.path
 
 
-def _check(repo_id: str, sha: str, variant: str, refs: list[str], origin: str) -> None:
+def _check(repo_id: str, sha: str, variant: str, refs: tuple[str, ...]) -> None:
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(_REF.fullmatch(p) for p in parts):
         raise CacheConflict(f"{repo_id!r} is not an org/name repository id; rebuild the wheel with --repo-id")
@@ -107,35 +523,27 @@ def _check(repo_id: str, sha: str, variant: str, refs: list[str], origin: str) -
     for ref in refs:
         if not valid_ref(ref):
             raise CacheConflict(f"{repo_id}: {ref!r} is not a branch or tag name")
-    if origin not in ORIGINS:
-        raise ValueError(f"origin {origin!r} is not one of {', '.join(ORIGINS)}")
 
 
 def _prepare_ref(run: Folder, ref: str, sha: str, mode: int) -> str:
     """The run's file ``ref-<ref>`` naming ``sha``, written once: ``place`` writes every ref's file before it
     publishes a blob, so that a full disk stops it while nothing of it is in the cache yet."""
     name = f"ref-{ref}"
-    if run.kind(name) == "file":
-        return name
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=run.fd)
-    try:
-        os.write(fd, sha.encode("ascii"))  # huggingface_hub writes refs without a newline
-        set_mode(fd, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if run.kind(name) != "file":
+        _new_file(name, sha.encode("ascii"), mode, run)  # huggingface_hub writes refs without a newline
     return name
 
 
-def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> str | None:
-    """Point ``refs/<ref>`` at the commit when that damages nothing; else the note saying why it was left. A ref
+def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> None:
+    """Point ``refs/<ref>`` at the commit when that damages nothing; else a note says why it was left. A ref
     that is there when this run links its own and gone when it reads it (another writer took it away between the
     two) is tried again, at most ``REF_TRIES`` times in all."""
     legacy_folder = repo_folder(p.root, p.repo_id, "model")
     legacy = read_ref(legacy_folder, ref) if ref.startswith("v") else None
     if legacy and legacy != p.sha:
-        return (f"{p.repo_id}: refs/{ref} in {legacy_folder.name} names {legacy}, and kernels reads it first; left as "
-                f"it is: use revision='{p.sha}' or a lock file")
+        p.notes.append(f"{p.repo_id}: refs/{ref} in {legacy_folder.name} names {legacy}, and kernels reads it "
+                       f"first; left as it is: use revision='{p.sha}' or a lock file")
+        return
     name = _prepare_ref(run, ref, p.sha, mode)
     ident = identity(os.stat(name, dir_fd=run.fd, follow_symlinks=False))
     made_refs = repo.kind("refs") is None
@@ -148,7 +556,7 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
                     ident = identity(os.stat(ref, dir_fd=refs.fd, follow_symlinks=False))
                 p.made.append(Made("ref", ref, ident, sha=p.sha, old=None))
                 refs.fsync()
-                return None
+                return
             except FileExistsError:
                 pass
             kind = refs.kind(ref)
@@ -159,15 +567,16 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> st
             data = refs.read_small(ref, 256)
             have = data.decode("ascii", "replace").strip() if data is not None else None
             if have == p.sha:
-                return None
+                return
             if not have or not SHA.fullmatch(have) or not is_ours(snaps.path / have):
-                return (f"{p.repo_id}: refs/{ref} in {p.root} names {have or 'an unreadable commit'}, which "
-                        f"kernel-factory did not write; left as it is: use revision='{p.sha}' or a lock file")
+                p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} names {have or 'an unreadable commit'}, which "
+                               f"kernel-factory did not write; left as it is: use revision='{p.sha}' or a lock file")
+                return
             os.rename(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd)  # a ref we wrote earlier: move it
             p.made.append(Made("ref", ref, ident, sha=p.sha, old=have))
             refs.fsync()
-            return None
-    return f"{p.repo_id}: refs/{ref} in {p.root} keeps changing; left as it is"
+            return
+    p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} keeps changing; left as it is")
 
 
 def _link_or_create(run: Folder, name: str, refs: Folder, ref: str, sha: str, mode: int) -> bool:
@@ -179,16 +588,24 @@ def _link_or_create(run: Folder, name: str, refs: Folder, ref: str, sha: str, mo
     except OSError as exc:
         if exc.errno not in NOT_HERE:
             raise
-    fd = os.open(ref, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=refs.fd)
-    try:
-        os.write(fd, sha.encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _new_file(ref, sha.encode("ascii"), mode, refs)
     return True
 
 
-def _precheck_refs(repo: Folder, refs: list[str]) -> None:
+def _new_file(name: str | Path, data: bytes, mode: int, folder: Folder | None = None) -> None:
+    """A new file ``name`` (in ``folder``; never one that is there, never through a link) of ``data``, made
+    ``mode``, fsynced."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
+                 dir_fd=folder.fd if folder else None)
+    try:
+        os.write(fd, data)
+        set_mode(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _precheck_refs(repo: Folder, refs: tuple[str, ...]) -> None:
     """A planted link at refs/ or any refs/<ref> refuses before anything is written."""
     kind = repo.kind("refs")
     if kind is None:
@@ -199,54 +616,96 @@ def _precheck_refs(repo: Folder, refs: list[str]) -> None:
                 raise folder.refuse(ref, "file")
 
 
-def place(root: Path, item: Placement, *, origin: str, notes: list[str] | None = None,
-          made: list[Made] | None = None) -> Path:
-    """Place ``item.source`` (a kernel's build variant folder) as ``<root>/kernels--org--name/snapshots/<sha>/
-    build/<variant>``, every file checked against ``item.files`` (posix path relative to the source -> sha256
-    hex), and point each of ``item.refs`` at the commit; returns the variant folder kernels will load. ``origin``
-    ("download" or "local-kernels") goes in the snapshot's marker.
+class Writer:
+    """One command's writes into the cache at ``root``: ``origin`` ("download" or "local-kernels") goes in the
+    marker of each snapshot it makes, and ``notes`` gets a line for each ref left as it was (and each link an
+    earlier kernel-factory left, now a checked copy). ``made`` keeps what each call put in the cache, so that
+    ``take_back`` undoes all of it (download's all or nothing)."""
 
-    Refuses (CacheRefused) a file of ``source`` that ``files`` does not list, one it lists that is missing, or
-    bytes that differ; (LinkRefused) a link anywhere in the cache where it would read or write; (CacheConflict)
-    other bytes at this commit. A full or read-only cache raises Unreachable. In each case nothing of this call
-    is left in the cache but blobs it published (never taken back: another run may link to them meanwhile). A ref
-    that names another commit is left, with a line appended to ``notes``. ``made`` gets what this call put in
-    the cache (take_back undoes it: download's all or nothing)."""
-    repo_id, sha, variant, source, refs = item.repo_id, item.sha, item.variant, item.source, list(item.refs)
-    _check(repo_id, sha, variant, refs, origin)
-    files = dict(item.files)
-    check_files(files, repo_id)
-    if "metadata.json" not in files:
-        raise CacheConflict(f"{repo_id}: {source} holds no metadata.json, which kernels loads; reinstall the wheel")
-    have = source_files(source, repo_id)
-    extra, missing = sorted(set(have) - set(files)), sorted(set(files) - set(have))
-    if extra:
-        raise CacheRefused(f"{repo_id}: {source / extra[0]} is not one of the files listed for this kernel (a file "
-                           "added after install?); nothing was placed: reinstall it (pip install --force-reinstall)")
-    if missing:
-        raise CacheRefused(f"{repo_id}: {source / missing[0]} is missing; nothing was placed: reinstall it "
-                           "(pip install --force-reinstall)")
-    p = Placing(root, repo_id, sha, variant, source, files, origin)
-    name = repo_folder(root, repo_id).name
-    try:
-        with open_root(root) as top:
-            if _satisfied(p, top, name, refs):
-                return repo_folder(root, repo_id) / "snapshots" / sha / "build" / variant  # nothing to write
-            try:
-                with scratch_folder(top) as run:
-                    _place_in(p, top, run, name, refs, notes)
-            except BaseException:
-                take_back(root, repo_id, p.made)  # exactly what this call made, by identity
-                raise
-            finally:
-                if made is not None:
-                    made.extend(p.made)
-    except OSError as exc:
-        raise _unusable(exc, root, p.published) from None
-    return repo_folder(root, repo_id) / "snapshots" / sha / "build" / variant
+    def __init__(self, root: Path, origin: str, notes: list[str] | None = None) -> None:
+        if origin not in ORIGINS:
+            raise ValueError(f"origin {origin!r} is not one of {', '.join(ORIGINS)}")
+        self.root, self.origin = root, origin
+        self.notes: list[str] = notes if notes is not None else []
+        self.made: dict[str, list[Made]] = {}  # repository id -> what this writer put there, in order
+
+    def place(self, item: Placement) -> Path:
+        """Place ``item.source`` (a kernel's build variant folder) as ``<root>/kernels--org--name/snapshots/<sha>/
+        build/<variant>``, every file checked against ``item.files`` (posix path relative to the source -> sha256
+        hex), and point each of ``item.refs`` at the commit; returns the variant folder kernels will load.
+
+        Refuses (CacheRefused) a file of ``source`` that ``files`` does not list, one it lists that is missing, or
+        bytes that differ; (LinkRefused) a link anywhere in the cache where it would read or write; (CacheConflict)
+        other bytes at this commit. A full or read-only cache raises Unreachable. In each case nothing of this call
+        is left in the cache but blobs it published (never taken back: another run may link to them meanwhile). A
+        ref that names another commit is left, with a note."""
+        repo_id, source = item.repo_id, item.source
+        _check(repo_id, item.sha, item.variant, item.refs)
+        stage.check_files(item.files, repo_id)
+        if "metadata.json" not in item.files:
+            raise CacheConflict(f"{repo_id}: {source} holds no metadata.json, which kernels loads; reinstall the wheel")
+        have = stage.source_files(source, repo_id)
+        extra, missing = sorted(set(have) - set(item.files)), sorted(set(item.files) - set(have))
+        if extra:
+            raise CacheRefused(f"{repo_id}: {source / extra[0]} is not one of the files listed for this kernel (a "
+                               "file added after install?); nothing was placed: reinstall it (pip install "
+                               "--force-reinstall)")
+        if missing:
+            raise CacheRefused(f"{repo_id}: {source / missing[0]} is missing; nothing was placed: reinstall it "
+                               "(pip install --force-reinstall)")
+        p = Placing(self, item)
+        name = repo_folder(self.root, repo_id).name
+        try:
+            with open_root(self.root) as top:
+                if not _satisfied(p, top, name, item.refs):
+                    with self._run(p, top) as run:
+                        _place_in(p, top, run, name, item.refs)
+        except OSError as exc:
+            raise _unusable(exc, self.root, p.published) from None
+        return repo_folder(self.root, repo_id) / "snapshots" / item.sha / "build" / item.variant
+
+    def set_refs(self, repo_id: str, sha: str, refs: Iterable[str]) -> None:
+        """Point each of ``refs`` at ``sha``, whose snapshot is in the cache already, by the rules of ``place`` (a
+        ref naming a commit kernel-factory did not write is left, with a note); nothing is written where every
+        ref names ``sha`` already."""
+        item = Placement(repo_id, sha, "", Path(), {}, tuple(refs))
+        _check(repo_id, sha, "v", item.refs)
+        repo_path = repo_folder(self.root, repo_id)
+        if all(read_ref(repo_path, ref) == sha for ref in item.refs):
+            return
+        p = Placing(self, item)
+        try:
+            with open_root(self.root) as top, self._run(p, top) as run, top.sub(repo_path.name) as repo:
+                _precheck_refs(repo, item.refs)
+                with repo.sub("blobs") as blobs:
+                    mode = stage.blob_mode(blobs)
+                for ref in item.refs:
+                    _write_ref(p, repo, run, ref, mode | 0o200)
+        except OSError as exc:
+            raise _unusable(exc, self.root, p.published) from None
+
+    @contextlib.contextmanager
+    def _run(self, p: Placing, top: Folder) -> Iterator[Folder]:
+        """A private scratch folder for ``p``; on any failure, exactly what ``p`` made is taken back, by
+        identity. What it made stays in ``made`` (take_back empties ``p.made`` first)."""
+        try:
+            with stage.scratch_folder(top) as run:
+                yield run
+        except BaseException:
+            take_back(self.root, p.repo_id, p.made)
+            raise
+        finally:
+            self.made.setdefault(p.repo_id, []).extend(p.made)
+
+    def take_back(self) -> None:
+        """Undo what this writer put in the cache, by identity: no blob, nothing others placed."""
+        for repo_id, made in self.made.items():
+            take_back(self.root, repo_id, made)
 
 
-def _place_in(p: Placing, top: Folder, run: Folder, name: str, refs: list[str], notes: list[str] | None) -> None:
+def _place_in(p: Placing, top: Folder, run: Folder, name: str, refs: tuple[str, ...]) -> None:
+    """Stage, check and move the variant in (tried again, up to three times, where another run placed something
+    at its name meanwhile), then the refs."""
     if top.kind(name) is None:
         os.mkdir(name, 0o777, dir_fd=top.fd)
         p.made.append(Made("repo", name, identity(os.stat(name, dir_fd=top.fd, follow_symlinks=False))))
@@ -257,17 +716,30 @@ def _place_in(p: Placing, top: Folder, run: Folder, name: str, refs: list[str], 
                 os.mkdir(sub, 0o777, dir_fd=repo.fd)
                 p.made.append(Made("dir", sub, identity(os.stat(sub, dir_fd=repo.fd, follow_symlinks=False))))
         with repo.sub("snapshots") as snaps, repo.sub("blobs") as blobs:
-            mode = blob_mode(blobs)
+            mode = stage.blob_mode(blobs)
             for ref in refs:
                 _prepare_ref(run, ref, p.sha, mode | 0o200)
-            _place(p, run, snaps, blobs, mode, notes)
+            staged: set[str] | None = None
+            for _ in range(3):
+                how = p.judge(snaps, blobs)
+                if how == "keep":
+                    break
+                if staged is None:
+                    staged = p.stage(run, blobs, mode)
+                if run.kind("tree") is not None:
+                    remove(run, "tree")  # an earlier attempt's
+                p.tree(run, blobs, mode, with_marker=how == "new", dmode=dir_mode(snaps, p, how))
+                p.publish_blobs(run, blobs, staged)
+                if move_in(run, snaps, p, how):
+                    break
+                staged = {want for want in staged if run.kind(f"b-{want}") == "file"}
+            else:
+                raise CacheConflict(f"{p.where} keeps changing while it is placed; left as it is: run again")
         for ref in refs:
-            note = _write_ref(p, repo, run, ref, mode | 0o200)
-            if note and notes is not None:
-                notes.append(note)
+            _write_ref(p, repo, run, ref, mode | 0o200)
 
 
-def _satisfied(p: Placing, top: Folder, name: str, refs: list[str]) -> bool:
+def _satisfied(p: Placing, top: Folder, name: str, refs: tuple[str, ...]) -> bool:
     """Whether the cache already holds this variant's checked bytes at this commit and every ref names it:
     then nothing is written (a read-only cache that holds it is fine)."""
     if top.kind(name) != "dir":
@@ -278,8 +750,6 @@ def _satisfied(p: Placing, top: Folder, name: str, refs: list[str]) -> bool:
         with repo.sub("snapshots") as snaps, repo.sub("blobs") as blobs:
             if p.judge(snaps, blobs) != "keep":
                 return False
-        if refs and repo.kind("refs") != "dir":
-            return False
         for ref in refs:
             if read_ref(p.root / name, ref) != p.sha:
                 return False
@@ -287,38 +757,6 @@ def _satisfied(p: Placing, top: Folder, name: str, refs: list[str]) -> bool:
             if legacy and legacy != p.sha:
                 return False  # the writer's note says why kernels would load another commit
     return True
-
-
-def set_refs(root: Path, repo_id: str, sha: str, refs: Iterable[str], *, origin: str,
-             notes: list[str] | None = None, made: list[Made] | None = None) -> None:
-    """Point each of ``refs`` at ``sha``, whose snapshot is in the cache already, by the rules of ``place`` (a
-    ref naming a commit kernel-factory did not write is left, with a note); nothing is written where every ref
-    names ``sha`` already."""
-    refs = list(refs)
-    _check(repo_id, sha, "v", refs, origin)
-    repo_path = repo_folder(root, repo_id)
-    if all(read_ref(repo_path, ref) == sha for ref in refs):
-        return
-    p = Placing(root, repo_id, sha, "", Path(), {}, origin)
-    try:
-        with open_root(root) as top:
-            try:
-                with scratch_folder(top) as run, top.sub(repo_path.name) as repo:
-                    _precheck_refs(repo, refs)
-                    with repo.sub("blobs") as blobs:
-                        mode = blob_mode(blobs)
-                    for ref in refs:
-                        note = _write_ref(p, repo, run, ref, mode | 0o200)
-                        if note and notes is not None:
-                            notes.append(note)
-            except BaseException:
-                take_back(root, repo_id, p.made)
-                raise
-            finally:
-                if made is not None:
-                    made.extend(p.made)
-    except OSError as exc:
-        raise _unusable(exc, root) from None
 
 
 class CacheUnusable(Unreachable):
@@ -341,22 +779,4 @@ def _unusable(exc: OSError, root: Path, published: int = 0) -> Exception:
             f"{'s' if published != 1 else ''} it published stay in blobs/, unused")
     return CacheUnusable(f"the Hub cache {root}: {text} ({left}); free space or fix its permissions, or give "
                          "another folder: --cache DIR or KERNELS_CACHE", exc)
-
-
-def _place(p: Placing, run: Folder, snaps: Folder, blobs: Folder, mode: int, notes: list[str] | None) -> None:
-    staged: set[str] | None = None
-    for _ in range(3):
-        how = p.judge(snaps, blobs)
-        if how == "keep":
-            return
-        if staged is None:
-            staged = p.stage(run, blobs, mode)
-        if run.kind("tree") is not None:
-            remove(run, "tree")  # an earlier attempt's
-        p.tree(run, blobs, mode, with_marker=how == "new", dmode=dir_mode(snaps, p, how))
-        p.publish_blobs(run, blobs, staged)
-        if move_in(run, snaps, p, how, notes):
-            return
-        staged = {want for want in staged if run.kind(f"b-{want}") == "file"}
-    raise CacheConflict(f"{p.where} keeps changing while it is placed; left as it is: run again")
 

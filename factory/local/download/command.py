@@ -1,19 +1,13 @@
 """``kernel-factory download [PROJECT_DIR] --index-url URL``: kernels.lock -> the Hub cache, from your index.
 
-The drop-in for ``kernels download .``. For each locked kernel (both kernels.lock formats, read by
-verify/lockfile.py) it takes the wheel that fits this interpreter (the candidates ``which`` finds:
-the variant root for this label, then universal and backend-noarch wheels), whose provenance
-names the locked commit. The record beside a wheel (``files/<wheel>.json``), where the index
-serves one, tells which wheels to skip without downloading them; the provenance inside the wheel
-decides. The wheel's sha256 is checked against the index page, its package folder becomes
-``<cache>/kernels--org--name/snapshots/<commit>/build/<variant>/`` (local/cache/), and a
-ref ``v<N>`` (or the locked branch) is written where the lock names one. Kernels named in a
-wheel's ``kernel-depends`` are downloaded too, transitively, as kernels 0.19 resolves them
-(download/depends.py: the allow list, the cap, cycles).
+The drop-in for ``kernels download .``. For each locked kernel (both kernels.lock formats, verify/lockfile.py) it
+takes the wheel that fits this interpreter (``which``'s candidates) whose provenance names the locked commit; the
+record beside a wheel (``files/<wheel>.json``), where the index serves one, skips the others unread. The wheel's
+sha256 is checked against the index page, and its variant goes in the cache through ``cache.Writer``, with the
+lock's ref. ``kernel-depends`` are downloaded too, transitively, as kernels 0.19 resolves them (depends.py).
 
-Nothing is written into the cache until every kernel has been found, downloaded and checked.
-A kernel already in the cache from an earlier run, whose files still match what that run
-recorded, is not downloaded again (the index's pages are still read).
+Nothing is written into the cache until every kernel has been found, downloaded and checked. A kernel an earlier
+run placed, whose files still match what that run recorded, is not downloaded again.
 """
 
 from __future__ import annotations
@@ -23,8 +17,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,14 +76,15 @@ class Got:
 
 
 def _file_hashes(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` by its sha256, as the lock's hash covers it (a dangling link is an error, a link
+    to a folder is not followed: what a snapshot holds is judged as it is, not as a link makes it look)."""
     out = {}
     for dirpath, dirnames, names in os.walk(folder):
         dirnames[:] = [d for d in dirnames if not left_out(d, True)]
         for name in names:
-            if left_out(name, False):
-                continue
-            path = Path(dirpath) / name
-            out[path.relative_to(folder).as_posix()] = file_digest(path)
+            if not left_out(name, False):
+                path = Path(dirpath) / name
+                out[path.relative_to(folder).as_posix()] = file_digest(path)
     return out
 
 
@@ -145,13 +140,8 @@ def _record_revision(url: str, session: Any) -> str | None:
     """The revision the record beside a wheel names (kernel-factory's index serves them), or None."""
     try:
         got = simple.fetch(url + ".json", session)
-    except Unreachable:
-        return None
-    if got is None:
-        return None
-    try:
-        data = json.loads(got[0])
-    except ValueError:
+        data = json.loads(got[0]) if got is not None else None
+    except (Unreachable, ValueError):
         return None
     revision = data.get("revision") if isinstance(data, dict) else None
     return revision if isinstance(revision, str) else None
@@ -269,13 +259,13 @@ def run_download(args: DownloadArgs) -> int:
         root.mkdir(parents=True, exist_ok=True)
         with ExitStack() as stack:
             return _download(locked, url, env, root, session, _scratch(stack, root), policy)
-    except cache.CacheUnusable as exc:  # the writer's own line names no run: this one says nothing was installed
-        err = unusable(exc.error, root)
-        what = str(err or exc).partition("; ")[0]
-        raise Unreachable(f"{what}; nothing was installed: make room there, or point KERNELS_CACHE at another "
-                          "folder") from None
-    except OSError as exc:  # shutil.Error (a copy's list of failures) carries its errno in its text only
-        err = unusable(exc, root) if not isinstance(exc, shutil.Error) else unusable_from_text(str(exc), root)
+    except (cache.CacheUnusable, OSError) as exc:  # the writer's own line names no run: this one says nothing
+        if isinstance(exc, cache.CacheUnusable):  # was installed
+            err: Exception | None = unusable(exc.error, root) or exc
+        elif isinstance(exc, shutil.Error):  # a copy's list of failures carries its errno in its text only
+            err = unusable_from_text(str(exc), root)
+        else:
+            err = unusable(exc, root)
         if err is None:
             raise
         what = str(err).partition("; ")[0]  # "<path>: No space left on device"
@@ -350,26 +340,15 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
     return _place_all(list(done.values()), root)
 
 
-@contextmanager
-def _all_or_nothing(writer: cache.Writer) -> Iterator[None]:
-    """On an OSError (a full disk) or a refusal (a file name the writer refuses, a link planted in the cache) while
-    placing, what this run put in the cache (each snapshot, variant, ref and folder ``writer`` made, by identity)
-    is taken away again (``Writer.take_back``, which follows no link and touches nothing another writer placed
-    meanwhile), so that nothing of the run is visible; the error goes on."""
-    try:
-        yield
-    except (OSError, cache.CacheUnusable, Refused, LinkRefused):
-        writer.take_back()
-        raise
-
-
 def _place_all(gots: list[Got], root: Path) -> int:
     """Every checked kernel into the cache: the snapshots first, then the refs (none move before every snapshot
-    is there)."""
+    is there). On an OSError (a full disk) or a refusal (a file name the writer refuses, a link planted in the
+    cache), what this run put in the cache is taken back (``Writer.take_back``: by identity, through no link,
+    nothing another writer placed meanwhile), so that nothing of the run is visible; the error goes on."""
     writer = cache.Writer(root, "download")
     fetched, code = 0, EXIT_OK
     lines: list[str] = []
-    with _all_or_nothing(writer):
+    try:
         placed: list[Got] = []
         for got in gots:
             state = "already there"
@@ -409,6 +388,9 @@ def _place_all(gots: list[Got], root: Path) -> int:
                                              tuple(refs)))
             elif refs:  # already there: the refs still follow the lock
                 writer.set_refs(got.want.repo_id, got.sha, refs)
+    except (OSError, cache.CacheUnusable, Refused, LinkRefused):
+        writer.take_back()
+        raise
     for line in lines:
         report.info(printable(line))
     for note in writer.notes:

@@ -2,14 +2,9 @@
 
 A kernel's ``metadata.json`` (and the wheel's provenance, which copies it) lists ``kernel-depends``:
 ``{"repo-id": "org/name", "version": N}`` or ``{"repo-id": ..., "revision": REV}``. kernels 0.19 loads the
-dependent kernel only with every dependency, transitively (``resolve_kernel_tree``): offline, ``version=N``
-through ``refs/v<N>`` of ``kernels--org--name``, a revision as a commit or through ``refs/<REV>``; with a lock
-(``load_kernel``, ``get_locked_kernel``), at the lock's commit; a cycle is refused ("Cyclic kernel dependency
-detected"). ``wants_of`` turns one wheel's list into the kernels ``download`` must place, with those refs.
-
-Every repository ``download`` places passes ``Policy``: its organisation is allowed (``--allow-org``,
-KERNEL_FACTORY_ALLOW_ORGS; without either, kernels-community and the organisations kernels.lock names), and
-at most ``max_depends`` kernels come in through ``kernel-depends`` beyond the lock (default 32).
+dependent kernel only with every dependency, transitively, and refuses a cycle (docs/download.md). Every
+repository ``download`` places passes ``Policy``: its organisation is allowed, and at most ``max_depends``
+kernels come in through ``kernel-depends`` beyond the lock.
 """
 
 from __future__ import annotations

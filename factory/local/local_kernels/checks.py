@@ -21,7 +21,7 @@ from ..probe.environment import Environment, from_facts, label_or_none, machine
 from ..probe.facts import collect
 from .installed import InstalledKernel
 
-__all__ = ["Environment", "check_kernel", "detect_environment", "installed_version", "main_label"]
+__all__ = ["Environment", "check_kernel", "detect_environment", "installed_version"]
 
 # Requirements the variant check covers with a better message.
 FRAMEWORK_DISTS = ("torch", "apache-tvm-ffi")
@@ -47,11 +47,6 @@ def detect_environment(path: list[str] | None = None, *, import_torch: bool = Tr
     return from_facts(collect(), torch_version=torch_version, tvm_ffi=tvm)
 
 
-def main_label(env: Environment) -> str | None:
-    """The local label of the variant index that fits this torch (``torch213cpucxx11``), if known."""
-    return label_or_none(env)
-
-
 def _target(variant: str | None) -> tuple[Target | None, str | None]:
     """(Target or None, reason) for a variant name; (None, None) when it cannot be judged here."""
     if variant is None:
@@ -69,7 +64,7 @@ def _fix(k: InstalledKernel, env: Environment) -> str:
         public = Version(k.version).public
     except InvalidVersion:
         public = k.version
-    label = main_label(env)
+    label = label_or_none(env)
     where = f"the variants/{label}/simple index" if label else "the variant index that matches your torch"
     return f"pip install --force-reinstall '{k.dist}=={public}' from {where}"
 

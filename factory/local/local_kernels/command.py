@@ -1,17 +1,15 @@
 """``kernel-factory local-kernels``: LOCAL_KERNELS for the kernel wheels installed here.
 
-The kernels library reads ``LOCAL_KERNELS=org/name=PATH:org2/name2=PATH2``
-and, for a PATH that holds ``metadata.json`` (and no build variant folders),
-loads that folder as the build variant whatever ``version=`` or ``revision=``
-was asked for (kernels 0.18+ check its files against metadata.json's digest
-first). A kernel wheel made by kernel-factory installs exactly such a folder,
-its variant root (wheel/layout.py), so PATH is the installed variant root
-(for an older wheel without one, its package folder).
+kernels reads ``LOCAL_KERNELS=org/name=PATH:org2/name2=PATH2`` and, for a PATH that holds ``metadata.json`` (and no
+build variant folders), loads that folder as the build variant whatever ``version=`` or ``revision=`` was asked for
+(kernels 0.18+ check its files against metadata.json's digest first). A kernel wheel made by kernel-factory installs
+exactly such a folder, its variant root (wheel/layout.py), so PATH is the installed variant root (for an older
+wheel without one, its package folder).
 
-Needs only the standard library and ``packaging``; ``--check`` imports torch
-(guarded) to learn its backend and C++ ABI, and asks the target interpreter's
-own kernels library (probe/run.py ask_kernels, in that interpreter's process) which
-variant it loads from each snapshot and whether the files pass its checks.
+Needs only the standard library and ``packaging``; ``--check`` imports torch (guarded) to learn its backend and C++
+ABI, and asks the target interpreter's own kernels library (probe/run.py ask_kernels, in that interpreter's
+process) which variant it loads from each snapshot and whether the files pass its checks. ``--cache`` (``install``)
+places each installed variant root in the Hub cache through ``cache.Writer``, at the commit its provenance names.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,8 @@ from packaging.utils import canonicalize_name
 
 from ... import report as reporter  # report() below is this module's own
 from ...config import DEFAULT_ORGS
-from ...errors import EXIT_OK, EXIT_REFUSED, worst
+from ...errors import EXIT_OK, EXIT_REFUSED, Refused, worst
+from ...nofollow import LinkRefused
 from ...record import PROVENANCE, VARIANT_ROOT, read_provenance
 from ...verify import metadata as kernelmeta
 from ...wheel import layout
@@ -38,23 +37,12 @@ from .. import cache
 from ..probe.environment import from_facts
 from ..probe.rules import Judge
 from ..probe.run import ask_kernels, resolve_python, run_probe, sys_path
-from . import claims, install, loaders, mapped
+from . import installed, loaders
 from .checks import Environment, check_kernel, detect_environment, installed_version
-from .claims import SIGSTORE
-from .installed import InstalledKernel
+from .installed import SIGSTORE, InstalledKernel, refs_of, why_not_cacheable
 
 # metadata.json fields that kernels 0.17 refuses to load without.
 REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
-
-
-def _read_json(text: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    if text is None:
-        return None, None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return None, str(exc)
-    return (data, None) if isinstance(data, dict) else (None, "not a JSON object")
 
 
 def _package(dist: im.Distribution, prov: dict[str, Any]) -> str | None:
@@ -85,7 +73,7 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     if prov_error:
         problems.append(f"its {PROVENANCE} is not valid JSON ({prov_error}): reinstall the wheel")
     else:
-        claim = claims.claim_problem(dist_name, dist.version, prov)
+        claim = installed.claim_problem(dist_name, dist.version, prov)
         if claim:
             problems.append(claim)
     pkg = _package(dist, prov)
@@ -105,46 +93,41 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     else:
         meta_file = folder / "metadata.json"
         if not meta_file.is_file():
-            problems.append(
-                f"{root}/metadata.json, which the kernels library reads, is missing: "
-                "rebuild the wheel with kernel-factory to-wheel and reinstall it"
-            )
+            problems.append(f"{root}/metadata.json, which the kernels library reads, is missing: rebuild the wheel "
+                            "with kernel-factory to-wheel and reinstall it")
         else:
-            data, err = _read_json(meta_file.read_text(encoding="utf-8", errors="replace"))
-            if data is None:
+            try:
+                data = json.loads(meta_file.read_text(encoding="utf-8", errors="replace"))
+                err = "" if isinstance(data, dict) else "not a JSON object"
+            except ValueError as exc:
+                data, err = None, str(exc)
+            if err:
                 problems.append(f"{meta_file} is not valid JSON ({err}): reinstall the wheel")
-            else:
-                refused = kernels_refusal(meta_file.read_bytes(), data)
-                if refused:
-                    problems.append(
-                        f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels accepts"
-                    )
-            meta = data or {}
+            elif refused := kernels_refusal(meta_file.read_bytes(), data):
+                problems.append(f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels "
+                                "accepts")
+            meta = {} if err else data
         entries = layout.entry_files(meta or {"name": pkg})
         if not any((folder / rel).is_file() for rel in entries):
             problems.append(f"{root}/{entries[0]} is missing: pip install --force-reinstall '{dist_name}'")
     name = str(prov.get("name") or meta.get("name") or dist_name)
     key = repo_id or name
     if ":" in str(folder):
-        problems.append(
-            f"its folder {folder} contains ':', which LOCAL_KERNELS cannot express (':' separates "
-            "entries): use an environment whose path has no ':'"
-        )
+        problems.append(f"its folder {folder} contains ':', which LOCAL_KERNELS cannot express (':' separates "
+                        "entries): use an environment whose path has no ':'")
     if ":" in key or "=" in key:
-        problems.append(
-            f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: "
-            "rebuild the wheel with a repo-id without them"
-        )
+        problems.append(f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: rebuild the wheel "
+                        "with a repo-id without them")
     variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
     revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
     ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
-    files, files_problem = claims.record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
+    files, files_problem = installed.record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
     older = older_layout(root, prov, files, meta_file_bytes(folder)) if root and not files_problem else None
     if older:
         problems.append(older)
     return InstalledKernel(
         dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
-        revision, ref, files, files_problem, (folder / claims.SIGSTORE).is_file(),
+        revision, ref, files, files_problem, (folder / SIGSTORE).is_file(),
     )
 
 
@@ -190,7 +173,7 @@ def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
         claimants.append((dist, _package(dist, prov or {})))
     if found:  # a kernel's files listed by another distribution's RECORD too: that one may claim nothing
         every = list(im.distributions(path=path) if path is not None else im.distributions())
-        for i, shared in enumerate(claims.shared_problems(claimants, every)):
+        for i, shared in enumerate(installed.shared_problems(claimants, every)):
             if shared:
                 found[i] = replace(found[i], problems=(*found[i].problems, shared))
     return sorted(found, key=lambda k: (k.key, k.dist))
@@ -204,13 +187,9 @@ def usable(kernels: list[InstalledKernel]) -> tuple[list[InstalledKernel], list[
         if k.problems:
             left.append((k, "; ".join(k.problems)))
         elif k.key in keep:
-            left.append(
-                (
-                    k,
-                    f"{keep[k.key].dist} {keep[k.key].version} also provides {k.key}: "
-                    f"pip uninstall one of '{keep[k.key].dist}' and '{k.dist}'",
-                )
-            )
+            first = keep[k.key]
+            left.append((k, f"{first.dist} {first.version} also provides {k.key}: pip uninstall one of "
+                            f"'{first.dist}' and '{k.dist}'"))
         else:
             keep[k.key] = k
     return list(keep.values()), left
@@ -228,19 +207,11 @@ def shell_line(value: str) -> str:
     return f"export LOCAL_KERNELS={shlex.quote(value)}"
 
 
-def report(
-    kernels: list[InstalledKernel],
-    *,
-    shell: bool,
-    check: bool,
-    env: Environment | None = None,
-    has_kernels_lib: bool = True,
-    path: list[str] | None = None,
-    loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
-    every_path: bool = False,
-    python: str | None = None,
-    judge: Judge | None = None,
-) -> tuple[list[str], list[str], int]:
+def report(kernels: list[InstalledKernel], *, shell: bool, check: bool, env: Environment | None = None,
+           has_kernels_lib: bool = True, path: list[str] | None = None,
+           loading_paths: Callable[[InstalledKernel, str], list[loaders.LoadPath]] | None = None,
+           every_path: bool = False, python: str | None = None, judge: Judge | None = None
+           ) -> tuple[list[str], list[str], int]:
     """(stdout lines, stderr lines, exit code) of the command; ``check`` needs ``env``. ``loading_paths``
     (kernel, LOCAL_KERNELS value in effect) -> what each kernels loading path does for a loadable kernel;
     with ``every_path`` a path that would not load makes the exit code 3 too. ``judge``: the target interpreter's
@@ -297,6 +268,40 @@ def report(
     return out, err, EXIT_OK if ok else EXIT_REFUSED
 
 
+def install(root: Path, kernels: list[InstalledKernel],
+            allow_orgs: Collection[str]) -> tuple[list[str], list[str], int]:
+    """Place every cacheable kernel of an allowed organisation in ``root``, checked against its RECORD; (one line
+    per kernel placed, notes and refusals, the worst exit code of the kernels left out: 3, or 4 where a link was
+    planted in the cache). A full or unusable cache raises Unreachable (the kernels placed before it stay: each
+    kernel is placed whole or not at all); a link planted below one repository's folder leaves that kernel out
+    (LinkRefused, one note) and the others are placed."""
+    done: list[str] = []
+    notes: list[str] = []
+    codes = [EXIT_OK]
+    writer = cache.Writer(root, "local-kernels", notes)
+    for k in kernels:
+        why = why_not_cacheable(k)
+        if why is None and k.repo_id and k.repo_id.split("/")[0] not in allow_orgs:
+            org = k.repo_id.split("/")[0]
+            why = f"the organisation {org} is not allowed in the Hub cache (add --allow-org {org} if you trust it)"
+        if why is None and k.files_problem:
+            why = k.files_problem
+        if why:
+            notes.append(f"not in the Hub cache: {k.title}: {why}; only LOCAL_KERNELS serves it")
+            codes.append(EXIT_REFUSED)
+            continue
+        assert k.repo_id and k.revision and k.variant
+        try:
+            where = writer.place(cache.Placement(k.repo_id, k.revision, k.variant, k.folder, dict(k.files),
+                                                 tuple(refs_of(k))))
+        except (Refused, LinkRefused) as exc:
+            notes.append(f"not in the Hub cache: {exc}")
+            codes.append(exc.exit_code)
+            continue
+        done.append(f"{k.key}: {where} ({len(k.files)} files checked against {k.dist}'s RECORD)")
+    return done, notes, worst(codes)
+
+
 @dataclass(frozen=True)
 class LocalKernelsArgs:
     """``local-kernels``: ``shell``: an export line; ``check``: what would load, and why not; ``cache``: also
@@ -329,7 +334,7 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     notes: list[str] = []
     left_out = EXIT_OK  # the worst exit code of the kernels --cache left out
     if args.cache is not None:
-        placed, notes, left_out = install.install(root, usable(kernels)[0], args.allow_orgs)
+        placed, notes, left_out = install(root, usable(kernels)[0], args.allow_orgs)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
     def ask(repo_ids: list[str]) -> Judge:
@@ -348,7 +353,7 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
                             loading_paths=loading_paths if args.check else None, every_path=args.cache is not None,
                             python=python, judge=judge)
     if args.check:  # the kernels transformers' own mapping asks for on this device, from the Hub cache
-        said, all_load = mapped.check(python or sys.executable, path, lambda: env or environment(), root, ask)
+        said, all_load = loaders.check_mapping(python or sys.executable, path, lambda: env or environment(), root, ask)
         (err if args.shell else out).extend(said)
         code = EXIT_REFUSED if not all_load and code == EXIT_OK else code
     if args.shell and args.cache:

@@ -1,10 +1,37 @@
-"""One installed kernel wheel, as LOCAL_KERNELS would name it."""
+"""The kernel wheels installed here (``InstalledKernel``, as LOCAL_KERNELS would name one) and who may claim a
+kernel: an installed distribution is taken as the kernel its provenance names only if its name is that kernel's
+project name and its provenance passes the checks a store record passes; and the bytes ``local-kernels --cache``
+places are the ones its RECORD lists.
+
+Anything installed in an environment can already run code in it (a ``.pth`` file), so these rules do not
+guard an environment against its own packages: they keep one package from posing as another kernel (a
+dependency named ``fast-activation-helpers`` claiming ``kernels-community/activation``), in LOCAL_KERNELS and
+in the Hub cache that other environments share. The organisations whose kernels may enter the Hub cache are
+an allow list (``--allow-org``, the build's ``allow-orgs``); see SECURITY.md.
+"""
 
 from __future__ import annotations
 
+import csv
+import importlib.metadata as im
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ...record import PROVENANCE
+from ...store import check
+from ...verify.digest import left_out_path
+from ...wheel import recordfile
+from .. import cache
+
+SIGSTORE = "metadata.json.sigstore"
+_PLACEHOLDER_SHA = "0" * 64  # the record fields an installed wheel does not carry: its hash, size, upload time
+_PLACEHOLDER_TIME = "1980-01-01T00:00:00Z"
 
 
 @dataclass(frozen=True)
@@ -31,3 +58,140 @@ class InstalledKernel:
     def title(self) -> str:
         who = f" ({self.repo_id})" if self.repo_id else ""
         return f"{self.name}{who} {self.version}"
+
+
+def claim_problem(dist_name: str, version: str, prov: dict[str, Any]) -> str | None:
+    """Why this distribution may not claim the kernel its provenance names (None: it may)."""
+    repo_id = prov.get("repo_id")
+    label: str | None = None
+    try:
+        label = Version(version).local
+    except InvalidVersion:
+        pass
+    filename = f"{canonicalize_name(dist_name).replace('-', '_')}-{version}-py3-none-any.whl"
+    raw = {
+        "filename": filename,
+        "name": dist_name, "version": version, "sha256": _PLACEHOLDER_SHA, "size": 0,
+        "upload_time": _PLACEHOLDER_TIME, "label": label,
+        **{key: prov.get(key) for key in ("repo_id", "revision", "ref", "variant", "kernel_version")},
+    }
+    raw = {k: v for k, v in raw.items() if v is not None}
+    try:  # the variant by its shape: whether kernels knows it is check_kernel's to say (checks.py)
+        check.check({**raw, "requires_python": None}, filename, known_variants=False)
+    except ValueError as exc:
+        return f"its {PROVENANCE} fails the checks a record passes ({exc}): reinstall the wheel from your index"
+    if isinstance(repo_id, str) and canonicalize_name(dist_name) != canonicalize_name(repo_id.split("/")[-1]):
+        project = canonicalize_name(repo_id.split("/")[-1])
+        return (f"the distribution {dist_name!r} claims {repo_id}, whose project is {project!r}: only a distribution "
+                f"of that name may; pip uninstall '{dist_name}' unless you trust it, and install {project}'s wheel")
+    return None
+
+
+def record_files(dist: im.Distribution, package: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """(path below ``package`` -> sha256 hex, as RECORD lists them) and why RECORD cannot vouch for them."""
+    out: list[tuple[str, str]] = []
+    for f in dist.files or ():
+        if len(f.parts) < 2 or f.parts[0] != package:
+            continue
+        rel = "/".join(f.parts[1:])
+        if left_out_path("/".join(f.parts)):
+            continue  # bytecode pip compiled at install: not a file of the variant
+        if f.hash is None or f.hash.mode != "sha256":
+            return (), f"its RECORD gives no sha256 for {package}/{rel}: reinstall the wheel with pip"
+        try:
+            digest = recordfile.digest(f.hash.value)
+        except ValueError:  # binascii.Error is one
+            digest = b""
+        if len(digest) != 32:
+            return (), f"its RECORD's sha256 for {package}/{rel} is damaged: reinstall the wheel with pip"
+        out.append((rel, digest.hex()))
+    if not out:
+        return (), f"its RECORD lists no file of {package}/: reinstall the wheel with pip"
+    return tuple(sorted(out)), None
+
+
+def _listed(dist: im.Distribution) -> Iterable[str]:
+    """The absolute paths ``dist``'s RECORD lists, as written (normalised, links not followed)."""
+    base = str(dist.locate_file(""))
+    try:
+        text = dist.read_text("RECORD") or ""
+    except (OSError, UnicodeDecodeError):
+        return
+    try:
+        rows = recordfile.rows(text)
+    except csv.Error:
+        return
+    for row in rows:
+        if row and row[0]:
+            yield os.path.normpath(os.path.join(base, row[0]))
+
+
+def _own_files(dist: im.Distribution, package: str | None) -> set[str]:
+    """What makes ``dist`` the kernel: the files of its .dist-info folder (whatever its RECORD says) and the files
+    its RECORD lists below its package folder."""
+    out: set[str] = set()
+    info = _info(dist)
+    if info is not None and os.path.isdir(info):
+        out.update(os.path.join(info, name) for name in os.listdir(info))
+    if package:
+        folder = os.path.normpath(str(dist.locate_file(package))) + os.sep
+        out.update(p for p in _listed(dist) if p.startswith(folder))
+    return out
+
+
+def shared_problems(claimants: list[tuple[im.Distribution, str | None]], every: Iterable[im.Distribution]
+                    ) -> list[str | None]:
+    """For each (distribution, its package folder) of ``claimants``, why it may not claim a kernel because another
+    installed distribution of ``every`` lists its files in its RECORD too (None: none does). A wheel may carry a
+    second ``.dist-info`` folder as data (``<x>.data/purelib/``, which pip installs beside its own and no code
+    runs): that folder names whatever project it likes, but the RECORD of the wheel that carried it lists its
+    files, while pip's own RECORD of a distribution is listed by that one only."""
+    mine = [_own_files(dist, package) for dist, package in claimants]
+    wanted = set().union(*mine)
+    owners: dict[str, list[im.Distribution]] = {}
+    for other in every:
+        for path in _listed(other):
+            if path in wanted:
+                owners.setdefault(path, []).append(other)
+    out: list[str | None] = []
+    for (dist, _), files in zip(claimants, mine, strict=True):
+        here = _info(dist)
+        shared = [(path, other) for path in sorted(files) for other in owners.get(path, ()) if _info(other) != here]
+        if not shared:
+            out.append(None)
+            continue
+        path, other = shared[0]
+        name = other.metadata["Name"] or "?"
+        where = os.path.relpath(path, str(dist.locate_file("")))
+        out.append(f"its file {where} is listed in the RECORD of {name!r} {other.version} too, which installed it: "
+                   f"only the distribution that installed its own files may claim a kernel; pip uninstall '{name}' "
+                   "unless you trust it")
+    return out
+
+
+def _info(dist: im.Distribution) -> str | None:
+    """The folder of a distribution's metadata (importlib.metadata.PathDistribution's ``.dist-info``)."""
+    info = getattr(dist, "_path", None)
+    return None if info is None else os.path.normpath(str(info))
+
+
+def refs_of(k: InstalledKernel) -> list[str]:
+    """The refs that name this wheel's commit: ``v<N>`` (metadata.json's version) and the ref it was built from."""
+    refs = []
+    version = k.metadata.get("version")
+    if isinstance(version, int) and not isinstance(version, bool):
+        refs.append(f"v{version}")
+    if k.ref and cache.valid_ref(k.ref) and k.ref not in refs:
+        refs.append(k.ref)
+    return refs
+
+
+def why_not_cacheable(k: InstalledKernel) -> str | None:
+    """Why this wheel cannot go in the Hub cache (only LOCAL_KERNELS can serve it), or None."""
+    if k.repo_id is None:
+        return "its provenance names no Hub repository (built without --repo-id)"
+    if k.revision is None or not cache.SHA.fullmatch(k.revision):
+        return f"it was built from {k.revision or 'an unknown revision'}, not a Hub commit"
+    if k.variant is None:
+        return "its provenance names no build variant"
+    return None

@@ -1,15 +1,10 @@
 """What the target interpreter's kernels library does, decided from its own answers (askkernels.py's JSON).
 
 ``Judge`` holds that answer: the kernels version installed there, which variant it would load from each
-``build/`` folder asked about (and why it rejects the others), and whether each variant folder's files
-match the digest in its ``metadata.json``. The rules that differ between kernels versions are decided
-here, from the version:
-
-- where ``version=N`` is read from: kernels 0.17 reads ``refs/v<N>`` under ``kernels--org--name`` and the
-  legacy ``models--org--name`` (whose ref wins); 0.18 and later read ``kernels--org--name`` only;
-- the digest: 0.18 and later check every loaded variant's files against ``metadata.json``'s digest and
-  refuse any difference (0.17 does not check at load).
-
+``build/`` folder asked about (and why it rejects the others), and whether each variant folder's files match the
+digest in its ``metadata.json``. The rules that differ between versions are decided here: kernels 0.17 reads
+``refs/v<N>`` under ``kernels--org--name`` and the legacy ``models--org--name`` (whose ref wins) and checks no
+digest at load; 0.18 and later read ``kernels--org--name`` only and refuse files that differ from the digest.
 No kernels import here: kernel-factory's own process may have no kernels (and no torch) at all.
 """
 
@@ -78,26 +73,17 @@ class Judge:
                    _text(data.get("error")))
 
     @property
-    def release(self) -> Version | None:
-        try:
-            return Version(self.kernels) if self.kernels else None
-        except InvalidVersion:
-            return None
-
-    @property
-    def new_rules(self) -> bool:
+    def digest_at_load(self) -> bool:
         """kernels 0.18 and later (and a version that cannot be read, or none: the rules of today's kernels)."""
-        release = self.release
-        return release is None or release >= NEW_RULES
+        try:
+            return not self.kernels or Version(self.kernels) >= NEW_RULES
+        except InvalidVersion:
+            return True
 
     @property
     def ref_folders(self) -> tuple[str, ...]:
         """The repository folder types whose ``refs/`` ``version=N`` reads, the winning one first."""
-        return ("kernel",) if self.new_rules else ("model", "kernel")
-
-    @property
-    def digest_at_load(self) -> bool:
-        return self.new_rules
+        return ("kernel",) if self.digest_at_load else ("model", "kernel")
 
     @property
     def title(self) -> str:
@@ -110,18 +96,11 @@ class Judge:
         """The line --check prints first: which kernels it judged for, and that version's rules."""
         if self.kernels is None:
             return (f"judged for {self.python}: it has {self.title}, so nothing loads there: pip install kernels")
-        refs = ("refs/v<N> read from kernels--org--name only" if self.new_rules else
+        refs = ("refs/v<N> read from kernels--org--name only" if self.digest_at_load else
                 "refs/v<N> read from kernels--org--name and models--org--name (models-- wins)")
         digest = ("every load checks the files against metadata.json's digest" if self.digest_at_load else
                   "no digest check at load")
         return f"judged for kernels {self.kernels} at {self.python}: {refs}; {digest}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"python": self.python, "kernels": self.kernels, "refs_from": list(self.ref_folders),
-                "digest_at_load": self.digest_at_load}
-
-    def build(self, path: Path) -> Build:
-        return self.builds.get(str(path), Build())
 
     def folder_refusal(self, path: Path) -> str | None:
         """Why this kernels refuses to load the variant folder ``path``, or None (also when it was not asked)."""
@@ -137,7 +116,7 @@ class Judge:
 
     def fit(self, build: Path) -> tuple[str | None, str]:
         """(the variant folder this kernels would load from ``build``, None and why not)."""
-        b = self.build(build)
+        b = self.builds.get(str(build), Build())
         if self.kernels is None:
             return None, f"{self.title} there to choose a variant"
         if b.error:

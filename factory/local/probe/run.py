@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,64 +30,50 @@ KERNELS_MARK = "KF-KERNELS "
 ASK_KERNELS = (Path(__file__).parent / "askkernels.py").read_text(encoding="utf-8")
 
 
-def run_probe(python: str) -> dict[str, Any]:
-    """Run PROBE with ``python`` (in an empty folder, so nothing there shadows torch); its facts."""
+def _run(python: str, code: str, mark: str, timeout: int, late: str, **kw: Any) -> tuple[Any, str]:
+    """Run ``code`` with ``python`` in an empty folder (so nothing there shadows torch): the JSON of the last line
+    of its output that starts with ``mark`` (None: there is none) and the last line of its stderr."""
     try:
         with tempfile.TemporaryDirectory(prefix="kernel-factory-probe-") as tmp:
-            proc = subprocess.run([python, "-c", PROBE], cwd=tmp, capture_output=True, text=True, timeout=300,
-                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+            proc = subprocess.run([python, "-c", code], cwd=tmp, capture_output=True, text=True, timeout=timeout, **kw)
     except FileNotFoundError:
         raise UsageError(f"--python {python}: no such interpreter; give the path of a python executable") from None
     except PermissionError:
         raise UsageError(f"--python {python}: not executable; give the path of a python executable") from None
     except subprocess.TimeoutExpired:
-        raise UsageError(f"--python {python}: the probe did not finish within 300 s") from None
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(MARK):
-            facts: dict[str, Any] = json.loads(line[len(MARK):])
-            return facts
+        raise UsageError(f"--python {python}: {late} within {timeout} s") from None
+    line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith(mark)), None)
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
-    raise UsageError(f"--python {python}: the probe failed ({tail}); is it a Python 3 interpreter?")
+    return (None if line is None else json.loads(line[len(mark):])), tail
+
+
+def run_probe(python: str) -> dict[str, Any]:
+    """Run PROBE with ``python``; its facts."""
+    facts, tail = _run(python, PROBE, MARK, 300, "the probe did not finish",
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    if not isinstance(facts, dict):
+        raise UsageError(f"--python {python}: the probe failed ({tail}); is it a Python 3 interpreter?")
+    return facts
 
 
 def ask_kernels(python: str, builds: list[str], folders: list[str]) -> Judge:
-    """Ask ``python``'s own kernels library (askkernels.py, run there offline, in an empty folder) which variant
-    it loads from each ``build/`` folder and whether each variant folder's files pass its checks."""
+    """Ask ``python``'s own kernels library (askkernels.py, run there offline) which variant it loads from each
+    ``build/`` folder and whether each variant folder's files pass its checks."""
     query = json.dumps({"builds": sorted(set(builds)), "folders": sorted(set(folders))})
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1"}
-    try:
-        with tempfile.TemporaryDirectory(prefix="kernel-factory-probe-") as tmp:
-            proc = subprocess.run([python, "-c", ASK_KERNELS], cwd=tmp, input=query, capture_output=True, text=True,
-                                  timeout=300, env=env)
-    except (FileNotFoundError, PermissionError):
-        raise UsageError(f"--python {python}: no such interpreter; give the path of a python executable") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"--python {python}: its kernels library did not answer within 300 s") from None
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(KERNELS_MARK):
-            data = json.loads(line[len(KERNELS_MARK):])
-            if isinstance(data, dict):
-                return Judge.from_json(data, python)
-    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
-    raise UsageError(f"--python {python}: asking its kernels library failed ({tail}); is it a Python 3 interpreter?")
+    data, tail = _run(python, ASK_KERNELS, KERNELS_MARK, 300, "its kernels library did not answer", input=query,
+                      env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "1"})
+    if not isinstance(data, dict):
+        raise UsageError(f"--python {python}: asking its kernels library failed ({tail}); is it a Python 3 "
+                         "interpreter?")
+    return Judge.from_json(data, python)
 
 
 def sys_path(python: str) -> list[str]:
-    """``sys.path`` of the interpreter ``python`` (run in an empty folder), where its packages are installed."""
-    code = "import json, sys; print('" + MARK + "' + json.dumps(sys.path))"
-    try:
-        with tempfile.TemporaryDirectory(prefix="kernel-factory-probe-") as tmp:
-            proc = subprocess.run([python, "-c", code], cwd=tmp, capture_output=True, text=True, timeout=60)
-    except (FileNotFoundError, PermissionError):
-        raise UsageError(f"--python {python}: no such interpreter; give the path of a python executable") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"--python {python}: did not answer within 60 s") from None
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(MARK):
-            found = json.loads(line[len(MARK):])
-            if isinstance(found, list) and all(isinstance(p, str) for p in found):
-                return [p for p in found if p]
-    raise UsageError(f"--python {python}: it did not say where its packages are; is it a Python 3 interpreter?")
+    """``sys.path`` of the interpreter ``python``, where its packages are installed."""
+    found, _ = _run(python, f"import json, sys; print({MARK!r} + json.dumps(sys.path))", MARK, 60, "did not answer")
+    if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
+        raise UsageError(f"--python {python}: it did not say where its packages are; is it a Python 3 interpreter?")
+    return [p for p in found if p]
 
 
 def environment(facts: dict[str, Any]) -> Environment:
@@ -102,8 +89,6 @@ def environment(facts: dict[str, Any]) -> Environment:
 
 
 def probe(python: str | None) -> Environment:
-    import sys
-
     return environment(run_probe(python or sys.executable))
 
 

@@ -15,7 +15,7 @@ from judge_kit import REJECTED, asker, judge
 from kernel_factory import cli
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from kernel_factory.local.local_kernels import command as local_kernels
-from kernel_factory.local.local_kernels import mapped
+from kernel_factory.local.local_kernels import loaders
 from kernel_factory.local.local_kernels.checks import Environment
 from kernel_factory.sources.transformers_map import MARK, KernelMapping, parse
 
@@ -75,7 +75,7 @@ def test_names_each_mapped_kernel_for_the_device_and_whether_it_loads_offline(tm
     liger = snapshot(tmp_path, "kernels-community/liger-kernels", LIGER_SHA, "torch-universal", ref="v3")
     snapshot(tmp_path, "Atlas-Inference/gdn", GDN_SHA, "torch29-metal-aarch64-darwin")
     snapshot(tmp_path, "kernels-community/megablocks", MEGA_SHA, "torch-universal", ref="v1")
-    said, ok = mapped.lines(mapping(ENTRIES), CUDA, tmp_path, "/venv/bin/python", asker(tmp_path))
+    said, ok = loaders.mapping_lines(mapping(ENTRIES), CUDA, tmp_path, "/venv/bin/python", asker(tmp_path))
     assert said == [
         f"transformers 5.22.2 (kernels 0.17.2) at /venv/bin/python maps 3 kernels for cuda, this machine's device "
         f"(Hub cache {tmp_path}):",
@@ -96,7 +96,7 @@ def test_a_ref_whose_snapshot_is_missing_is_not_loadable(tmp_path: Path) -> None
     refs = tmp_path / "kernels--kernels-community--megablocks" / "refs"
     refs.mkdir(parents=True)
     (refs / "v1").write_text(MEGA_SHA)
-    said, ok = mapped.lines(mapping(ENTRIES), CPU, tmp_path, "py", asker(tmp_path))
+    said, ok = loaders.mapping_lines(mapping(ENTRIES), CPU, tmp_path, "py", asker(tmp_path))
     snap = tmp_path / "kernels--kernels-community--megablocks" / "snapshots" / MEGA_SHA
     assert said[1] == (f"  kernels-community/megablocks version 1 (MegaBlocksMoeMLP; inference): not loadable "
                        f"offline (refs/v1 names {MEGA_SHA}: {snap} does not exist): {FIX}")
@@ -105,7 +105,7 @@ def test_a_ref_whose_snapshot_is_missing_is_not_loadable(tmp_path: Path) -> None
 
 def test_only_the_device_torch_reports_is_checked(tmp_path: Path) -> None:
     mega = snapshot(tmp_path, "kernels-community/megablocks", MEGA_SHA, "torch-universal", ref="v1")
-    said, ok = mapped.lines(mapping(ENTRIES), CPU, tmp_path, "py", asker(tmp_path))
+    said, ok = loaders.mapping_lines(mapping(ENTRIES), CPU, tmp_path, "py", asker(tmp_path))
     assert said[1:] == [
         f"  kernels-community/megablocks version 1 (MegaBlocksMoeMLP; inference): loads offline from refs/v1 names "
         f"{MEGA_SHA}: {mega}",
@@ -113,17 +113,17 @@ def test_only_the_device_torch_reports_is_checked(tmp_path: Path) -> None:
     ]
     assert ok
     metal = Environment(os="darwin", arch="aarch64", torch="2.13.0", mps=True)
-    said, ok = mapped.lines(mapping(ENTRIES), metal, tmp_path, "py", asker(tmp_path))
+    said, ok = loaders.mapping_lines(mapping(ENTRIES), metal, tmp_path, "py", asker(tmp_path))
     assert said == ["transformers 5.22.2 at py maps no kernel for mps, this machine's device"] and ok
 
 
 def test_nothing_is_said_without_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mapped, "installed_version", lambda name, path: None)
+    monkeypatch.setattr(loaders, "installed_version", lambda name, path: None)
 
     def no_env() -> Environment:
         raise AssertionError("torch must not be asked when there is no transformers")
 
-    assert mapped.check("py", None, no_env, tmp_path, asker(tmp_path)) == ([], True)
+    assert loaders.check_mapping("py", None, no_env, tmp_path, asker(tmp_path)) == ([], True)
 
 
 def test_a_transformers_without_the_function_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,9 +131,9 @@ def test_a_transformers_without_the_function_is_one_line(tmp_path: Path, monkeyp
         out = {"transformers": "5.19.0", "kernels": None, "error": "no-function", "detail": ""}
         return parse(MARK + json.dumps(out), python)
 
-    monkeypatch.setattr(mapped, "installed_version", lambda name, path: "5.19.0")
-    monkeypatch.setattr(mapped, "read_mapping", read)
-    said, ok = mapped.check("/venv/bin/python", None, lambda: CPU, tmp_path, asker(tmp_path))
+    monkeypatch.setattr(loaders, "installed_version", lambda name, path: "5.19.0")
+    monkeypatch.setattr(loaders, "read_mapping", read)
+    said, ok = loaders.check_mapping("/venv/bin/python", None, lambda: CPU, tmp_path, asker(tmp_path))
     with pytest.raises(UsageError) as info:
         read("/venv/bin/python")
     assert said == [f"transformers' mapped kernels are not checked: {info.value}"] and ok
@@ -149,8 +149,8 @@ def test_check_exits_3_while_a_mapped_kernel_is_not_loadable(
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kernels\nVersion: 0.17.2\n")
     monkeypatch.setattr(sys, "path", [str(site)])  # no kernel wheels installed: the cache came from `download`
-    monkeypatch.setattr(mapped, "installed_version", lambda name, path: "5.22.2")
-    monkeypatch.setattr(mapped, "read_mapping", lambda python: mapping(ENTRIES))
+    monkeypatch.setattr(loaders, "installed_version", lambda name, path: "5.22.2")
+    monkeypatch.setattr(loaders, "read_mapping", lambda python: mapping(ENTRIES))
     monkeypatch.setattr(local_kernels, "detect_environment", lambda: CPU)
     monkeypatch.setattr(local_kernels, "ask_kernels", lambda python, builds, folders: judge(cache))
     if cached:
@@ -169,5 +169,5 @@ def test_the_legacy_models_folder_is_read_as_kernels_reads_it(tmp_path: Path) ->
     build.mkdir(parents=True)
     (build.parents[3] / "refs").mkdir()
     (build.parents[3] / "refs" / "v1").write_text(MEGA_SHA)
-    said, ok = mapped.lines(mapping(ENTRIES), CPU, tmp_path, "py", asker(tmp_path))
+    said, ok = loaders.mapping_lines(mapping(ENTRIES), CPU, tmp_path, "py", asker(tmp_path))
     assert said[1].endswith(f"loads offline from refs/v1 names {MEGA_SHA}: {build}") and ok

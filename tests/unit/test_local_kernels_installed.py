@@ -1,4 +1,4 @@
-"""local/local_kernels/claims.py directly: which installed distribution may claim a kernel (claim_problem), and the
+"""local/local_kernels/installed.py directly: which installed distribution may claim a kernel (claim_problem), and the
 files of its package that its RECORD vouches for (record_files), which are what `local-kernels --cache` places."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_factory.local.local_kernels import claims
+from kernel_factory.local.local_kernels import installed as claims
 
 PROV: dict[str, Any] = {"repo_id": "org/img2grey", "revision": "a" * 40, "ref": "v1",
                         "variant": "torch213-cxx11-cpu-x86_64-linux", "kernel_version": "1.1.2"}
