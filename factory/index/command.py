@@ -94,7 +94,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
     opts = config.resolve(args.flags)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
-    if args.flags.get("index_out") and opts.store == Location.parse(config.DEFAULT_STORE) and opts.index_out:
+    if args.flags.given.get("index_out") and opts.store == Location.parse(config.DEFAULT_STORE) and opts.index_out:
         store = Location.parse(opts.index_out)  # no store named: --out alone is the site
     out = opts.index_out or store.local
     if out is None:

@@ -284,7 +284,7 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
     from .. import config
 
     opts = config.resolve(flags) if opts is None else opts  # defaults -> factory.toml -> environment -> flags
-    store = Location.parse(flags.get("store") or opts.index_out or opts.store.display)  # --store as given
+    store = Location.parse(flags.given.get("store") or opts.index_out or opts.store.display)  # --store as given
     root = store.local
     if root is None:
         raise UsageError(
