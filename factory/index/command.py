@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import report
-from ..atomic import TMP_PREFIX
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..nofollow import Tree
+from ..nofollow import TMP_PREFIX, Tree
 from ..store import Store, open_store
 from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem

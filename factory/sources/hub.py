@@ -35,9 +35,9 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 from packaging.version import InvalidVersion, Version
 
 from .. import report
-from ..atomic import TMP_PREFIX, atomic_open
 from ..config import Variables, repo_folder_name, variables
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
+from ..nofollow import TMP_PREFIX, atomic_open
 from ..retry import Backoff
 from ..safe_text import has_control, printable, quiet_credentials, redact_url
 from .base import Refs
