@@ -368,13 +368,9 @@ def _first_folder(folder: Folder) -> str | None:
 
 class Tree:
     """Writes and removals below one root folder that others may write (an index root, a ``--to`` folder), never
-    through a link.
-
-    Each write or removal opens the root and then the folders between it and its file one level at a time
-    (``Folder.sub``, made where missing), and writes, renames and unlinks relative to the last one's descriptor:
-    a folder that is a symbolic link, or not a folder, is refused (``LinkRefused``, one line), also one swapped in
-    after an earlier write of this ``Tree``, and never written through. No descriptor stays open between calls.
-    The root itself is the user's choice and may be a link."""
+    through a link: each call opens the folders between the root and its file one level at a time (``Folder.sub``)
+    and acts relative to the last one's descriptor, so a folder swapped for a link after an earlier call is refused
+    too. No descriptor stays open between calls."""
 
     def __init__(self, root: Path | str) -> None:
         self.root = os.fspath(root)
@@ -551,11 +547,9 @@ def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
 
 
 class Batch:
-    """Atomic writes into one folder without an fsync each, for a caller that syncs the file system once for
-    the batch (store/adopt.py): each file goes to a hidden temporary name unique to this batch, then is renamed
-    into place; a failed write removes its temporary file and names the path. ``fsync``: each file is fsynced
-    before its rename instead (a small batch; the caller then fsyncs the folder). Files are made 0644 (chmod'ed
-    only where the umask takes bits of that away)."""
+    """Atomic writes (``put``) into one folder without an fsync each, for a caller that syncs the file system once
+    for the batch (store/adopt.py); ``fsync``: each file is fsynced before its rename instead (a small batch; the
+    caller then fsyncs the folder). Files are made 0644, chmod'ed only where the umask takes bits of that away."""
 
     def __init__(self, folder: Path | str, *, fsync: bool = False) -> None:
         self.folder = os.fspath(folder)
@@ -565,8 +559,7 @@ class Batch:
         self.chmod = _umask() & 0o644 != 0
 
     def put(self, name: str, data: bytes) -> os.stat_result:
-        """Put ``data`` at ``folder/name``; the file's stat (its inode, mtime and size stay those of the file
-        once renamed into place)."""
+        """Put ``data`` at ``folder/name``; the file's stat (as ``put`` gives it)."""
         self.count += 1
         return put(f"{self.prefix}{self.count}", os.path.join(self.folder, name), data, chmod=self.chmod,
                    fsync=self.fsync)
@@ -603,11 +596,9 @@ def write_bytes(path: Path, data: bytes) -> bool:
 
 
 def remove_stale_tmp(root: Path, before: float) -> int:
-    """Remove ``.tmp-*`` files and folders below ``root`` (left by a killed run) last changed before ``before``.
-
-    Returns how many were removed. Callers pass the time they took the store's lock, or, where there is no
-    lock (a publish destination), a time far enough back that no live writer can own the file.
-    """
+    """Remove the ``.tmp-*`` files and folders below ``root`` (left by a killed run) last changed before ``before``
+    (the time the store's lock was taken, or, without a lock, one far enough back that no live writer owns them);
+    how many were removed."""
     removed = 0
     for folder, dirs, names in os.walk(root):
         stale_dirs = [d for d in dirs if d.startswith(TMP_PREFIX)]
@@ -639,8 +630,7 @@ def file_digest(path: Path, algorithm: str = "sha256", *, follow: bool = True) -
 
 class Hashing:
     """A hash-while-copy's sink: each ``write`` is counted, hashed and passed on to ``out`` (None: hashed only); past
-    ``limit`` bytes in all it raises ``too_big()`` instead. stream_digest pulls a file through it; an HTTP download
-    calls ``write``."""
+    ``limit`` bytes in all it raises ``too_big()`` instead."""
 
     def __init__(self, algorithm: str = "sha256", out: IO[bytes] | None = None, *, limit: int | None = None,
                  too_big: Callable[[], BaseException] | None = None) -> None:
@@ -662,9 +652,8 @@ class Hashing:
 
 def stream_digest(f: IO[bytes], algorithm: str = "sha256", out: IO[bytes] | None = None, *, limit: int | None = None,
                   too_big: Callable[[], BaseException] | None = None) -> str:
-    """Hex digest of what is left to read of an open binary file, read in ``CHUNK``s; ``out``: each chunk is also
-    written there (a copy hashed as it is made); ``limit`` and ``too_big``: as ``Hashing`` takes them. The one
-    hash-while-copy loop of the factory (the store, the Hub cache writer, download, serve --hub)."""
+    """Hex digest of what is left to read of an open binary file, read in ``CHUNK``s through ``Hashing`` (its
+    ``out``, ``limit`` and ``too_big``): the one hash-while-copy loop of the factory."""
     sink = Hashing(algorithm, out, limit=limit, too_big=too_big)
     while chunk := f.read(CHUNK):
         sink.write(chunk)
@@ -672,9 +661,8 @@ def stream_digest(f: IO[bytes], algorithm: str = "sha256", out: IO[bytes] | None
 
 
 def copy_file(src: Path, dest: Path, sha256: str | None = None) -> None:
-    """Copy ``src`` to ``dest`` atomically (a hidden temporary file, fsynced, then renamed), never through a link
-    at ``src``. ``sha256``: the bytes copied must have this digest, else DigestMismatch (exit 3) and nothing is put
-    there."""
+    """Copy ``src`` to ``dest`` (``atomic_open``), never through a link at ``src``; ``sha256``: the bytes copied must
+    have this digest, else DigestMismatch (exit 3) and nothing is put there."""
     with atomic_open(dest) as out, os.fdopen(open_nofollow(src), "rb") as f:
         got = stream_digest(f, out=out)
         if sha256 is not None and got != sha256:
