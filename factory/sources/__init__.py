@@ -1,8 +1,5 @@
-"""Sources of kernel repositories: the Hub (hub.py) and local folders or git repositories (local.py).
-
-A source answers questions about one repository at a time through the
-``Source`` protocol; ``open_source`` picks the implementation.
-"""
+"""Sources of kernel repositories (the ``Source`` protocol, base.py): the Hub (hub.py) and local folders or git
+repositories (local.py)."""
 
 from __future__ import annotations
 
