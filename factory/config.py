@@ -46,11 +46,6 @@ class Location:
             return cls(given, None)
         return cls(given, Path(given))
 
-    @classmethod
-    def of(cls, value: Location | str | Path) -> Location:
-        """``value`` itself when it is already a Location, else parsed."""
-        return value if isinstance(value, Location) else cls.parse(value)
-
     @property
     def scheme(self) -> str:
         """``file`` for a local location, else the URL's scheme (``s3``)."""
@@ -80,9 +75,6 @@ class Flags:
     config: str | None = None  # --config FILE
     default_config: bool = True  # without --config, read ./factory.toml if there (to-wheel: False)
     given: Mapping[str, Any] = field(default_factory=dict)
-
-    def get(self, name: str) -> Any:
-        return self.given.get(name)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The one home of link-safe file access: kernel-factory never reads or writes through a link it did not choose.
+"""The one home of link-safe, atomic file access: kernel-factory never reads or writes through a link it did not
+choose, and a reader sees the old file or the new one, never half of either.
 
 Below a root that others may write (a shared store, an index root, a ``--to`` folder, a shared Hub cache),
 anything may have been planted. ``Folder`` is the primitive: a descriptor of one real folder, every name below it
@@ -12,17 +13,24 @@ is on the file system (remove what was planted), not in the command line or the 
 was found there: a symbolic link (and its target), a FIFO, a socket, a device, a file or a folder. Callers for
 whom the link is an item of their input (a wheel to adopt, a file to publish) turn it into that item's refusal
 (exit 3) instead. A root itself (the store, the index root, the cache root) is the user's choice and may be a link.
+
+Every file kernel-factory writes goes to a new temporary file of a random name beside it (``create``), then is
+renamed into place (``put``, ``atomic_open``, ``Batch``). The hash-while-copy loop (``stream_digest``, ``Hashing``)
+and the tool's own file names (``PRIVATE_NAMES``, never served or published) live here too.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, BinaryIO
 
-from .errors import Unreachable
+from .errors import DigestMismatch, Unreachable
 
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC  # every open of a file in a store or index root
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | NOFOLLOW
@@ -360,13 +368,9 @@ def _first_folder(folder: Folder) -> str | None:
 
 class Tree:
     """Writes and removals below one root folder that others may write (an index root, a ``--to`` folder), never
-    through a link.
-
-    Each write or removal opens the root and then the folders between it and its file one level at a time
-    (``Folder.sub``, made where missing), and writes, renames and unlinks relative to the last one's descriptor:
-    a folder that is a symbolic link, or not a folder, is refused (``LinkRefused``, one line), also one swapped in
-    after an earlier write of this ``Tree``, and never written through. No descriptor stays open between calls.
-    The root itself is the user's choice and may be a link."""
+    through a link: each call opens the folders between the root and its file one level at a time (``Folder.sub``)
+    and acts relative to the last one's descriptor, so a folder swapped for a link after an earlier call is refused
+    too. No descriptor stays open between calls."""
 
     def __init__(self, root: Path | str) -> None:
         self.root = os.fspath(root)
@@ -502,3 +506,164 @@ def _rmdir_if_empty(parent: Folder, name: str) -> None:
     except OSError as exc:
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
             raise
+
+
+CHUNK = 1 << 20  # what each hash-while-copy reads at once
+# The tool's own files in a store or an index root: bookkeeping, never served or published. Each starts with a dot,
+# as do its temporary files (TMP_PREFIX): ``private`` is the one test, used by serve and publish.
+PRIVATE_NAMES = (".kernel-factory.lock", ".catalog.sqlite", ".index-state.json")
+
+
+def private(name: str) -> bool:
+    """Whether a file or folder name is kernel-factory's own (PRIVATE_NAMES, temporary files) or hidden: such a name
+    is never served or published."""
+    return name.startswith(".")
+
+
+@contextmanager
+def atomic_open(path: Path, *, fsync: bool = True) -> Iterator[BinaryIO]:
+    """Write to a hidden temporary file beside ``path``; fsync and rename on success, remove on failure.
+
+    ``fsync=False`` where the caller makes a batch durable at once (store/adopt.py syncs the file system)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # name the folder it was making
+        exc.filename = str(path.parent)
+        raise
+    tmp = os.path.join(path.parent, f"{TMP_PREFIX}{unique()}")
+    try:  # from its creation on: an interrupt at any instant removes the temporary file
+        fd = create(tmp, path.parent, 0o600)  # as mkstemp makes it
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        discard(tmp)
+        named(exc, path)
+        raise
+
+
+class Batch:
+    """Atomic writes (``put``) into one folder without an fsync each, for a caller that syncs the file system once
+    for the batch (store/adopt.py); ``fsync``: each file is fsynced before its rename instead (a small batch; the
+    caller then fsyncs the folder). Files are made 0644, chmod'ed only where the umask takes bits of that away."""
+
+    def __init__(self, folder: Path | str, *, fsync: bool = False) -> None:
+        self.folder = os.fspath(folder)
+        self.prefix = os.path.join(self.folder, f"{TMP_PREFIX}{unique()}-")
+        self.count = 0
+        self.fsync = fsync
+        self.chmod = _umask() & 0o644 != 0
+
+    def put(self, name: str, data: bytes) -> os.stat_result:
+        """Put ``data`` at ``folder/name``; the file's stat (as ``put`` gives it)."""
+        self.count += 1
+        return put(f"{self.prefix}{self.count}", os.path.join(self.folder, name), data, chmod=self.chmod,
+                   fsync=self.fsync)
+
+
+def fsync_path(path: Path | str) -> None:
+    """fsync a file or a folder (a folder: the names renamed into it) by its path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it; else taken as one that needs chmod."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o777
+
+
+def write_bytes(path: Path, data: bytes) -> bool:
+    """Write ``data`` atomically unless the file already holds exactly it; True if written."""
+    if holds(os.fspath(path), data):
+        return False
+    with atomic_open(path) as f:
+        f.write(data)
+    return True
+
+
+def remove_stale_tmp(root: Path, before: float) -> int:
+    """Remove the ``.tmp-*`` files and folders below ``root`` (left by a killed run) last changed before ``before``
+    (the time the store's lock was taken, or, without a lock, one far enough back that no live writer owns them);
+    how many were removed."""
+    removed = 0
+    for folder, dirs, names in os.walk(root):
+        stale_dirs = [d for d in dirs if d.startswith(TMP_PREFIX)]
+        dirs[:] = [d for d in dirs if not d.startswith(TMP_PREFIX)]
+        for name in stale_dirs + [n for n in names if n.startswith(TMP_PREFIX)]:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+                if st.st_mtime >= before or stat.S_ISLNK(st.st_mode):  # a link is never the tool's: left alone
+                    continue
+                if name in stale_dirs:
+                    import shutil  # only here and in copy_file: an index run does not load it
+
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                continue
+    return removed
+
+
+def file_digest(path: Path, algorithm: str = "sha256", *, follow: bool = True) -> str:
+    """Hex digest of a file, read in 1 MiB chunks (md5 only to compare with single-part S3 ETags); ``follow=False``:
+    never through a link (``open_nofollow``)."""
+    with open(path, "rb") if follow else os.fdopen(open_nofollow(path), "rb") as f:
+        return stream_digest(f, algorithm)
+
+
+class Hashing:
+    """A hash-while-copy's sink: each ``write`` is counted, hashed and passed on to ``out`` (None: hashed only); past
+    ``limit`` bytes in all it raises ``too_big()`` instead."""
+
+    def __init__(self, algorithm: str = "sha256", out: IO[bytes] | None = None, *, limit: int | None = None,
+                 too_big: Callable[[], BaseException] | None = None) -> None:
+        self._hash = hashlib.new(algorithm, usedforsecurity=False)
+        self._out, self._limit, self._too_big = out, limit, too_big
+        self.size = 0
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self._limit is not None and self.size > self._limit:
+            raise self._too_big() if self._too_big else ValueError(f"more than {self._limit} bytes")
+        self._hash.update(chunk)
+        if self._out is not None:
+            self._out.write(chunk)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def stream_digest(f: IO[bytes], algorithm: str = "sha256", out: IO[bytes] | None = None, *, limit: int | None = None,
+                  too_big: Callable[[], BaseException] | None = None) -> str:
+    """Hex digest of what is left to read of an open binary file, read in ``CHUNK``s through ``Hashing`` (its
+    ``out``, ``limit`` and ``too_big``): the one hash-while-copy loop of the factory."""
+    sink = Hashing(algorithm, out, limit=limit, too_big=too_big)
+    while chunk := f.read(CHUNK):
+        sink.write(chunk)
+    return sink.hexdigest()
+
+
+def copy_file(src: Path, dest: Path, sha256: str | None = None) -> None:
+    """Copy ``src`` to ``dest`` (``atomic_open``), never through a link at ``src``; ``sha256``: the bytes copied must
+    have this digest, else DigestMismatch (exit 3) and nothing is put there."""
+    with atomic_open(dest) as out, os.fdopen(open_nofollow(src), "rb") as f:
+        got = stream_digest(f, out=out)
+        if sha256 is not None and got != sha256:
+            raise DigestMismatch(f"{src}: its sha256 is {got}, not {sha256}")

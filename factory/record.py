@@ -80,6 +80,11 @@ class Record:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def public_version(self) -> str:
+        """The version without its local label (``kernel_version``, else read from ``version``)."""
+        return self.kernel_version or self.version.split("+")[0]
+
+    @property
     def job_key(self) -> tuple[str, str, str] | None:
         """(source key, revision, variant) for kernels built by the factory."""
         if self.kind != "kernel" or self.revision is None or self.variant is None:

@@ -55,9 +55,7 @@ def measure(folder: Path) -> int:
     """Bytes of the regular files below ``folder`` (symlinks not followed)."""
     total = 0
     for root, _dirs, names in os.walk(folder):
-        for name in names:
-            st = os.lstat(os.path.join(root, name))
-            total += st.st_size
+        total += sum(os.lstat(os.path.join(root, name)).st_size for name in names)
     return total
 
 

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernel_factory.atomic import write_bytes
+from kernel_factory.nofollow import write_bytes
 from kernel_factory.record import Record
 from kernel_factory.store.adopt import AdoptResult, adopt_wheels
 from kernel_factory.store.local import LocalStore

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..atomic import stream_digest
 from ..errors import Refused
-from ..nofollow import LinkRefused, open_nofollow
+from ..nofollow import LinkRefused, open_nofollow, stream_digest
 from ..record import PROVENANCE
 from ..safe_text import has_control, printable
 from ..store.wheelinfo import read_capped

@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import report
-from ..atomic import TMP_PREFIX
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..nofollow import Tree
+from ..nofollow import TMP_PREFIX, Tree
 from ..store import Store, open_store
 from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
@@ -94,7 +93,7 @@ def resolve_paths(args: IndexArgs) -> IndexOptions:
 
     opts = config.resolve(args.flags)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
-    if args.flags.get("index_out") and opts.store == Location.parse(config.DEFAULT_STORE) and opts.index_out:
+    if args.flags.given.get("index_out") and opts.store == Location.parse(config.DEFAULT_STORE) and opts.index_out:
         store = Location.parse(opts.index_out)  # no store named: --out alone is the site
     out = opts.index_out or store.local
     if out is None:

@@ -151,7 +151,7 @@ def _version_view(project: str, version: str, recs: list[Record], base_url: str)
 def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
     by_version: dict[str, list[Record]] = defaultdict(list)
     for r in recs:
-        by_version[r.kernel_version or r.version.split("+")[0]].append(r)
+        by_version[r.public_version].append(r)
     order = sorted(by_version, key=version_key, reverse=True)
     latest = max(by_version[order[0]], key=lambda r: r.filename)
     return KernelView(
@@ -190,12 +190,12 @@ def project_context(project: str, records: Sequence[Record], base_url: str) -> d
 
 def project_summary(project: str, records: Sequence[Record]) -> dict[str, object]:
     """One project's line on the landing page (plain values: the index state keeps it)."""
-    latest = max(records, key=lambda r: (version_key(r.kernel_version or r.version.split("+")[0]), r.filename))
+    latest = max(records, key=lambda r: (version_key(r.public_version), r.filename))
     return {
         "project": project,
         "name": latest.name,
         "kind": "kernel" if any(r.kind == "kernel" for r in records) else "adopted",
-        "version": latest.kernel_version or latest.version.split("+")[0],
+        "version": latest.public_version,
         "summary": latest.summary,
         "wheels": len(records),
         "variants": len({r.label for r in records if r.label}),
@@ -209,7 +209,7 @@ def selector_rows(records: Sequence[Record], base_url: str) -> list[dict[str, An
         if r.kind != "kernel" or not r.label or r.framework != "torch" or not (r.arch and r.os):
             continue
         key = (str(canonicalize_name(r.name)), r.label, f"{r.arch}-{r.os}")
-        seen.setdefault(key, (r, set()))[1].add(r.kernel_version or r.version.split("+")[0])
+        seen.setdefault(key, (r, set()))[1].add(r.public_version)
     rows = []
     for (project, label, platform), (r, versions) in sorted(seen.items()):
         root = f"{base_url}/variants/{label}/simple"

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import report
-from ..atomic import private
 from ..errors import UsageError
+from ..nofollow import private
 from ..record import PEP691_JSON
 
 HOST = "127.0.0.1"
@@ -70,7 +70,7 @@ class IndexHandler(SimpleHTTPRequestHandler):
 
     def _servable(self, path: Path) -> bool:
         """Whether ``path`` is a regular file or folder inside the root reached through no link, and no part of it
-        below the root is private (atomic.py ``private``: the lock, catalog, index state, temporary files)."""
+        below the root is private (nofollow.py ``private``: the lock, catalog, index state, temporary files)."""
         root = os.path.abspath(self.directory)
         rel = os.path.relpath(os.path.abspath(path), root)
         if rel == ".":

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_bytes
+from ..nofollow import write_bytes
 from ..store import check
 from .pages import project_paths, root_paths
 

@@ -304,7 +304,7 @@ def run_to_wheel(args: ToWheelArgs) -> int:
         versions=(args.version,),
         repo_id=args.repo_id,
         variants=args.variants,
-        allow_no_digest=args.flags.get("allow_no_digest"),
+        allow_no_digest=args.flags.given.get("allow_no_digest"),
     )
     if args.revision:
         spec = replace(spec, revision=args.revision, version_override=request.text if request.kind == "tag" else None)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from ..atomic import file_digest
+from ..nofollow import file_digest
 
 State = Literal["new", "changed", "same"]
 

@@ -10,9 +10,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import copy_file, remove_stale_tmp
 from ..errors import Unreachable
-from ..nofollow import Tree
+from ..nofollow import Tree, copy_file, remove_stale_tmp
 from .base import LocalFile, State
 
 

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import report, space
-from ..atomic import private
 from ..config import DEFAULT_RETRY_S, Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
-from ..nofollow import LinkRefused, open_nofollow
+from ..nofollow import LinkRefused, open_nofollow, private
 from .base import Destination, LocalFile
 
 if TYPE_CHECKING:
@@ -74,7 +73,7 @@ def open_destination(to: str | None, options: Options | None = None, repository:
 
 
 def list_root(root: Path, refused: list[tuple[str, str]] | None = None) -> list[LocalFile]:
-    """Every regular file under ``root``, sorted; the tool's private and hidden names (atomic.py ``private``) left
+    """Every regular file under ``root``, sorted; the tool's private and hidden names (nofollow.py ``private``) left
     out. A symbolic link (to a file or a folder) or anything else that is not a regular file or folder is never
     followed nor published: it adds (its path, why) to ``refused``."""
     found: list[LocalFile] = []
@@ -284,7 +283,7 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
     from .. import config
 
     opts = config.resolve(flags) if opts is None else opts  # defaults -> factory.toml -> environment -> flags
-    store = Location.parse(flags.get("store") or opts.index_out or opts.store.display)  # --store as given
+    store = Location.parse(flags.given.get("store") or opts.index_out or opts.store.display)  # --store as given
     root = store.local
     if root is None:
         raise UsageError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import file_digest
+from ..nofollow import file_digest
 from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from .base import LocalFile, State
 

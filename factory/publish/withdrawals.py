@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .. import report
-from ..atomic import write_bytes
-from ..nofollow import LinkRefused, open_nofollow
+from ..nofollow import LinkRefused, open_nofollow, write_bytes
 from ..safe_text import has_control
 from .base import LocalFile
 

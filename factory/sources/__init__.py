@@ -1,24 +1,20 @@
-"""Sources of kernel repositories: the Hub (hub.py) and local folders or git repositories (local.py).
-
-A source answers questions about one repository at a time through the
-``Source`` protocol; ``open_source`` picks the implementation.
-"""
+"""Sources of kernel repositories (the ``Source`` protocol, base.py): the Hub (hub.py) and local folders or git
+repositories (local.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Variables, variables
+from ..config import Variables
 from .base import Refs, Source
 
 __all__ = ["Refs", "Source", "open_source"]
 
 
 def open_source(location: str, *, repo_id: str | None = None, repo_type: str | None = None,
-                hub: bool = False, env: Variables | None = None) -> Source:
+                hub: bool = False, env: Variables) -> Source:
     """A local path (folder or git repository) or a Hub repository id (always, with ``hub``); ``env``: what
-    config.resolve read from the environment (Options.variables; None: config.variables())."""
-    env = variables() if env is None else env
+    config.resolve read from the environment (Options.variables)."""
     from .local import LocalSource, looks_local
 
     if not hub and looks_local(location):

@@ -35,9 +35,9 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 from packaging.version import InvalidVersion, Version
 
 from .. import report
-from ..atomic import TMP_PREFIX, atomic_open
 from ..config import Variables, repo_folder_name, variables
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
+from ..nofollow import TMP_PREFIX, atomic_open
 from ..retry import Backoff
 from ..safe_text import has_control, printable, quiet_credentials, redact_url
 from .base import Refs
@@ -120,7 +120,7 @@ class HubSource:
         self.token = env.hf_token
         self.offline = env.hf_offline
         self.cache_dir = env.hf_cache or constants.HF_HUB_CACHE
-        self.env = env
+        self.retry_s = env.retry_s
         if not sys.stderr.isatty():  # huggingface_hub's per-download bars suit a terminal, not a CI log (its own
             disable_progress_bars()  # switch, which an explicit HF_HUB_DISABLE_PROGRESS_BARS=0 still overrides)
         self.api = HfApi(endpoint=self.endpoint, token=self.token)
@@ -187,7 +187,7 @@ class HubSource:
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """``fn`` with one-line errors; HTTP 429/502/503/504 retried (Retry-After honoured) within a bounded time."""
-        backoff = Backoff(f"{self._id}: {what}", self.env.retry_s)
+        backoff = Backoff(f"{self._id}: {what}", self.retry_s)
         while True:
             try:
                 with self.errors(what):

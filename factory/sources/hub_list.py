@@ -1,12 +1,6 @@
-"""An organisation's kernel repositories on the Hub, for ``[[kernel]] repo = "org/*"`` globs.
-
-The Hub lists a repository type at ``/api/<type>s?author=<org>`` (``/api/kernels``,
-``/api/models`` for ``repo-type = "model"``). Both go through ``HubSource.pages``,
-which follows next pages only on HF_ENDPOINT itself (huggingface_hub's paginator
-would send the token to any host a Link header names). A listed id is used only
-when it is ``org/name`` of this organisation with a plain name (the Hub's rules),
-and it is always a Hub id, never a local path.
-"""
+"""An organisation's kernel repositories on the Hub, for ``[[kernel]] repo = "org/*"`` globs: listed through
+``HubSource.pages`` (next pages only on HF_ENDPOINT: huggingface_hub's paginator would send the token to any host a
+Link header names); a listed id is always a Hub id, never a local path."""
 
 from __future__ import annotations
 

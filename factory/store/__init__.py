@@ -96,7 +96,7 @@ class Store(Protocol):
 def open_store(location: Location | str | Path, options: Any = None, *, lock_wait_s: float | None = None) -> Store:
     """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers and
     the folder lock's wait, which ``lock_wait_s`` gives where there are no Options)."""
-    loc = Location.of(location)
+    loc = location if isinstance(location, Location) else Location.parse(location)
     if loc.local is not None:
         from .local import LocalStore
 

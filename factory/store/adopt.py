@@ -20,10 +20,9 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from .. import report
-from ..atomic import Batch, copy_file, file_digest, fsync_path, write_bytes
 from ..errors import DigestMismatch, Refused
 from ..libc import sync_fs
-from ..nofollow import LinkRefused
+from ..nofollow import Batch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
 from ..record import FILES, VARIANT_ROOT, Record, read_provenance
 from . import check as record_check
 from .catalog import Row, catalog_row

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from packaging.utils import canonicalize_name
 
-from ..atomic import unique
+from ..nofollow import unique
 from ..record import FIELDS, Record
 from . import check
 

@@ -18,10 +18,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ..atomic import copy_file, file_digest, write_bytes
 from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import Unreachable, unusable
-from ..nofollow import open_nofollow, real_folder, refuse
+from ..nofollow import copy_file, file_digest, open_nofollow, real_folder, refuse, write_bytes
 from ..record import FILES, Record
 from . import MAX_BYTES, check
 from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, checked, record_key, sync

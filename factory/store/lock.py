@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import atomic, nofollow, report
+from .. import nofollow, report
 from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import UsageError
 
@@ -107,7 +107,7 @@ def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[Non
             if before.st_size:  # the last holder did not clear it (killed): its leftovers may be anywhere below;
                 # every writer of the store holds this lock, so each one is a leftover, whatever its time says
                 # (a clock stepped back, an NFS server's clock ahead of this one)
-                atomic.remove_stale_tmp(root, math.inf)
+                nofollow.remove_stale_tmp(root, math.inf)
             yield
         finally:
             HELD_FDS.discard(fd)

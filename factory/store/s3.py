@@ -13,8 +13,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..atomic import Hashing, write_bytes
 from ..errors import Unreachable, UsageError
+from ..nofollow import Hashing, write_bytes
 from ..record import FILES, Record
 from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from ..space import scratch_dir

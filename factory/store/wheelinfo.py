@@ -23,9 +23,8 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_n
 from packaging.version import InvalidVersion, Version
 
 from .. import report, variants
-from ..atomic import stream_digest
 from ..errors import Refused, UnknownVariant
-from ..nofollow import LinkRefused, link_problem, open_nofollow
+from ..nofollow import LinkRefused, link_problem, open_nofollow, stream_digest
 from ..record import PROVENANCE, Record, read_provenance
 
 MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel
@@ -272,7 +271,7 @@ def record_of(
 
 def make_record(wheel: Path, metadata: bytes, provenance: bytes | None) -> Record:
     """The record of a wheel in the store (``--repair``), from its file name, METADATA, provenance and file."""
-    from ..atomic import file_digest
+    from ..nofollow import file_digest
 
     st = wheel.stat()
     data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)

@@ -67,7 +67,7 @@ def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
                          "simple/ page lists every project)")
     found = sorted((r for r in project if spec.matches(r)), key=lambda r: r.filename)
     if not found:
-        versions = sorted({r.kernel_version or r.version.split("+")[0] for r in project}, key=Version)
+        versions = sorted({r.public_version for r in project}, key=Version)
         raise VersionNotFound(f"{spec.text!r} matches no wheel of {spec.project} in {where} (its versions: "
                               f"{', '.join(versions[-8:])}); fix the version or specifier")
     return found

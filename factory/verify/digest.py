@@ -9,8 +9,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..atomic import file_digest
 from ..errors import BadKernel, DigestMismatch
+from ..nofollow import file_digest
 
 ALGORITHMS = ("sha256", "sha512")
 TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, never in the digest

@@ -21,8 +21,8 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from ..atomic import CHUNK, Hashing
 from ..errors import ConfigError, DigestMismatch
+from ..nofollow import CHUNK, Hashing
 from .digest import walk
 
 if sys.version_info >= (3, 11):

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..atomic import TMP_PREFIX, file_digest
 from ..audit import audit
 from ..audit.elf import repair
 from ..errors import BadKernel, UnsafePath
+from ..nofollow import TMP_PREFIX, file_digest
 from ..record import PROVENANCE, VARIANT_ROOT, Record
 from ..safe_text import has_control
 from ..variants import Target

@@ -19,8 +19,8 @@ from packaging.utils import InvalidName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from .. import __version__
-from ..atomic import TMP_PREFIX
 from ..errors import BadKernel
+from ..nofollow import TMP_PREFIX
 from ..record import HUB_URL
 from . import stages
 from .zipwriter import ZipWriter

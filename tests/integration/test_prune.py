@@ -32,7 +32,7 @@ SERIES = ("1.0.1", "1.0.2", "1.0.3", "1.0.4", "2.0.0", "2.0.1", "2.0.2")
 
 def set_revisions(store: Path) -> None:
     """Give each version its own commit (the synthetic records share one), as a Hub branch would."""
-    from kernel_factory.atomic import write_bytes
+    from kernel_factory.nofollow import write_bytes
 
     for path in sorted((store / "files").glob("*.whl.json")):
         data = json.loads(path.read_bytes())

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernel_factory import variants
-from kernel_factory.atomic import Batch
 from kernel_factory.errors import Refused
+from kernel_factory.nofollow import Batch
 from kernel_factory.store import wheelinfo
 from kernel_factory.store.adopt import adopt_batch
 from packaging.metadata import parse_email

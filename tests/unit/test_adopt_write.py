@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from index_synth import adopt, make_wheel
-from kernel_factory.atomic import fsync_path
 from kernel_factory.libc import sync_fs
+from kernel_factory.nofollow import fsync_path
 from kernel_factory.store import adopt as adopt_module
 from kernel_factory.store import wheelinfo
 from kernel_factory.store.adopt import adopt_batch, adopt_wheels

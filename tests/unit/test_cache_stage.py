@@ -14,11 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernel_factory.atomic import CHUNK
 from kernel_factory.errors import Unreachable
 from kernel_factory.local.cache import stage as cachestage
 from kernel_factory.local.cache.stage import CacheRefused
-from kernel_factory.nofollow import Folder, LinkRefused
+from kernel_factory.nofollow import CHUNK, Folder, LinkRefused
 
 H = "0123456789abcdef" * 4
 

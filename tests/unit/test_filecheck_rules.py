@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from index_synth import add_kernel
-from kernel_factory.atomic import write_bytes
 from kernel_factory.index.command import index_with_adoption
+from kernel_factory.nofollow import write_bytes
 from kernel_factory.record import FILES
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"

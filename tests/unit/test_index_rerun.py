@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 from index_synth import add_kernel, make_wheel
-from kernel_factory.atomic import write_bytes
 from kernel_factory.index.command import index_with_adoption
+from kernel_factory.nofollow import write_bytes
 from kernel_factory.record import FILES
 from kernel_factory.store import local
 from kernel_factory.store.catalog import FILES_STATE, Catalog

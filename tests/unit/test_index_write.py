@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from index_synth import add_kernel, adopt, make_wheel
-from kernel_factory.atomic import write_bytes
 from kernel_factory.config import Flags
 from kernel_factory.errors import UsageError
 from kernel_factory.index.command import (
@@ -21,6 +20,7 @@ from kernel_factory.index.command import (
     resolve_paths,
     run_index,
 )
+from kernel_factory.nofollow import write_bytes
 from kernel_factory.record import Record
 from kernel_factory.store import check, load_records
 from kernel_factory.store.catalog import CATALOG_FILE

@@ -29,9 +29,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
-from ...atomic import stream_digest
 from ...errors import Refused, Unreachable, unusable
-from ...nofollow import FILE_FLAGS, HUB_CACHE, Folder, LinkRefused, refuse, remove
+from ...nofollow import FILE_FLAGS, HUB_CACHE, Folder, LinkRefused, refuse, remove, stream_digest
 from ...safe_text import has_control
 from ...space import unheld
 from ...verify.digest import left_out
@@ -252,7 +251,7 @@ def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str
 
 
 def _copy(src: int, dst: int, where: Path) -> str:
-    """``src`` (from where it stands) written to ``dst`` and hashed as it goes (atomic.stream_digest), refused
+    """``src`` (from where it stands) written to ``dst`` and hashed as it goes (nofollow.stream_digest), refused
     where it grows past MAX_FILE_BYTES while read."""
     with open(src, "rb", buffering=0, closefd=False) as f, open(dst, "wb", closefd=False) as out:
         return stream_digest(f, out=out, limit=MAX_FILE_BYTES, too_big=lambda: CacheRefused(

@@ -26,10 +26,9 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ... import fetch, report, simple
-from ...atomic import CHUNK, Hashing, file_digest
 from ...config import DEFAULT_ORGS
 from ...errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
-from ...nofollow import LinkRefused
+from ...nofollow import CHUNK, Hashing, LinkRefused, file_digest
 from ...record import PROVENANCE
 from ...safe_text import printable
 from ...variants import parse

@@ -15,8 +15,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ...atomic import stream_digest
 from ...errors import Refused
+from ...nofollow import stream_digest
 from ...record import PROVENANCE
 from ...safe_text import has_control, printable
 from ...store.wheelinfo import read_capped
