@@ -67,12 +67,9 @@ class ToWheelArgs:
 def execute(jobs: list[Job], opts: Options, work: Path, scratch: Path,
             deliver: Callable[[Job, Path, bytes, Record], None], room: Path | None = None,
             uploads: int = 0) -> list[Outcome]:
-    """Build every job, handing each finished wheel to ``deliver``: fetch workers (into ``scratch``) run ahead of
-    ``opts.jobs`` conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here.
-    First the plan's known size is checked against ``room`` (where the wheels go; ``work`` by default) and the
-    scratch folder. What becomes of each job as it ends is ``flow.Finisher``'s: ``deliver`` runs in this process,
-    on the main thread or with ``uploads`` on that many threads. The progress bar's threads start once the workers
-    are forked (no thread of ours runs at a fork)."""
+    """Build every job, handing each finished wheel to ``deliver`` (in this process; on ``uploads`` threads if
+    given), after checking the plan's known size against ``room`` (default ``work``) and scratch. The progress
+    bar's threads start once the workers are forked: no thread of ours runs at a fork."""
     sizes = check_space(jobs, opts, room or work)
     downloads = sorted({d for job in jobs for d in source_of(job, opts).downloads()})
     started, tell, close = progress.progress(len(jobs), progress.Bytes(work, scratch, downloads),
@@ -109,18 +106,14 @@ SMALL_VARIANT = 20 << 20  # bytes: a variant under this starts the next fetch at
 
 
 def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[Job], bool]:
-    """Whether a job's running fetch has half its bytes: its source's partial downloads (``*.incomplete``) hold
-    half the job's known size. True for a source that downloads nothing (a local folder, a git checkout: no link
-    to share), a job of unknown size, or one under ``SMALL_VARIANT`` bytes (a download library writes its partial
-    file in steps of megabytes, so a small variant may not show its halfway point; its conversion is short, so
-    ending beside another costs little). False while the fetch has no partial file yet (asking the Hub) or after
-    its files are complete (it ends soon)."""
+    """Whether a job's running fetch has half its bytes in its source's ``*.incomplete`` downloads. True for a
+    source that downloads nothing (no link to share), or a job under ``SMALL_VARIANT`` or of unknown size (partial
+    files grow in steps of megabytes, so a small one may never show its halfway point; it converts quickly anyway).
+    False before the first partial file (asking the Hub) and once the files are complete (it ends soon)."""
     def check(job: Job) -> bool:
         folders = source_of(job, opts).downloads()
         size = sizes.get(job.key, 0)
-        if not folders:
-            return True
-        return size < SMALL_VARIANT or 2 * progress.incomplete_bytes(folders) >= size
+        return not folders or size < SMALL_VARIANT or 2 * progress.incomplete_bytes(folders) >= size
 
     return check
 
@@ -211,10 +204,6 @@ def load_options(args: PlanArgs) -> Options:
     return opts
 
 
-def _shard(text: str | None) -> tuple[int, int] | None:
-    return parse_shard(text) if text else None
-
-
 def _warn_damaged(lines: list[str]) -> None:
     for line in lines:
         report.warn(line)
@@ -235,7 +224,8 @@ def run_plan(args: PlanArgs) -> int:
     damaged: list[str] = []
     records = load_records(store, damaged, readonly=True)
     _warn_damaged(damaged)
-    plan = make_plan(opts, records, _shard(args.shard), statuses=store_statuses(store, records))
+    shard = parse_shard(args.shard) if args.shard else None
+    plan = make_plan(opts, records, shard, statuses=store_statuses(store, records))
     _warn_damaged(warning_lines(plan))
     _put_notices(opts)
     if args.json:
@@ -248,7 +238,7 @@ def run_plan(args: PlanArgs) -> int:
 
 def run_build(args: BuildArgs) -> int:
     opts = load_options(args)
-    shard = _shard(args.shard)
+    shard = parse_shard(args.shard) if args.shard else None
     check_options(opts)  # before the store is touched
     early = None
     if opts.store.local is not None:

@@ -28,7 +28,6 @@ from .zipwriter import ZipWriter
 REQUIRES_PYTHON = ">=3.9"
 GENERATOR = f"kernel-factory {__version__}"
 _ABBREVIATIONS = {"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "incl."}
-MIN_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
 
 
 def dist_name(name: str, where: str) -> str:
@@ -172,11 +171,6 @@ def record_hash(digest: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def zip_date_time(commit_time: int) -> tuple[int, int, int, int, int, int]:
-    t = time.gmtime(max(commit_time, MIN_EPOCH))
-    return t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec
-
-
 class WheelWriter:
     """A wheel written entry by entry into a hidden temporary file in ``folder``; ``finish`` names it.
 
@@ -189,7 +183,7 @@ class WheelWriter:
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
         self.tmp = Path(tmp)
         self.fp = os.fdopen(fd, "w+b")
-        self.zw = ZipWriter(self.fp, zip_date_time(commit_time))
+        self.zw = ZipWriter(self.fp, commit_time)
         self.rows: list[tuple[str, str, str]] = []
         self.sha256 = ""  # the finished wheel's hex sha256, set by finish
 

@@ -35,11 +35,14 @@ _UNIX = 3
 _FLAG_UTF8 = 0x800
 
 
-def dos_time(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
-    """(date, time) fields of a zip header; years are clamped to 1980-2107."""
-    year, month, day, hour, minute, second = date_time
-    year = min(max(year, 1980), 2107)
-    return (year - 1980) << 9 | month << 5 | day, hour << 11 | minute << 5 | second // 2
+MIN_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
+
+
+def dos_time(commit_time: int) -> tuple[int, int]:
+    """(date, time) fields of a zip header for a Unix time (UTC), clamped to 1980-01-01 .. 2107."""
+    t = time.gmtime(max(commit_time, MIN_EPOCH))
+    year = min(t.tm_year, 2107)
+    return (year - 1980) << 9 | t.tm_mon << 5 | t.tm_mday, t.tm_hour << 11 | t.tm_min << 5 | t.tm_sec // 2
 
 
 @dataclass(slots=True)
@@ -57,9 +60,9 @@ class _Entry:
 class ZipWriter:
     """Write a zip file entry by entry; ``close`` writes the central directory."""
 
-    def __init__(self, fp: BinaryIO, date_time: tuple[int, int, int, int, int, int]) -> None:
+    def __init__(self, fp: BinaryIO, commit_time: int) -> None:
         self.fp = fp
-        self.date, self.time = dos_time(date_time)
+        self.date, self.time = dos_time(commit_time)
         self.entries: list[_Entry] = []
         self.names: set[bytes] = set()
         self._sha = hashlib.sha256()  # of the file itself, for the store's record
