@@ -80,11 +80,7 @@ def summary_of(readme: str | None, name: str) -> str:
         if text.startswith(("```", "~~~")):
             fenced = not fenced
             continue
-        if fenced or text.startswith(("#", "<", "![", "[![", "|", ">", "---", "===")):
-            if paragraph:
-                break
-            continue
-        if not text:
+        if fenced or not text or text.startswith(("#", "<", "![", "[![", "|", ">", "---", "===")):
             if paragraph:
                 break
             continue

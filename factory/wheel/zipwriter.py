@@ -77,10 +77,7 @@ class ZipWriter:
         comp = compress_all(data)
         entry.usize = len(data)
         entry.crc = zlib_ng.crc32(data)
-        if comp is not None:
-            entry.method, entry.csize = _DEFLATED, len(comp)
-        else:
-            entry.csize = len(data)
+        entry.method, entry.csize = (_STORED, len(data)) if comp is None else (_DEFLATED, len(comp))
         self._write_local(entry)
         self.fp.write(data if comp is None else comp)
         return hashlib.sha256(data).digest()
@@ -166,20 +163,10 @@ class ZipWriter:
         """Write the central directory and the end records."""
         start = self.fp.tell()
         for e in self.entries:
-            extra = b""
-            fields: list[int] = []
-            usize, csize, offset = e.usize, e.csize, e.offset
-            if usize >= ZIP64_LIMIT:
-                fields.append(usize)
-                usize = ZIP64_LIMIT
-            if csize >= ZIP64_LIMIT:
-                fields.append(csize)
-                csize = ZIP64_LIMIT
-            if offset >= ZIP64_LIMIT:
-                fields.append(offset)
-                offset = ZIP64_LIMIT
-            if fields:
-                extra = struct.pack(f"<HH{len(fields)}Q", 1, 8 * len(fields), *fields)
+            # a value too large for its field goes to the zip64 extra, in this order; the field says 0xFFFFFFFF
+            fields = [v for v in (e.usize, e.csize, e.offset) if v >= ZIP64_LIMIT]
+            usize, csize, offset = (min(v, ZIP64_LIMIT) for v in (e.usize, e.csize, e.offset))
+            extra = struct.pack(f"<HH{len(fields)}Q", 1, 8 * len(fields), *fields) if fields else b""
             version = 45 if fields else 20
             flags = _FLAG_UTF8 if not e.name.isascii() else 0
             self.fp.write(
