@@ -12,15 +12,7 @@ from tempfile import gettempdir
 
 from .. import config, report, space, versions
 from ..config import KernelSpec, Options
-from ..errors import (
-    EXIT_BUG,
-    EXIT_OK,
-    BadKernel,
-    Refused,
-    UsageError,
-    output_folder,
-    worst,
-)
+from ..errors import EXIT_BUG, EXIT_OK, BadKernel, Refused, UsageError, output_folder, worst
 from ..plan import Job, Plan, check_options, make_plan, parse_shard, plan_lines, store_statuses, warning_lines
 from ..record import Record
 from ..store import load_records, open_store
@@ -161,15 +153,9 @@ def _summarise(
     for err in plan.refused:
         report.error(str(err))
     if as_json:
-        report.document(
-            {
-                "built": [o.record.filename for o in built if o.record],
-                "in_store": len(plan.done),
-                "failed": [o.error for o in failed],
-                "refused": [str(e) for e in plan.refused],
-                **(extra or {}),
-            }
-        )
+        report.document({"built": [o.record.filename for o in built if o.record], "in_store": len(plan.done),
+                         "failed": [o.error for o in failed], "refused": [str(e) for e in plan.refused],
+                         **(extra or {})})
     report.result(
         f"built {len(built)} wheels, {len(plan.done)} already in the store, "
         f"{len(failed) + len(plan.refused)} refused or failed",
@@ -289,13 +275,8 @@ def run_build(args: BuildArgs) -> int:
 def run_to_wheel(args: ToWheelArgs) -> int:
     opts = config.resolve(args.flags)
     request = versions.parse_request(args.version)
-    spec = KernelSpec(
-        repo=args.repo,
-        versions=(args.version,),
-        repo_id=args.repo_id,
-        variants=args.variants,
-        allow_no_digest=args.flags.get("allow_no_digest"),
-    )
+    spec = KernelSpec(repo=args.repo, versions=(args.version,), repo_id=args.repo_id, variants=args.variants,
+                      allow_no_digest=args.flags.get("allow_no_digest"))
     if args.revision:
         spec = replace(spec, revision=args.revision, version_override=request.text if request.kind == "tag" else None)
         if request.kind not in ("tag", "major"):

@@ -38,8 +38,7 @@ class Fetched:
     version: str
     lfs: frozenset[str]  # the paths stored with LFS, for the lock hash check
     seconds: float  # time spent fetching
-    start: float  # wall clock (time.time()) when the fetch began and ended, for the stage timeline
-    end: float
+    start: float  # wall clock (time.time()) when the fetch began, for the stage timeline
 
     def remove(self) -> None:
         if self.folder is not None:

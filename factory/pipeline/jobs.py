@@ -117,7 +117,7 @@ def fetch_task(job: Job, opts: Options, scratch: Path) -> Fetched | Outcome:
             raise
         finally:
             src.release()  # the tree moved out of the source's own folder: release removes nothing it needs
-        return Fetched(root, folder, version, lfs, seconds, start, start + seconds)
+        return Fetched(root, folder, version, lfs, seconds, start)
     except Exception as exc:
         return failure(job, exc, scratch)
 
@@ -148,8 +148,8 @@ def convert_task(job: Job, opts: Options, work: Path, fetched: Fetched) -> Built
             accept_higher_policy=opts.accept_higher_policy, allow_no_digest=job.allow_no_digest,
         ), out_dir)
         # The timeline: when this variant was fetched and converted, on the wall clock every process shares.
-        stages.dump(opts.variables.stages_file, variant=job.variant, fetch=fetched.seconds,
-                    fetch_start=fetched.start, fetch_end=fetched.end, convert_start=start, convert_end=time.time())
+        stages.dump(opts.variables.stages_file, variant=job.variant, fetch=fetched.seconds, fetch_start=fetched.start,
+                    fetch_end=fetched.start + fetched.seconds, convert_start=start, convert_end=time.time())
         return result
     except Exception as exc:
         return failure(job, exc, out_dir)

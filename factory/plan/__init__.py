@@ -143,22 +143,15 @@ class Plan:
 
     def to_json(self) -> dict[str, object]:
         def job(j: Job) -> dict[str, object]:
-            return {
-                "repo": j.repo_id or j.source,
-                "revision": j.sha,
-                "ref": j.ref,
-                "version": j.version,
-                "variant": j.variant,
-            }
+            return {"repo": j.repo_id or j.source, "revision": j.sha, "ref": j.ref, "version": j.version,
+                    "variant": j.variant}
 
         return {
             "build": [job(j) for j in self.todo],
             "in_store": [job(j) for j in self.done],
             "refused": [str(e) for e in self.refused],
             "notes": list(self.notes),
-            "withheld": [
-                {"project": w.project, **w.status.to_json(), "jobs": w.jobs} for w in self.withheld
-            ],
+            "withheld": [{"project": w.project, **w.status.to_json(), "jobs": w.jobs} for w in self.withheld],
             "misversioned": [
                 {"wheel": r.filename, "version": r.kernel_version, "should_be": v} for r, v in self.misversioned
             ],
@@ -275,23 +268,12 @@ def plan_kernel(
             except Refused as exc:
                 refused.append(Refused(f"{where}: {exc}; skipped"))
                 continue
-            jobs.append(
-                Job(
-                    location=spec.repo,
-                    repo_id=spec.repo_id or src.repo_id,
-                    repo_type=spec.repo_type,
-                    repo_name=src.name,
-                    source=src.display,
-                    sha=sel.sha,
-                    ref=sel.ref,
-                    version=sel.version,
-                    variant=name,
-                    commit_time=0,
-                    readme=None,
-                    allow_no_digest=opts.allow_no_digest if spec.allow_no_digest is None else spec.allow_no_digest,
-                    lock_hash=dict(spec.lock_hashes).get(name),
-                )
-            )
+            jobs.append(Job(
+                location=spec.repo, repo_id=spec.repo_id or src.repo_id, repo_type=spec.repo_type,
+                repo_name=src.name, source=src.display, sha=sel.sha, ref=sel.ref, version=sel.version, variant=name,
+                commit_time=0, readme=None, lock_hash=dict(spec.lock_hashes).get(name),
+                allow_no_digest=opts.allow_no_digest if spec.allow_no_digest is None else spec.allow_no_digest,
+            ))
     if unmatched and seen:
         error = unmatched_variants(spec.repo_id or src.display, sorted(unmatched), sorted(seen))
         if len(unmatched) == len(set(spec.variants)):

@@ -47,7 +47,7 @@ class Recorder:
             folder.mkdir()
             self.held += 1
             self.most_held = max(self.most_held, self.held)
-            return Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0, 0.0)
+            return Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0)
 
         return later(self.tasks, "fetch", task)
 
@@ -217,7 +217,7 @@ class Link:
                 folder = self.tmp / f"job-{job}"
                 folder.mkdir()
                 fut = self.fetching.pop(job)
-                fut.set_result(Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0, 0.0))
+                fut.set_result(Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0))
                 done.add(fut)
         return done, set(running) - done
 
