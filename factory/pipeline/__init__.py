@@ -138,9 +138,8 @@ def check_space(jobs: list[Job], opts: Options, target: Path) -> dict[tuple[str,
     return {key: size[0] for key, size in sizes.items()}
 
 
-def _summarise(
-    outcomes: list[Outcome], plan: Plan, as_json: bool, debug: bool = False, extra: dict[str, object] | None = None
-) -> None:
+def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool, debug: bool = False,
+               extra: dict[str, object] | None = None) -> None:
     """Errors and the summary line on stderr; with ``as_json`` one JSON document on stdout (docs/json.md)."""
     built = [o for o in outcomes if o.record is not None]
     failed = [o for o in outcomes if o.record is None]
@@ -156,11 +155,8 @@ def _summarise(
         report.document({"built": [o.record.filename for o in built if o.record], "in_store": len(plan.done),
                          "failed": [o.error for o in failed], "refused": [str(e) for e in plan.refused],
                          **(extra or {})})
-    report.result(
-        f"built {len(built)} wheels, {len(plan.done)} already in the store, "
-        f"{len(failed) + len(plan.refused)} refused or failed",
-        stderr=True,
-    )
+    report.result(f"built {len(built)} wheels, {len(plan.done)} already in the store, "
+                  f"{len(failed) + len(plan.refused)} refused or failed", stderr=True)
 
 
 def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:

@@ -57,15 +57,9 @@ def held(converters: int, fetchers: int) -> int:
     return converters + fetchers
 
 
-def pipelined(
-    jobs: Sequence[J],
-    fetch: Callable[[J], Future[Fetched | R]],
-    convert: Callable[[J, Fetched], Future[R]],
-    finish: Callable[[J, R], None],
-    converters: int,
-    fetchers: int,
-    halfway: Callable[[J], bool] | None = None,
-) -> None:
+def pipelined(jobs: Sequence[J], fetch: Callable[[J], Future[Fetched | R]], convert: Callable[[J, Fetched], Future[R]],
+              finish: Callable[[J, R], None], converters: int, fetchers: int,
+              halfway: Callable[[J], bool] | None = None) -> None:
     """Fetch ``jobs`` in order, convert each once fetched, ``finish`` each (in this process) as it ends.
 
     ``fetch`` submits a job's fetch, whose result is its Fetched or, when it failed, the job's result;

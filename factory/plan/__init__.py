@@ -238,9 +238,8 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
     return versions.fill_versions(chosen, src.commit_count)
 
 
-def plan_kernel(
-    spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str], *, listed: bool = False
-) -> tuple[Source, list[Job], list[FactoryError]]:
+def plan_kernel(spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str], *,
+                listed: bool = False) -> tuple[Source, list[Job], list[FactoryError]]:
     """Every wanted job of one kernel; README and commit time are filled later, only for jobs to build.
     A ``listed`` repository (from an organisation listing) is a Hub id, never a local path."""
     check_allowed(spec.repo, spec.repo_id, opts, hub=listed)
@@ -354,11 +353,8 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     projects = projects_by_source(records)
     withheld: dict[str, Withheld] = {}
     deprecated: set[str] = set()
-    known = {
-        (r.job_key[0], r.job_key[1]): r.kernel_version
-        for r in records
-        if r.job_key is not None and r.kernel_version is not None
-    }
+    known = {(r.job_key[0], r.job_key[1]): r.kernel_version for r in records
+             if r.job_key is not None and r.kernel_version is not None}
     by_key: dict[tuple[str, str, str], list[Record]] = {}
     for r in records:
         if r.job_key is not None:

@@ -126,18 +126,11 @@ def parse(raw: bytes, where: str) -> KernelMeta:
         if not all(isinstance(v, str) for v in files.values()):
             raise BadKernel(f"{where}: metadata.json 'digest.files' values must be base64 strings; {fix}")
     return KernelMeta(
-        raw=raw,
-        name=name,
-        version=typed("version", int, "an integer"),
-        license=typed("license", str, "a string"),
+        raw=raw, name=name, version=typed("version", int, "an integer"), license=typed("license", str, "a string"),
         upstream=typed("upstream", str, "a string"),
-        python_depends=strings(data.get("python-depends"), "python-depends"),
-        python_depends_backends=backends,
-        kernel_depends=tuple(kernel_depends),
-        backend_type=backend_type,
-        archs=strings(backend.get("archs"), "backend.archs"),
-        digest=digest,
-        kernels_minver=minver,
+        python_depends=strings(data.get("python-depends"), "python-depends"), python_depends_backends=backends,
+        kernel_depends=tuple(kernel_depends), backend_type=backend_type,
+        archs=strings(backend.get("archs"), "backend.archs"), digest=digest, kernels_minver=minver,
         source=typed("source", str, "a string"),
     )
 

@@ -120,17 +120,8 @@ def check_requirements(reqs: Iterable[str], where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def metadata_bytes(
-    *,
-    name: str,
-    version: str,
-    summary: str,
-    readme: str | None,
-    license_text: str | None,
-    upstream: str | None,
-    repo_id: str | None,
-    requires_dist: Sequence[str],
-) -> bytes:
+def metadata_bytes(*, name: str, version: str, summary: str, readme: str | None, license_text: str | None,
+                   upstream: str | None, repo_id: str | None, requires_dist: Sequence[str]) -> bytes:
     """METADATA (core metadata 2.4); the README is the message body."""
     headers = [("Metadata-Version", "2.4"), ("Name", name), ("Version", version), ("Summary", summary)]
     lic = license_fields(license_text)
@@ -154,9 +145,7 @@ def metadata_bytes(
 
 def wheel_bytes(tag: str) -> bytes:
     purelib = "true" if tag == "py3-none-any" else "false"
-    return (
-        f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n"
-    ).encode()
+    return f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n".encode()
 
 
 def provenance_bytes(fields: dict[str, object]) -> bytes:

@@ -169,12 +169,9 @@ class ZipWriter:
             extra = struct.pack(f"<HH{len(fields)}Q", 1, 8 * len(fields), *fields) if fields else b""
             version = 45 if fields else 20
             flags = _FLAG_UTF8 if not e.name.isascii() else 0
-            self.fp.write(
-                _CENTRAL.pack(
-                    b"PK\x01\x02", _UNIX << 8 | version, version, flags, e.method, self.time, self.date,
-                    e.crc, csize, usize, len(e.name), len(extra), 0, 0, 0, (0o100000 | e.mode) << 16, offset,
-                )
-            )
+            self.fp.write(_CENTRAL.pack(
+                b"PK\x01\x02", _UNIX << 8 | version, version, flags, e.method, self.time, self.date,
+                e.crc, csize, usize, len(e.name), len(extra), 0, 0, 0, (0o100000 | e.mode) << 16, offset))
             self.fp.write(e.name)
             self.fp.write(extra)
         end = self.fp.tell()
@@ -182,10 +179,8 @@ class ZipWriter:
         if count > _UINT16 or size >= ZIP64_LIMIT or start >= ZIP64_LIMIT:
             self.fp.write(_END64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, size, start))
             self.fp.write(_LOCATOR64.pack(b"PK\x06\x07", 0, end, 1))
-            self.fp.write(
-                _END.pack(b"PK\x05\x06", 0, 0, min(count, _UINT16), min(count, _UINT16),
-                          min(size, ZIP64_LIMIT), min(start, ZIP64_LIMIT), 0)
-            )
+            self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, min(count, _UINT16), min(count, _UINT16),
+                                    min(size, ZIP64_LIMIT), min(start, ZIP64_LIMIT), 0))
         else:
             self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
 
@@ -246,10 +241,8 @@ class ZipWriter:
             csize = usize = ZIP64_LIMIT
         version = 45 if e.zip64_local else 20
         flags = _FLAG_UTF8 if not e.name.isascii() else 0
-        self.fp.write(
-            _LOCAL.pack(b"PK\x03\x04", version, flags, e.method, self.time, self.date, e.crc, csize, usize,
-                        len(e.name), len(extra))
-        )
+        self.fp.write(_LOCAL.pack(b"PK\x03\x04", version, flags, e.method, self.time, self.date, e.crc, csize, usize,
+                                  len(e.name), len(extra)))
         self.fp.write(e.name)
         self.fp.write(extra)
 
