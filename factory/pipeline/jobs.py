@@ -68,16 +68,6 @@ def worker_imports() -> None:
     from ..wheel import convert  # noqa: F401
 
 
-def _own(root: Path, folder: Path) -> Path:
-    """A fetched tree made in ``folder``, moved to ``folder``/tree, out of the source's temporary folder (which
-    ``release`` removes); a tree elsewhere (a checked-out repository read in place) is left where it is."""
-    if not Path(os.path.abspath(root)).is_relative_to(os.path.abspath(folder)):
-        return root
-    own = folder / "tree"
-    os.rename(root, own)
-    return own
-
-
 def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
     """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback.
 
@@ -108,7 +98,12 @@ def fetch_task(job: Job, opts: Options, scratch: Path) -> Fetched | Outcome:
         start, clock = time.time(), time.perf_counter()
         folder = Path(mkdtemp(prefix="job-", dir=scratch))
         try:
-            root = _own(src.fetch(job.sha, job.variant, into=folder), folder)
+            root = src.fetch(job.sha, job.variant, into=folder)
+            if Path(os.path.abspath(root)).is_relative_to(os.path.abspath(folder)):
+                # Made in ``folder``: moved out of the source's temporary folder, which ``release`` removes (a
+                # tree elsewhere, a checked-out repository read in place, stays where it is).
+                os.rename(root, folder / "tree")
+                root = folder / "tree"
             seconds = time.perf_counter() - clock
             lfs = frozenset(src.lfs_paths(job.sha, job.variant)) if job.lock_hash is not None else frozenset()
             version = job.version or _version_from_metadata(job, root / "build" / job.variant, src)

@@ -50,16 +50,6 @@ def store_statuses(store: Store, records: list[Record]) -> dict[str, Status]:
     return read_statuses(store) if records else {}
 
 
-def projects_by_source(records: Iterable[Record]) -> dict[str, set[str]]:
-    """The project (wheel) names the store holds for each source key (a job's ``key[0]``): metadata.json's
-    ``name`` may differ from the repository's."""
-    out: dict[str, set[str]] = {}
-    for r in records:
-        if r.job_key is not None:
-            out.setdefault(r.job_key[0], set()).add(str(canonicalize_name(r.name)))
-    return out
-
-
 def project_status(source_key: str, repo_name: str, projects: Mapping[str, set[str]],
                    statuses: Mapping[str, Status]) -> tuple[str, Status] | None:
     """The project and status that hold back a new build of ``source_key`` (a repository whose wheels the store
@@ -350,15 +340,16 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     records = list(records)
     if statuses is None:
         statuses = store_statuses(open_store(opts.store), records) if records else {}
-    projects = projects_by_source(records)
     withheld: dict[str, Withheld] = {}
     deprecated: set[str] = set()
     known = {(r.job_key[0], r.job_key[1]): r.kernel_version for r in records
              if r.job_key is not None and r.kernel_version is not None}
     by_key: dict[tuple[str, str, str], list[Record]] = {}
+    projects: dict[str, set[str]] = {}  # source key -> the project names its wheels have (metadata.json's ``name``)
     for r in records:
         if r.job_key is not None:
             by_key.setdefault(r.job_key, []).append(r)
+            projects.setdefault(r.job_key[0], set()).add(str(canonicalize_name(r.name)))
     plan = Plan()
     check_options(opts)
     planned: set[tuple[str, str, str]] = set()
