@@ -164,14 +164,10 @@ def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
     from ..verify import lockfile
 
     if Path(path).name.endswith(".toml"):
-        return tuple(
-            KernelSpec(repo=d.repo_id, versions=(str(d.major) if d.major is not None else str(d.specifier),))
-            for d in lockfile.read_dependencies(Path(path))
-        )
-    return tuple(
-        KernelSpec(repo=k.repo_id, sha=k.sha, variants=tuple(k.variants), lock_hashes=tuple(sorted(k.hashes.items())))
-        for k in lockfile.read_lock(Path(path))
-    )
+        return tuple(KernelSpec(repo=d.repo_id, versions=(str(d.major) if d.major is not None else str(d.specifier),))
+                     for d in lockfile.read_dependencies(Path(path)))
+    return tuple(KernelSpec(repo=k.repo_id, sha=k.sha, variants=tuple(k.variants),
+                            lock_hashes=tuple(sorted(k.hashes.items()))) for k in lockfile.read_lock(Path(path)))
 
 
 def load_options(args: PlanArgs) -> Options:
@@ -179,10 +175,9 @@ def load_options(args: PlanArgs) -> Options:
     if args.lock:
         opts = replace(opts, kernels=specs_from_lock(args.lock))
     elif not opts.kernels and config.find_config(args.flags) is None:
-        raise UsageError(
-            f"no {config.DEFAULT_CONFIG} in {Path.cwd()}: write one with a [[kernel]] table for each kernel to mirror "
-            "(README, Configuration; `make demo` uses the bundled one), or pass --config FILE or --lock kernels.lock"
-        )
+        raise UsageError(f"no {config.DEFAULT_CONFIG} in {Path.cwd()}: write one with a [[kernel]] table for each "
+                         "kernel to mirror (README, Configuration; `make demo` uses the bundled one), or pass --config "
+                         "FILE or --lock kernels.lock")
     return opts
 
 

@@ -142,9 +142,8 @@ class Plan:
             "refused": [str(e) for e in self.refused],
             "notes": list(self.notes),
             "withheld": [{"project": w.project, **w.status.to_json(), "jobs": w.jobs} for w in self.withheld],
-            "misversioned": [
-                {"wheel": r.filename, "version": r.kernel_version, "should_be": v} for r, v in self.misversioned
-            ],
+            "misversioned": [{"wheel": r.filename, "version": r.kernel_version, "should_be": v}
+                             for r, v in self.misversioned],
         }
 
 
@@ -153,10 +152,9 @@ def check_allowed(location: str, repo_id: str | None, opts: Options, *, hub: boo
         return  # local paths are the user's own
     org = (repo_id or location).split("/")[0]
     if org not in opts.allow_orgs:
-        raise NotAllowed(
-            f"{repo_id or location}: organisation {org!r} is not allowed (allowed: {', '.join(opts.allow_orgs)}); "
-            f"add it to allow-orgs in factory.toml or pass --allow-org {org}"
-        )
+        raise NotAllowed(f"{repo_id or location}: organisation {org!r} is not allowed (allowed: "
+                         f"{', '.join(opts.allow_orgs)}); add it to allow-orgs in factory.toml or pass "
+                         f"--allow-org {org}")
 
 
 def check_options(opts: Options) -> None:
@@ -191,10 +189,9 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
         if spec.version_override:
             tagged = versions.tag_at(refs, sha)
             if tagged is not None and tagged[0] != spec.version_override:
-                raise UsageError(
-                    f"{where}: revision {spec.revision!r} carries tag {tagged[1]}, so its version is {tagged[0]}, "
-                    f"not {spec.version_override} (one revision, one version); give VERSION {tagged[0]} or 1"
-                )
+                raise UsageError(f"{where}: revision {spec.revision!r} carries tag {tagged[1]}, so its version is "
+                                 f"{tagged[0]}, not {spec.version_override} (one revision, one version); give VERSION "
+                                 f"{tagged[0]} or 1")
             return [versions.Selected(sha, tagged[1] if tagged else None, spec.version_override)]
         request = versions.parse_request(spec.versions[0]) if spec.versions else None
         if request is None or request.kind != "major":
@@ -221,10 +218,8 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
             sel = versions.Selected(sel.sha, tagged[1], tagged[0])
         by_sha.setdefault(sel.sha, sel)
     key = spec.repo_id or src.repo_id or src.display
-    chosen = [
-        versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s
-        for s in by_sha.values()
-    ]
+    chosen = [versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s
+              for s in by_sha.values()]
     return versions.fill_versions(chosen, src.commit_count)
 
 
