@@ -112,10 +112,8 @@ def audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: st
             )
         platform = met.name
     final = policies.get_policy_by_name(platform)
-    graft = sorted(
-        lib for lib in needed
-        if lib not in final.whitelist and lib not in inside and "ld-linux" not in lib and not is_runtime_lib(lib)
-    )
+    graft = sorted(lib for lib in needed if lib not in final.whitelist and lib not in inside
+                   and "ld-linux" not in lib and not is_runtime_lib(lib))
     return AuditResult(platform=platform, policy=met.name, graft=tuple(graft))
 
 

@@ -12,15 +12,7 @@ from tempfile import gettempdir
 
 from .. import config, report, space, versions
 from ..config import KernelSpec, Options
-from ..errors import (
-    EXIT_BUG,
-    EXIT_OK,
-    BadKernel,
-    Refused,
-    UsageError,
-    output_folder,
-    worst,
-)
+from ..errors import EXIT_BUG, EXIT_OK, BadKernel, Refused, UsageError, output_folder, worst
 from ..plan import Job, Plan, check_options, make_plan, parse_shard, plan_lines, store_statuses, warning_lines
 from ..record import Record
 from ..store import load_records, open_store
@@ -67,12 +59,9 @@ class ToWheelArgs:
 def execute(jobs: list[Job], opts: Options, work: Path, scratch: Path,
             deliver: Callable[[Job, Path, bytes, Record], None], room: Path | None = None,
             uploads: int = 0) -> list[Outcome]:
-    """Build every job, handing each finished wheel to ``deliver``: fetch workers (into ``scratch``) run ahead of
-    ``opts.jobs`` conversion workers (pipeline/flow.py); with one job or ``--jobs 1``, one after another here.
-    First the plan's known size is checked against ``room`` (where the wheels go; ``work`` by default) and the
-    scratch folder. What becomes of each job as it ends is ``flow.Finisher``'s: ``deliver`` runs in this process,
-    on the main thread or with ``uploads`` on that many threads. The progress bar's threads start once the workers
-    are forked (no thread of ours runs at a fork)."""
+    """Build every job, handing each finished wheel to ``deliver`` (in this process; on ``uploads`` threads if
+    given), after checking the plan's known size against ``room`` (default ``work``) and scratch. The progress
+    bar's threads start once the workers are forked: no thread of ours runs at a fork."""
     sizes = check_space(jobs, opts, room or work)
     downloads = sorted({d for job in jobs for d in source_of(job, opts).downloads()})
     started, tell, close = progress.progress(len(jobs), progress.Bytes(work, scratch, downloads),
@@ -109,18 +98,14 @@ SMALL_VARIANT = 20 << 20  # bytes: a variant under this starts the next fetch at
 
 
 def halfway(opts: Options, sizes: dict[tuple[str, str, str], int]) -> Callable[[Job], bool]:
-    """Whether a job's running fetch has half its bytes: its source's partial downloads (``*.incomplete``) hold
-    half the job's known size. True for a source that downloads nothing (a local folder, a git checkout: no link
-    to share), a job of unknown size, or one under ``SMALL_VARIANT`` bytes (a download library writes its partial
-    file in steps of megabytes, so a small variant may not show its halfway point; its conversion is short, so
-    ending beside another costs little). False while the fetch has no partial file yet (asking the Hub) or after
-    its files are complete (it ends soon)."""
+    """Whether a job's running fetch has half its bytes in its source's ``*.incomplete`` downloads. True for a
+    source that downloads nothing (no link to share), or a job under ``SMALL_VARIANT`` or of unknown size (partial
+    files grow in steps of megabytes, so a small one may never show its halfway point; it converts quickly anyway).
+    False before the first partial file (asking the Hub) and once the files are complete (it ends soon)."""
     def check(job: Job) -> bool:
         folders = source_of(job, opts).downloads()
         size = sizes.get(job.key, 0)
-        if not folders:
-            return True
-        return size < SMALL_VARIANT or 2 * progress.incomplete_bytes(folders) >= size
+        return not folders or size < SMALL_VARIANT or 2 * progress.incomplete_bytes(folders) >= size
 
     return check
 
@@ -153,9 +138,8 @@ def check_space(jobs: list[Job], opts: Options, target: Path) -> dict[tuple[str,
     return {key: size[0] for key, size in sizes.items()}
 
 
-def _summarise(
-    outcomes: list[Outcome], plan: Plan, as_json: bool, debug: bool = False, extra: dict[str, object] | None = None
-) -> None:
+def _summarise(outcomes: list[Outcome], plan: Plan, as_json: bool, debug: bool = False,
+               extra: dict[str, object] | None = None) -> None:
     """Errors and the summary line on stderr; with ``as_json`` one JSON document on stdout (docs/json.md)."""
     built = [o for o in outcomes if o.record is not None]
     failed = [o for o in outcomes if o.record is None]
@@ -168,20 +152,11 @@ def _summarise(
     for err in plan.refused:
         report.error(str(err))
     if as_json:
-        report.document(
-            {
-                "built": [o.record.filename for o in built if o.record],
-                "in_store": len(plan.done),
-                "failed": [o.error for o in failed],
-                "refused": [str(e) for e in plan.refused],
-                **(extra or {}),
-            }
-        )
-    report.result(
-        f"built {len(built)} wheels, {len(plan.done)} already in the store, "
-        f"{len(failed) + len(plan.refused)} refused or failed",
-        stderr=True,
-    )
+        report.document({"built": [o.record.filename for o in built if o.record], "in_store": len(plan.done),
+                         "failed": [o.error for o in failed], "refused": [str(e) for e in plan.refused],
+                         **(extra or {})})
+    report.result(f"built {len(built)} wheels, {len(plan.done)} already in the store, "
+                  f"{len(failed) + len(plan.refused)} refused or failed", stderr=True)
 
 
 def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
@@ -189,14 +164,10 @@ def specs_from_lock(path: str) -> tuple[KernelSpec, ...]:
     from ..verify import lockfile
 
     if Path(path).name.endswith(".toml"):
-        return tuple(
-            KernelSpec(repo=d.repo_id, versions=(str(d.major) if d.major is not None else str(d.specifier),))
-            for d in lockfile.read_dependencies(Path(path))
-        )
-    return tuple(
-        KernelSpec(repo=k.repo_id, sha=k.sha, variants=tuple(k.variants), lock_hashes=tuple(sorted(k.hashes.items())))
-        for k in lockfile.read_lock(Path(path))
-    )
+        return tuple(KernelSpec(repo=d.repo_id, versions=(str(d.major) if d.major is not None else str(d.specifier),))
+                     for d in lockfile.read_dependencies(Path(path)))
+    return tuple(KernelSpec(repo=k.repo_id, sha=k.sha, variants=tuple(k.variants),
+                            lock_hashes=tuple(sorted(k.hashes.items()))) for k in lockfile.read_lock(Path(path)))
 
 
 def load_options(args: PlanArgs) -> Options:
@@ -204,15 +175,10 @@ def load_options(args: PlanArgs) -> Options:
     if args.lock:
         opts = replace(opts, kernels=specs_from_lock(args.lock))
     elif not opts.kernels and config.find_config(args.flags) is None:
-        raise UsageError(
-            f"no {config.DEFAULT_CONFIG} in {Path.cwd()}: write one with a [[kernel]] table for each kernel to mirror "
-            "(README, Configuration; `make demo` uses the bundled one), or pass --config FILE or --lock kernels.lock"
-        )
+        raise UsageError(f"no {config.DEFAULT_CONFIG} in {Path.cwd()}: write one with a [[kernel]] table for each "
+                         "kernel to mirror (README, Configuration; `make demo` uses the bundled one), or pass --config "
+                         "FILE or --lock kernels.lock")
     return opts
-
-
-def _shard(text: str | None) -> tuple[int, int] | None:
-    return parse_shard(text) if text else None
 
 
 def _warn_damaged(lines: list[str]) -> None:
@@ -235,7 +201,8 @@ def run_plan(args: PlanArgs) -> int:
     damaged: list[str] = []
     records = load_records(store, damaged, readonly=True)
     _warn_damaged(damaged)
-    plan = make_plan(opts, records, _shard(args.shard), statuses=store_statuses(store, records))
+    shard = parse_shard(args.shard) if args.shard else None
+    plan = make_plan(opts, records, shard, statuses=store_statuses(store, records))
     _warn_damaged(warning_lines(plan))
     _put_notices(opts)
     if args.json:
@@ -248,7 +215,7 @@ def run_plan(args: PlanArgs) -> int:
 
 def run_build(args: BuildArgs) -> int:
     opts = load_options(args)
-    shard = _shard(args.shard)
+    shard = parse_shard(args.shard) if args.shard else None
     check_options(opts)  # before the store is touched
     early = None
     if opts.store.local is not None:
@@ -299,13 +266,8 @@ def run_build(args: BuildArgs) -> int:
 def run_to_wheel(args: ToWheelArgs) -> int:
     opts = config.resolve(args.flags)
     request = versions.parse_request(args.version)
-    spec = KernelSpec(
-        repo=args.repo,
-        versions=(args.version,),
-        repo_id=args.repo_id,
-        variants=args.variants,
-        allow_no_digest=args.flags.given.get("allow_no_digest"),
-    )
+    spec = KernelSpec(repo=args.repo, versions=(args.version,), repo_id=args.repo_id, variants=args.variants,
+                      allow_no_digest=args.flags.given.get("allow_no_digest"))
     if args.revision:
         spec = replace(spec, revision=args.revision, version_override=request.text if request.kind == "tag" else None)
         if request.kind not in ("tag", "major"):

@@ -7,7 +7,6 @@ starts only while fewer than ``held`` trees are in scratch (what ``check_space``
 
 from __future__ import annotations
 
-import functools
 import shutil
 import threading
 from collections import deque
@@ -39,8 +38,7 @@ class Fetched:
     version: str
     lfs: frozenset[str]  # the paths stored with LFS, for the lock hash check
     seconds: float  # time spent fetching
-    start: float  # wall clock (time.time()) when the fetch began and ended, for the stage timeline
-    end: float
+    start: float  # wall clock (time.time()) when the fetch began, for the stage timeline
 
     def remove(self) -> None:
         if self.folder is not None:
@@ -59,15 +57,9 @@ def held(converters: int, fetchers: int) -> int:
     return converters + fetchers
 
 
-def pipelined(
-    jobs: Sequence[J],
-    fetch: Callable[[J], Future[Fetched | R]],
-    convert: Callable[[J, Fetched], Future[R]],
-    finish: Callable[[J, R], None],
-    converters: int,
-    fetchers: int,
-    halfway: Callable[[J], bool] | None = None,
-) -> None:
+def pipelined(jobs: Sequence[J], fetch: Callable[[J], Future[Fetched | R]], convert: Callable[[J, Fetched], Future[R]],
+              finish: Callable[[J, R], None], converters: int, fetchers: int,
+              halfway: Callable[[J], bool] | None = None) -> None:
     """Fetch ``jobs`` in order, convert each once fetched, ``finish`` each (in this process) as it ends.
 
     ``fetch`` submits a job's fetch, whose result is its Fetched or, when it failed, the job's result;
@@ -108,59 +100,37 @@ def pipelined(
             got.remove()
 
 
-class Background:
-    """Runs tasks on ``threads`` threads of this process, while the flow goes on; ``submit`` waits while every
-    thread is busy, so the wheels waiting for their upload stay few (they take room in the work folder).
-    A task must not raise: it turns its own failure into its job's outcome."""
-
-    def __init__(self, threads: int) -> None:
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="deliver")
-        self._slots = threading.Semaphore(threads)
-
-    def submit(self, task: Callable[[], None]) -> None:
-        self._slots.acquire()
-
-        def run() -> None:
-            try:
-                task()
-            finally:
-                self._slots.release()
-
-        self._pool.submit(run)
-
-    def close(self) -> None:
-        """Wait for the tasks handed over (an upload in flight ends whole, even after Ctrl-C)."""
-        self._pool.shutdown(wait=True)
-
-
 class Finisher:
     """What becomes of each job as it ends (``pipelined``'s ``finish``): a job that failed is told at once; a
-    wheel goes to ``deliver`` here, or with ``uploads`` on that many threads (``Background``: a remote store's
-    uploads overlap the next conversions; ``deliver`` must then be thread-safe). A delivery that fails (the store
-    full, read-only, unreachable or refusing the wheel) is its job's failure; any other exception there is a bug,
-    with its traceback, as in a worker. ``outcomes``: every job's, in the order they were told to ``tell``."""
+    wheel goes to ``deliver`` here, or with ``uploads`` on that many threads (a remote store's uploads overlap the
+    next conversions; ``deliver`` must then be thread-safe). A delivery that fails (the store full, read-only,
+    unreachable or refusing the wheel) is its job's failure; any other exception there is a bug, with its
+    traceback, as in a worker. ``outcomes``: every job's, in the order they were told to ``tell``."""
 
     def __init__(self, deliver: Callable[[Job, Path, bytes, Any], None], tell: Callable[[Outcome], None],
                  uploads: int = 0) -> None:  # fmt: skip
         self.outcomes: list[Outcome] = []
         self._deliver, self._tell = deliver, tell
         self._lock = threading.Lock()
-        self._background = Background(uploads) if uploads > 0 else None
+        self._pool = ThreadPoolExecutor(uploads, thread_name_prefix="deliver") if uploads > 0 else None
+        self._slots = threading.Semaphore(max(uploads, 1))
 
     def __call__(self, job: Job, result: Built | Outcome) -> None:
         from .jobs import Outcome
 
         if isinstance(result, Outcome):
             self._record(result)
-        elif self._background is None:
+        elif self._pool is None:
             self._record(self._handed(job, result))
         else:
-            self._background.submit(functools.partial(self._in_background, job, result))
+            # Waits while every thread is busy: the wheels waiting for their upload (in the work folder) stay few.
+            self._slots.acquire()
+            self._pool.submit(self._in_background, job, result)
 
     def close(self) -> None:
         """Wait for the deliveries handed to threads (an upload in flight ends whole, even after Ctrl-C)."""
-        if self._background is not None:
-            self._background.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     def _record(self, outcome: Outcome) -> None:
         with self._lock:
@@ -181,7 +151,10 @@ class Finisher:
         from .jobs import failure
 
         try:
-            outcome = self._handed(job, result)
-        except Exception as exc:  # a bug: its job fails with the traceback, as in a worker
-            outcome = failure(job, exc)
-        self._record(outcome)
+            try:
+                outcome = self._handed(job, result)
+            except Exception as exc:  # a bug: its job fails with the traceback, as in a worker
+                outcome = failure(job, exc)
+            self._record(outcome)
+        finally:
+            self._slots.release()

@@ -1,5 +1,5 @@
-"""One job's work in the worker processes: ``fetch_one`` (a fetch worker: it waits on the source) and
-``convert_fetched`` (a conversion worker), each writing only in its job's own ``job-*`` folder; the tasks turn any
+"""One job's work in the worker processes: ``fetch_task`` (a fetch worker: it waits on the source) and
+``convert_task`` (a conversion worker), each writing only in its job's own ``job-*`` folder; the tasks turn any
 failure into the job's Outcome."""
 
 from __future__ import annotations
@@ -68,72 +68,6 @@ def worker_imports() -> None:
     from ..wheel import convert  # noqa: F401
 
 
-def fetch_one(job: Job, opts: Options, scratch: Path) -> Fetched:
-    """Fetch one variant into a job folder made in ``scratch``, with what its conversion needs from the source
-    (runs in a fetch worker: everything here waits on the source, little on the CPU)."""
-    src = source_of(job, opts)
-    start, clock = time.time(), time.perf_counter()
-    folder = Path(mkdtemp(prefix="job-", dir=scratch))
-    try:
-        root = _own(src.fetch(job.sha, job.variant, into=folder), folder)
-        seconds = time.perf_counter() - clock
-        lfs = frozenset(src.lfs_paths(job.sha, job.variant)) if job.lock_hash is not None else frozenset()
-        version = job.version or _version_from_metadata(job, root / "build" / job.variant, src)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-    finally:
-        src.release()  # the tree moved out of the source's own folder: release removes nothing it needs
-    return Fetched(root, folder, version, lfs, seconds, start, start + seconds)
-
-
-def _own(root: Path, folder: Path) -> Path:
-    """A fetched tree made in ``folder``, moved to ``folder``/tree, out of the source's temporary folder (which
-    ``release`` removes); a tree elsewhere (a checked-out repository read in place) is left where it is."""
-    if not Path(os.path.abspath(root)).is_relative_to(os.path.abspath(folder)):
-        return root
-    own = folder / "tree"
-    os.rename(root, own)
-    return own
-
-
-def convert_fetched(job: Job, opts: Options, out_dir: Path, fetched: Fetched) -> tuple[Path, bytes, Record]:
-    """Check a fetched variant and turn it into a wheel in ``out_dir`` (runs in a conversion worker)."""
-    from ..wheel.convert import WheelInput, convert
-
-    stages.reset()
-    start = time.time()
-    variant_dir = fetched.root / "build" / job.variant
-    if job.lock_hash is not None:
-        from ..verify.lockfile import verify_lock_hash
-
-        verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=fetched.lfs, where=f"build/{job.variant}")
-    if opts.verify_signatures:
-        from ..verify.signature import verify_signature
-
-        verify_signature(variant_dir, f"build/{job.variant}")
-    inp = WheelInput(
-        variant_dir=variant_dir,
-        target=parse_variant(job.variant),
-        kernel_version=fetched.version,
-        repo_name=job.repo_name,
-        repo_id=job.repo_id,
-        source=job.source,
-        revision=job.sha,
-        ref=job.ref,
-        commit_time=job.commit_time,
-        readme=job.readme,
-        manylinux=opts.manylinux,
-        accept_higher_policy=opts.accept_higher_policy,
-        allow_no_digest=job.allow_no_digest,
-    )
-    result = convert(inp, out_dir)
-    # The timeline: when this variant was fetched and converted, on the wall clock every process shares.
-    stages.dump(opts.variables.stages_file, variant=job.variant, fetch=fetched.seconds,
-                fetch_start=fetched.start, fetch_end=fetched.end, convert_start=start, convert_end=time.time())
-    return result
-
-
 def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
     """An exception -> the job's Outcome: one line naming the cause, the exit code; a bug keeps its traceback.
 
@@ -157,9 +91,28 @@ def run_here(job: Job, opts: Options, work: Path, scratch: Path) -> Built | Outc
 
 
 def fetch_task(job: Job, opts: Options, scratch: Path) -> Fetched | Outcome:
-    """A fetch worker's task: the fetched variant, or the job's failure."""
+    """A fetch worker's task: one variant fetched into a job folder made in ``scratch``, with what its conversion
+    needs from the source (everything here waits on the source, little on the CPU), or the job's failure."""
     try:
-        return fetch_one(job, opts, scratch)
+        src = source_of(job, opts)
+        start, clock = time.time(), time.perf_counter()
+        folder = Path(mkdtemp(prefix="job-", dir=scratch))
+        try:
+            root = src.fetch(job.sha, job.variant, into=folder)
+            if Path(os.path.abspath(root)).is_relative_to(os.path.abspath(folder)):
+                # Made in ``folder``: moved out of the source's temporary folder, which ``release`` removes (a
+                # tree elsewhere, a checked-out repository read in place, stays where it is).
+                os.rename(root, folder / "tree")
+                root = folder / "tree"
+            seconds = time.perf_counter() - clock
+            lfs = frozenset(src.lfs_paths(job.sha, job.variant)) if job.lock_hash is not None else frozenset()
+            version = job.version or _version_from_metadata(job, root / "build" / job.variant, src)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        finally:
+            src.release()  # the tree moved out of the source's own folder: release removes nothing it needs
+        return Fetched(root, folder, version, lfs, seconds, start)
     except Exception as exc:
         return failure(job, exc, scratch)
 
@@ -169,8 +122,30 @@ def convert_task(job: Job, opts: Options, work: Path, fetched: Fetched) -> Built
     name must not replace each other's wheel), or the job's failure; the fetched folder is removed either way."""
     out_dir = work
     try:
+        from ..wheel.convert import WheelInput, convert
+
         out_dir = Path(mkdtemp(prefix="job-", dir=work))
-        return convert_fetched(job, opts, out_dir, fetched)
+        stages.reset()
+        start = time.time()
+        variant_dir = fetched.root / "build" / job.variant
+        if job.lock_hash is not None:
+            from ..verify.lockfile import verify_lock_hash
+
+            verify_lock_hash(variant_dir, job.lock_hash, lfs_paths=fetched.lfs, where=f"build/{job.variant}")
+        if opts.verify_signatures:
+            from ..verify.signature import verify_signature
+
+            verify_signature(variant_dir, f"build/{job.variant}")
+        result = convert(WheelInput(
+            variant_dir=variant_dir, target=parse_variant(job.variant), kernel_version=fetched.version,
+            repo_name=job.repo_name, repo_id=job.repo_id, source=job.source, revision=job.sha, ref=job.ref,
+            commit_time=job.commit_time, readme=job.readme, manylinux=opts.manylinux,
+            accept_higher_policy=opts.accept_higher_policy, allow_no_digest=job.allow_no_digest,
+        ), out_dir)
+        # The timeline: when this variant was fetched and converted, on the wall clock every process shares.
+        stages.dump(opts.variables.stages_file, variant=job.variant, fetch=fetched.seconds, fetch_start=fetched.start,
+                    fetch_end=fetched.start + fetched.seconds, convert_start=start, convert_end=time.time())
+        return result
     except Exception as exc:
         return failure(job, exc, out_dir)
     finally:

@@ -76,12 +76,9 @@ class Bytes:
 
 def progress(total: int, count: Bytes, sizes: Callable[[Any], int], describe: Callable[[Any], tuple[str, int]],
              stream: Any = None) -> tuple[Callable[[], None], Callable[[Any], None], Callable[[], None]]:
-    """(start, tell, close): ``start()`` once the worker pool has forked (the bar's threads, this poller's and
-    tqdm's monitor, must not run at a fork: docs/architecture.md), ``tell(outcome)`` after each item,
-    ``close()`` once all are done (or the run is stopped).
-
-    ``sizes(job)``: the bytes a job fetches (0 where not known); ``describe(outcome)``: (its line, its wheel's
-    bytes, 0 for a failed item)."""
+    """(start, tell, close): ``start()`` once the worker pool has forked (no thread of the bar may run at a fork),
+    ``tell(outcome)`` after each item, ``close()`` at the end. ``sizes(job)``: the bytes a job fetches (0 where
+    not known); ``describe(outcome)``: (its line, its wheel's bytes, 0 for a failed item)."""
     stream = sys.stderr if stream is None else stream
     if report.quiet():
         return (lambda: None), (lambda outcome: None), (lambda: None)

@@ -50,16 +50,6 @@ def store_statuses(store: Store, records: list[Record]) -> dict[str, Status]:
     return read_statuses(store) if records else {}
 
 
-def projects_by_source(records: Iterable[Record]) -> dict[str, set[str]]:
-    """The project (wheel) names the store holds for each source key (a job's ``key[0]``): metadata.json's
-    ``name`` may differ from the repository's."""
-    out: dict[str, set[str]] = {}
-    for r in records:
-        if r.job_key is not None:
-            out.setdefault(r.job_key[0], set()).add(str(canonicalize_name(r.name)))
-    return out
-
-
 def project_status(source_key: str, repo_name: str, projects: Mapping[str, set[str]],
                    statuses: Mapping[str, Status]) -> tuple[str, Status] | None:
     """The project and status that hold back a new build of ``source_key`` (a repository whose wheels the store
@@ -143,25 +133,17 @@ class Plan:
 
     def to_json(self) -> dict[str, object]:
         def job(j: Job) -> dict[str, object]:
-            return {
-                "repo": j.repo_id or j.source,
-                "revision": j.sha,
-                "ref": j.ref,
-                "version": j.version,
-                "variant": j.variant,
-            }
+            return {"repo": j.repo_id or j.source, "revision": j.sha, "ref": j.ref, "version": j.version,
+                    "variant": j.variant}
 
         return {
             "build": [job(j) for j in self.todo],
             "in_store": [job(j) for j in self.done],
             "refused": [str(e) for e in self.refused],
             "notes": list(self.notes),
-            "withheld": [
-                {"project": w.project, **w.status.to_json(), "jobs": w.jobs} for w in self.withheld
-            ],
-            "misversioned": [
-                {"wheel": r.filename, "version": r.kernel_version, "should_be": v} for r, v in self.misversioned
-            ],
+            "withheld": [{"project": w.project, **w.status.to_json(), "jobs": w.jobs} for w in self.withheld],
+            "misversioned": [{"wheel": r.filename, "version": r.kernel_version, "should_be": v}
+                             for r, v in self.misversioned],
         }
 
 
@@ -170,10 +152,9 @@ def check_allowed(location: str, repo_id: str | None, opts: Options, *, hub: boo
         return  # local paths are the user's own
     org = (repo_id or location).split("/")[0]
     if org not in opts.allow_orgs:
-        raise NotAllowed(
-            f"{repo_id or location}: organisation {org!r} is not allowed (allowed: {', '.join(opts.allow_orgs)}); "
-            f"add it to allow-orgs in factory.toml or pass --allow-org {org}"
-        )
+        raise NotAllowed(f"{repo_id or location}: organisation {org!r} is not allowed (allowed: "
+                         f"{', '.join(opts.allow_orgs)}); add it to allow-orgs in factory.toml or pass "
+                         f"--allow-org {org}")
 
 
 def check_options(opts: Options) -> None:
@@ -208,10 +189,9 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
         if spec.version_override:
             tagged = versions.tag_at(refs, sha)
             if tagged is not None and tagged[0] != spec.version_override:
-                raise UsageError(
-                    f"{where}: revision {spec.revision!r} carries tag {tagged[1]}, so its version is {tagged[0]}, "
-                    f"not {spec.version_override} (one revision, one version); give VERSION {tagged[0]} or 1"
-                )
+                raise UsageError(f"{where}: revision {spec.revision!r} carries tag {tagged[1]}, so its version is "
+                                 f"{tagged[0]}, not {spec.version_override} (one revision, one version); give VERSION "
+                                 f"{tagged[0]} or 1")
             return [versions.Selected(sha, tagged[1] if tagged else None, spec.version_override)]
         request = versions.parse_request(spec.versions[0]) if spec.versions else None
         if request is None or request.kind != "major":
@@ -238,16 +218,13 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
             sel = versions.Selected(sel.sha, tagged[1], tagged[0])
         by_sha.setdefault(sel.sha, sel)
     key = spec.repo_id or src.repo_id or src.display
-    chosen = [
-        versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s
-        for s in by_sha.values()
-    ]
+    chosen = [versions.Selected(s.sha, s.ref, known.get((key, s.sha)), s.major) if s.version is None else s
+              for s in by_sha.values()]
     return versions.fill_versions(chosen, src.commit_count)
 
 
-def plan_kernel(
-    spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str], *, listed: bool = False
-) -> tuple[Source, list[Job], list[FactoryError]]:
+def plan_kernel(spec: KernelSpec, opts: Options, known: dict[tuple[str, str], str], *,
+                listed: bool = False) -> tuple[Source, list[Job], list[FactoryError]]:
     """Every wanted job of one kernel; README and commit time are filled later, only for jobs to build.
     A ``listed`` repository (from an organisation listing) is a Hub id, never a local path."""
     check_allowed(spec.repo, spec.repo_id, opts, hub=listed)
@@ -275,23 +252,12 @@ def plan_kernel(
             except Refused as exc:
                 refused.append(Refused(f"{where}: {exc}; skipped"))
                 continue
-            jobs.append(
-                Job(
-                    location=spec.repo,
-                    repo_id=spec.repo_id or src.repo_id,
-                    repo_type=spec.repo_type,
-                    repo_name=src.name,
-                    source=src.display,
-                    sha=sel.sha,
-                    ref=sel.ref,
-                    version=sel.version,
-                    variant=name,
-                    commit_time=0,
-                    readme=None,
-                    allow_no_digest=opts.allow_no_digest if spec.allow_no_digest is None else spec.allow_no_digest,
-                    lock_hash=dict(spec.lock_hashes).get(name),
-                )
-            )
+            jobs.append(Job(
+                location=spec.repo, repo_id=spec.repo_id or src.repo_id, repo_type=spec.repo_type,
+                repo_name=src.name, source=src.display, sha=sel.sha, ref=sel.ref, version=sel.version, variant=name,
+                commit_time=0, readme=None, lock_hash=dict(spec.lock_hashes).get(name),
+                allow_no_digest=opts.allow_no_digest if spec.allow_no_digest is None else spec.allow_no_digest,
+            ))
     if unmatched and seen:
         error = unmatched_variants(spec.repo_id or src.display, sorted(unmatched), sorted(seen))
         if len(unmatched) == len(set(spec.variants)):
@@ -369,18 +335,16 @@ def make_plan(opts: Options, records: Iterable[Record], shard: tuple[int, int] |
     records = list(records)
     if statuses is None:
         statuses = store_statuses(open_store(opts.store), records) if records else {}
-    projects = projects_by_source(records)
     withheld: dict[str, Withheld] = {}
     deprecated: set[str] = set()
-    known = {
-        (r.job_key[0], r.job_key[1]): r.kernel_version
-        for r in records
-        if r.job_key is not None and r.kernel_version is not None
-    }
+    known = {(r.job_key[0], r.job_key[1]): r.kernel_version for r in records
+             if r.job_key is not None and r.kernel_version is not None}
     by_key: dict[tuple[str, str, str], list[Record]] = {}
+    projects: dict[str, set[str]] = {}  # source key -> the project names its wheels have (metadata.json's ``name``)
     for r in records:
         if r.job_key is not None:
             by_key.setdefault(r.job_key, []).append(r)
+            projects.setdefault(r.job_key[0], set()).add(str(canonicalize_name(r.name)))
     plan = Plan()
     check_options(opts)
     planned: set[tuple[str, str, str]] = set()

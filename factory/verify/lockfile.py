@@ -215,7 +215,5 @@ def verify_lock_hash(variant_dir: Path, expected: str, *, lfs_paths: Collection[
     """DigestMismatch unless the folder's ``git_lfs_concat`` hash is ``expected``."""
     actual = lock_hash(variant_dir, lfs_paths)
     if actual != expected:
-        raise DigestMismatch(
-            f"{where or variant_dir}: files do not match the kernels.lock hash ({expected[:19]}..., got "
-            f"{actual[:19]}...); re-lock with `kernels lock` or check the source"
-        )
+        raise DigestMismatch(f"{where or variant_dir}: files do not match the kernels.lock hash ({expected[:19]}..., "
+                             f"got {actual[:19]}...); re-lock with `kernels lock` or check the source")

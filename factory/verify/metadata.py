@@ -6,7 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,11 @@ MAX_DEPTH = 16  # metadata.json nests 3-4 levels deep
 # The kernels whose Metadata reads backend type "agnostic" (0.18.3 refuses it; no 0.19.0 is served).
 AGNOSTIC_SINCE = (0, 19, 1)
 _MINVER = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9}){0,3}")
+# kernels' python-depends table, what a name in ``python-depends`` means as pip requirements: python_depends.json, a
+# byte copy of the table PYDEPENDS_SOURCE names (private in kernels, absent from kernels-data), shipped as package
+# data so the wheels written do not depend on the kernels installed beside the factory (docs/architecture.md).
+PYDEPENDS_SOURCE = "kernels 0.19.1, kernels/_internals/python_depends.json"
+PYDEPENDS_SHA256 = "3e412c32521bdcc6bd3379e2dfc7c3cf45c725419580d8852760183a6612a914"
 
 
 @dataclass(frozen=True)
@@ -118,29 +126,18 @@ def parse(raw: bytes, where: str) -> KernelMeta:
         if not all(isinstance(v, str) for v in files.values()):
             raise BadKernel(f"{where}: metadata.json 'digest.files' values must be base64 strings; {fix}")
     return KernelMeta(
-        raw=raw,
-        name=name,
-        version=typed("version", int, "an integer"),
-        license=typed("license", str, "a string"),
+        raw=raw, name=name, version=typed("version", int, "an integer"), license=typed("license", str, "a string"),
         upstream=typed("upstream", str, "a string"),
-        python_depends=strings(data.get("python-depends"), "python-depends"),
-        python_depends_backends=backends,
-        kernel_depends=tuple(kernel_depends),
-        backend_type=backend_type,
-        archs=strings(backend.get("archs"), "backend.archs"),
-        digest=digest,
-        kernels_minver=minver,
+        python_depends=strings(data.get("python-depends"), "python-depends"), python_depends_backends=backends,
+        kernel_depends=tuple(kernel_depends), backend_type=backend_type,
+        archs=strings(backend.get("archs"), "backend.archs"), digest=digest, kernels_minver=minver,
         source=typed("source", str, "a string"),
     )
 
 
 def kernels_refusal(raw: bytes) -> str | None:
-    """The kernels library's own message, on one line, when ``get_kernel`` would refuse this metadata.json.
-
-    ``kernels.Metadata`` (a public name of kernels 0.17 to 0.19) is the parser ``get_kernel`` reads metadata.json
-    with (name rules, required fields, backend types, URLs): the rules of the kernels installed beside the
-    factory. ImportError when the kernels library is not installed.
-    """
+    """The kernels library's own message, on one line, when ``get_kernel`` would refuse this metadata.json: the
+    rules of ``kernels.Metadata`` (public in kernels 0.17 to 0.19), its parser. ImportError without kernels."""
     from kernels import Metadata
 
     try:
@@ -205,3 +202,27 @@ def load(variant_dir: Path, where: str) -> KernelMeta:
         raise BadKernel(f"{where}: kernels.get_kernel would refuse this metadata.json: {message}; "
                         "fix metadata.json or rebuild the kernel with kernel-builder" + newer_kernels_hint(raw))
     return meta
+
+
+@lru_cache(maxsize=1)
+def pydepends_table() -> dict[str, Any]:
+    """The parsed table: ``{"general": {name: info}, "backends": {backend: {name: info}}}``."""
+    data = json.loads(resources.files(__package__).joinpath("python_depends.json").read_bytes())
+    assert isinstance(data, dict)
+    return data
+
+
+def python_packages(names: Iterable[str], backend: str) -> list[str]:
+    """pip requirements for python-depends ``names`` on ``backend``: a name the table knows gives its
+    packages (``tvm-ffi`` -> ``apache-tvm-ffi``); any other name is kept as it is, a requirement itself."""
+    general: dict[str, Any] = pydepends_table().get("general", {})
+    backend_table: dict[str, Any] = pydepends_table().get("backends", {}).get(backend, {})
+    reqs: list[str] = []
+    for dep in names:
+        info = general.get(dep) or backend_table.get(dep)
+        if isinstance(info, dict):
+            found = info.get("python", [])
+            reqs.extend(str(p["pkg"]) for p in found if isinstance(p, dict) and "pkg" in p)
+        else:
+            reqs.append(dep)
+    return reqs

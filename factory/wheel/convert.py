@@ -20,7 +20,7 @@ from ..nofollow import TMP_PREFIX, file_digest
 from ..record import PROVENANCE, VARIANT_ROOT, Record
 from ..safe_text import has_control
 from ..variants import Target
-from ..verify import digest, pydepends
+from ..verify import digest
 from ..verify import metadata as kernelmeta
 from . import distinfo as wheel
 from . import stages
@@ -104,12 +104,10 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
     where = f"build/{target.variant}"
     files = scan(inp.variant_dir, where)
     meta = kernelmeta.load(inp.variant_dir, where)
-    check = None
-    if meta.digest is None:
-        if not inp.allow_no_digest:
-            raise BadKernel(f"{where}: metadata.json has no digest; rebuild the kernel, or pass --allow-no-digest")
-    else:
-        check = digest.Check(meta.digest, (f.rel for f in files if f.rel not in digest.TOP_META), where)
+    if meta.digest is None and not inp.allow_no_digest:
+        raise BadKernel(f"{where}: metadata.json has no digest; rebuild the kernel, or pass --allow-no-digest")
+    check = None if meta.digest is None else \
+        digest.Check(meta.digest, (f.rel for f in files if f.rel not in digest.TOP_META), where)
     digest_rel = {f.path: f.rel for f in files if check is not None and f.rel in check.expected}
     if check is not None:
         with stages.timed("verify"):
@@ -121,7 +119,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
     version = wheel.full_version(target.local_version(inp.kernel_version), where)
     # target.requires + python-depends (kernels' names mapped to packages) + the backend's extra ones
     names = list(meta.python_depends) + list(meta.python_depends_backends.get(target.backend, ()))
-    requires = wheel.check_requirements([*target.requires, *pydepends.packages(names, target.backend)], where)
+    requires = wheel.check_requirements([*target.requires, *kernelmeta.python_packages(names, target.backend)], where)
     metadata = wheel.metadata_bytes(
         name=name, version=version, summary=wheel.summary_of(inp.readme, name), readme=inp.readme,
         license_text=meta.license, upstream=meta.upstream, repo_id=inp.repo_id, requires_dist=requires,

@@ -28,7 +28,6 @@ from .zipwriter import ZipWriter
 REQUIRES_PYTHON = ">=3.9"
 GENERATOR = f"kernel-factory {__version__}"
 _ABBREVIATIONS = {"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "incl."}
-MIN_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
 
 
 def dist_name(name: str, where: str) -> str:
@@ -81,11 +80,7 @@ def summary_of(readme: str | None, name: str) -> str:
         if text.startswith(("```", "~~~")):
             fenced = not fenced
             continue
-        if fenced or text.startswith(("#", "<", "![", "[![", "|", ">", "---", "===")):
-            if paragraph:
-                break
-            continue
-        if not text:
+        if fenced or not text or text.startswith(("#", "<", "![", "[![", "|", ">", "---", "===")):
             if paragraph:
                 break
             continue
@@ -125,17 +120,8 @@ def check_requirements(reqs: Iterable[str], where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def metadata_bytes(
-    *,
-    name: str,
-    version: str,
-    summary: str,
-    readme: str | None,
-    license_text: str | None,
-    upstream: str | None,
-    repo_id: str | None,
-    requires_dist: Sequence[str],
-) -> bytes:
+def metadata_bytes(*, name: str, version: str, summary: str, readme: str | None, license_text: str | None,
+                   upstream: str | None, repo_id: str | None, requires_dist: Sequence[str]) -> bytes:
     """METADATA (core metadata 2.4); the README is the message body."""
     headers = [("Metadata-Version", "2.4"), ("Name", name), ("Version", version), ("Summary", summary)]
     lic = license_fields(license_text)
@@ -159,9 +145,7 @@ def metadata_bytes(
 
 def wheel_bytes(tag: str) -> bytes:
     purelib = "true" if tag == "py3-none-any" else "false"
-    return (
-        f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n"
-    ).encode()
+    return f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n".encode()
 
 
 def provenance_bytes(fields: dict[str, object]) -> bytes:
@@ -170,11 +154,6 @@ def provenance_bytes(fields: dict[str, object]) -> bytes:
 
 def record_hash(digest: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-
-
-def zip_date_time(commit_time: int) -> tuple[int, int, int, int, int, int]:
-    t = time.gmtime(max(commit_time, MIN_EPOCH))
-    return t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec
 
 
 class WheelWriter:
@@ -189,7 +168,7 @@ class WheelWriter:
         fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
         self.tmp = Path(tmp)
         self.fp = os.fdopen(fd, "w+b")
-        self.zw = ZipWriter(self.fp, zip_date_time(commit_time))
+        self.zw = ZipWriter(self.fp, commit_time)
         self.rows: list[tuple[str, str, str]] = []
         self.sha256 = ""  # the finished wheel's hex sha256, set by finish
 

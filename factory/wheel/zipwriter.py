@@ -35,11 +35,14 @@ _UNIX = 3
 _FLAG_UTF8 = 0x800
 
 
-def dos_time(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
-    """(date, time) fields of a zip header; years are clamped to 1980-2107."""
-    year, month, day, hour, minute, second = date_time
-    year = min(max(year, 1980), 2107)
-    return (year - 1980) << 9 | month << 5 | day, hour << 11 | minute << 5 | second // 2
+MIN_EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
+
+
+def dos_time(commit_time: int) -> tuple[int, int]:
+    """(date, time) fields of a zip header for a Unix time (UTC), clamped to 1980-01-01 .. 2107."""
+    t = time.gmtime(max(commit_time, MIN_EPOCH))
+    year = min(t.tm_year, 2107)
+    return (year - 1980) << 9 | t.tm_mon << 5 | t.tm_mday, t.tm_hour << 11 | t.tm_min << 5 | t.tm_sec // 2
 
 
 @dataclass(slots=True)
@@ -57,9 +60,9 @@ class _Entry:
 class ZipWriter:
     """Write a zip file entry by entry; ``close`` writes the central directory."""
 
-    def __init__(self, fp: BinaryIO, date_time: tuple[int, int, int, int, int, int]) -> None:
+    def __init__(self, fp: BinaryIO, commit_time: int) -> None:
         self.fp = fp
-        self.date, self.time = dos_time(date_time)
+        self.date, self.time = dos_time(commit_time)
         self.entries: list[_Entry] = []
         self.names: set[bytes] = set()
         self._sha = hashlib.sha256()  # of the file itself, for the store's record
@@ -74,10 +77,7 @@ class ZipWriter:
         comp = compress_all(data)
         entry.usize = len(data)
         entry.crc = zlib_ng.crc32(data)
-        if comp is not None:
-            entry.method, entry.csize = _DEFLATED, len(comp)
-        else:
-            entry.csize = len(data)
+        entry.method, entry.csize = (_STORED, len(data)) if comp is None else (_DEFLATED, len(comp))
         self._write_local(entry)
         self.fp.write(data if comp is None else comp)
         return hashlib.sha256(data).digest()
@@ -163,28 +163,15 @@ class ZipWriter:
         """Write the central directory and the end records."""
         start = self.fp.tell()
         for e in self.entries:
-            extra = b""
-            fields: list[int] = []
-            usize, csize, offset = e.usize, e.csize, e.offset
-            if usize >= ZIP64_LIMIT:
-                fields.append(usize)
-                usize = ZIP64_LIMIT
-            if csize >= ZIP64_LIMIT:
-                fields.append(csize)
-                csize = ZIP64_LIMIT
-            if offset >= ZIP64_LIMIT:
-                fields.append(offset)
-                offset = ZIP64_LIMIT
-            if fields:
-                extra = struct.pack(f"<HH{len(fields)}Q", 1, 8 * len(fields), *fields)
+            # a value too large for its field goes to the zip64 extra, in this order; the field says 0xFFFFFFFF
+            fields = [v for v in (e.usize, e.csize, e.offset) if v >= ZIP64_LIMIT]
+            usize, csize, offset = (min(v, ZIP64_LIMIT) for v in (e.usize, e.csize, e.offset))
+            extra = struct.pack(f"<HH{len(fields)}Q", 1, 8 * len(fields), *fields) if fields else b""
             version = 45 if fields else 20
             flags = _FLAG_UTF8 if not e.name.isascii() else 0
-            self.fp.write(
-                _CENTRAL.pack(
-                    b"PK\x01\x02", _UNIX << 8 | version, version, flags, e.method, self.time, self.date,
-                    e.crc, csize, usize, len(e.name), len(extra), 0, 0, 0, (0o100000 | e.mode) << 16, offset,
-                )
-            )
+            self.fp.write(_CENTRAL.pack(
+                b"PK\x01\x02", _UNIX << 8 | version, version, flags, e.method, self.time, self.date,
+                e.crc, csize, usize, len(e.name), len(extra), 0, 0, 0, (0o100000 | e.mode) << 16, offset))
             self.fp.write(e.name)
             self.fp.write(extra)
         end = self.fp.tell()
@@ -192,10 +179,8 @@ class ZipWriter:
         if count > _UINT16 or size >= ZIP64_LIMIT or start >= ZIP64_LIMIT:
             self.fp.write(_END64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, size, start))
             self.fp.write(_LOCATOR64.pack(b"PK\x06\x07", 0, end, 1))
-            self.fp.write(
-                _END.pack(b"PK\x05\x06", 0, 0, min(count, _UINT16), min(count, _UINT16),
-                          min(size, ZIP64_LIMIT), min(start, ZIP64_LIMIT), 0)
-            )
+            self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, min(count, _UINT16), min(count, _UINT16),
+                                    min(size, ZIP64_LIMIT), min(start, ZIP64_LIMIT), 0))
         else:
             self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
 
@@ -256,10 +241,8 @@ class ZipWriter:
             csize = usize = ZIP64_LIMIT
         version = 45 if e.zip64_local else 20
         flags = _FLAG_UTF8 if not e.name.isascii() else 0
-        self.fp.write(
-            _LOCAL.pack(b"PK\x03\x04", version, flags, e.method, self.time, self.date, e.crc, csize, usize,
-                        len(e.name), len(extra))
-        )
+        self.fp.write(_LOCAL.pack(b"PK\x03\x04", version, flags, e.method, self.time, self.date, e.crc, csize, usize,
+                                  len(e.name), len(extra)))
         self.fp.write(e.name)
         self.fp.write(extra)
 

@@ -10,7 +10,7 @@ import macho_kit
 import pytest
 import syslibs
 from kernel_factory import variants
-from kernel_factory.audit import abi3, audit, elf, macho
+from kernel_factory.audit import audit, check_abi3, elf, macho
 from kernel_factory.errors import AuditFailed
 
 # Real system ELF files, found on the dynamic linker's search path (tests/syslibs.py); absent: the test skips.
@@ -150,4 +150,4 @@ def test_macos_universal_binaries(tmp_path: Path) -> None:
 
 def test_abi3_check_skips_non_extensions() -> None:
     need(LIBZ)
-    abi3.check_abi3([("_k.abi3.so", LIBZ)], WHERE)  # no PyInit_: not an extension, nothing to check
+    check_abi3([("_k.abi3.so", LIBZ)], WHERE)  # no PyInit_: not an extension, nothing to check

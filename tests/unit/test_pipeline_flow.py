@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from kernel_factory.pipeline import flow
-from kernel_factory.pipeline.flow import Background, Fetched
+from kernel_factory.pipeline.flow import Fetched, Finisher
 
 Task = Callable[[], Any]
 
@@ -47,7 +47,7 @@ class Recorder:
             folder.mkdir()
             self.held += 1
             self.most_held = max(self.most_held, self.held)
-            return Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0, 0.0)
+            return Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0)
 
         return later(self.tasks, "fetch", task)
 
@@ -131,11 +131,14 @@ def test_lanes_fetch_two_at_a_time_and_run_one_job_here() -> None:
     assert flow.lanes(8, 1) == (1, 0)
 
 
-def test_background_runs_at_most_its_threads_and_submit_waits_for_a_free_one() -> None:
+BUILT: Any = (Path("k.whl"), b"", None)  # a wheel handed to deliver (the tests' deliver reads none of it)
+
+
+def test_uploads_run_on_at_most_their_threads_and_a_wheel_waits_for_a_free_one() -> None:
     running, most, lock = [0], [0], threading.Lock()
     gate = threading.Event()
 
-    def task() -> None:
+    def deliver(*_: object) -> None:
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
@@ -143,17 +146,17 @@ def test_background_runs_at_most_its_threads_and_submit_waits_for_a_free_one() -
         with lock:
             running[0] -= 1
 
-    bg = Background(2)
-    bg.submit(task)
-    bg.submit(task)
-    third = threading.Thread(target=bg.submit, args=(task,))
+    finish = Finisher(deliver, lambda outcome: None, uploads=2)
+    finish(None, BUILT)  # type: ignore[arg-type]
+    finish(None, BUILT)  # type: ignore[arg-type]
+    third = threading.Thread(target=finish, args=(None, BUILT))
     third.start()
     third.join(0.2)
-    assert third.is_alive()  # both threads busy: the third submit waits (wheels waiting for upload stay few)
+    assert third.is_alive()  # both threads busy: the third wheel waits (wheels waiting for upload stay few)
     gate.set()
     third.join(5)
-    bg.close()
-    assert not third.is_alive() and most[0] == 2 and running[0] == 0
+    finish.close()
+    assert not third.is_alive() and most[0] == 2 and running[0] == 0 and len(finish.outcomes) == 3
 
 
 
@@ -214,7 +217,7 @@ class Link:
                 folder = self.tmp / f"job-{job}"
                 folder.mkdir()
                 fut = self.fetching.pop(job)
-                fut.set_result(Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0, 0.0))
+                fut.set_result(Fetched(folder, folder, "1.0.0", frozenset(), 0.0, 0.0))
                 done.add(fut)
         return done, set(running) - done
 
@@ -254,23 +257,25 @@ def test_without_halfway_two_same_size_fetches_start_and_end_together(link: Link
     assert last == [] and len(first) == 1 and first[0] > 0.9  # when the first ended the other was all but done
 
 
-def test_background_close_waits_for_the_uploads_in_flight() -> None:
+def test_close_waits_for_the_uploads_in_flight() -> None:
     """An upload handed over ends whole before close returns (even after Ctrl-C: the store gets no half object)."""
     ended: list[str] = []
     closing = threading.Event()
 
-    def upload() -> None:
+    def upload(*_: object) -> None:
         assert closing.wait(5)  # still in flight when close begins
         ended.append("uploaded")
 
-    bg = Background(2)
-    shutdown = bg._pool.shutdown
+    finish = Finisher(upload, lambda outcome: None, uploads=2)
+    pool = finish._pool
+    assert pool is not None
+    shutdown = pool.shutdown
 
     def shutdown_once_closing(wait: bool = True, *, cancel_futures: bool = False) -> None:
         closing.set()
         shutdown(wait=wait, cancel_futures=cancel_futures)
 
-    bg._pool.shutdown = shutdown_once_closing  # type: ignore[method-assign]
-    bg.submit(upload)
-    bg.close()
+    pool.shutdown = shutdown_once_closing  # type: ignore[method-assign]
+    finish(None, BUILT)  # type: ignore[arg-type]
+    finish.close()
     assert ended == ["uploaded"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -109,3 +112,28 @@ def test_older_kernels_is_named(monkeypatch: pytest.MonkeyPatch, installed: tupl
                                 doc: dict[str, object], hint: str) -> None:
     monkeypatch.setattr(kernelmeta, "_installed_kernels", lambda: installed)
     assert kernelmeta.newer_kernels_hint(json.dumps(doc).encode()) == hint
+
+
+# kernels' python-depends table as the factory ships it
+def test_the_copy_is_the_one_named() -> None:
+    data = resources.files("kernel_factory.verify").joinpath("python_depends.json").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == kernelmeta.PYDEPENDS_SHA256
+
+
+def test_the_installed_kernels_has_the_same_table() -> None:
+    """kernels 0.17.2, 0.18.3 and 0.19.1 ship these bytes (the first two at kernels/, 0.19 under _internals/)."""
+    version = importlib.metadata.version("kernels")
+    if version not in ("0.17.2", "0.18.3", "0.19.1"):
+        pytest.fail(f"kernels {version}: compare its python_depends.json with the copy and update verify/metadata.py")
+    base = resources.files("kernels")
+    places = (base.joinpath("python_depends.json"), base.joinpath("_internals").joinpath("python_depends.json"))
+    found = [p for p in places if p.is_file()]
+    assert [hashlib.sha256(p.read_bytes()).hexdigest() for p in found] == [kernelmeta.PYDEPENDS_SHA256]
+
+
+def test_names_to_packages() -> None:
+    assert kernelmeta.python_packages(["tvm-ffi", "einops"], "cpu") == ["apache-tvm-ffi", "einops"]
+    assert kernelmeta.python_packages(["nvidia-cutlass-dsl"], "cuda") == ["nvidia-cutlass-dsl"]
+    assert kernelmeta.python_packages(["onednn"], "xpu") == ["onednn-devel"]
+    assert kernelmeta.python_packages(["onednn"], "cuda") == ["onednn"]  # another backend's name: kept as it is
+    assert kernelmeta.python_packages(["scipy>=1.10"], "agnostic") == ["scipy>=1.10"]

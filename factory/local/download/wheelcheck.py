@@ -20,7 +20,7 @@ from ...nofollow import stream_digest
 from ...record import PROVENANCE
 from ...safe_text import has_control, printable
 from ...store.wheelinfo import read_capped
-from ...verify.digest import left_out_path
+from ...verify.digest import TOP_META, left_out_path
 from ...verify.lockfile import files_lock_hash
 from ...wheel import layout, recordfile
 
@@ -36,7 +36,6 @@ MAX_RECORD = 8 * 1024 * 1024  #: bytes of the wheel's RECORD
 MAX_METADATA = 32 * 1024 * 1024  #: bytes of an older wheel's metadata.json, read for its digest (verify.metadata's cap)
 MAX_NAME_PART = 255  #: bytes (UTF-8) of one part of a member's path: a file system's NAME_MAX
 MAX_NAME = 1024  #: bytes (UTF-8) of a member's whole path
-_TOP_META = ("metadata.json", "metadata.json.sigstore")  # beside the package on the Hub, inside it in the wheel
 
 
 def unpack(wheel: Path, into: Path) -> tuple[dict[str, Any], Path, dict[str, str]]:
@@ -180,10 +179,10 @@ def check_lock_hash(hashes: dict[str, str], repo_id: str, variant: str, package:
         raise Refused(f"{wheel}: kernels.lock locks {repo_id} for {', '.join(sorted(hashes))}, not "
                       f"{printable(variant)}; re-lock with `kernels lock`, or build that variant")
     flat = [(rel, folder / rel) for rel in files]
-    nested = [(rel if rel in _TOP_META else f"{package}/{rel}", folder / rel) for rel in files]
+    nested = [(rel if rel in TOP_META else f"{package}/{rel}", folder / rel) for rel in files]
     binary = {rel for rel in files if _is_binary(folder / rel)}
     for paths in (flat, nested):
-        lfs = binary if paths is flat else {f"{package}/{rel}" if rel not in _TOP_META else rel for rel in binary}
+        lfs = binary if paths is flat else {f"{package}/{rel}" if rel not in TOP_META else rel for rel in binary}
         for lfs_paths in (set(), lfs):
             if files_lock_hash(paths, lfs_paths) == expected:
                 return
