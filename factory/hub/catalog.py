@@ -42,14 +42,13 @@ class Repo:
     branches: dict[str, str] = field(default_factory=dict)  # name -> sha
     tags: dict[str, str] = field(default_factory=dict)
 
-    def resolve(self, rev: str) -> str | None:
-        """The commit a revision names (a commit, a branch or tag name, ``refs/heads/...``, ``refs/tags/...``)."""
-        if rev in self.revisions:
-            return rev
+    def resolve(self, rev: str) -> Revision | None:
+        """The revision ``rev`` names (a commit, a branch or tag name, ``refs/heads/...``, ``refs/tags/...``)."""
+        sha: str | None = rev if rev in self.revisions else self.branches.get(rev) or self.tags.get(rev)
         for prefix, refs in (("refs/heads/", self.branches), ("refs/tags/", self.tags)):
-            if rev.startswith(prefix):
-                return refs.get(rev.removeprefix(prefix))
-        return self.branches.get(rev) or self.tags.get(rev)
+            if rev.startswith(prefix) and rev not in self.revisions:
+                sha = refs.get(rev.removeprefix(prefix))
+        return None if sha is None else self.revisions[sha]
 
 
 @dataclass

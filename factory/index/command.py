@@ -42,7 +42,6 @@ from .pages import (
     project_pages,
     project_paths,
     root_pages,
-    root_paths,
 )
 from .state import LANDING, State, changed_pages, page_stat, read_state, write_state
 from .state import STATE_FILE as STATE_FILE
@@ -229,14 +228,12 @@ def build_index(
     for name in sorted(projects):
         for label in projects[name]["labels"]:
             members[label].append(name)
-    keep = {LANDING}
     for group, names in members.items():
-        keep.update(root_paths(group))
         writer.write(root_pages(env, group, names))
     writer.write({LANDING: landing_page(env, {p: v["summary"] for p, v in projects.items()}, labels, base_url,
                                         withdrawals)})  # fmt: skip
-    for name, entry in projects.items():
-        keep.update(project_paths(name, entry["labels"]))
+    new = State(fp, generation, labels, projects)
+    keep = set(new.owners())  # the landing page, the roots, every project's pages
     removed = sum(writer.tree.remove(path) for path in gone - keep)  # pages of a project or a variant it left
     if not incremental and had_pages:  # an index root that held no pages has none to remove
         removed += remove_stale(out, keep, writer.tree)
@@ -246,7 +243,8 @@ def build_index(
         if stat is not None:
             stats[path] = stat
     count, written = len(keep), len(writer.paths & keep)
-    write_state(out, State(fp, generation, labels, projects, {p: stats[p] for p in sorted(keep) if p in stats}))
+    new.pages = {p: stats[p] for p in sorted(keep) if p in stats}
+    write_state(out, new)
     return IndexResult(count, written, count - written, removed)
 
 

@@ -132,17 +132,9 @@ def _version_view(project: str, version: str, recs: list[Record], base_url: str)
     cells: dict[tuple[Any, Any], list[Entry]] = defaultdict(list)
     for r in sorted(recs, key=lambda r: (r.os or "", r.arch or "", r.label or "", r.filename)):
         pin, var = _commands(project, r, base_url)
-        entry = Entry(
-            label=r.label,
-            platform=f"{r.arch}-{r.os}" if r.os and r.arch else "any",
-            archs=" ".join(r.archs),
-            filename=r.filename,
-            href=FILES_HREF + quoted(r.filename),
-            pin_cmd=pin,
-            variant_cmd=var,
-            yanked=bool(r.yanked),
-        )
-        cells[(_row_key(r), _col_key(r))].append(entry)
+        platform = f"{r.arch}-{r.os}" if r.os and r.arch else "any"
+        cells[(_row_key(r), _col_key(r))].append(Entry(r.label, platform, " ".join(r.archs), r.filename,
+                                                        FILES_HREF + quoted(r.filename), pin, var, bool(r.yanked)))
     view_rows = tuple(Row(_row_title(k), tuple(tuple(cells.get((k, c), ())) for c in cols)) for k in rows)
     archs = sorted({a for r in recs for a in r.archs}, key=version_key)
     return VersionView(version, tuple(_col_title(c) for c in cols), view_rows, tuple(archs), len(recs))
@@ -154,17 +146,10 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
         by_version[r.kernel_version or r.version.split("+")[0]].append(r)
     order = sorted(by_version, key=version_key, reverse=True)
     latest = max(by_version[order[0]], key=lambda r: r.filename)
-    return KernelView(
-        name=latest.name,
-        project=project,
-        summary=latest.summary,
-        license=latest.license,
-        upstream=safe_link(latest.upstream),
-        repo_id=latest.repo_id,
-        hub_url=HUB_URL + quote(latest.repo_id) if latest.repo_id else None,
-        import_name=latest.import_name,
-        versions=tuple(_version_view(project, v, by_version[v], base_url) for v in order),
-    )
+    hub_url = HUB_URL + quote(latest.repo_id) if latest.repo_id else None
+    return KernelView(latest.name, project, latest.summary, latest.license, safe_link(latest.upstream),
+                      latest.repo_id, hub_url, latest.import_name,
+                      tuple(_version_view(project, v, by_version[v], base_url) for v in order))
 
 
 def _adopted_view(project: str, recs: list[Record], base_url: str) -> AdoptedView:
