@@ -56,7 +56,10 @@ def answer(state: HubState, method: str, raw_path: str, query: str = "") -> Answ
     if any("/" in p or "\0" in p for p in parts[:3]):
         return NOWHERE
     if parts[:2] == ["api", "organizations"] and len(parts) == 4 and parts[3] == "overview":
-        return _overview(state, parts[2])
+        org = parts[2]
+        if org not in state.catalog().orgs:
+            return not_found("OrganizationNotFound", f"organization {org!r} is not served by this mirror")
+        return _json(200, {"name": org, "fullname": org, "type": "org", "trustedKernelPublisher": True})
     if parts[:2] == ["api", "kernels"] and len(parts) >= 5:
         repo = state.catalog().repos.get(f"{parts[2]}/{parts[3]}")
         return NO_REPO if repo is None else _api(repo, parts[4], parts[5:], parse_qs(query), state)
@@ -64,12 +67,6 @@ def answer(state: HubState, method: str, raw_path: str, query: str = "") -> Answ
         repo = state.catalog().repos.get(f"{parts[1]}/{parts[2]}")
         return NO_REPO if repo is None else _resolve(state, repo, parts[4], "/".join(parts[5:]), method)
     return NOWHERE
-
-
-def _overview(state: HubState, org: str) -> Answer:
-    if org not in state.catalog().orgs:
-        return not_found("OrganizationNotFound", f"organization {org!r} is not served by this mirror")
-    return _json(200, {"name": org, "fullname": org, "type": "org", "trustedKernelPublisher": True})
 
 
 def _api(repo: Repo, what: str, rest: list[str], query: dict[str, list[str]], state: HubState) -> Answer:

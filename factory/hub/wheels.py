@@ -60,12 +60,6 @@ class CheckedWheel:
     files: dict[str, HubFile]  # rel -> file
 
 
-def plain_rel(rel: str) -> bool:
-    """Whether ``rel`` is a plain relative path (no empty, '.' or '..' part, no backslash or control character)."""
-    parts = rel.split("/")
-    return bool(rel) and "\\" not in rel and not has_control(rel) and all(p not in ("", ".", "..") for p in parts)
-
-
 def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: Callable[[str], bytes],
                     wheel: str) -> dict[str, str]:
     """member name -> path inside ``build/<variant>/`` of every file of the variant folder (wheel/layout.py's
@@ -78,8 +72,8 @@ def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: C
         found = member_map(provenance, names, read(meta) if root is not None and meta in names else None)
     except NotMappable as exc:
         raise Refused(f"{wheel}: {exc}") from None
-    for name, rel in found.items():
-        if not plain_rel(rel):
+    for name, rel in found.items():  # a plain relative path: no empty, '.' or '..' part, no backslash or control
+        if not rel or "\\" in rel or has_control(rel) or any(p in ("", ".", "..") for p in rel.split("/")):
             raise Refused(f"{wheel}: member '{printable(name, 200)}' is not a plain relative path; rebuild it")
     if "metadata.json" not in found.values():
         raise Refused(f"{wheel}: its variant folder holds no metadata.json, which kernels loads; rebuild it")

@@ -44,7 +44,6 @@ from .pages import (
     root_pages,
 )
 from .state import LANDING, State, changed_pages, page_stat, read_state, write_state
-from .state import STATE_FILE as STATE_FILE
 
 if TYPE_CHECKING:
     from ..record import Record

@@ -14,13 +14,13 @@ from kernel_factory.atomic import write_bytes
 from kernel_factory.config import Flags
 from kernel_factory.errors import UsageError
 from kernel_factory.index.command import (
-    STATE_FILE,
     IndexArgs,
     index_with_adoption,
     remove_stale,
     resolve_paths,
     run_index,
 )
+from kernel_factory.index.state import STATE_FILE
 from kernel_factory.record import Record
 from kernel_factory.store import check, load_records
 from kernel_factory.store.catalog import CATALOG_FILE
