@@ -60,9 +60,8 @@ class HubCatalog:
 def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> HubCatalog:
     orgs = frozenset(allow_orgs)
     repos: dict[str, Repo] = {}
-    kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision
-               and r.variant and COMMIT.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id)
-               and ".." not in r.repo_id
+    kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision and r.variant
+               and COMMIT.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id) and ".." not in r.repo_id
                and r.repo_id.split("/")[0] in orgs]
     # the newest record last: of several wheels of one variant, and of a branch's revisions, it wins
     kernels.sort(key=lambda r: (r.upload_time, version_key(r.kernel_version), r.filename))

@@ -419,10 +419,8 @@ def run_index(args: IndexArgs) -> int:
             report.info(line, stderr=True)
         results = [result for _folder, result in done.adopted]
         for folder, result in done.adopted:
-            report.info(
-                f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
-                + (f", {len(result.refused)} refused" if result.refused else "")
-            )
+            report.info(f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the "
+                        "store" + (f", {len(result.refused)} refused" if result.refused else ""))
             if result.not_wheels:
                 report.warn(f"{folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
                             f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and "

@@ -123,10 +123,8 @@ def environment(templates: Path | None) -> jinja2.Environment:
 
 
 def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals = NO_WITHDRAWALS) -> str:
-    """Changes when a template, the base URL or the rendering code does, so every page is rendered again.
-
-    Reads the template files as the environment finds them (``templates`` first), without loading jinja2.
-    """
+    """Changes when a template, the base URL or the rendering code does, so every page is rendered again. Reads
+    the template files as the environment finds them (``templates`` first), without loading jinja2."""
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
     if withdrawals.statuses or withdrawals.pending:  # a status set or a prune under way: every page again
         statuses = {name: status.to_json() for name, status in sorted(withdrawals.statuses.items())}
