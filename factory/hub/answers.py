@@ -136,8 +136,9 @@ def _resolve(state: HubState, repo: Repo, rev_name: str, path: str, method: str)
     f = checked.files.get("/".join(parts[2:]))
     if f is None:
         return not_found("EntryNotFound", f"{path} does not exist on {rev_name}")
+    # the ETag names the blob as the Hub's resolve answer does: an LFS file's sha256, else the git blob id
     headers = [("Content-Type", "application/octet-stream"), ("Content-Length", str(f.size)),
-               ("X-Repo-Commit", rev.sha), ("ETag", f'"{f.etag}"')]
+               ("X-Repo-Commit", rev.sha), ("ETag", f'"{f.sha256 if f.lfs else f.oid}"')]
     if f.lfs:
         headers += [("X-Linked-Etag", f'"{f.sha256}"'), ("X-Linked-Size", str(f.size))]
     if method == "HEAD":

@@ -47,11 +47,6 @@ class HubFile:
     oid: str  # the git blob id of what git holds: the file, or its LFS pointer
     lfs: bool
 
-    @property
-    def etag(self) -> str:
-        """What the Hub's resolve answer names the blob by: the sha256 of an LFS file, else the git blob id."""
-        return self.sha256 if self.lfs else self.oid
-
 
 @dataclass(frozen=True)
 class CheckedWheel:

@@ -251,16 +251,14 @@ _CHUNKS: list[list[str]] = []  # a full build's projects, split before its worke
 _CATALOG: list[Catalog] = []  # the catalog they read them from
 
 
-def _render_chunk(
-    index: int, out: Path, render: _Render
-) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """In a worker of a full build: read (and check) the projects of ``_CHUNKS[index]`` on a connection of its own
+def _render_chunk(i: int, out: Path, render: _Render) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:
+    """In a worker of a full build: read (and check) the projects of ``_CHUNKS[i]`` on a connection of its own
     and write their pages; (the pages written, their state entries, each page's size and mtime). A damaged row
     raises CatalogDamaged, which the main process gets back (the catalog is rebuilt: ``rebuilt``)."""
     writer = _Writer(out)
     reader = _CATALOG[0].reader()
     try:
-        entries = render.projects(writer, reader.projects(_CHUNKS[index]))
+        entries = render.projects(writer, reader.projects(_CHUNKS[i]))
     finally:
         reader.close()
     return writer.paths, entries, writer.stats
@@ -284,7 +282,6 @@ def index_with_adoption(
     rescan: bool = False, repair: bool = False,
 ) -> Indexed:  # fmt: skip
     """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index.
-
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. ``rescan``: read and check every record, and render every page. A catalog found
     damaged at any step is named in one warning and rebuilt in the same run (a second attempt adopts only the
