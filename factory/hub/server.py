@@ -32,8 +32,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class HubApp:
-    """The ASGI application."""
-
     def __init__(self, state: HubState) -> None:
         self.state = state
 

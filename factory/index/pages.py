@@ -196,10 +196,8 @@ def _files(records: list[Record], known: Mapping[str, _File] | None) -> list[_Fi
     return [known[r.filename] for r in records]
 
 
-def simple_json(
-    project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
-    files: Mapping[str, _File] | None = None, status: Status | None = None,
-) -> bytes:  # fmt: skip
+def simple_json(project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
+                files: Mapping[str, _File] | None = None, status: Status | None = None) -> bytes:
     """PEP 691 JSON of one project (PEP 700 fields, PEP 792 ``status``); ``order``: each version's rank, ``files``:
     each file's parts, when known. The bytes of ``json.dumps`` of the page (keys sorted, compact, not ASCII-escaped),
     written piece by piece (quicker)."""
@@ -225,10 +223,8 @@ class FileLink(NamedTuple):
     yanked: str | None
 
 
-def simple_html(
-    env: jinja2.Environment, project: str, records: list[Record], depth: int, files: Mapping[str, _File] | None = None,
-    status: Status | None = None,
-) -> bytes:
+def simple_html(env: jinja2.Environment, project: str, records: list[Record], depth: int,
+                files: Mapping[str, _File] | None = None, status: Status | None = None) -> bytes:
     """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes, PEP 792 status); ``files`` and
     ``status``: as for ``simple_json``. The shipped project.html is written by ``_project_html`` (the same bytes,
     a test compares them); a project.html of the user's templates folder is rendered."""
@@ -335,10 +331,8 @@ def root_paths(label: str | None) -> tuple[str, str]:
     return f"{prefix}/index.html", f"{prefix}/index.json"
 
 
-def landing_page(
-    env: jinja2.Environment, summaries: Mapping[str, Mapping[str, object]], labels: Iterable[str], base_url: str,
-    withdrawals: Withdrawals = NO_WITHDRAWALS,
-) -> bytes:  # fmt: skip
+def landing_page(env: jinja2.Environment, summaries: Mapping[str, Mapping[str, object]], labels: Iterable[str],
+                 base_url: str, withdrawals: Withdrawals = NO_WITHDRAWALS) -> bytes:
     """The landing page: every project (with a search box), the variant indexes."""
     projects = [summaries[p] for p in sorted(summaries)]
     wheels = sum(int(s["wheels"]) for s in projects)  # type: ignore[call-overload]
