@@ -163,11 +163,9 @@ class _Render:
         return entries
 
 
-def build_index(
-    out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
-    touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
-    hidden: frozenset[str] = frozenset(), withdrawals: Withdrawals = NO_WITHDRAWALS,
-) -> IndexResult:  # fmt: skip
+def build_index(out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
+                touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
+                hidden: frozenset[str] = frozenset(), withdrawals: Withdrawals = NO_WITHDRAWALS) -> IndexResult:
     """Bring the pages in ``out`` up to date with ``catalog``. ``before`` and ``touched``: the catalog's generation
     before its last change and the projects that change touched; with a state of that generation, only those
     projects are rendered again, and the owners of any page the state does not match. ``rescan``: every page."""
@@ -276,11 +274,9 @@ class Indexed:
     warnings: list[str] = field(default_factory=list)  # caches dropped and rebuilt
 
 
-def index_with_adoption(
-    store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str,
-    wheels: tuple[Path, ...] = (), kernels: Iterable[str] = (), allow_kernel_names: bool = False,
-    rescan: bool = False, repair: bool = False,
-) -> Indexed:  # fmt: skip
+def index_with_adoption(store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str,
+                        wheels: tuple[Path, ...] = (), kernels: Iterable[str] = (), allow_kernel_names: bool = False,
+                        rescan: bool = False, repair: bool = False) -> Indexed:
     """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index.
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. ``rescan``: read and check every record, and render every page. A catalog found
@@ -333,10 +329,8 @@ def index_with_adoption(
     return done
 
 
-def _adopt_folder(
-    store: Store, folder: Path, catalog: Catalog, synced: Synced, known: dict[str, Any], kernels: set[str],
-    allow_kernel_names: bool,
-) -> AdoptResult:  # fmt: skip
+def _adopt_folder(store: Store, folder: Path, catalog: Catalog, synced: Synced, known: dict[str, Any],
+                  kernels: set[str], allow_kernel_names: bool) -> AdoptResult:
     """Adopt the wheels of ``folder`` the store lacks (``index --wheels``): one listing of the folder, diffed
     against the store's listing (or, where it was not listed, the catalog's names). Wheels of a project that is a
     kernel of the store or of ``kernels`` are refused unless ``allow_kernel_names``."""
