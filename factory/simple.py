@@ -121,9 +121,7 @@ def fetch(url: str, session: Any) -> tuple[bytes, str] | None:
         try:
             with open(page, "rb") as f:
                 body = f.read(MAX_PAGE + 1)
-        except FileNotFoundError:
-            return None
-        except IsADirectoryError:
+        except (FileNotFoundError, IsADirectoryError):
             return None
         except OSError as exc:
             raise Unreachable(f"--index-url: cannot read {page} ({exc.strerror}); check the path") from None
@@ -168,12 +166,12 @@ def index_root(url: str) -> str:
     return root
 
 
-def check_link(link: str, root: str, session: Any = None) -> str:
+def check_link(link: str, root: str, client: Any = None) -> str:
     """The URL the HTTP client will send for ``link`` (a URL a page of the index at ``root`` gave); Refused unless
     it is on the index's own origin: an http(s) index links only to its own scheme, host and port (as the client
     reads them, factory/fetch.py); a file:// URL only from a local index."""
     if "://" in root and not root.startswith("file://"):
-        return fetch_.check(link, root, session if session is not None else _session())
+        return fetch_.check(link, root, client if client is not None else session())
     if not (link.startswith("file://") or "://" not in link):
         raise Refused(f"{root} links to {printable(link, 200)}, which is not on the index's own origin; nothing "
                       "is read from there: fix the index")
@@ -224,6 +222,3 @@ def session() -> Any:
     import requests
 
     return requests.Session()
-
-
-_session = session

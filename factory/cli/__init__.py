@@ -43,20 +43,14 @@ Run `kernel-factory COMMAND --help` for each command's flags.
 """
 
 
-def _global_flags() -> argparse.ArgumentParser:
-    """--debug, -q and -v, before or after the subcommand (SUPPRESS: a subcommand's parser keeps what was given
-    before it)."""
-    g = argparse.ArgumentParser(add_help=False)
-    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
-    g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                   help="print only errors and results, no plan or progress lines")
-    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                   help="also print what the libraries underneath log (-vv: debug detail)")
-    return g
-
-
 def parser() -> argparse.ArgumentParser:
-    common = _global_flags()
+    # --debug, -q and -v, before or after the subcommand (SUPPRESS: a subcommand's parser keeps what was given before)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="print only errors and results, no plan or progress lines")
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="also print what the libraries underneath log (-vv: debug detail)")
     p = argparse.ArgumentParser(prog="kernel-factory", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
     p.add_argument("--version", action="version", version=f"kernel-factory {__version__}")
@@ -80,8 +74,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns.quiet = getattr(ns, "quiet", False)
     ns.verbose = getattr(ns, "verbose", 0)
     report.configure(quiet=ns.quiet, json=getattr(ns, "json", False), verbose=ns.verbose)
-    if ns.verbose:
-        _log_verbosely(debug=ns.verbose > 1)
+    if ns.verbose:  # the libraries' log records on stderr (-vv: their debug records), huggingface_hub's by its API
+        import logging
+
+        from huggingface_hub.utils import logging as hf_logging
+
+        level = logging.DEBUG if ns.verbose > 1 else logging.INFO
+        logging.basicConfig(level=level, stream=sys.stderr, format="%(name)s: %(message)s")
+        hf_logging.set_verbosity(level)  # what HF_HUB_VERBOSITY did, without writing the environment
     terminate = threading.current_thread() is threading.main_thread()  # signal handlers live in the main thread
     previous = signal.signal(signal.SIGTERM, _terminated) if terminate else None
     try:
@@ -133,17 +133,6 @@ class Terminated(KeyboardInterrupt):
 
 def _terminated(signum: int, frame: object) -> None:
     raise Terminated
-
-
-def _log_verbosely(debug: bool) -> None:
-    """-v: the libraries' log records on stderr (-vv: their debug records), huggingface_hub's through its own API."""
-    import logging
-
-    from huggingface_hub.utils import logging as hf_logging
-
-    level = logging.DEBUG if debug else logging.INFO
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(name)s: %(message)s")
-    hf_logging.set_verbosity(level)  # what HF_HUB_VERBOSITY did, without writing the environment
 
 
 def _traceback() -> None:

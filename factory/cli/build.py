@@ -1,5 +1,3 @@
-"""``kernel-factory build``: fetch, verify, wheel, audit and store every planned item."""
-
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,3 @@
-"""``kernel-factory download``: kernels.lock -> the Hub cache, from your index."""
-
 from __future__ import annotations
 
 import argparse

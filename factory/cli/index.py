@@ -1,5 +1,3 @@
-"""``kernel-factory index``: the static index from the store's records."""
-
 from __future__ import annotations
 
 import argparse

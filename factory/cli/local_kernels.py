@@ -1,5 +1,3 @@
-"""``kernel-factory local-kernels``: LOCAL_KERNELS for the kernel wheels installed here."""
-
 from __future__ import annotations
 
 import argparse

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..config import OPTIONS, Flags
 
@@ -15,13 +16,9 @@ def add_options(p: argparse.ArgumentParser, command: str) -> None:
         where = [f"config: {option.key}"] if option.config_key else []
         where += [f"env: {option.env}"] if option.env else []
         help_text = option.help + (f" ({'; '.join(where)})" if where else "")
-        if option.boolean:
-            p.add_argument(option.flag, dest=option.name, action=argparse.BooleanOptionalAction, default=None,
-                           help=help_text)
-        elif option.repeat:
-            p.add_argument(option.flag, dest=option.name, action="append", metavar=option.metavar, help=help_text)
-        else:
-            p.add_argument(option.flag, dest=option.name, metavar=option.metavar, help=help_text)
+        how: dict[str, Any] = ({"action": argparse.BooleanOptionalAction, "default": None} if option.boolean
+                               else {"action": "append" if option.repeat else "store", "metavar": option.metavar})
+        p.add_argument(option.flag, dest=option.name, help=help_text, **how)
 
 
 def add_config(p: argparse.ArgumentParser) -> None:

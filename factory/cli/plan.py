@@ -1,5 +1,3 @@
-"""``kernel-factory plan``: what build would fetch and build."""
-
 from __future__ import annotations
 
 import argparse

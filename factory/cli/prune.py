@@ -44,7 +44,6 @@ def rules_of(ns: argparse.Namespace, flags: Any, named: bool = False) -> Any:
     from ..verify.lockfile import read_lock
 
     table, base = config.read_prune(flags)
-    where = "[prune]"
     keep = ns.keep_per_major if ns.keep_per_major is not None else table.get("keep-per-major")
     since = ns.keep_since if ns.keep_since is not None else table.get("keep-since")
     locks: list[Path] = [Path(f) for f in ns.keep_locked or ()]
@@ -52,7 +51,7 @@ def rules_of(ns: argparse.Namespace, flags: Any, named: bool = False) -> Any:
         value = table["keep-locked"]
         names = [value] if isinstance(value, str) else value
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise UsageError(f"{where} keep-locked: expected a path or a list of paths to kernels.lock files")
+            raise UsageError("[prune] keep-locked: expected a path or a list of paths to kernels.lock files")
         locks = [Path(n) if Path(n).is_absolute() or base is None else base / n for n in names]
     locked = frozenset((k.repo_id, k.sha) for path in locks for k in read_lock(path))
     rules = Rules(parse_keep(keep, "--keep-per-major") if keep is not None else None,

@@ -1,5 +1,3 @@
-"""``kernel-factory publish``: the store and index to a folder, s3:// or an upload endpoint."""
-
 from __future__ import annotations
 
 import argparse

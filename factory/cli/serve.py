@@ -1,5 +1,3 @@
-"""``kernel-factory serve``: preview an index folder on 127.0.0.1, or (``--hub``) serve the store as a Hub."""
-
 from __future__ import annotations
 
 import argparse

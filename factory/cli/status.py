@@ -1,5 +1,3 @@
-"""``kernel-factory status PROJECT [STATUS]``: a project's status (PEP 792), kept in the store."""
-
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,3 @@
-"""``kernel-factory to-wheel``: one kernel version -> one wheel per build variant."""
-
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,3 @@
-"""``kernel-factory unyank SPEC``: take a yank back (the wheels are offered again)."""
-
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,3 @@
-"""``kernel-factory which``: this environment's build variant, label and install command."""
-
 from __future__ import annotations
 
 import argparse

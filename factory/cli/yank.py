@@ -36,9 +36,8 @@ def common(p: argparse.ArgumentParser) -> None:
 
 
 def store_of(ns: argparse.Namespace) -> tuple[Flags, Store]:
-    """The index's flags, and the store yank, unyank, status and prune change, opened once with the resolved
-    options (an s3:// store's put arguments and Cache-Control, a folder's lock wait); UsageError for a missing
-    store folder."""
+    """The index's flags and the store yank, unyank, status and prune change, opened once with the resolved options
+    (S3 put arguments and Cache-Control, a folder's lock wait); UsageError for a missing store folder."""
     from .. import config
     from ..errors import UsageError
     from ..record import FILES

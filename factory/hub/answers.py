@@ -17,11 +17,10 @@ from urllib.parse import parse_qs, unquote
 
 from ..errors import Refused
 from .catalog import LOG, HubState, Repo, Revision
-from .wheels import HubFile, MemberStream, lfs_pointer
+from .wheels import MemberStream, lfs_pointer
 
 JSON = "application/json; charset=utf-8"
 CHECKERS = 4  #: wheels of one revision checked at once (its first listing waits for them)
-READ_ONLY = "GET, HEAD"
 
 
 @dataclass
@@ -49,7 +48,7 @@ NO_REPO = not_found("RepoNotFound", "Repository not found")
 
 def answer(state: HubState, method: str, raw_path: str, query: str = "") -> Answer:
     if method not in ("GET", "HEAD"):
-        return _json(405, {"error": "this Hub is read-only"}, ("Allow", READ_ONLY))
+        return _json(405, {"error": "this Hub is read-only"}, ("Allow", "GET, HEAD"))
     segments = raw_path.split("/")
     if segments[0] != "" or len(segments) < 3:
         return NOWHERE
@@ -57,7 +56,10 @@ def answer(state: HubState, method: str, raw_path: str, query: str = "") -> Answ
     if any("/" in p or "\0" in p for p in parts[:3]):
         return NOWHERE
     if parts[:2] == ["api", "organizations"] and len(parts) == 4 and parts[3] == "overview":
-        return _overview(state, parts[2])
+        org = parts[2]
+        if org not in state.catalog().orgs:
+            return not_found("OrganizationNotFound", f"organization {org!r} is not served by this mirror")
+        return _json(200, {"name": org, "fullname": org, "type": "org", "trustedKernelPublisher": True})
     if parts[:2] == ["api", "kernels"] and len(parts) >= 5:
         repo = state.catalog().repos.get(f"{parts[2]}/{parts[3]}")
         return NO_REPO if repo is None else _api(repo, parts[4], parts[5:], parse_qs(query), state)
@@ -67,24 +69,13 @@ def answer(state: HubState, method: str, raw_path: str, query: str = "") -> Answ
     return NOWHERE
 
 
-def _overview(state: HubState, org: str) -> Answer:
-    if org not in state.catalog().orgs:
-        return not_found("OrganizationNotFound", f"organization {org!r} is not served by this mirror")
-    return _json(200, {"name": org, "fullname": org, "type": "org", "trustedKernelPublisher": True})
-
-
-def _revision(repo: Repo, rev: str) -> Revision | None:
-    sha = repo.resolve(rev)
-    return None if sha is None else repo.revisions[sha]
-
-
 def _api(repo: Repo, what: str, rest: list[str], query: dict[str, list[str]], state: HubState) -> Answer:
     if what == "refs" and not rest:
         return _json(200, {"branches": _refs("heads", repo.branches), "tags": _refs("tags", repo.tags),
                            "converts": []})
     if what not in ("revision", "tree") or not rest:
         return NOWHERE
-    rev = _revision(repo, rest[0])
+    rev = repo.resolve(rest[0])
     if rev is None:
         return not_found("RevisionNotFound", f"Invalid rev id: {rest[0]}")
     if what == "revision":
@@ -107,24 +98,16 @@ def _refs(kind: str, refs: dict[str, str]) -> list[dict[str, str]]:
     return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": sha} for n, sha in sorted(refs.items())]
 
 
-def variant_files(state: HubState, rev: Revision) -> dict[str, tuple[str, HubFile]]:
-    """``build/<variant>/<rel>`` -> (the variant, the file) of every wheel of ``rev`` that passed its checks."""
-    out: dict[str, tuple[str, HubFile]] = {}
+def tree(state: HubState, rev: Revision) -> list[dict[str, Any]]:
+    """Every folder and file of the revision as the Hub's tree API lists them (folders before their files): each
+    variant's wheel that passed its checks, its files under ``build/<variant>/``."""
     variants = sorted(rev.variants.items())
     with ThreadPoolExecutor(min(CHECKERS, len(variants) or 1)) as pool:  # hashing and inflating release the GIL
         results = list(pool.map(state.checked, [record for _variant, record in variants]))
-    for (variant, _record), checked in zip(variants, results, strict=True):
-        if checked is not None:
-            for rel, f in checked.files.items():
-                out[f"build/{variant}/{rel}"] = (variant, f)
-    return out
-
-
-def tree(state: HubState, rev: Revision) -> list[dict[str, Any]]:
-    """Every folder and file of the revision as the Hub's tree API lists them (folders before their files)."""
-    files = variant_files(state, rev)
+    files = {f"build/{variant}/{rel}": f for (variant, _record), checked in zip(variants, results, strict=True)
+             if checked is not None for rel, f in checked.files.items()}
     folders: dict[str, list[str]] = {}
-    for path, (_variant, f) in files.items():
+    for path, f in files.items():
         parts = path.split("/")
         for i in range(1, len(parts)):
             folders.setdefault("/".join(parts[:i]), []).append(f"{path}:{f.oid}")
@@ -132,7 +115,7 @@ def tree(state: HubState, rev: Revision) -> list[dict[str, Any]]:
     for folder in sorted(folders):
         oid = hashlib.sha1("\n".join([folder, *sorted(folders[folder])]).encode(), usedforsecurity=False).hexdigest()
         entries.append({"type": "directory", "oid": oid, "size": 0, "path": folder})
-    for path, (_variant, f) in sorted(files.items()):
+    for path, f in sorted(files.items()):
         entry: dict[str, Any] = {"type": "file", "oid": f.oid, "size": f.size, "path": path}
         if f.lfs:
             entry["lfs"] = {"oid": f.sha256, "size": f.size, "pointerSize": len(lfs_pointer(f.sha256, f.size))}
@@ -141,7 +124,7 @@ def tree(state: HubState, rev: Revision) -> list[dict[str, Any]]:
 
 
 def _resolve(state: HubState, repo: Repo, rev_name: str, path: str, method: str) -> Answer:
-    rev = _revision(repo, rev_name)
+    rev = repo.resolve(rev_name)
     if rev is None:
         return not_found("RevisionNotFound", f"Invalid rev id: {rev_name}")
     parts = path.split("/")
@@ -153,8 +136,9 @@ def _resolve(state: HubState, repo: Repo, rev_name: str, path: str, method: str)
     f = checked.files.get("/".join(parts[2:]))
     if f is None:
         return not_found("EntryNotFound", f"{path} does not exist on {rev_name}")
+    # the ETag names the blob as the Hub's resolve answer does: an LFS file's sha256, else the git blob id
     headers = [("Content-Type", "application/octet-stream"), ("Content-Length", str(f.size)),
-               ("X-Repo-Commit", rev.sha), ("ETag", f'"{f.etag}"')]
+               ("X-Repo-Commit", rev.sha), ("ETag", f'"{f.sha256 if f.lfs else f.oid}"')]
     if f.lfs:
         headers += [("X-Linked-Etag", f'"{f.sha256}"'), ("X-Linked-Size", str(f.size))]
     if method == "HEAD":

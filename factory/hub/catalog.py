@@ -42,14 +42,13 @@ class Repo:
     branches: dict[str, str] = field(default_factory=dict)  # name -> sha
     tags: dict[str, str] = field(default_factory=dict)
 
-    def resolve(self, rev: str) -> str | None:
-        """The commit a revision names (a commit, a branch or tag name, ``refs/heads/...``, ``refs/tags/...``)."""
-        if rev in self.revisions:
-            return rev
+    def resolve(self, rev: str) -> Revision | None:
+        """The revision ``rev`` names (a commit, a branch or tag name, ``refs/heads/...``, ``refs/tags/...``)."""
+        sha: str | None = rev if rev in self.revisions else self.branches.get(rev) or self.tags.get(rev)
         for prefix, refs in (("refs/heads/", self.branches), ("refs/tags/", self.tags)):
-            if rev.startswith(prefix):
-                return refs.get(rev.removeprefix(prefix))
-        return self.branches.get(rev) or self.tags.get(rev)
+            if rev.startswith(prefix) and rev not in self.revisions:
+                sha = refs.get(rev.removeprefix(prefix))
+        return None if sha is None else self.revisions[sha]
 
 
 @dataclass
@@ -61,9 +60,8 @@ class HubCatalog:
 def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> HubCatalog:
     orgs = frozenset(allow_orgs)
     repos: dict[str, Repo] = {}
-    kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision
-               and r.variant and COMMIT.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id)
-               and ".." not in r.repo_id
+    kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision and r.variant
+               and COMMIT.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id) and ".." not in r.repo_id
                and r.repo_id.split("/")[0] in orgs]
     # the newest record last: of several wheels of one variant, and of a branch's revisions, it wins
     kernels.sort(key=lambda r: (r.upload_time, version_key(r.kernel_version), r.filename))

@@ -6,6 +6,7 @@ out ``wheels.CHUNK`` at a time as the client takes them: memory stays bounded wh
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import time
@@ -31,8 +32,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class HubApp:
-    """The ASGI application."""
-
     def __init__(self, state: HubState) -> None:
         self.state = state
 
@@ -48,11 +47,9 @@ class HubApp:
         if not any(k == b"content-length" for k, _ in headers):
             headers.append((b"content-length", str(len(got.body)).encode()))
         await send({"type": "http.response.start", "status": got.status, "headers": headers})
-        sent = 0
-        note = ""
         if got.stream is None:
             await send({"type": "http.response.body", "body": b"" if method == "HEAD" else got.body})
-            sent = len(got.body) if method != "HEAD" else 0
+            sent, note = (len(got.body) if method != "HEAD" else 0), ""
         else:
             sent, note = await self._stream(got.stream, receive, send)
         LOG.info("%s %s %d %d %.3fs%s", method, printable(raw_path, 300), got.status, sent,
@@ -152,10 +149,6 @@ def run_hub(args: HubArgs) -> int:
     LOG.setLevel(logging.INFO)
     config = uvicorn.Config(HubApp(state), log_config=None, access_log=False, lifespan="off",
                             timeout_keep_alive=30, server_header=False)
-    try:
+    with sock, contextlib.suppress(KeyboardInterrupt):  # the socket closed, on Ctrl-C too
         uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
     return 0

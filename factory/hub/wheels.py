@@ -46,23 +46,12 @@ class HubFile:
     oid: str  # the git blob id of what git holds: the file, or its LFS pointer
     lfs: bool
 
-    @property
-    def etag(self) -> str:
-        """What the Hub's resolve answer names the blob by: the sha256 of an LFS file, else the git blob id."""
-        return self.sha256 if self.lfs else self.oid
-
 
 @dataclass(frozen=True)
 class CheckedWheel:
     path: Path
     key: tuple[int, int, int, int]  # the checked file's (device, inode, size, mtime_ns)
     files: dict[str, HubFile]  # rel -> file
-
-
-def plain_rel(rel: str) -> bool:
-    """Whether ``rel`` is a plain relative path (no empty, '.' or '..' part, no backslash or control character)."""
-    parts = rel.split("/")
-    return bool(rel) and "\\" not in rel and not has_control(rel) and all(p not in ("", ".", "..") for p in parts)
 
 
 def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: Callable[[str], bytes],
@@ -77,8 +66,8 @@ def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: C
         found = member_map(provenance, names, read(meta) if root is not None and meta in names else None)
     except NotMappable as exc:
         raise Refused(f"{wheel}: {exc}") from None
-    for name, rel in found.items():
-        if not plain_rel(rel):
+    for name, rel in found.items():  # a plain relative path: no empty, '.' or '..' part, no backslash or control
+        if not rel or "\\" in rel or has_control(rel) or any(p in ("", ".", "..") for p in rel.split("/")):
             raise Refused(f"{wheel}: member '{printable(name, 200)}' is not a plain relative path; rebuild it")
     if "metadata.json" not in found.values():
         raise Refused(f"{wheel}: its variant folder holds no metadata.json, which kernels loads; rebuild it")

@@ -41,10 +41,8 @@ from .pages import (
     project_pages,
     project_paths,
     root_pages,
-    root_paths,
 )
 from .state import LANDING, State, changed_pages, page_stat, read_state, write_state
-from .state import STATE_FILE as STATE_FILE
 
 if TYPE_CHECKING:
     from ..record import Record
@@ -164,11 +162,9 @@ class _Render:
         return entries
 
 
-def build_index(
-    out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
-    touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
-    hidden: frozenset[str] = frozenset(), withdrawals: Withdrawals = NO_WITHDRAWALS,
-) -> IndexResult:  # fmt: skip
+def build_index(out: Path, catalog: Catalog, templates: Path | None, base_url: str, before: str | None = None,
+                touched: Iterable[str] = (), rescan: bool = False, warnings: list[str] | None = None,
+                hidden: frozenset[str] = frozenset(), withdrawals: Withdrawals = NO_WITHDRAWALS) -> IndexResult:
     """Bring the pages in ``out`` up to date with ``catalog``. ``before`` and ``touched``: the catalog's generation
     before its last change and the projects that change touched; with a state of that generation, only those
     projects are rendered again, and the owners of any page the state does not match. ``rescan``: every page."""
@@ -228,14 +224,12 @@ def build_index(
     for name in sorted(projects):
         for label in projects[name]["labels"]:
             members[label].append(name)
-    keep = {LANDING}
     for group, names in members.items():
-        keep.update(root_paths(group))
         writer.write(root_pages(env, group, names))
     writer.write({LANDING: landing_page(env, {p: v["summary"] for p, v in projects.items()}, labels, base_url,
                                         withdrawals)})  # fmt: skip
-    for name, entry in projects.items():
-        keep.update(project_paths(name, entry["labels"]))
+    new = State(fp, generation, labels, projects)
+    keep = set(new.owners())  # the landing page, the roots, every project's pages
     removed = sum(writer.tree.remove(path) for path in gone - keep)  # pages of a project or a variant it left
     if not incremental and had_pages:  # an index root that held no pages has none to remove
         removed += remove_stale(out, keep, writer.tree)
@@ -245,7 +239,8 @@ def build_index(
         if stat is not None:
             stats[path] = stat
     count, written = len(keep), len(writer.paths & keep)
-    write_state(out, State(fp, generation, labels, projects, {p: stats[p] for p in sorted(keep) if p in stats}))
+    new.pages = {p: stats[p] for p in sorted(keep) if p in stats}
+    write_state(out, new)
     return IndexResult(count, written, count - written, removed)
 
 
@@ -253,16 +248,14 @@ _CHUNKS: list[list[str]] = []  # a full build's projects, split before its worke
 _CATALOG: list[Catalog] = []  # the catalog they read them from
 
 
-def _render_chunk(
-    index: int, out: Path, render: _Render
-) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
-    """In a worker of a full build: read (and check) the projects of ``_CHUNKS[index]`` on a connection of its own
+def _render_chunk(i: int, out: Path, render: _Render) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:
+    """In a worker of a full build: read (and check) the projects of ``_CHUNKS[i]`` on a connection of its own
     and write their pages; (the pages written, their state entries, each page's size and mtime). A damaged row
     raises CatalogDamaged, which the main process gets back (the catalog is rebuilt: ``rebuilt``)."""
     writer = _Writer(out)
     reader = _CATALOG[0].reader()
     try:
-        entries = render.projects(writer, reader.projects(_CHUNKS[index]))
+        entries = render.projects(writer, reader.projects(_CHUNKS[i]))
     finally:
         reader.close()
     return writer.paths, entries, writer.stats
@@ -280,13 +273,10 @@ class Indexed:
     warnings: list[str] = field(default_factory=list)  # caches dropped and rebuilt
 
 
-def index_with_adoption(
-    store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str,
-    wheels: tuple[Path, ...] = (), kernels: Iterable[str] = (), allow_kernel_names: bool = False,
-    rescan: bool = False, repair: bool = False,
-) -> Indexed:  # fmt: skip
+def index_with_adoption(store: Store | Location | str | Path, out: Path, templates: Path | None, base_url: str,
+                        wheels: tuple[Path, ...] = (), kernels: Iterable[str] = (), allow_kernel_names: bool = False,
+                        rescan: bool = False, repair: bool = False) -> Indexed:
     """Adopt the wheels of ``wheels`` folders, sync the store's catalog, check its files, build the index.
-
     Adoption refuses wheels of the store's kernel projects and of ``kernels`` (the configured ones) unless
     ``allow_kernel_names``. ``rescan``: read and check every record, and render every page. A catalog found
     damaged at any step is named in one warning and rebuilt in the same run (a second attempt adopts only the
@@ -338,10 +328,8 @@ def index_with_adoption(
     return done
 
 
-def _adopt_folder(
-    store: Store, folder: Path, catalog: Catalog, synced: Synced, known: dict[str, Any], kernels: set[str],
-    allow_kernel_names: bool,
-) -> AdoptResult:  # fmt: skip
+def _adopt_folder(store: Store, folder: Path, catalog: Catalog, synced: Synced, known: dict[str, Any],
+                  kernels: set[str], allow_kernel_names: bool) -> AdoptResult:
     """Adopt the wheels of ``folder`` the store lacks (``index --wheels``): one listing of the folder, diffed
     against the store's listing (or, where it was not listed, the catalog's names). Wheels of a project that is a
     kernel of the store or of ``kernels`` are refused unless ``allow_kernel_names``."""
@@ -421,10 +409,8 @@ def run_index(args: IndexArgs) -> int:
             report.info(line, stderr=True)
         results = [result for _folder, result in done.adopted]
         for folder, result in done.adopted:
-            report.info(
-                f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the store"
-                + (f", {len(result.refused)} refused" if result.refused else "")
-            )
+            report.info(f"adopted {len(result.adopted)} wheel(s) from {folder}, {len(result.present)} already in the "
+                        "store" + (f", {len(result.refused)} refused" if result.refused else ""))
             if result.not_wheels:
                 report.warn(f"{folder}: {len(result.not_wheels)} file(s) not indexed (only wheels are): "
                             f"{', '.join(result.not_wheels)}; build wheels of them (`pip wheel --no-deps FILE`) and "

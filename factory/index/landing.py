@@ -102,18 +102,6 @@ def _col_key(r: Record) -> tuple[str | None, str | None]:
     return (r.backend or ("universal" if r.label is None else None), r.backend_version)
 
 
-def _col_title(key: tuple[str | None, str | None]) -> str:
-    backend, version = key
-    return f"{backend or 'other'} {version}" if version else (backend or "other")
-
-
-def safe_link(url: str | None) -> str | None:
-    """Only http(s) URLs become links (no javascript: or data: schemes)."""
-    if url and url.lower().startswith(("https://", "http://")):
-        return url
-    return None
-
-
 def _commands(project: str, record: Record, base_url: str) -> tuple[str, str]:
     pin = shlex.join(["pip", "install", f"{project}=={record.version}", "--index-url", f"{base_url}/simple"])
     if record.label:
@@ -132,20 +120,13 @@ def _version_view(project: str, version: str, recs: list[Record], base_url: str)
     cells: dict[tuple[Any, Any], list[Entry]] = defaultdict(list)
     for r in sorted(recs, key=lambda r: (r.os or "", r.arch or "", r.label or "", r.filename)):
         pin, var = _commands(project, r, base_url)
-        entry = Entry(
-            label=r.label,
-            platform=f"{r.arch}-{r.os}" if r.os and r.arch else "any",
-            archs=" ".join(r.archs),
-            filename=r.filename,
-            href=FILES_HREF + quoted(r.filename),
-            pin_cmd=pin,
-            variant_cmd=var,
-            yanked=bool(r.yanked),
-        )
-        cells[(_row_key(r), _col_key(r))].append(entry)
+        platform = f"{r.arch}-{r.os}" if r.os and r.arch else "any"
+        cells[(_row_key(r), _col_key(r))].append(Entry(r.label, platform, " ".join(r.archs), r.filename,
+                                                        FILES_HREF + quoted(r.filename), pin, var, bool(r.yanked)))
     view_rows = tuple(Row(_row_title(k), tuple(tuple(cells.get((k, c), ())) for c in cols)) for k in rows)
     archs = sorted({a for r in recs for a in r.archs}, key=version_key)
-    return VersionView(version, tuple(_col_title(c) for c in cols), view_rows, tuple(archs), len(recs))
+    titles = tuple(f"{backend or 'other'} {v}" if v else (backend or "other") for backend, v in cols)
+    return VersionView(version, titles, view_rows, tuple(archs), len(recs))
 
 
 def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
@@ -154,17 +135,12 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
         by_version[r.public_version].append(r)
     order = sorted(by_version, key=version_key, reverse=True)
     latest = max(by_version[order[0]], key=lambda r: r.filename)
-    return KernelView(
-        name=latest.name,
-        project=project,
-        summary=latest.summary,
-        license=latest.license,
-        upstream=safe_link(latest.upstream),
-        repo_id=latest.repo_id,
-        hub_url=HUB_URL + quote(latest.repo_id) if latest.repo_id else None,
-        import_name=latest.import_name,
-        versions=tuple(_version_view(project, v, by_version[v], base_url) for v in order),
-    )
+    hub_url = HUB_URL + quote(latest.repo_id) if latest.repo_id else None
+    link = latest.upstream  # only http(s) URLs become links (no javascript: or data: schemes)
+    upstream = link if link and link.lower().startswith(("https://", "http://")) else None
+    return KernelView(latest.name, project, latest.summary, latest.license, upstream,
+                      latest.repo_id, hub_url, latest.import_name,
+                      tuple(_version_view(project, v, by_version[v], base_url) for v in order))
 
 
 def _adopted_view(project: str, recs: list[Record], base_url: str) -> AdoptedView:

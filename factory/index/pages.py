@@ -88,26 +88,15 @@ def environment(templates: Path | None) -> jinja2.Environment:
     templates folder and process, so each template is compiled once (the render workers fork with them)."""
     import jinja2  # only when pages are rendered: a run with nothing to render does not load it
 
-    loaders: list[jinja2.BaseLoader] = []
-    if templates is not None:
-        loaders.append(jinja2.FileSystemLoader(str(templates)))
-    loaders.append(jinja2.FileSystemLoader(str(TEMPLATES)))
-    # A templates folder is someone's input, not code: its templates render in jinja2's sandbox (no attributes
-    # starting with '_', no unsafe calls), and a template it refuses is one line naming the template (exit 2).
+    folders = [str(d) for d in (templates, TEMPLATES) if d is not None]  # the first that has a template wins
     options: dict[str, Any] = {
-        "loader": jinja2.ChoiceLoader(loaders), "undefined": jinja2.StrictUndefined, "autoescape": True,
+        "loader": jinja2.FileSystemLoader(folders), "undefined": jinja2.StrictUndefined, "autoescape": True,
         "keep_trailing_newline": True, "trim_blocks": True, "lstrip_blocks": True,
     }  # fmt: skip
     if templates is None:
         return jinja2.Environment(**options)
-    env = _user_templates(templates)(**options)
-    for path in sorted(templates.glob("*.html")):  # a syntax error is found before any page is written
-        env.get_template(path.name)
-    return env
-
-
-def _user_templates(folder: Path) -> type[jinja2.Environment]:
-    import jinja2
+    # A templates folder is someone's input, not code: its templates render in jinja2's sandbox (no attributes
+    # starting with '_', no unsafe calls), and a template it refuses is one line naming the template (exit 2).
     from jinja2.sandbox import SandboxedEnvironment
 
     class UserTemplates(SandboxedEnvironment):
@@ -121,20 +110,21 @@ def _user_templates(folder: Path) -> type[jinja2.Environment]:
                     if template is not None:
                         name, line = template.name, template.get_corresponding_lineno(tb.tb_lineno)
                     tb = tb.tb_next
-                where = f"{folder}/{name}" if name else str(folder)
+                where = f"{templates}/{name}" if name else str(templates)
                 raise ConfigError(f"templates {where}{f' line {line}' if line else ''}: "
                                   f"{str(exc.message or exc).rstrip('.')}; fix the template (templates render in "
                                   "jinja2's sandbox)") from None
             super().handle_exception(source)
 
-    return UserTemplates
+    env = UserTemplates(**options)
+    for path in sorted(templates.glob("*.html")):  # a syntax error is found before any page is written
+        env.get_template(path.name)
+    return env
 
 
 def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals = NO_WITHDRAWALS) -> str:
-    """Changes when a template, the base URL or the rendering code does, so every page is rendered again.
-
-    Reads the template files as the environment finds them (``templates`` first), without loading jinja2.
-    """
+    """Changes when a template, the base URL or the rendering code does, so every page is rendered again. Reads
+    the template files as the environment finds them (``templates`` first), without loading jinja2."""
     h = hashlib.sha256(f"{API_VERSION}\0{base_url}\0".encode())
     if withdrawals.statuses or withdrawals.pending:  # a status set or a prune under way: every page again
         statuses = {name: status.to_json() for name, status in sorted(withdrawals.statuses.items())}
@@ -190,13 +180,9 @@ def _file(record: Record) -> _File:
         f'"hashes":{{"sha256":{_json(record.sha256)}}},{requires}"size":{_json(record.size)},'
         f'"upload-time":{_json(record.upload_time)},"url":"'
     )
-    return _File(
-        quoted=quoted(record.filename),
-        head=head,
-        tail=f'","yanked":{_json(yanked)}}}',
-        metadata=f"sha256={record.metadata_sha256}" if record.metadata_sha256 else None,
-        yanked=None if yanked is False else (record.yanked if isinstance(record.yanked, str) else ""),
-    )
+    return _File(quoted(record.filename), head, f'","yanked":{_json(yanked)}}}',
+                 f"sha256={record.metadata_sha256}" if record.metadata_sha256 else None,
+                 None if yanked is False else (record.yanked if isinstance(record.yanked, str) else ""))
 
 
 def _files_href(depth: int) -> str:
@@ -210,10 +196,8 @@ def _files(records: list[Record], known: Mapping[str, _File] | None) -> list[_Fi
     return [known[r.filename] for r in records]
 
 
-def simple_json(
-    project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
-    files: Mapping[str, _File] | None = None, status: Status | None = None,
-) -> bytes:  # fmt: skip
+def simple_json(project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
+                files: Mapping[str, _File] | None = None, status: Status | None = None) -> bytes:
     """PEP 691 JSON of one project (PEP 700 fields, PEP 792 ``status``); ``order``: each version's rank, ``files``:
     each file's parts, when known. The bytes of ``json.dumps`` of the page (keys sorted, compact, not ASCII-escaped),
     written piece by piece (quicker)."""
@@ -221,17 +205,12 @@ def simple_json(
     versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
     href = _files_href(depth)
     entries = ",".join([f.head + href + f.quoted + f.tail for f in _files(records, files)])
+    marked = "" if status is None else '"project-status":' + json.dumps(
+        status.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False) + ","
     return (
         f'{{"files":[{entries}],"meta":{{"api-version":{_json(STATUS_API_VERSION if status else API_VERSION)}}},'
-        f'"name":{_json(project)},{_status_json(status)}"versions":[{",".join(map(_STR, versions))}]}}\n'
+        f'"name":{_json(project)},{marked}"versions":[{",".join(map(_STR, versions))}]}}\n'
     ).encode()
-
-
-def _status_json(status: Status | None) -> str:
-    if status is None:
-        return ""
-    return '"project-status":' + json.dumps(status.to_json(), sort_keys=True, separators=(",", ":"),
-                                             ensure_ascii=False) + ","
 
 
 class FileLink(NamedTuple):
@@ -244,10 +223,8 @@ class FileLink(NamedTuple):
     yanked: str | None
 
 
-def simple_html(
-    env: jinja2.Environment, project: str, records: list[Record], depth: int, files: Mapping[str, _File] | None = None,
-    status: Status | None = None,
-) -> bytes:
+def simple_html(env: jinja2.Environment, project: str, records: list[Record], depth: int,
+                files: Mapping[str, _File] | None = None, status: Status | None = None) -> bytes:
     """PEP 503 page of one project (PEP 592 yanks, PEP 658/714 metadata hashes, PEP 792 status); ``files`` and
     ``status``: as for ``simple_json``. The shipped project.html is written by ``_project_html`` (the same bytes,
     a test compares them); a project.html of the user's templates folder is rendered."""
@@ -354,10 +331,8 @@ def root_paths(label: str | None) -> tuple[str, str]:
     return f"{prefix}/index.html", f"{prefix}/index.json"
 
 
-def landing_page(
-    env: jinja2.Environment, summaries: Mapping[str, Mapping[str, object]], labels: Iterable[str], base_url: str,
-    withdrawals: Withdrawals = NO_WITHDRAWALS,
-) -> bytes:  # fmt: skip
+def landing_page(env: jinja2.Environment, summaries: Mapping[str, Mapping[str, object]], labels: Iterable[str],
+                 base_url: str, withdrawals: Withdrawals = NO_WITHDRAWALS) -> bytes:
     """The landing page: every project (with a search box), the variant indexes."""
     projects = [summaries[p] for p in sorted(summaries)]
     wheels = sum(int(s["wheels"]) for s in projects)  # type: ignore[call-overload]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from dataclasses import dataclass
@@ -131,10 +132,6 @@ def run_serve(args: ServeArgs) -> int:
     report.output(f"serving {root} at {url}/  (Ctrl-C stops)")
     report.output(f"  pip install <name>==<version>+<label> --index-url {url}/simple")
     report.output(f"  pip install <name> --index-url {url}/variants/<label>/simple")
-    try:
+    with server, contextlib.suppress(KeyboardInterrupt):  # the server closed, on Ctrl-C too
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
     return 0

@@ -102,8 +102,7 @@ def parse(raw: Any) -> State | None:
 
 
 def read_state(out: Path) -> tuple[State | None, str | None]:
-    """(the state of the index root ``out`` or None, a warning line when a state file was there but fails its
-    check)."""
+    """(the state of the index root ``out`` or None, a warning line where a state file is unreadable or fails)."""
     path = out / STATE_FILE
     try:
         with open(path, "rb") as f:

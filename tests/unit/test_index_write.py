@@ -13,13 +13,13 @@ from index_synth import add_kernel, adopt, make_wheel
 from kernel_factory.config import Flags
 from kernel_factory.errors import UsageError
 from kernel_factory.index.command import (
-    STATE_FILE,
     IndexArgs,
     index_with_adoption,
     remove_stale,
     resolve_paths,
     run_index,
 )
+from kernel_factory.index.state import STATE_FILE
 from kernel_factory.nofollow import write_bytes
 from kernel_factory.record import Record
 from kernel_factory.store import check, load_records

@@ -467,7 +467,7 @@ def test_copy_file_puts_nothing_when_the_bytes_are_not_the_expected_ones(tmp_pat
 
 
 def test_every_private_name_is_private() -> None:
-    from kernel_factory.index.command import STATE_FILE
+    from kernel_factory.index.state import STATE_FILE
     from kernel_factory.nofollow import PRIVATE_NAMES, TMP_PREFIX, private
     from kernel_factory.store.catalog import CATALOG_FILE
     from kernel_factory.store.lock import LOCK_NAME
