@@ -94,26 +94,12 @@ def make_client() -> Any:
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
             _CLIENTS.clear()
-            _CLIENTS[key] = _new_client()
+            retries: Any = None if os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE") else \
+                {"max_attempts": 5, "mode": "standard"}
+            config = Config(connect_timeout=10, read_timeout=120, retries=retries, max_pool_connections=32)
+            quiet_credentials()  # botocore's and urllib3's log lines print AWS_ENDPOINT_URL as given
+            _CLIENTS[key] = boto3.session.Session().client("s3", config=config)
         return _CLIENTS[key]
-
-
-def _new_client() -> Any:
-    env = os.environ
-    retries: Any = None if env.get("AWS_MAX_ATTEMPTS") or env.get("AWS_RETRY_MODE") else \
-        {"max_attempts": 5, "mode": "standard"}
-    config = Config(connect_timeout=10, read_timeout=120, retries=retries, max_pool_connections=32)
-    quiet_credentials()  # botocore's and urllib3's log lines print AWS_ENDPOINT_URL as given
-    return boto3.session.Session().client("s3", config=config)
-
-
-def _client_error(exc: BaseException) -> ClientError | None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ClientError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") -> Unreachable:
@@ -121,7 +107,9 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
     endpoint = redact_url(endpoint)  # AWS_ENDPOINT_URL may carry a user and password
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return Unreachable(f"no AWS credentials for s3://{bucket}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
-    err = _client_error(exc)
+    err: BaseException | None = exc  # the ClientError in its chain (boto3 wraps it), if any
+    while err is not None and not isinstance(err, ClientError):
+        err = err.__cause__ or err.__context__
     if err is not None:
         code = printable(str(err.response.get("Error", {}).get("Code", "")), 100) or "error"  # the server's text
         if code in ("NoSuchBucket", "404", "NotFound"):

@@ -295,14 +295,6 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
     return root
 
 
-def _store_lock(root: Path, opts: Options, lock: StoreLock | None) -> AbstractContextManager[None]:
-    """The store lock of ``root`` (store/lock.py's ``folder_lock``, handed down by the CLI) for the whole publish,
-    so the pages copied link only files copied before them; none where this user cannot write (no writer)."""
-    if lock is None or not os.access(root, os.W_OK):
-        return nullcontext()
-    return lock(root, opts.variables.lock_wait_s)
-
-
 def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
     """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
     from .. import config
@@ -321,7 +313,10 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
         for line in notices(dest.display, opts):
             report.raw_error(line)
     try:
-        with _store_lock(root, opts, lock):
+        # the store lock (store/lock.py's, handed down by the CLI) for the whole publish, so the pages copied link
+        # only files copied before them; none where this user cannot write (no writer)
+        writable = lock is not None and os.access(root, os.W_OK)
+        with lock(root, opts.variables.lock_wait_s) if writable and lock else nullcontext():
             summary = publish(root, dest, dry_run=dry_run)
     finally:
         dest.close()

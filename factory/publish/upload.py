@@ -169,17 +169,6 @@ def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "tex
     return {link.filename: link.sha256 or "" for link in simple.parse(raw, content_type, url, project)}
 
 
-def _retry_gets(session: Any) -> None:
-    """GETs of simple pages: urllib3's Retry on 429 and 5xx, with backoff and Retry-After honoured."""
-    from requests.adapters import HTTPAdapter
-    from urllib3.util import Retry
-
-    retry = Retry(total=6, connect=3, backoff_factor=0.5, backoff_max=MAX_WAIT_S, allowed_methods=["GET", "HEAD"],
-                  status_forcelist=sorted(RETRY_STATUS), respect_retry_after_header=True, raise_on_status=False)
-    for scheme in ("http://", "https://"):
-        session.mount(scheme, HTTPAdapter(max_retries=retry))
-
-
 class UploadDestination:
     """Upload wheels to ``url`` (the legacy upload API); nothing there is deleted."""
 
@@ -197,7 +186,13 @@ class UploadDestination:
         self.repo = Repository(self.url, endpoint.user, endpoint.password, disable_progress_bar=True)
         self.repo.set_certificate_authority(endpoint.ca_cert)
         self.repo.set_client_certificate(endpoint.client_cert)
-        _retry_gets(self.repo.session)
+        from requests.adapters import HTTPAdapter
+        from urllib3.util import Retry
+
+        retry = Retry(total=6, connect=3, backoff_factor=0.5, backoff_max=MAX_WAIT_S, allowed_methods=["GET", "HEAD"],
+                      status_forcelist=sorted(RETRY_STATUS), respect_retry_after_header=True, raise_on_status=False)
+        for scheme in ("http://", "https://"):  # GETs of simple pages: 429 and 5xx retried, Retry-After honoured
+            self.repo.session.mount(scheme, HTTPAdapter(max_retries=retry))
         logging.getLogger("twine.repository").setLevel(logging.ERROR)  # we say why we retry, once per retry
         self.explicit_simple = endpoint.simple_url is not None
         self.simple_base = simple_index(endpoint, self.repo.session)
@@ -247,16 +242,15 @@ class UploadDestination:
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise Unreachable(f"{self.display} answered HTTP {resp.status_code} for {project}'s simple page "
                                   "after retries; retry later")
-            self.pages[project] = self._parse(resp, project) if resp.status_code == 200 else None
+            self.pages[project] = None
+            if resp.status_code == 200:
+                try:
+                    self.pages[project] = parse_simple_page(resp.content, resp.url,
+                                                            str(resp.headers.get("Content-Type", "text/html")), project)
+                except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a bad page
+                    raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
+                                      f"({type(exc).__name__}); check --simple-url") from None
         return self.pages[project]
-
-    def _parse(self, resp: Any, project: str) -> dict[str, str]:
-        try:
-            return parse_simple_page(resp.content, resp.url, str(resp.headers.get("Content-Type", "text/html")),
-                                     project)
-        except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a malformed page
-            raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
-                              f"({type(exc).__name__}); check --simple-url") from None
 
     def state(self, file: LocalFile, refresh: bool = False) -> State:
         """``refresh``: read the project's page again (after a 409)."""

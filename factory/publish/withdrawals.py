@@ -34,7 +34,6 @@ class Withdraws(Protocol):
 
     def remove(self, rel: str, size: int) -> bool:
         """Delete ``rel`` if it is still the file of ``size`` that kernel-factory put there; whether it was."""
-        ...
 
 
 def manifest_path(root: Path, display: str) -> Path:

@@ -34,63 +34,49 @@ class Store(Protocol):
     # -- the files of files/
     def file_url(self, name: str) -> str:
         """Where ``files/<name>`` is, for messages."""
-        ...
 
     def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
         """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link); None where there is none."""
-        ...
 
     def write(self, name: str, data: bytes) -> None:
         """Write ``files/<name>`` whole (renamed into place; on S3 one PUT); Unreachable, saying why, if refused."""
-        ...
 
     def delete(self, name: str) -> bool:
         """Delete ``files/<name>`` (a link itself, never what it points to); whether it was there."""
-        ...
 
     def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
         """(size, a key that changes with the file, None or what is there instead of a file); None if absent."""
-        ...
 
     def sha256_of(self, name: str) -> str:
         """A file's sha256, streamed; Unreachable where it cannot be read."""
-        ...
 
     def wheel_metadata(self, name: str) -> bytes:
         """A wheel's METADATA; Refused or Unreachable where it cannot be read."""
-        ...
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         """Store a wheel: the wheel, then its .metadata, then its record (a listed record always has its wheel)."""
-        ...
 
     # -- the records, through the catalog (catalog.py)
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
         """The store's catalog of records, a cache rebuilt where missing or damaged; ``readonly``: a copy never
         written back (plan and build)."""
-        ...
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Bring ``catalog`` up to date with the store, reading only the records that changed (``rescan``: all)."""
-        ...
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
         """Keep what the run leaves in the catalog (an S3 store puts a changed one back: Unreachable if refused)."""
-        ...
 
     # -- the run around it
     def lock(self) -> AbstractContextManager[None]:
         """One writer at a time: a local folder's lock file (lock.py); S3 needs none (shards write distinct keys)."""
-        ...
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
         """A folder for wheels on their way in: in the store's own file system where it has one (they move in by
         rename), else in ``scratch`` (None: TMPDIR)."""
-        ...
 
     def mark_index(self, out: Path) -> None:
         """Leave in an index root what publish needs to find the store's files."""
-        ...
 
 
 def open_store(location: Location | str | Path, options: Any = None, *, lock_wait_s: float | None = None) -> Store:

@@ -27,7 +27,7 @@ from ..nofollow import LinkRefused
 from ..record import FILES, VARIANT_ROOT, Record, read_provenance
 from . import check as record_check
 from .catalog import Row, catalog_row
-from .wheelinfo import WheelData, make_record, map_labels, parse_name, read_wheel, read_wheel_info, record_of
+from .wheelinfo import WheelData, map_labels, parse_name, read_wheel, read_wheel_info, record_of
 
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
 SMALL = 4  # a batch of at most this many wheels fsyncs its files and folder instead of the file system
@@ -187,7 +187,9 @@ def repair(store_root: Path, wheel_name: str) -> Record:
     except InvalidWheelFilename as exc:
         raise Refused(f"{wheel_name}: not a valid wheel file name ({exc}); delete it and its record") from None
     metadata, provenance = read_wheel_info(wheel)
-    record = make_record(wheel, metadata, provenance)
+    st = wheel.stat()
+    data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)
+    record = record_of(wheel_name, parse_name(wheel_name), data)
     prov = read_provenance(provenance)[0] or {}
     if prov and record.variant is not None and prov.get("variant") == record.variant:
         built = _as_built(record, prov, wheel)

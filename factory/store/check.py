@@ -75,15 +75,6 @@ def plain_text(text: Any) -> bool:
     return type(text) is str and len(text) <= MAX_TEXT and not _CONTROL.search(text)
 
 
-def _control(values: dict[str, Any], keys: tuple[str, ...]) -> None:
-    """ValueError naming the first of ``keys`` whose string (or list of strings) holds a control character."""
-    for key in keys:
-        value = values.get(key)
-        for item in value if isinstance(value, tuple) else (value,):
-            if isinstance(item, str) and _CONTROL.search(item):
-                raise ValueError(f"'{key}' holds a control character")
-
-
 def _fields(raw: dict[str, Any]) -> dict[str, Any]:
     """The record's fields, each checked for its type and size; every string is searched for control characters
     at once (one search over them all, then one per field only to name the field)."""
@@ -125,7 +116,11 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
     values["summary"] = summary
     texts.append(summary)
     if _CONTROL.search("\t".join(texts)):  # a tab is allowed: joining by it finds only the strings' own
-        _control(values, (*_REQUIRED_STR, *_OPTIONAL_STR, *_STR_LISTS, "summary"))
+        for key in (*_REQUIRED_STR, *_OPTIONAL_STR, *_STR_LISTS, "summary"):  # name the first field that holds one
+            value = values.get(key)
+            if any(isinstance(item, str) and _CONTROL.search(item)
+                   for item in (value if isinstance(value, tuple) else (value,))):
+                raise ValueError(f"'{key}' holds a control character")
     meta = raw.get("metadata_sha256", "")
     if type(meta) is not str or (meta and not _HEX64.fullmatch(meta)):
         raise ValueError("'metadata_sha256' must be a sha256 hex digest")
@@ -175,7 +170,7 @@ def _project(name: str, *, validate: bool) -> str | None:
 
 
 @lru_cache(maxsize=1 << 16)
-def _version(text: str) -> Version | None:
+def version_of(text: str) -> Version | None:
     try:
         return Version(text)
     except InvalidVersion:
@@ -191,7 +186,7 @@ def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool =
         raise ValueError(f"its file name {filename!r} is not the one its key names ({expected!r})")
     parts = _WHEEL.fullmatch(filename)
     wheel_name = _project(parts[1], validate=False) if parts else None
-    wheel_version = _version(parts[2]) if parts else None
+    wheel_version = version_of(parts[2]) if parts else None
     if wheel_name is None or wheel_version is None:
         raise ValueError(f"{filename!r} is not a valid wheel file name")
     name = _project(values["name"], validate=True)
@@ -199,7 +194,7 @@ def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool =
         raise ValueError(f"name {values['name']!r} is not a valid project name (PEP 508)")
     if name != wheel_name:
         raise ValueError(f"name {values['name']!r} does not match the file name")
-    version = _version(values["version"])
+    version = version_of(values["version"])
     if version is None:
         raise ValueError(f"version {values['version']!r} is not a valid version (PEP 440)")
     if version != wheel_version:
@@ -230,7 +225,7 @@ def _label_problem(label: str | None, variant: str | None, version: str, known_v
     ``known_variants``: the variant is one kernels' parser knows and the label its label; else only shaped
     like a variant's name (plain text, no path), without the parser's import."""
     if label is not None:
-        parsed = _version(version)
+        parsed = version_of(version)
         if not variants.LABEL_CHARS.fullmatch(label) or parsed is None or label != parsed.local:
             return f"label {label!r} is not the local label of version {version!r}"
         if variant is None and not variants.is_label(label):
@@ -241,14 +236,6 @@ def _label_problem(label: str | None, variant: str | None, version: str, known_v
         shaped = _VARIANT_NAME.fullmatch(variant) is not None
         return "" if shaped else f"variant {variant!r} is not shaped like a build variant's name"
     return variant_problem(variant, label)
-
-
-def load_variant_parser() -> None:
-    """Import kernels' variant parser now (~0.3 s of CPU), e.g. while workers check records' shapes."""
-    try:
-        variants.parse("torch-universal")
-    except UnknownVariant:
-        pass
 
 
 @lru_cache(maxsize=1 << 14)

@@ -14,12 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Refused, Unreachable
 from ..record import FILES
-from .catalog import FILES_STATE, Catalog, Synced
+from .catalog import FILES_STATE, Catalog, Synced, record_key
 
 if TYPE_CHECKING:
     from . import Store
@@ -62,16 +61,6 @@ FIX_CHANGED = {True: "run `kernel-factory index --repair` to record this wheel a
 FIX_METADATA = {True: "run `kernel-factory index --repair`", False: "build the wheel again"}
 
 
-def _repair(folder: Path, name: str) -> tuple[str, Any]:
-    """Record the wheel as it is now (``index --repair``): (its record's catalog key, the record); Refused where it
-    is not a valid wheel."""
-    from .adopt import repair
-    from .catalog import record_key
-
-    record = repair(folder, name)
-    return record_key((folder / FILES / f"{name}.json").stat()), record
-
-
 def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = False) -> FileCheck:
     """Compare every record in ``catalog`` with its wheel and ``.metadata`` in ``store``; ``synced``: what the
     store's ``sync`` of this run found (its listing of files/, or None)."""
@@ -112,17 +101,20 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
             bad = "its sha256 differs from its record's"
         if bad is not None:
             if repair and store.folder is not None:
-                try:
-                    record_key, record = _repair(store.folder, name)
+                from .adopt import repair as record_again
+
+                try:  # record the wheel as it is now (index --repair)
+                    record = record_again(store.folder, name)
+                    new_key = record_key((store.folder / FILES / f"{name}.json").stat())
                 except Refused as exc:
                     found.errors.append(f"{store.file_url(name)}: differs from its record and cannot be recorded "
                                         f"again: {exc}")  # fmt: skip
                 else:
-                    redo.append((record_key, record, None))
+                    redo.append((new_key, record, None))
                     found.notes.append(f"repaired {store.file_url(name)}.json: the wheel changed outside "
                                        "kernel-factory, its record now describes it")  # fmt: skip
                     got = store.wheel_stat(name)
-                    seen[name] = f"{got[1] if got else ''}/{record_key}"  # the wheel as its new record has it
+                    seen[name] = f"{got[1] if got else ''}/{new_key}"  # the wheel as its new record has it
                     continue
             else:
                 found.errors.append(_changed(store.file_url(name), name, bad, FIX_CHANGED[local]))

@@ -33,11 +33,6 @@ MAX_WORKERS = 16
 Read = tuple[str, "Record | None", "str | None", "str | None"]  # wheel, its record, its file's text, why not
 
 
-def stat_state(st: os.stat_result) -> str:
-    """A folder's stat as one string (``folder_state``'s, without its wait)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
-
-
 def folder_state(folder: Path) -> str | None:
     """A folder's own stat, which any entry added, removed or renamed over changes (None: no folder); one changed
     less than ``TICK_NS`` ago is stat'ed again after that, as coarse file times hide a change within a tick."""
@@ -49,7 +44,7 @@ def folder_state(folder: Path) -> str | None:
             st = os.stat(folder)
     except FileNotFoundError:
         return None
-    return stat_state(st)
+    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
@@ -209,7 +204,7 @@ class LocalStore:
 
                 with worker_pool(workers) as pool:
                     futures = [pool.submit(_read_in_worker, folder, batch) for batch in batches]
-                    check.load_variant_parser()  # meanwhile
+                    check.variant_problem("torch-universal", None)  # meanwhile: loads kernels' parser (~0.3 s)
                     results = [[(wheel, None if values is None else Record(*values), text, why)
                                 for wheel, values, text, why in future.result()] for future in futures]
                 parsed = False

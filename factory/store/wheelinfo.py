@@ -20,13 +20,14 @@ from typing import IO, Any
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from .. import report, variants
 from ..atomic import stream_digest
 from ..errors import Refused, UnknownVariant
 from ..nofollow import LinkRefused, link_problem, open_nofollow
 from ..record import PROVENANCE, Record, read_provenance
+from .check import version_of
 
 MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel
 MAX_PROVENANCE = 64 * 1024
@@ -125,11 +126,6 @@ def read_wheel(path: str, filename: str) -> WheelData:
     return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data)
 
 
-def _provenance_variant(provenance: bytes | None) -> str | None:
-    variant = (read_provenance(provenance)[0] or {}).get("variant")
-    return variant if isinstance(variant, str) else None
-
-
 def variant_fields(
     wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
     known: dict[str, dict[str, Any]] | None,
@@ -146,8 +142,8 @@ def variant_fields(
         return {**fields, "kernel_version": version.public} if fields else {}
     platforms = {t.platform for t in tags}
     target: variants.Target | None = None
-    named = _provenance_variant(provenance)
-    if named is not None:
+    named = (read_provenance(provenance)[0] or {}).get("variant")
+    if isinstance(named, str):
         try:
             target = variants.parse(named)
         except UnknownVariant:
@@ -227,14 +223,6 @@ def parse_headers(metadata: bytes) -> dict[str, Any]:
     return dict(parse_email(metadata[: end + 1] if end >= 0 else metadata)[0])
 
 
-@lru_cache(maxsize=4096)
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
-
-
 def record_of(
     filename: str, parsed: tuple[NormalizedName, Version, frozenset[Tag]], wheel: WheelData,
     known: dict[str, dict[str, Any]] | None = None,
@@ -247,7 +235,7 @@ def record_of(
     meta_version = raw.get("version")
     if not meta_name or canonicalize_name(meta_name) != project:
         raise Refused(f"{filename}: METADATA Name {meta_name!r} does not match the file name; rebuild the wheel")
-    if meta_version is None or _version(meta_version) != version:
+    if meta_version is None or version_of(meta_version) != version:
         raise Refused(
             f"{filename}: METADATA Version {meta_version!r} does not match the file name "
             f"(pip refuses such wheels); rebuild the wheel"
@@ -268,12 +256,3 @@ def record_of(
     }
     values.update(variant_fields(filename, version, tags, wheel.provenance, known))
     return Record(**values)
-
-
-def make_record(wheel: Path, metadata: bytes, provenance: bytes | None) -> Record:
-    """The record of a wheel in the store (``--repair``), from its file name, METADATA, provenance and file."""
-    from ..atomic import file_digest
-
-    st = wheel.stat()
-    data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)
-    return record_of(wheel.name, parse_name(wheel.name), data, None)
