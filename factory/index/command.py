@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from .. import report
-from ..atomic import TMP_PREFIX
+from ..atomic import TMP_PREFIX, write_bytes
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..nofollow import Tree
+from ..publish.linked import STORE_FILE
 from ..store import Store, open_store
 from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
@@ -325,7 +326,8 @@ def index_with_adoption(
             done.errors += [line for wheel, line in synced.errors if wheel not in healed]
             found = check_files(opened, catalog, synced, repair)
             hidden = refuse_lookalikes(catalog, allow_kernel_names, done.errors)
-            opened.mark_index(out)
+            if opened.folder is None:  # an S3 store: named in the root, where publish finds the wheels the pages link
+                write_bytes(out / STORE_FILE, json.dumps({"store": opened.display}).encode())
             index = build_index(out, catalog, templates, base_url, None if scan else before, touched | found.touched,
                                 scan, done.warnings, hidden, withdrawals)  # fmt: skip
             done.errors += found.errors

@@ -75,9 +75,6 @@ class Store(Protocol):
         """A folder for wheels on their way in: in the store's own file system where it has one (they move in by
         rename), else in ``scratch`` (None: TMPDIR)."""
 
-    def mark_index(self, out: Path) -> None:
-        """Leave in an index root what publish needs to find the store's files."""
-
 
 def open_store(location: Location | str | Path, options: Any = None, *, lock_wait_s: float | None = None) -> Store:
     """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers and

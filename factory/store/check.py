@@ -36,6 +36,7 @@ _REQUIRED_STR = ("filename", "name", "version", "sha256", "upload_time")
 _OPTIONAL_STR = ("requires_python", "kernel_version", "label", "variant", "repo_id", "source", "revision", "ref",
                  "backend", "backend_version", "framework", "framework_version", "os", "arch", "platform_tag",
                  "license", "upstream", "import_name", "digest", "factory_version")
+_STR = (*_REQUIRED_STR, *_OPTIONAL_STR)
 _STR_LISTS = ("requires_dist", "archs")
 
 
@@ -80,15 +81,9 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
     at once (one search over them all, then one per field only to name the field)."""
     values: dict[str, Any] = {}
     texts: list[str] = []
-    for key in _REQUIRED_STR:
+    for key in _STR:
         value = raw.get(key)
-        if type(value) is not str:
-            raise ValueError(f"'{key}' must be a string, not {type(value).__name__}")
-        values[key] = value
-        texts.append(value)
-    for key in _OPTIONAL_STR:
-        value = raw.get(key)
-        if value is None:
+        if value is None and key not in _REQUIRED_STR:
             if key in raw:
                 values[key] = None
             continue
@@ -97,7 +92,7 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
         values[key] = value
         texts.append(value)
     if max(map(len, texts)) > MAX_TEXT:
-        key = next(k for k in (*_REQUIRED_STR, *_OPTIONAL_STR) if len(values.get(k) or "") > MAX_TEXT)
+        key = next(k for k in _STR if len(values.get(k) or "") > MAX_TEXT)
         raise ValueError(f"'{key}' is longer than {MAX_TEXT} characters")
     for key in _STR_LISTS:
         value = raw.get(key, ())
@@ -116,7 +111,7 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
     values["summary"] = summary
     texts.append(summary)
     if _CONTROL.search("\t".join(texts)):  # a tab is allowed: joining by it finds only the strings' own
-        for key in (*_REQUIRED_STR, *_OPTIONAL_STR, *_STR_LISTS, "summary"):  # name the first field that holds one
+        for key in (*_STR, *_STR_LISTS, "summary"):  # name the first field that holds one
             value = values.get(key)
             if any(isinstance(item, str) and _CONTROL.search(item)
                    for item in (value if isinstance(value, tuple) else (value,))):

@@ -245,6 +245,3 @@ class LocalStore:
         applied), it matches it now."""
         if adopted and catalog.meta(FILES_STATE):
             catalog.set_meta(FILES_STATE, folder_state(self.files) or "")
-
-    def mark_index(self, out: Path) -> None:
-        """Nothing: a local store's pages link its own files."""
