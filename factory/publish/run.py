@@ -228,7 +228,8 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
     from . import linked
 
     with ExitStack() as stack:  # the scratch folder of files copied from the store, removed at the end
-        absent = linked.missing(root, files, dest) if files else []  # linked by a page, neither here nor there
+        local = {f.rel for f in files}  # the files pages link that are neither published from here nor there
+        absent = sorted(rel for rel in linked.linked(root, files) - local if not dest.has(rel)) if files else []
         if absent and dry_run:
             store = linked.store_of(root)
             if store is None:

@@ -212,12 +212,6 @@ class UploadDestination:
                 report.warn(f"{redact_url(self.simple_base)} answers HTTP {resp.status_code}, so every file counts "
                             f"as new and is uploaded again; {hint}")
 
-    def _project(self, file: LocalFile) -> str:
-        try:
-            return canonicalize_name(parse_wheel_filename(file.name)[0])
-        except InvalidWheelFilename:
-            raise Refused(f"{file.name} is not a valid wheel file name; rebuild it") from None
-
     def _get(self, url: str) -> Any:
         import requests
 
@@ -235,7 +229,10 @@ class UploadDestination:
 
     def _listed(self, file: LocalFile, refresh: bool) -> dict[str, str] | None:
         """The project's files on the endpoint's simple page, or None when it has no such page."""
-        project = self._project(file)
+        try:
+            project = canonicalize_name(parse_wheel_filename(file.name)[0])
+        except InvalidWheelFilename:
+            raise Refused(f"{file.name} is not a valid wheel file name; rebuild it") from None
         if refresh or project not in self.pages:
             resp = self._get(urljoin(self.simple_base, f"{project}/"))
             self._check_auth(resp)

@@ -475,23 +475,3 @@ def record_key(st: os.stat_result) -> str:
     """The key of a local file: records are renamed into place, so a new record is a new inode; a file written
     over in place changes its ctime (which no one can set back)."""
     return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
-
-
-def checked(
-    wheels: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None,
-    known_variants: bool = True,
-) -> list[tuple[str, Record | None, str | None, str | None]]:  # fmt: skip
-    """(wheel, its record, its file's text, why not: a line or None) of each record's bytes (None: gone, neither
-    record nor line), every one checked (``check.parse_many``): the one way both stores read records."""
-    parsed = check.parse_many(wheels, datas, where, hint, known_variants)
-    return [(wheel, record, text_of(data) if record is not None else None, why)
-            for (wheel, record, why), data in zip(parsed, datas, strict=True)]
-
-
-def text_of(data: bytes | None) -> str | None:
-    """A record file's bytes as the catalog row's text (None where they are not UTF-8: the row is made from
-    the record)."""
-    try:
-        return None if data is None else data.decode()
-    except UnicodeDecodeError:
-        return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -314,10 +313,11 @@ def parse(data: bytes, expected: str, where: str, hint: str | None = None, known
 def parse_many(
     expected: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None,
     known_variants: bool = True,
-) -> Iterator[tuple[str, Record | None, str | None]]:  # fmt: skip
-    """``parse`` of many records at once: (wheel, its record or None, the line saying why not, or None when it
-    is gone). The texts are decoded by one json.loads where each is one JSON object (else one by one).
-    ``known_variants``: see ``check`` (False: the caller checks each variant with ``variant_problem``)."""
+) -> list[tuple[str, Record | None, str | None, str | None]]:  # fmt: skip
+    """``parse`` of many records' bytes at once, the one way both stores read records: (wheel, its record, its
+    file's text (None where not UTF-8: the catalog row is made from the record), why not: a line), record and line
+    None where the bytes are (gone). The texts are decoded by one json.loads where each is one JSON object (else
+    one by one). ``known_variants``: see ``check`` (False: the caller checks each variant with ``variant_problem``)."""
     present = [d for d in datas if d is not None]
     decoded: list[Any] | None = None
     if all(len(d) <= MAX_RECORD_BYTES and d.lstrip()[:1] == b"{" and d.rstrip()[-1:] == b"}" for d in present):
@@ -328,20 +328,25 @@ def parse_many(
         if decoded is not None and len(decoded) != len(present):  # a text of two objects, and one of none
             decoded = None
     values = iter(decoded) if decoded is not None else None
+    found: list[tuple[str, Record | None, str | None, str | None]] = []
     for name, data, path in zip(expected, datas, where, strict=True):
-        if data is None:
-            yield name, None, None
-            continue
-        try:
-            if values is None:
-                yield name, parse(data, name, path, hint, known_variants), None
-                continue
+        record = text = why = None
+        if data is not None:
             try:
-                yield name, check(next(values), name, known_variants), None
-            except ValueError as exc:
-                raise BadRecord(invalid(path, exc, hint)) from None
-        except BadRecord as exc:
-            yield name, None, str(exc)
+                if values is None:
+                    record = parse(data, name, path, hint, known_variants)
+                else:
+                    try:
+                        record = check(next(values), name, known_variants)
+                    except ValueError as exc:
+                        raise BadRecord(invalid(path, exc, hint)) from None
+                text = data.decode()
+            except BadRecord as exc:
+                why = str(exc)
+            except UnicodeDecodeError:
+                pass
+        found.append((name, record, text, why))
+    return found
 
 
 def no_record(path: str, wheel: str, remote: bool = False) -> str:

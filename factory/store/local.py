@@ -24,7 +24,7 @@ from ..errors import Unreachable, unusable
 from ..nofollow import open_nofollow, real_folder, refuse
 from ..record import FILES, Record
 from . import MAX_BYTES, check
-from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, checked, record_key, sync
+from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, record_key, sync
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
@@ -48,7 +48,7 @@ def folder_state(folder: Path) -> str | None:
 
 
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
-    """``catalog.checked`` of the records of ``batch`` in ``folder``; ``known_variants``: see ``check.check``."""
+    """``check.parse_many`` of the records of ``batch`` in ``folder``; ``known_variants``: see ``check.check``."""
     datas: list[bytes | None] = []
     for wheel in batch:
         try:
@@ -56,7 +56,8 @@ def read_records(folder: str, batch: list[str], known_variants: bool = True) -> 
                 datas.append(f.read(check.MAX_RECORD_BYTES + 1))
         except FileNotFoundError:
             datas.append(None)
-    return checked(batch, datas, [os.path.join(folder, f"{w}.json") for w in batch], known_variants=known_variants)
+    where = [os.path.join(folder, f"{w}.json") for w in batch]
+    return check.parse_many(batch, datas, where, known_variants=known_variants)
 
 
 _VALUES = operator.attrgetter(*Record.__slots__)  # a Record's fields in order: what a worker sends back of it

@@ -18,7 +18,7 @@ from ..record import FILES, Record
 from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from ..space import scratch_dir
 from . import MAX_BYTES
-from .catalog import CATALOG_FILE, Catalog, Got, Synced, checked, sync
+from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync
 
 
 class S3Store:
@@ -106,7 +106,8 @@ class S3Store:
         def read(wheels: list[str]) -> list[Got]:
             with ThreadPoolExecutor(max_workers=16) as pool:  # a record deleted since the listing: None, removed
                 datas = list(pool.map(self.bucket.get, [self.bucket.key(f"{w}.json") for w in wheels]))
-            got = checked(wheels, datas, [self.file_url(f"{w}.json") for w in wheels], record_check.REMOTE_HINT)
+            where = [self.file_url(f"{w}.json") for w in wheels]
+            got = record_check.parse_many(wheels, datas, where, record_check.REMOTE_HINT)
             found.errors += [(wheel, why) for wheel, _record, _text, why in got if why is not None]
             return [(wheel, record, text) for wheel, record, text, _why in got]
 
