@@ -85,11 +85,9 @@ _CLIENTS_LOCK = threading.Lock()  # an s3:// store's uploads run on several thre
 
 
 def make_client() -> Any:
-    """The S3 client of this process and ``AWS_*`` environment (``AWS_ENDPOINT_URL`` included; throttling and 5xx
-    retried by botocore's standard mode, 5 attempts, unless ``AWS_MAX_ATTEMPTS`` / ``AWS_RETRY_MODE`` say).
-
-    One per process: making one costs 0.15-0.25 s of CPU (botocore loads the service model). Clients are
-    thread-safe; a forked child makes its own; one closed by a user (``close``) still works (new connections)."""
+    """The S3 client of this process and ``AWS_*`` environment (standard retries, 5 attempts, unless
+    ``AWS_MAX_ATTEMPTS`` / ``AWS_RETRY_MODE`` say). One per process: making one costs 0.15-0.25 s of CPU; clients
+    are thread-safe; a forked child makes its own; one closed (``close``) still works (new connections)."""
     key = (os.getpid(), tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
@@ -256,8 +254,7 @@ class Bucket:
         return data
 
     def download(self, key: str, sink: Any) -> bool:
-        """Stream an object into ``sink`` (its ``write``), in order (a read cut off midway is tried again by
-        s3transfer); False where there is none."""
+        """Stream an object into ``sink`` in order (s3transfer retries a cut read); False where there is none."""
         with self.calls():
             try:
                 self.client.download_fileobj(self.name, key, sink, Config=TRANSFER)

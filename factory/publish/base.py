@@ -42,8 +42,7 @@ class Destination(Protocol):
         """Whether this destination takes ``file`` at all (an upload endpoint takes wheels only)."""
 
     def prepare(self, files: Sequence[LocalFile], *, dry_run: bool = False) -> None:
-        """Check the destination is usable and learn what it holds; Unreachable if not. With ``dry_run``, change
-        nothing there (a folder destination is not created)."""
+        """Check the destination is usable and learn what it holds (Unreachable); ``dry_run``: change nothing."""
 
     def state(self, file: LocalFile) -> State:
         """``new``, ``changed`` or ``same`` (already there with equal bytes)."""

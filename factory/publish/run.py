@@ -138,8 +138,7 @@ def _recorded_sha256(f: LocalFile) -> str | None:
 
 
 def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
-    """Wheels, then .metadata, then other ``files/``, then pages (deepest first, ``projects/`` after the
-    ``simple/`` pages they link, the root's last)."""
+    """Wheels, .metadata, other ``files/``, pages (deepest first, ``projects/`` after the ``simple/`` they link)."""
     wheels, metadata, other_files, pages = [], [], [], []
     for f in files:
         if f.rel.startswith("files/"):

@@ -37,8 +37,7 @@ class Withdraws(Protocol):
 
 
 def manifest_path(root: Path, display: str) -> Path:
-    """Where ``root`` keeps what it put at the destination ``display`` (one file per destination, named by a
-    hash of its address)."""
+    """Where ``root`` keeps what it put at ``display`` (one file per destination, named by its address's hash)."""
     where = str(Path(display).resolve()) if "://" not in display else display
     return Path(root) / MANIFESTS / f"{hashlib.sha256(where.encode()).hexdigest()[:24]}.json"
 

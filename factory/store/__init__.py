@@ -58,8 +58,7 @@ class Store(Protocol):
 
     # -- the records, through the catalog (catalog.py)
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
-        """The store's catalog of records, a cache rebuilt where missing or damaged; ``readonly``: a copy never
-        written back (plan and build)."""
+        """The store's catalog, a cache rebuilt where missing or damaged; ``readonly``: a copy never written back."""
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Bring ``catalog`` up to date with the store, reading only the records that changed (``rescan``: all)."""

@@ -71,30 +71,26 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
         if same:
             batch.put(f"{filename}.metadata", wheel.metadata)
             return record
-    # a copy, never a hard link: a write to the --wheels folder's file must not change the store's
-    _copy_read(batch, path, dest, wheel, filename)  # the bytes hashed, never through a link
+    # a copy, never a hard link: a write to the --wheels folder's file must not change the store's; the bytes
+    # hashed (those read, for a small wheel), else a copy that must hash the same, never through a link
+    if wheel.data is not None:
+        batch.put(filename, wheel.data)
+    else:
+        try:
+            copy_file(Path(path), Path(dest), wheel.sha256)
+        except (DigestMismatch, LinkRefused):
+            raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still"
+                          ) from None  # fmt: skip
     os.utime(dest, (wheel.mtime, wheel.mtime))  # the record's upload time, as --repair reads it back
     batch.put(f"{filename}.metadata", wheel.metadata)
     return record
-
-
-def _copy_read(batch: Batch, path: str, dest: str, wheel: WheelData, filename: str) -> None:
-    """Put the bytes that were hashed at ``dest``: those read (small wheels), else a copy that must hash the same."""
-    if wheel.data is not None:
-        batch.put(filename, wheel.data)
-        return
-    try:
-        copy_file(Path(path), Path(dest), wheel.sha256)
-    except (DigestMismatch, LinkRefused):
-        raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still") from None
 
 
 def adopt_batch(
     files: str | Path, wheels: Sequence[str | Path], kernels: Collection[str] = (),
     known: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[tuple[str, Record, str]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
-    """Adopt a batch of wheels; ([(catalog key, record, its file's text)], [(wheel name, why refused)],
-    ``known`` filled)."""
+    """Adopt a batch: ([(catalog key, record, its text)], [(wheel, why refused)], ``known`` filled)."""
     from .catalog import record_key
 
     folder, paths = os.fspath(files), [os.fspath(w) for w in wheels]

@@ -128,8 +128,7 @@ def _expected_master() -> set[tuple[str, str, str | None]]:
 
 
 def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
-    """The records table's row of ``record``; ``names`` caches projects; its last column is ``text`` (the record
-    file's own text that ``record`` was checked from) or else ``record.to_json()``."""
+    """The row of ``record``; ``names`` caches projects; last, ``text`` (its file's, checked) or its JSON."""
     project = names.get(record.name) if names is not None else None
     if project is None:
         project = canonicalize_name(record.name)
@@ -252,8 +251,7 @@ class Catalog:
         return None if row is None else str(row[0])
 
     def set_meta(self, name: str, value: str) -> None:
-        """Keep a value beside the records (not a record: the generation stays); the file is not written when
-        the value is already there."""
+        """Keep a value beside the records (the generation stays); not written where it is already there."""
         if self.meta(name) != value:
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
             self.changed = True
@@ -405,8 +403,7 @@ class Catalog:
         return records
 
     def kernel_projects(self, names: Iterable[str]) -> set[str]:
-        """Those of ``names`` of which the store holds a built kernel, not only adopted wheels (one indexed query
-        each)."""
+        """Those of ``names`` of which the store holds a built kernel, not only adopted wheels."""
         kind = "json_extract(row, '$.kind') = 'kernel'"
         query = f"SELECT 1 FROM records WHERE project = ? AND {kind} LIMIT 1"
         return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}

@@ -153,8 +153,7 @@ _WHEEL = re.compile(r"([A-Za-z0-9._]+)-([A-Za-z0-9._+!]+)(?:-([0-9][A-Za-z0-9._]
 
 @lru_cache(maxsize=1 << 14)
 def _project(name: str, *, validate: bool) -> str | None:
-    """The normalised project name of a name (PEP 503), or None where it is not valid (PEP 508 with
-    ``validate``; a wheel file name's rules without)."""
+    """The normalised project of a name, or None where it is not valid (PEP 508 with ``validate``; else a wheel's)."""
     if not validate and "__" in name:
         return None
     try:
@@ -289,14 +288,12 @@ REMOTE_HINT = "delete it and rerun build"
 
 
 def invalid(where: str, why: object, hint: str | None = None) -> str:
-    """The line for a record that fails a check (``why``), ending with ``hint`` (default: how to repair a local
-    record)."""
+    """The line for a record that fails a check (``why``), ending with ``hint`` (default: the local fix)."""
     return f"{where}: not a valid record ({why}); {hint or LOCAL_HINT}"
 
 
 def parse(data: bytes, expected: str, where: str, hint: str | None = None, known_variants: bool = True) -> Record:
-    """The record in ``data`` (the file ``where``, the record of the wheel ``expected``), or BadRecord
-    whose message ends with ``hint`` (default: how to repair a local record)."""
+    """The record of the wheel ``expected`` in ``data`` (the file ``where``), or BadRecord ending with ``hint``."""
     hint = hint or LOCAL_HINT
     if len(data) > MAX_RECORD_BYTES:
         raise BadRecord(f"{where}: more than {MAX_RECORD_BYTES} bytes, more than a record may hold; {hint}")

@@ -62,8 +62,7 @@ FIX_METADATA = {True: "run `kernel-factory index --repair`", False: "build the w
 
 
 def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = False) -> FileCheck:
-    """Compare every record in ``catalog`` with its wheel and ``.metadata`` in ``store``; ``synced``: what the
-    store's ``sync`` of this run found (its listing of files/, or None)."""
+    """Compare every record in ``catalog`` with its wheel and ``.metadata``; ``synced``: this run's ``sync``."""
     found = FileCheck()
     local = store.folder is not None  # a local record written again: its wheel is hashed again (S3: a new ETag)
     names = synced.names
@@ -136,8 +135,7 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
 
 
 def _put_metadata(store: Store, name: str, metadata_sha256: str, found: FileCheck) -> bool:
-    """Write a missing ``.metadata`` again from its wheel's METADATA, when that is the one its record names; False
-    (and an error line) where it cannot be."""
+    """Write a missing ``.metadata`` again from its wheel, where it is the one its record names (else False)."""
     where = store.file_url(f"{name}.metadata")
     try:
         metadata = store.wheel_metadata(name)

@@ -242,7 +242,6 @@ class LocalStore:
         return str(self.files / name)
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
-        """After the run: where ``files/`` matched the catalog before this run's adoption (whose rows are
-        applied), it matches it now."""
+        """Where ``files/`` matched the catalog before this run's adoption (its rows applied), it matches now."""
         if adopted and catalog.meta(FILES_STATE):
             catalog.set_meta(FILES_STATE, folder_state(self.files) or "")

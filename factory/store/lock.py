@@ -38,8 +38,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def describe_holder(path: Path) -> tuple[str, bool]:
-    """(``PID 123, running``, or not running: then a process it started still holds the lock; whether it is not
-    running), from the PID its holder wrote in the lock file."""
+    """(``PID 123, running`` or not, from the PID the holder wrote; whether that process is gone)."""
     try:
         with os.fdopen(nofollow.open_nofollow(path, "lock file"), "rb") as f:
             text = f.read(64).decode("ascii", errors="replace").strip()
@@ -64,8 +63,7 @@ def held_message(root: Path) -> str:
 
 @contextmanager
 def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[None]:
-    """Hold the lock of the store folder ``root`` (LocalStore.lock); wait up to ``wait_s`` seconds
-    (KERNEL_FACTORY_LOCK_WAIT through config.Variables, default 600)."""
+    """Hold the lock of the store folder ``root``, waiting up to ``wait_s`` s (KERNEL_FACTORY_LOCK_WAIT)."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_NAME
     # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.

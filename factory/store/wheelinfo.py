@@ -88,8 +88,7 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, Valu
 
 
 def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
-    """(METADATA, the provenance file or None) of a wheel, each read with a size cap; Refused if there is not
-    exactly one ``.dist-info/METADATA``, or the zip is unreadable."""
+    """(METADATA, the provenance file or None) of a wheel, each capped; Refused for an unreadable zip."""
     try:
         return _members(wheel, wheel.name)
     except _ZIP_ERRORS as exc:
@@ -177,8 +176,7 @@ def _tags_key(label: str | None, tags: frozenset[Tag]) -> str:
 
 
 def _label_fields(label: str, platforms: set[str]) -> dict[str, Any]:
-    """The record fields of a local label read back as a build variant's (for wheels of these platform tags);
-    empty when it names none."""
+    """The record fields of a local label read back as a build variant's (these platform tags); {} for none."""
     target = variants.for_label(label, platforms)
     return _target_fields(target) if target is not None else {}
 
@@ -227,8 +225,7 @@ def record_of(
     filename: str, parsed: tuple[NormalizedName, Version, frozenset[Tag]], wheel: WheelData,
     known: dict[str, dict[str, Any]] | None = None,
 ) -> Record:  # fmt: skip
-    """The record of an adopted wheel, from its file name parsed (``parse_name(filename)``) and what was read
-    from it; Refused when its METADATA names another project or version."""
+    """The record of an adopted wheel; Refused when its METADATA names another project or version."""
     project, version, tags = parsed
     raw = parse_headers(wheel.metadata)
     meta_name = raw.get("name")

@@ -59,8 +59,7 @@ def parse_spec(text: str) -> Spec:
 
 
 def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
-    """The records ``spec`` names, sorted by file name; UsageError for an unknown project, VersionNotFound
-    (exit 2) for a spec that names none of its wheels."""
+    """The records ``spec`` names, sorted; UsageError (unknown project) or VersionNotFound (exit 2) for none."""
     project = [r for r in records if str(canonicalize_name(r.name)) == spec.project]
     if not project:
         raise UsageError(f"no project {spec.project!r} in the store {where}; check the name (the index's "
