@@ -74,9 +74,8 @@ def open_destination(to: str | None, options: Options | None = None, repository:
 
 
 def list_root(root: Path, refused: list[tuple[str, str]] | None = None) -> list[LocalFile]:
-    """Every regular file under ``root``, sorted; the tool's private and hidden names (atomic.py ``private``) left
-    out. A symbolic link (to a file or a folder) or anything else that is not a regular file or folder is never
-    followed nor published: it adds (its path, why) to ``refused``."""
+    """Every regular file under ``root``, sorted, private and hidden names left out; a link or anything else not a
+    regular file or folder is never followed nor published: it adds (its path, why) to ``refused``."""
     found: list[LocalFile] = []
     for folder, dirs, names in os.walk(root):
         kept = []

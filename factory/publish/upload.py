@@ -95,7 +95,14 @@ def resolve(to: str | None, repository: str | None, simple_url: str | None,
     user = env.get("TWINE_USERNAME") or section.get("username") or url_user
     password = env.get("TWINE_PASSWORD") or section.get("password") or url_password
     if password is None:
-        user, password = _keyring(url, user)
+        try:
+            import keyring
+
+            cred = keyring.get_credential(url, user)
+            if cred is not None:
+                user, password = user or cred.username, cred.password
+        except Exception:  # no keyring backend, or a broken one: go on without
+            pass
     if simple_url:
         _http(simple_url, "--simple-url")
     return Endpoint(
@@ -104,18 +111,6 @@ def resolve(to: str | None, repository: str | None, simple_url: str | None,
         client_cert=env.get("TWINE_CLIENT_CERT") or section.get("client_cert") or None,
         simple_url=simple_url, source=source,
     )
-
-
-def _keyring(url: str, user: str | None) -> tuple[str | None, str | None]:
-    try:
-        import keyring
-
-        cred = keyring.get_credential(url, user)
-        if cred is not None:
-            return user or cred.username, cred.password
-    except Exception:  # no keyring backend, or a broken one: go on without
-        pass
-    return user, None
 
 
 _ARTIFACTORY = re.compile(r"^(?P<base>.*/api/pypi/[^/]+)(?:/.*)?$")

@@ -23,10 +23,8 @@ MAX_BYTES = 1 << 20  # a small file of files/ that yank, status and prune read: 
 
 
 class Store(Protocol):
-    """Where wheels and records live: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py), opened once per
-    command with its options (``open_store``). Every command reads the records one way, through the store's
-    catalog (``load_records``; the index: ``open_catalog`` and ``sync``); ``files/`` is read and written through
-    the file methods; adoption and ``--repair`` need a ``folder``."""
+    """Where wheels and records live (local.py, s3.py), opened once per command with its options. Every command
+    reads the records through the store's catalog (``load_records``; the index: ``open_catalog`` and ``sync``)."""
 
     display: str  # the store, for messages
     folder: Path | None  # a local store's folder (adoption and --repair work in it); None on S3
@@ -102,9 +100,8 @@ def load_records(
     store: Store | Location | str | Path, damaged: list[str] | None = None, rescan: bool = False,
     readonly: bool = False,
 ) -> list[Record]:
-    """Every valid record of a store, through its catalog (an s3:// store's is not put back; a local one's file is
-    kept up to date, unless ``readonly``: plan and build, whose no-op run writes nothing), sorted by file name;
-    each record left out adds one line to ``damaged``; ``rescan``: see ``Store.sync``."""
+    """Every valid record of a store by file name, through its catalog (kept up to date in a local store unless
+    ``readonly``: plan and build write nothing); each record left out adds a line to ``damaged``."""
     from .. import report
     from .catalog import rebuilt, sqlite_problem
 

@@ -51,9 +51,8 @@ Got = tuple[str, "Record | None", "str | None"]  # what a ``sync`` read gives: w
 
 @dataclass
 class Synced:
-    """What a store's ``sync`` found (store/__init__.py): the projects touched; (wheel, line) for each record left
-    out and each file unpaired; where the store was listed, wheel -> key of its records and every name in files/
-    (None: nothing was listed, the catalog matched the store as it stood)."""
+    """What a store's ``sync`` found: the projects touched; (wheel, line) for each record left out and file
+    unpaired; wheel -> key of its record and every name in files/ (None: not listed, the catalog matched)."""
 
     touched: set[str] = field(default_factory=set)
     errors: list[tuple[str, str]] = field(default_factory=list)
@@ -67,9 +66,8 @@ class CatalogDamaged(Exception):
 
 
 def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
-    """What a SQLite error on the catalog means: CatalogDamaged where the file is damaged or not a database (it is
-    a cache: rebuilt from the records), else Unreachable (exit 4) naming the cause and the fix: a full disk, a
-    database another process holds locked, a file that cannot be written."""
+    """CatalogDamaged where the file is damaged or not a database (a cache: rebuilt), else Unreachable (exit 4)
+    naming the cause and fix: a full disk, a database another process holds locked, a file not writable."""
     from ..errors import Unreachable
 
     text = str(exc)
@@ -85,9 +83,8 @@ def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
 
 
 def rebuilt(catalog: Catalog, attempt: Callable[[bool], T], warn: Callable[[str], None]) -> T:
-    """``attempt(False)``; where it finds the catalog damaged (a row that fails the record checks, a file SQLite
-    finds malformed), ``warn`` names it in one line, the catalog starts again empty and ``attempt(True)`` runs
-    (it reads every record again). Any other SQLite error, in either attempt, is raised as Unreachable (exit 4)."""
+    """``attempt(False)``; where it finds the catalog damaged, ``warn`` says so and ``attempt(True)`` runs on an
+    empty one (every record read again). Any other SQLite error is raised as Unreachable (exit 4)."""
     try:
         return attempt(False)
     except (CatalogDamaged, sqlite3.DatabaseError) as exc:
@@ -210,9 +207,8 @@ class Catalog:
 
     @classmethod
     def copy_of(cls, path: Path) -> Catalog:
-        """An in-memory copy of the catalog file at ``path``, for a reader that keeps nothing (plan and build:
-        ``load_records(readonly=True)``): brought up to date with the store here, the file left as it is. Empty
-        where there is no file, or one that cannot be read or is not a catalog of this schema."""
+        """An in-memory copy of the catalog file at ``path`` for a reader that keeps nothing (plan and build), the
+        file left as it is; empty where there is none, or it is unreadable or not a catalog of this schema."""
         catalog = cls(":memory:")
         try:
             src = sqlite3.connect(f"{Path(os.path.abspath(path)).as_uri()}?mode=ro", uri=True)
@@ -283,10 +279,9 @@ class Catalog:
         self, upserts: Iterable[tuple[str, Record, str | None]], removed: Iterable[str], only_changed: bool = False,
         checked: bool = False,
     ) -> set[str]:  # fmt: skip
-        """Write new or changed records (key, record, its file's text or None) and drop removed wheels in one
-        transaction, with a new generation where any project (before or after) is touched; those projects.
-        ``only_changed``: skip rows already there as they are (``--rescan``). ``checked``: the records passed
-        check.py's checks, so a row read back as written here is not checked twice (``projects``)."""
+        """Write (key, record, its text or None) and drop ``removed`` in one transaction, a new generation where a
+        project is touched; those projects. ``only_changed``: skip rows already so (``--rescan``). ``checked``:
+        the records passed check.py's checks, so a row read back as written here is not checked twice."""
         names: dict[str, str] = {}  # display name -> project, computed once per name
         rows = []
         for key, record, text in upserts:
@@ -452,9 +447,8 @@ def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
     rescan: bool = False,
 ) -> set[str]:  # fmt: skip
-    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records (``rescan``: every one) with
-    ``read``, which yields (wheel, record or None where it vanished or fails, its file's text or None); the
-    projects touched."""
+    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records (``rescan``: all) with ``read``
+    ((wheel, record or None: gone or failed, its text)); the projects touched."""
     have = catalog.keys()
     changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]

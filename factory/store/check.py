@@ -171,9 +171,8 @@ def version_of(text: str) -> Version | None:
 
 
 def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool = True) -> None:
-    """Name, version, label, hashes and file name agree with each other and with the record's key (each check of
-    a value many records share runs once per value). ``known_variants``: the variant is one kernels' parser knows
-    (~0.3 s to import); else (a catalog row, checked so when read) shaped like a variant's name."""
+    """Name, version, label, hashes and file name agree with each other and the record's key (a value many records
+    share checked once). ``known_variants``: by kernels' parser (~0.3 s to import); else (a row) by its shape."""
     filename = values["filename"]
     if filename != expected:
         raise ValueError(f"its file name {filename!r} is not the one its key names ({expected!r})")
@@ -214,9 +213,8 @@ _VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 
 @lru_cache(maxsize=1 << 14)
 def _label_problem(label: str | None, variant: str | None, version: str, known_variants: bool = True) -> str:
-    """What is wrong with a record's label and variant, given its (valid) version ("" if nothing).
-    ``known_variants``: the variant is one kernels' parser knows and the label its label; else only shaped
-    like a variant's name (plain text, no path), without the parser's import."""
+    """What is wrong with a record's label and variant, given its (valid) version ("" if nothing);
+    ``known_variants``: see ``_check_meaning``."""
     if label is not None:
         parsed = version_of(version)
         if not variants.LABEL_CHARS.fullmatch(label) or parsed is None or label != parsed.local:
@@ -275,9 +273,8 @@ def project_of(name: str) -> str | None:
 
 
 def check_row(row: Any, filename: str, project: str) -> Record:
-    """A Record from a catalog row's record object (its record file's JSON) of the wheel ``filename`` in
-    ``project``: the same checks as a record file's (the variant by its shape: its record's was checked
-    against kernels' parser when it was read), and the project its name gives; ValueError says why not."""
+    """A Record from a catalog row's JSON of the wheel ``filename`` in ``project``: a record file's checks (the
+    variant by its shape: the parser checked it when read) and the project; ValueError says why not."""
     record = check(row, filename, known_variants=False)
     if _project(record.name, validate=True) != project:
         raise ValueError(f"its project {project!r} is not the one its name gives ({record.name!r})")
@@ -311,10 +308,9 @@ def parse_many(
     expected: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None,
     known_variants: bool = True,
 ) -> list[tuple[str, Record | None, str | None, str | None]]:  # fmt: skip
-    """``parse`` of many records' bytes at once, the one way both stores read records: (wheel, its record, its
-    file's text (None where not UTF-8: the catalog row is made from the record), why not: a line), record and line
-    None where the bytes are (gone). The texts are decoded by one json.loads where each is one JSON object (else
-    one by one). ``known_variants``: see ``check`` (False: the caller checks each variant with ``variant_problem``)."""
+    """``parse`` of many records at once, the one way both stores read them: (wheel, record, its text (None where
+    not UTF-8), why not: a line), both None for bytes None (gone); decoded by one json.loads where each text is one
+    JSON object. ``known_variants``: see ``check`` (False: the caller checks each with ``variant_problem``)."""
     present = [d for d in datas if d is not None]
     decoded: list[Any] | None = None
     if all(len(d) <= MAX_RECORD_BYTES and d.lstrip()[:1] == b"{" and d.rstrip()[-1:] == b"}" for d in present):

@@ -189,9 +189,8 @@ class LocalStore:
         return found
 
     def _read(self, found: Synced) -> Any:
-        """A ``read`` for catalog.sync; a record that fails its check adds a line to ``found.errors``. From
-        ``PARALLEL_READ`` records on, batches are read in worker processes (variants by their shape) while this one
-        loads kernels' variant parser and checks each distinct variant once by it."""
+        """A ``read`` for catalog.sync (a failed record: a line in ``found.errors``). From ``PARALLEL_READ`` records on,
+        workers read batches (variants by shape) while this process loads the parser and checks each variant once."""
 
         def read(wheels: list[str]) -> Iterator[Got]:
             folder = os.fspath(self.files)

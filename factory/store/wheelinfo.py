@@ -188,9 +188,8 @@ def _target_fields(target: variants.Target) -> dict[str, Any]:
 
 
 def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:
-    """Fill ``known`` (see ``variant_fields``) with the labels and platform tags of ``filenames`` it lacks (no
-    warning: each wheel's adoption prints its own). Called once before adoption's workers start, so they inherit
-    the variant grammar (slower to load than hundreds of wheels are to adopt); invalid names are left to them."""
+    """Fill ``known`` (``variant_fields``) with the labels and tags of ``filenames`` it lacks, without warnings,
+    before adoption's workers start: they inherit the variant grammar (slower to load than hundreds of adoptions)."""
     # one wheel name for each part after the project: label and tags are in that part
     names = {name.partition("-")[2]: name for name in filenames}
     for name in names.values():
