@@ -141,8 +141,8 @@ class PutOptions:
 
     @classmethod
     def from_options(cls, opts: Any) -> PutOptions:
-        """From config.Options (None: the defaults); an argument boto3 does not take, or one kernel-factory sets
-        itself, is refused, and so is a risky one (``risk``) that ``--allow-s3-put-arg`` does not name."""
+        """From config.Options (None: defaults); refuses an argument boto3 does not take or kernel-factory sets, and
+        a risky one (``risk``) that ``--allow-s3-put-arg`` does not name."""
         if opts is None:
             return cls()
         allowed = set(S3Transfer.ALLOWED_UPLOAD_ARGS) - OWN_ARGS
@@ -165,8 +165,7 @@ _EVERYONE = "acs.amazonaws.com/groups/global/"  # the AllUsers and Authenticated
 
 
 def risk(key: str, value: str) -> str | None:
-    """What a put arg does to every object, wheels included, when that is more than a header: public write,
-    a redirect away from the index, a lock against deletion; None for the others."""
+    """What a put arg does to every object beyond a header (public write, a redirect, a lock); else None."""
     if key == "ACL" and value.strip().lower() == "public-read-write":
         return "lets anyone overwrite every object (public write)"
     if key in ("GrantFullControl", "GrantWriteACP") and _EVERYONE in value:
@@ -181,8 +180,7 @@ def risk(key: str, value: str) -> str | None:
 
 
 def notices(url: str, opts: Any) -> list[str]:
-    """The lines that say which put args every object put to ``url`` carries, and which of them build and publish
-    refuse (for ``plan`` and dry runs; empty when there are none)."""
+    """The lines naming the put args every object put to ``url`` carries, and those build and publish refuse."""
     args: Sequence[tuple[str, str]] = opts.s3_put_args
     if not args:
         return []
@@ -196,8 +194,7 @@ def notices(url: str, opts: Any) -> list[str]:
 
 
 class Bucket:
-    """``s3://bucket/prefix``, the one home of S3 calls (the store's, publish's and its copies from the store):
-    every failure is raised as one Unreachable line (``explain``; ``flag`` names the option to fix)."""
+    """``s3://bucket/prefix``, the one home of S3 calls: each failure one Unreachable line (``flag``: what to fix)."""
 
     def __init__(self, url: str, put: PutOptions = DEFAULT_PUT, flag: str = "--to") -> None:
         self.name, self.prefix = parse_s3_url(url, flag)

@@ -20,8 +20,7 @@ STALE_TMP_S = 3600
 
 
 class DirectoryDestination:
-    """Publish into ``root``; what is deleted there: the hidden leftovers of a killed publish, and files an earlier
-    publish put there that the store withdrew (withdrawals.py)."""
+    """Publish into ``root``; deletes only a killed publish's hidden leftovers and withdrawn files it put there."""
 
     workers = 8
 

@@ -1,10 +1,9 @@
 """``kernel-factory publish``: copy a store and index root to a destination (docs/publish.md).
 
-Files go in phases so that a reader never sees a link to a file that is not there yet: wheels, ``.metadata``,
-other ``files/`` (records), then the pages, deepest first, the landing page last. A linked file that is neither
-under the root nor at the destination is copied from the store first (linked.py), or nothing is published. A
-file already there with the same bytes is skipped, so an interrupted publish completes when run again. Then
-what the store withdrew is deleted there (withdrawals.py); nothing else at the destination ever is.
+Files go in phases so that a reader never sees a link to a file that is not there yet (``phases``; linked.py
+copies what the pages link from the store). A file already there with the same bytes is skipped, so an
+interrupted publish completes when run again. Then what the store withdrew is deleted there (withdrawals.py);
+nothing else at the destination ever is.
 """
 
 from __future__ import annotations
@@ -47,8 +46,7 @@ class PublishArgs:
 
 
 def open_destination(to: str | None, options: Options | None = None, repository: str | None = None) -> Destination:
-    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint; without
-    ``--to``, an upload endpoint named as twine names it (``--repository``, TWINE_REPOSITORY_URL, ...)."""
+    """``--to`` -> a Destination; without it, an upload endpoint named as twine names it (``--repository``...)."""
     simple_url = None if options is None else options.simple_url
     loc = Location.parse(to) if to is not None else None
     if loc is None or repository or loc.scheme in ("http", "https"):
@@ -167,14 +165,6 @@ class Summary:
     refused: list[str] = field(default_factory=list)
     uploaded_bytes: int = 0
     removed: list[str] = field(default_factory=list)  # withdrawn from the store: deleted there (withdrawals.py)
-
-    @property
-    def uploaded(self) -> int:
-        return len(self.uploaded_files)
-
-    @property
-    def skipped(self) -> int:
-        return len(self.unchanged_files)
 
     def to_json(self, destination: str, dry_run: bool) -> dict[str, object]:
         """The ``publish --json`` document (see docs/publish.md)."""
@@ -320,11 +310,11 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
     finally:
         dest.close()
     if dry_run:
-        report.result(f"would upload {summary.uploaded} files ({report.megabytes(summary.uploaded_bytes)}), "
-                      f"{summary.skipped} already there")
+        report.result(f"would upload {len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)}), "
+                      f"{len(summary.unchanged_files)} already there")
     else:
-        report.result(f"uploaded {summary.uploaded} files ({report.megabytes(summary.uploaded_bytes)}), "
-                      f"skipped {summary.skipped} unchanged")
+        report.result(f"uploaded {len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)}), "
+                      f"skipped {len(summary.unchanged_files)} unchanged")
     if summary.removed:
         report.result(f"{'would remove' if dry_run else 'removed'} {len(summary.removed)} withdrawn file(s)")
     if args.json:

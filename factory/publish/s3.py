@@ -16,8 +16,7 @@ from .base import LocalFile, State
 
 
 class S3Destination:
-    """Publish into ``s3://bucket/prefix``; what is deleted there: the objects an earlier publish put that the
-    store withdrew (withdrawals.py), only those that carry kernel-factory's sha256."""
+    """Publish into ``s3://bucket/prefix``; deletes only withdrawn objects that carry kernel-factory's sha256."""
 
     workers = 16
 

@@ -3,8 +3,7 @@
 Wheels only (the endpoint builds its own index), sent with twine's client for the legacy upload API. A wheel
 already listed on the endpoint's simple page with the same sha256 is skipped; one listed with other bytes is
 refused (versions are immutable there). The upload URL, credentials and certificates are found as twine finds
-them (``resolve``), and the simple index from ``--simple-url``, else the URL's shape (``simple_index``); the
-table of both is in docs/publish.md.
+them, the simple index from ``--simple-url`` or the URL's shape (docs/publish.md).
 """
 
 from __future__ import annotations

@@ -83,8 +83,7 @@ def _order(rel: str) -> tuple[int, int, str]:
 
 def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[str], *, dry_run: bool,
           out: Callable[[str], None]) -> list[str]:
-    """Delete at ``dest`` what earlier publishes of ``root`` put there and the root no longer holds; the paths
-    deleted (in a dry run, those that would be). ``published``: the paths of ``files`` that are there now."""
+    """Delete at ``dest`` what ``root`` put there and no longer holds; those paths. ``published``: those there now."""
     display = getattr(dest, "display", None)
     if not isinstance(display, str):
         return []

@@ -69,20 +69,16 @@ class Store(Protocol):
         """One writer at a time: a local folder's lock file (lock.py); S3 needs none (shards write distinct keys)."""
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
-        """A folder for wheels on their way in: in the store's own file system where it has one (they move in by
-        rename), else in ``scratch`` (None: TMPDIR)."""
+        """A folder for wheels on their way in: in the store's file system (moved in by rename), else ``scratch``."""
 
 
-def open_store(location: Location | str | Path, options: Any = None, *, lock_wait_s: float | None = None) -> Store:
-    """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers and
-    the folder lock's wait, which ``lock_wait_s`` gives where there are no Options)."""
+def open_store(location: Location | str | Path, options: Any = None) -> Store:
+    """A local folder, or ``s3://bucket/prefix``; ``options`` (config.Options): put headers, the lock's wait."""
     loc = Location.of(location)
     if loc.local is not None:
         from .local import LocalStore
 
-        if lock_wait_s is None:
-            lock_wait_s = DEFAULT_LOCK_WAIT_S if options is None else options.variables.lock_wait_s
-        return LocalStore(loc.local, lock_wait_s)
+        return LocalStore(loc.local, DEFAULT_LOCK_WAIT_S if options is None else options.variables.lock_wait_s)
     if loc.scheme != "s3":
         raise ConfigError(f"store {loc}: unknown scheme {loc.scheme}://; use a folder, file:// or s3://bucket/prefix")
     from ..s3util import PutOptions

@@ -119,8 +119,7 @@ def adopt_batch(
 
 
 def _durable(batch: Batch, wheels: Sequence[str] = ()) -> None:
-    """Make what ``batch`` wrote (and ``wheels``, copied beside it) durable: the file system synced
-    once, or for a small batch (whose files were fsynced as written) each wheel and then the folder."""
+    """Make ``batch`` and ``wheels`` durable: one file-system sync, or (a small batch) each wheel, then the folder."""
     if not batch.fsync:
         sync_fs(batch.folder)
         return
@@ -174,8 +173,7 @@ def adopt_wheels(
 
 
 def repair(store_root: Path, wheel_name: str) -> Record:
-    """Rebuild ``files/<wheel>.json`` (and its ``.metadata``) from the wheel in the store; Refused if unreadable. A
-    built wheel's provenance gives back its variant, repository and revision, its entry time the upload time."""
+    """Rebuild ``files/<wheel>.json`` and ``.metadata`` from the wheel (its provenance, if built); Refused if not."""
     files = store_root / FILES
     wheel = files / wheel_name
     try:

@@ -61,8 +61,7 @@ class Synced:
 
 
 class CatalogDamaged(Exception):
-    """A row that fails the record checks, or a file SQLite finds damaged: the catalog is not to be trusted,
-    and is rebuilt from the records (index/command.py, in the same run)."""
+    """A row that fails the record checks, or a damaged file: the catalog is rebuilt from the records (``rebuilt``)."""
 
 
 def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
@@ -83,8 +82,7 @@ def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
 
 
 def rebuilt(catalog: Catalog, attempt: Callable[[bool], T], warn: Callable[[str], None]) -> T:
-    """``attempt(False)``; where it finds the catalog damaged, ``warn`` says so and ``attempt(True)`` runs on an
-    empty one (every record read again). Any other SQLite error is raised as Unreachable (exit 4)."""
+    """``attempt(False)``, or after a warning ``attempt(True)`` on an empty catalog where it is damaged."""
     try:
         return attempt(False)
     except (CatalogDamaged, sqlite3.DatabaseError) as exc:
@@ -207,8 +205,7 @@ class Catalog:
 
     @classmethod
     def copy_of(cls, path: Path) -> Catalog:
-        """An in-memory copy of the catalog file at ``path`` for a reader that keeps nothing (plan and build), the
-        file left as it is; empty where there is none, or it is unreadable or not a catalog of this schema."""
+        """An in-memory copy of the catalog at ``path`` for plan and build (which write nothing); empty if not one."""
         catalog = cls(":memory:")
         try:
             src = sqlite3.connect(f"{Path(os.path.abspath(path)).as_uri()}?mode=ro", uri=True)
@@ -263,8 +260,7 @@ class Catalog:
         return [str(name) for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
 
     def reader(self) -> Catalog:
-        """Another connection to this catalog's file, read-only (a render worker's, forked after the file was
-        checked and brought up to date here): it shares the rows this one has checked."""
+        """A read-only connection to this file for a forked render worker, sharing the rows this one checked."""
         other = object.__new__(Catalog)
         other.path, other.scratch, other.note, other.changed = self.path, None, None, False
         other._keys, other._checked = None, self._checked
@@ -327,8 +323,7 @@ class Catalog:
         return touched
 
     def label_backends(self) -> dict[str, str | None]:
-        """Every variant label -> its backend (``label_backends``). Each label becomes a folder name: one not shaped
-        like a label, or a backend not plain text, raises CatalogDamaged."""
+        """``label_backends`` of the rows; each label becomes a folder name: one not plain raises CatalogDamaged."""
         rows = list(self.db.execute(
             "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch"
         ))  # fmt: skip
@@ -339,8 +334,7 @@ class Catalog:
         return label_backends(rows)
 
     def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
-        """(project, its records sorted by file name) in name order: all, or ``names``. Every row is checked as a
-        record file is (``check.check_row``) and its columns against its record: CatalogDamaged if one fails."""
+        """(project, its records) in order, all or ``names``; every row checked (``_decoded``): else CatalogDamaged."""
         columns = "project, filename, label, backend, noarch, row"
         if names is None:
             rows: Iterable[tuple[str, str, str | None, str | None, int, str]] = self.db.execute(
@@ -369,8 +363,7 @@ class Catalog:
             yield project, self._decoded(group)
 
     def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
-        """The records of one project's rows, each checked (a row as this catalog wrote it from a checked record
-        gives that record); the JSON texts of the others decoded by one json.loads."""
+        """The records of one project's rows, each checked unless this catalog wrote it from a checked record."""
         known = self._checked
         texts = [row[5] for row in group if row[5] not in known]
         try:
@@ -404,8 +397,7 @@ class Catalog:
         return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}
 
     def lookalikes(self) -> list[tuple[str, str]]:
-        """(wheel, project) of every adopted record of a project of which the store holds a built kernel, whichever
-        came first, sorted. Asked once per catalog generation (the answer is kept in the meta table)."""
+        """(wheel, project) of each adopted record of a project the store builds, sorted; kept per generation."""
         generation = self.generation()
         kept = self.meta("lookalikes")
         if kept is not None and kept.startswith(f"{generation}\n"):
@@ -447,8 +439,7 @@ def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
     rescan: bool = False,
 ) -> set[str]:  # fmt: skip
-    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records (``rescan``: all) with ``read``
-    ((wheel, record or None: gone or failed, its text)); the projects touched."""
+    """Bring ``catalog`` to ``listing`` (wheel -> key), reading changed records (``rescan``: all); projects touched."""
     have = catalog.keys()
     changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]

@@ -76,8 +76,7 @@ def plain_text(text: Any) -> bool:
 
 
 def _fields(raw: dict[str, Any]) -> dict[str, Any]:
-    """The record's fields, each checked for its type and size; every string is searched for control characters
-    at once (one search over them all, then one per field only to name the field)."""
+    """The record's fields, each checked for its type and size (one control-character search over all strings)."""
     values: dict[str, Any] = {}
     texts: list[str] = []
     for key in _STR:
@@ -213,8 +212,7 @@ _VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 
 @lru_cache(maxsize=1 << 14)
 def _label_problem(label: str | None, variant: str | None, version: str, known_variants: bool = True) -> str:
-    """What is wrong with a record's label and variant, given its (valid) version ("" if nothing);
-    ``known_variants``: see ``_check_meaning``."""
+    """What is wrong with a label and variant, given the (valid) version ("" if nothing; see ``_check_meaning``)."""
     if label is not None:
         parsed = version_of(version)
         if not variants.LABEL_CHARS.fullmatch(label) or parsed is None or label != parsed.local:
@@ -231,8 +229,7 @@ def _label_problem(label: str | None, variant: str | None, version: str, known_v
 
 @lru_cache(maxsize=1 << 14)
 def variant_problem(variant: str, label: str | None) -> str:
-    """What is wrong with a record's variant by kernels' parser, given its label ("" if nothing): the part of
-    a record's check that ``known_variants=False`` leaves out."""
+    """What kernels' parser finds wrong with a variant and its label ("" if nothing; ``known_variants``)."""
     try:
         target = variants.parse(variant)
     except UnknownVariant:

@@ -1,12 +1,10 @@
 """Every run: the files each record names are still the ones it describes (docs/index.md, issue 27 items 3 and 5).
 
-Through the Store protocol, cheaply: each wheel's size against its record (one stat, or the S3 listing); a wheel
-whose key (local: stat and its record's catalog key; S3: ETag) changed since the last check that matched is
-hashed again (keys kept in the catalog's meta ``wheel_stats``; a wheel seen first is taken at its size, as
-adoption or the build just hashed it); a missing ``.metadata`` is written again from the wheel where it hashes
-to the record's ``metadata_sha256``. A wheel that differs from its record is left out of the pages and named
-(``--repair`` records it as it is); the run exits 3 until the store is whole. The catalog only says which files
-to look at: nothing here trusts it over the files.
+Cheaply: each wheel's size against its record; a wheel whose key (local: stat and its record's key; S3: ETag)
+changed since the last check that matched is hashed again (a wheel seen first is taken at its size, as adoption
+or the build just hashed it); a missing ``.metadata`` is written again from the wheel where it hashes right. A
+wheel that differs from its record is left out of the pages and named (``--repair`` records it as it is); the
+run exits 3 until the store is whole. The catalog only says which files to look at, never trusted over them.
 """
 
 from __future__ import annotations

@@ -132,8 +132,7 @@ class LocalStore:
     # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
 
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
-        """``files/.catalog.sqlite``, in memory where the folder cannot be written; ``adopting``: make ``files/``
-        first (wheels are adopted into it); ``readonly``: an in-memory copy of it (``Catalog.copy_of``)."""
+        """``files/.catalog.sqlite`` (in memory where not writable); ``adopting``: make ``files/`` first."""
         files = self.files
         if adopting:
             files.mkdir(parents=True, exist_ok=True)
@@ -151,10 +150,8 @@ class LocalStore:
         return Catalog.copy_of(path) if readonly else Catalog(path)
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
-        """Bring ``catalog`` up to date with ``files/``: nothing is listed where the folder's stat is the one the
-        catalog last matched; else one ``os.scandir`` and one stat per record file, and only the records new or
-        changed are read. The stat is kept only when no record was left out and every wheel and record is
-        paired, so a damaged record or an unpaired file is named again on every run until it is fixed."""
+        """Nothing is listed where the folder's stat is the one the catalog last matched; that stat is kept only
+        when no record was left out and every file is paired, so such a problem is named on every run until fixed."""
         state = folder_state(self.files)
         if not rescan and state and catalog.meta(FILES_STATE) == state:
             return Synced()

@@ -67,12 +67,10 @@ class S3Store:
             raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
         cut = len(self.bucket.prefix) + 1
         self.listing = {k[cut:]: v for k, v in self.bucket.list(self.bucket.prefix).items()}
-        data: bytes | None = None
-        if CATALOG_FILE in self.listing:
-            try:
-                data = self.bucket.get(self.bucket.key(CATALOG_FILE))
-            except Unreachable:
-                data = None
+        try:
+            data = self.bucket.get(self.bucket.key(CATALOG_FILE)) if CATALOG_FILE in self.listing else None
+        except Unreachable:
+            data = None
         folder = scratch_dir(None, prefix="kernel-factory-catalog-")  # swept by the next run if this one is killed
         try:
             if data is not None:
@@ -83,8 +81,7 @@ class S3Store:
             raise
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
-        """Bring ``catalog`` up to date with the listing ``open_catalog`` took: a record is read only when its
-        ETag differs from the catalog's key for it (``rescan``: every record)."""
+        """Up to date with ``open_catalog``'s listing: a record is read where its ETag is not the catalog's key."""
         from . import check as record_check
 
         found = Synced(names=set(self.listing))
@@ -142,8 +139,7 @@ class S3Store:
                               "the command again")
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
-        """Put the catalog back where this run changed it: one PUT, with the store's put options; a refused PUT
-        is Unreachable (exit 4), naming the object and why."""
+        """Put the catalog back where this run changed it (one PUT; refused: Unreachable, exit 4)."""
         if catalog.changed:
             self.write(CATALOG_FILE, Path(catalog.path).read_bytes())
 

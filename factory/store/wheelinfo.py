@@ -129,9 +129,8 @@ def variant_fields(
     wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
     known: dict[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Record fields naming an adopted wheel's build variant: its provenance file's where that names the wheel's
-    label, else the label read back by the rules built wheels follow; empty (and a warning: combined root only)
-    for no label or an unknown one. ``known`` (label and platform tags -> fields): looked up first, then filled."""
+    """An adopted wheel's variant fields: its provenance's where it names the wheel's label, else its label's read
+    back; empty (and a warning) for none. ``known`` (label and platform tags -> fields): looked up, then filled."""
     label = version.local
     key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:
@@ -188,8 +187,7 @@ def _target_fields(target: variants.Target) -> dict[str, Any]:
 
 
 def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:
-    """Fill ``known`` (``variant_fields``) with the labels and tags of ``filenames`` it lacks, without warnings,
-    before adoption's workers start: they inherit the variant grammar (slower to load than hundreds of adoptions)."""
+    """Fill ``known`` (``variant_fields``) before adoption's workers start: they inherit the variant grammar."""
     # one wheel name for each part after the project: label and tags are in that part
     names = {name.partition("-")[2]: name for name in filenames}
     for name in names.values():
@@ -212,8 +210,7 @@ def _unknown_label(wheel_name: str, label: str) -> None:
 
 
 def parse_headers(metadata: bytes) -> dict[str, Any]:
-    """The fields of METADATA (``packaging.metadata.parse_email``'s raw ones), from its header block alone: the
-    part up to the first empty line, which holds every header (the long description after it is not read)."""
+    """METADATA's raw fields (``parse_email``) from its header block alone (the description after it is not read)."""
     from packaging.metadata import parse_email
 
     end = metadata.find(b"\n\n")

@@ -80,9 +80,7 @@ def yanked_value(reason: str | None, yank: bool) -> bool | str:
 
 
 def mark(files: Store, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
-    """Write each record with ``yanked`` = ``value``; (those changed, those already so). The record file itself is
-    changed (keys this version does not know are kept), checked as a record and against the catalog's row (one
-    changed since is refused)."""
+    """Set each record file's ``yanked`` (unknown keys kept; one changed since refused); (changed, already so)."""
     changed, same = [], []
     for r in records:
         if r.yanked == value:
