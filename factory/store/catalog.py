@@ -275,9 +275,8 @@ class Catalog:
         self, upserts: Iterable[tuple[str, Record, str | None]], removed: Iterable[str], only_changed: bool = False,
         checked: bool = False,
     ) -> set[str]:  # fmt: skip
-        """Write (key, record, its text or None) and drop ``removed`` in one transaction, a new generation where a
-        project is touched; those projects. ``only_changed``: skip rows already so (``--rescan``). ``checked``:
-        the records passed check.py's checks, so a row read back as written here is not checked twice."""
+        """Write (key, record, text) and drop ``removed`` in one transaction, a new generation where a project is
+        touched; those projects. ``only_changed``: ``--rescan``; ``checked``: such rows are not checked again."""
         names: dict[str, str] = {}  # display name -> project, computed once per name
         rows = []
         for key, record, text in upserts:

@@ -305,9 +305,8 @@ def parse_many(
     expected: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None,
     known_variants: bool = True,
 ) -> list[tuple[str, Record | None, str | None, str | None]]:  # fmt: skip
-    """``parse`` of many records at once, the one way both stores read them: (wheel, record, its text (None where
-    not UTF-8), why not: a line), both None for bytes None (gone); decoded by one json.loads where each text is one
-    JSON object. ``known_variants``: see ``check`` (False: the caller checks each with ``variant_problem``)."""
+    """``parse`` of many records (one json.loads where each text is one object), the one way both stores read them:
+    (wheel, record, its text (None: not UTF-8), why not: a line), both None for gone (None) bytes."""
     present = [d for d in datas if d is not None]
     decoded: list[Any] | None = None
     if all(len(d) <= MAX_RECORD_BYTES and d.lstrip()[:1] == b"{" and d.rstrip()[-1:] == b"}" for d in present):

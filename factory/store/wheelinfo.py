@@ -129,8 +129,7 @@ def variant_fields(
     wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
     known: dict[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:  # fmt: skip
-    """An adopted wheel's variant fields: its provenance's where it names the wheel's label, else its label's read
-    back; empty (and a warning) for none. ``known`` (label and platform tags -> fields): looked up, then filled."""
+    """An adopted wheel's variant fields (its provenance's, else its label's; {} and a warning), cached in ``known``."""
     label = version.local
     key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:
