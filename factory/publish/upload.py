@@ -233,14 +233,15 @@ class UploadDestination:
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise Unreachable(f"{self.display} answered HTTP {resp.status_code} for {project}'s simple page "
                                   "after retries; retry later")
-            self.pages[project] = None
+            page = None
             if resp.status_code == 200:
                 try:
-                    self.pages[project] = parse_simple_page(resp.content, resp.url,
-                                                            str(resp.headers.get("Content-Type", "text/html")), project)
+                    page = parse_simple_page(resp.content, resp.url, str(resp.headers.get("Content-Type", "text/html")),
+                                             project)
                 except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a bad page
                     raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
                                       f"({type(exc).__name__}); check --simple-url") from None
+            self.pages[project] = page
         return self.pages[project]
 
     def state(self, file: LocalFile, refresh: bool = False) -> State:
