@@ -85,35 +85,19 @@ _CLIENTS_LOCK = threading.Lock()  # an s3:// store's uploads run on several thre
 
 
 def make_client() -> Any:
-    """The S3 client of this process and ``AWS_*`` environment (``AWS_ENDPOINT_URL`` included; throttling and 5xx
-    retried by botocore's standard mode, 5 attempts, unless ``AWS_MAX_ATTEMPTS`` / ``AWS_RETRY_MODE`` say).
-
-    One per process: making one costs 0.15-0.25 s of CPU (botocore loads the service model). Clients are
-    thread-safe; a forked child makes its own; one closed by a user (``close``) still works (new connections)."""
+    """The S3 client of this process and ``AWS_*`` environment (standard retries, 5 attempts, unless
+    ``AWS_MAX_ATTEMPTS`` / ``AWS_RETRY_MODE`` say). One per process: making one costs 0.15-0.25 s of CPU; clients
+    are thread-safe; a forked child makes its own; one closed (``close``) still works (new connections)."""
     key = (os.getpid(), tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
             _CLIENTS.clear()
-            _CLIENTS[key] = _new_client()
+            retries: Any = None if os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE") else \
+                {"max_attempts": 5, "mode": "standard"}
+            config = Config(connect_timeout=10, read_timeout=120, retries=retries, max_pool_connections=32)
+            quiet_credentials()  # botocore's and urllib3's log lines print AWS_ENDPOINT_URL as given
+            _CLIENTS[key] = boto3.session.Session().client("s3", config=config)
         return _CLIENTS[key]
-
-
-def _new_client() -> Any:
-    env = os.environ
-    retries: Any = None if env.get("AWS_MAX_ATTEMPTS") or env.get("AWS_RETRY_MODE") else \
-        {"max_attempts": 5, "mode": "standard"}
-    config = Config(connect_timeout=10, read_timeout=120, retries=retries, max_pool_connections=32)
-    quiet_credentials()  # botocore's and urllib3's log lines print AWS_ENDPOINT_URL as given
-    return boto3.session.Session().client("s3", config=config)
-
-
-def _client_error(exc: BaseException) -> ClientError | None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ClientError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") -> Unreachable:
@@ -121,7 +105,9 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
     endpoint = redact_url(endpoint)  # AWS_ENDPOINT_URL may carry a user and password
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return Unreachable(f"no AWS credentials for s3://{bucket}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
-    err = _client_error(exc)
+    err: BaseException | None = exc  # the ClientError in its chain (boto3 wraps it), if any
+    while err is not None and not isinstance(err, ClientError):
+        err = err.__cause__ or err.__context__
     if err is not None:
         code = printable(str(err.response.get("Error", {}).get("Code", "")), 100) or "error"  # the server's text
         if code in ("NoSuchBucket", "404", "NotFound"):
@@ -155,8 +141,8 @@ class PutOptions:
 
     @classmethod
     def from_options(cls, opts: Any) -> PutOptions:
-        """From config.Options (None: the defaults); an argument boto3 does not take, or one kernel-factory sets
-        itself, is refused, and so is a risky one (``risk``) that ``--allow-s3-put-arg`` does not name."""
+        """From config.Options (None: defaults); refuses an argument boto3 does not take or kernel-factory sets, and
+        a risky one (``risk``) that ``--allow-s3-put-arg`` does not name."""
         if opts is None:
             return cls()
         allowed = set(S3Transfer.ALLOWED_UPLOAD_ARGS) - OWN_ARGS
@@ -179,8 +165,7 @@ _EVERYONE = "acs.amazonaws.com/groups/global/"  # the AllUsers and Authenticated
 
 
 def risk(key: str, value: str) -> str | None:
-    """What a put arg does to every object, wheels included, when that is more than a header: public write,
-    a redirect away from the index, a lock against deletion; None for the others."""
+    """What a put arg does to every object beyond a header (public write, a redirect, a lock); else None."""
     if key == "ACL" and value.strip().lower() == "public-read-write":
         return "lets anyone overwrite every object (public write)"
     if key in ("GrantFullControl", "GrantWriteACP") and _EVERYONE in value:
@@ -195,8 +180,7 @@ def risk(key: str, value: str) -> str | None:
 
 
 def notices(url: str, opts: Any) -> list[str]:
-    """The lines that say which put args every object put to ``url`` carries, and which of them build and publish
-    refuse (for ``plan`` and dry runs; empty when there are none)."""
+    """The lines naming the put args every object put to ``url`` carries, and those build and publish refuse."""
     args: Sequence[tuple[str, str]] = opts.s3_put_args
     if not args:
         return []
@@ -210,8 +194,7 @@ def notices(url: str, opts: Any) -> list[str]:
 
 
 class Bucket:
-    """``s3://bucket/prefix``, the one home of S3 calls (the store's, publish's and its copies from the store):
-    every failure is raised as one Unreachable line (``explain``; ``flag`` names the option to fix)."""
+    """``s3://bucket/prefix``, the one home of S3 calls: each failure one Unreachable line (``flag``: what to fix)."""
 
     def __init__(self, url: str, put: PutOptions = DEFAULT_PUT, flag: str = "--to") -> None:
         self.name, self.prefix = parse_s3_url(url, flag)
@@ -268,8 +251,7 @@ class Bucket:
         return data
 
     def download(self, key: str, sink: Any) -> bool:
-        """Stream an object into ``sink`` (its ``write``), in order (a read cut off midway is tried again by
-        s3transfer); False where there is none."""
+        """Stream an object into ``sink`` in order (s3transfer retries a cut read); False where there is none."""
         with self.calls():
             try:
                 self.client.download_fileobj(self.name, key, sink, Config=TRANSFER)

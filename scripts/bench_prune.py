@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from index_synth import kernel_record, make_wheel  # noqa: E402
-from kernel_factory.atomic import write_bytes  # noqa: E402
+from kernel_factory.nofollow import write_bytes  # noqa: E402
 from kernel_factory.variants import parse  # noqa: E402
 
 MB = 1_000_000

@@ -26,7 +26,8 @@ from packaging.utils import canonicalize_name
 from .. import report
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ..nofollow import TMP_PREFIX, Tree
+from ..nofollow import TMP_PREFIX, Tree, write_bytes
+from ..publish.linked import STORE_FILE
 from ..store import Store, open_store
 from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
@@ -314,7 +315,8 @@ def index_with_adoption(store: Store | Location | str | Path, out: Path, templat
             done.errors += [line for wheel, line in synced.errors if wheel not in healed]
             found = check_files(opened, catalog, synced, repair)
             hidden = refuse_lookalikes(catalog, allow_kernel_names, done.errors)
-            opened.mark_index(out)
+            if opened.folder is None:  # an S3 store: named in the root, where publish finds the wheels the pages link
+                write_bytes(out / STORE_FILE, json.dumps({"store": opened.display}).encode())
             index = build_index(out, catalog, templates, base_url, None if scan else before, touched | found.touched,
                                 scan, done.warnings, hidden, withdrawals)  # fmt: skip
             done.errors += found.errors

@@ -40,27 +40,20 @@ class Destination(Protocol):
 
     def wants(self, file: LocalFile) -> bool:
         """Whether this destination takes ``file`` at all (an upload endpoint takes wheels only)."""
-        ...
 
     def prepare(self, files: Sequence[LocalFile], *, dry_run: bool = False) -> None:
-        """Check the destination is usable and learn what it holds; Unreachable if not. With ``dry_run``, change
-        nothing there (a folder destination is not created)."""
-        ...
+        """Check the destination is usable and learn what it holds (Unreachable); ``dry_run``: change nothing."""
 
     def state(self, file: LocalFile) -> State:
         """``new``, ``changed`` or ``same`` (already there with equal bytes)."""
-        ...
 
     def has(self, rel: str) -> bool:
         """Whether a file is at ``rel`` (relative to the published root) there now (after ``prepare``)."""
-        ...
 
     def put(self, file: LocalFile) -> None:
         """Publish ``file`` (each file whole or not at all); Refused for this file only."""
-        ...
 
     def same_root(self, root: Path) -> bool:
         """Whether publishing here would write into the folder ``root`` itself (a folder destination only)."""
-        ...
 
     def close(self) -> None: ...

@@ -14,30 +14,12 @@ from ..errors import Unreachable
 from ..nofollow import Tree, copy_file, remove_stale_tmp
 from .base import LocalFile, State
 
-
-def same_bytes(a: Path, b: Path) -> bool:
-    """True if the two files hold the same bytes (same inode counts as same)."""
-    sa, sb = a.stat(), b.stat()
-    if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
-        return True
-    if sa.st_size != sb.st_size:
-        return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            ca, cb = fa.read(1 << 20), fb.read(1 << 20)
-            if ca != cb:
-                return False
-            if not ca:
-                return True
-
-
 # A destination has no lock: a hidden temporary file this old belongs to a publish that was killed.
 STALE_TMP_S = 3600
 
 
 class DirectoryDestination:
-    """Publish into ``root``; what is deleted there: the hidden leftovers of a killed publish, and files an earlier
-    publish put there that the store withdrew (withdrawals.py)."""
+    """Publish into ``root``; deletes only a killed publish's hidden leftovers and withdrawn files it put there."""
 
     workers = 8
 
@@ -68,7 +50,18 @@ class DirectoryDestination:
             return "changed"
         if not target.is_file():
             return "new"
-        return "same" if same_bytes(file.path, target) else "changed"
+        sa, sb = file.path.stat(), target.stat()
+        if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+            return "same"
+        if sa.st_size != sb.st_size:
+            return "changed"
+        with open(file.path, "rb") as fa, open(target, "rb") as fb:
+            while True:
+                ca, cb = fa.read(1 << 20), fb.read(1 << 20)
+                if ca != cb:
+                    return "changed"
+                if not ca:
+                    return "same"
 
     def has(self, rel: str) -> bool:
         return (self.root / rel).is_file()
@@ -84,8 +77,7 @@ class DirectoryDestination:
         return self.root.resolve() == root.resolve()
 
     def remove(self, rel: str, size: int) -> bool:
-        """Delete ``rel`` if it is a regular file of ``size`` bytes (never through a link), then the folders it
-        leaves empty."""
+        """Delete ``rel`` if a regular file of ``size`` bytes (never through a link), then the folders left empty."""
         folder, _, name = rel.rpartition("/")
         where = self.tree.checked(folder)  # each folder lstat'ed: never through a link
         if where is None:

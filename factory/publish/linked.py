@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import Refused
-from .base import Destination, LocalFile
+from .base import LocalFile
 
 STORE_FILE = ".index-store"  # in an index root whose store is elsewhere: {"store": "s3://bucket/prefix"}
 
@@ -43,12 +43,6 @@ def linked(root: Path, files: Sequence[LocalFile]) -> set[str]:
             if entry.get("core-metadata"):
                 found.add(f"{rel}.metadata")
     return found
-
-
-def missing(root: Path, files: Sequence[LocalFile], dest: Destination) -> list[str]:
-    """The linked files that are neither published from ``root`` nor at ``dest`` (after ``dest.prepare``)."""
-    local = {f.rel for f in files}
-    return sorted(rel for rel in linked(root, files) - local if not dest.has(rel))
 
 
 def store_of(root: Path) -> str | None:

@@ -1,10 +1,9 @@
 """``kernel-factory publish``: copy a store and index root to a destination (docs/publish.md).
 
-Files go in phases so that a reader never sees a link to a file that is not there yet: wheels, ``.metadata``,
-other ``files/`` (records), then the pages, deepest first, the landing page last. A linked file that is neither
-under the root nor at the destination is copied from the store first (linked.py), or nothing is published. A
-file already there with the same bytes is skipped, so an interrupted publish completes when run again. Then
-what the store withdrew is deleted there (withdrawals.py); nothing else at the destination ever is.
+Files go in phases so that a reader never sees a link to a file that is not there yet (``phases``; linked.py
+copies what the pages link from the store). A file already there with the same bytes is skipped, so an
+interrupted publish completes when run again. Then what the store withdrew is deleted there (withdrawals.py);
+nothing else at the destination ever is.
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ class PublishArgs:
 
 
 def open_destination(to: str | None, options: Options | None = None, repository: str | None = None) -> Destination:
-    """``--to`` -> a Destination: folder or ``file://``, ``s3://bucket/prefix``, ``http(s)://`` endpoint; without
-    ``--to``, an upload endpoint named as twine names it (``--repository``, TWINE_REPOSITORY_URL, ...)."""
+    """``--to`` -> a Destination; without it, an upload endpoint named as twine names it (``--repository``...)."""
     simple_url = None if options is None else options.simple_url
     loc = Location.parse(to) if to is not None else None
     if loc is None or repository or loc.scheme in ("http", "https"):
@@ -73,9 +71,8 @@ def open_destination(to: str | None, options: Options | None = None, repository:
 
 
 def list_root(root: Path, refused: list[tuple[str, str]] | None = None) -> list[LocalFile]:
-    """Every regular file under ``root``, sorted; the tool's private and hidden names (nofollow.py ``private``) left
-    out. A symbolic link (to a file or a folder) or anything else that is not a regular file or folder is never
-    followed nor published: it adds (its path, why) to ``refused``."""
+    """Every regular file under ``root``, sorted, private and hidden names left out; a link or anything else not a
+    regular file or folder is never followed nor published: it adds (its path, why) to ``refused``."""
     found: list[LocalFile] = []
     for folder, dirs, names in os.walk(root):
         kept = []
@@ -137,8 +134,7 @@ def _recorded_sha256(f: LocalFile) -> str | None:
 
 
 def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
-    """Wheels, then .metadata, then other ``files/``, then pages (deepest first, ``projects/`` after the
-    ``simple/`` pages they link, the root's last)."""
+    """Wheels, .metadata, other ``files/``, pages (deepest first, ``projects/`` after the ``simple/`` they link)."""
     wheels, metadata, other_files, pages = [], [], [], []
     for f in files:
         if f.rel.startswith("files/"):
@@ -168,14 +164,6 @@ class Summary:
     refused: list[str] = field(default_factory=list)
     uploaded_bytes: int = 0
     removed: list[str] = field(default_factory=list)  # withdrawn from the store: deleted there (withdrawals.py)
-
-    @property
-    def uploaded(self) -> int:
-        return len(self.uploaded_files)
-
-    @property
-    def skipped(self) -> int:
-        return len(self.unchanged_files)
 
     def to_json(self, destination: str, dry_run: bool) -> dict[str, object]:
         """The ``publish --json`` document (see docs/publish.md)."""
@@ -227,7 +215,8 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
     from . import linked
 
     with ExitStack() as stack:  # the scratch folder of files copied from the store, removed at the end
-        absent = linked.missing(root, files, dest) if files else []  # linked by a page, neither here nor there
+        local = {f.rel for f in files}  # the files pages link that are neither published from here nor there
+        absent = sorted(rel for rel in linked.linked(root, files) - local if not dest.has(rel)) if files else []
         if absent and dry_run:
             store = linked.store_of(root)
             if store is None:
@@ -294,14 +283,6 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
     return root
 
 
-def _store_lock(root: Path, opts: Options, lock: StoreLock | None) -> AbstractContextManager[None]:
-    """The store lock of ``root`` (store/lock.py's ``folder_lock``, handed down by the CLI) for the whole publish,
-    so the pages copied link only files copied before them; none where this user cannot write (no writer)."""
-    if lock is None or not os.access(root, os.W_OK):
-        return nullcontext()
-    return lock(root, opts.variables.lock_wait_s)
-
-
 def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
     """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
     from .. import config
@@ -320,16 +301,19 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
         for line in notices(dest.display, opts):
             report.raw_error(line)
     try:
-        with _store_lock(root, opts, lock):
+        # the store lock (store/lock.py's, handed down by the CLI) for the whole publish, so the pages copied link
+        # only files copied before them; none where this user cannot write (no writer)
+        writable = lock is not None and os.access(root, os.W_OK)
+        with lock(root, opts.variables.lock_wait_s) if writable and lock else nullcontext():
             summary = publish(root, dest, dry_run=dry_run)
     finally:
         dest.close()
     if dry_run:
-        report.result(f"would upload {summary.uploaded} files ({report.megabytes(summary.uploaded_bytes)}), "
-                      f"{summary.skipped} already there")
+        report.result(f"would upload {len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)}), "
+                      f"{len(summary.unchanged_files)} already there")
     else:
-        report.result(f"uploaded {summary.uploaded} files ({report.megabytes(summary.uploaded_bytes)}), "
-                      f"skipped {summary.skipped} unchanged")
+        report.result(f"uploaded {len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)}), "
+                      f"skipped {len(summary.unchanged_files)} unchanged")
     if summary.removed:
         report.result(f"{'would remove' if dry_run else 'removed'} {len(summary.removed)} withdrawn file(s)")
     if args.json:

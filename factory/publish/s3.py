@@ -15,16 +15,8 @@ from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from .base import LocalFile, State
 
 
-def directory_key(key: str) -> str | None:
-    """``simple/relu/index.html`` -> ``simple/relu/`` (None for the bucket's own root)."""
-    if key == "index.html" or not key.endswith("/index.html"):
-        return None
-    return key.removesuffix("index.html")
-
-
 class S3Destination:
-    """Publish into ``s3://bucket/prefix``; what is deleted there: the objects an earlier publish put that the
-    store withdrew (withdrawals.py), only those that carry kernel-factory's sha256."""
+    """Publish into ``s3://bucket/prefix``; deletes only withdrawn objects that carry kernel-factory's sha256."""
 
     workers = 16
 
@@ -64,7 +56,9 @@ class S3Destination:
                 self.bucket.upload(file.path, each, file.sha256(), file.rel)
 
     def _alias(self, key: str) -> str | None:
-        return directory_key(key) if self.bucket.put.directory_keys else None
+        """``simple/relu/index.html`` -> ``simple/relu/`` where directory keys are put (never the bucket's root)."""
+        alias = self.bucket.put.directory_keys and key.endswith("/index.html")
+        return key.removesuffix("index.html") if alias else None
 
     def same_root(self, root: Path) -> bool:
         return False

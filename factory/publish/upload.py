@@ -3,8 +3,7 @@
 Wheels only (the endpoint builds its own index), sent with twine's client for the legacy upload API. A wheel
 already listed on the endpoint's simple page with the same sha256 is skipped; one listed with other bytes is
 refused (versions are immutable there). The upload URL, credentials and certificates are found as twine finds
-them (``resolve``), and the simple index from ``--simple-url``, else the URL's shape (``simple_index``); the
-table of both is in docs/publish.md.
+them, the simple index from ``--simple-url`` or the URL's shape (docs/publish.md).
 """
 
 from __future__ import annotations
@@ -95,7 +94,14 @@ def resolve(to: str | None, repository: str | None, simple_url: str | None,
     user = env.get("TWINE_USERNAME") or section.get("username") or url_user
     password = env.get("TWINE_PASSWORD") or section.get("password") or url_password
     if password is None:
-        user, password = _keyring(url, user)
+        try:
+            import keyring
+
+            cred = keyring.get_credential(url, user)
+            if cred is not None:
+                user, password = user or cred.username, cred.password
+        except Exception:  # no keyring backend, or a broken one: go on without
+            pass
     if simple_url:
         _http(simple_url, "--simple-url")
     return Endpoint(
@@ -104,18 +110,6 @@ def resolve(to: str | None, repository: str | None, simple_url: str | None,
         client_cert=env.get("TWINE_CLIENT_CERT") or section.get("client_cert") or None,
         simple_url=simple_url, source=source,
     )
-
-
-def _keyring(url: str, user: str | None) -> tuple[str | None, str | None]:
-    try:
-        import keyring
-
-        cred = keyring.get_credential(url, user)
-        if cred is not None:
-            return user or cred.username, cred.password
-    except Exception:  # no keyring backend, or a broken one: go on without
-        pass
-    return user, None
 
 
 _ARTIFACTORY = re.compile(r"^(?P<base>.*/api/pypi/[^/]+)(?:/.*)?$")
@@ -169,17 +163,6 @@ def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "tex
     return {link.filename: link.sha256 or "" for link in simple.parse(raw, content_type, url, project)}
 
 
-def _retry_gets(session: Any) -> None:
-    """GETs of simple pages: urllib3's Retry on 429 and 5xx, with backoff and Retry-After honoured."""
-    from requests.adapters import HTTPAdapter
-    from urllib3.util import Retry
-
-    retry = Retry(total=6, connect=3, backoff_factor=0.5, backoff_max=MAX_WAIT_S, allowed_methods=["GET", "HEAD"],
-                  status_forcelist=sorted(RETRY_STATUS), respect_retry_after_header=True, raise_on_status=False)
-    for scheme in ("http://", "https://"):
-        session.mount(scheme, HTTPAdapter(max_retries=retry))
-
-
 class UploadDestination:
     """Upload wheels to ``url`` (the legacy upload API); nothing there is deleted."""
 
@@ -197,7 +180,13 @@ class UploadDestination:
         self.repo = Repository(self.url, endpoint.user, endpoint.password, disable_progress_bar=True)
         self.repo.set_certificate_authority(endpoint.ca_cert)
         self.repo.set_client_certificate(endpoint.client_cert)
-        _retry_gets(self.repo.session)
+        from requests.adapters import HTTPAdapter
+        from urllib3.util import Retry
+
+        retry = Retry(total=6, connect=3, backoff_factor=0.5, backoff_max=MAX_WAIT_S, allowed_methods=["GET", "HEAD"],
+                      status_forcelist=sorted(RETRY_STATUS), respect_retry_after_header=True, raise_on_status=False)
+        for scheme in ("http://", "https://"):  # GETs of simple pages: 429 and 5xx retried, Retry-After honoured
+            self.repo.session.mount(scheme, HTTPAdapter(max_retries=retry))
         logging.getLogger("twine.repository").setLevel(logging.ERROR)  # we say why we retry, once per retry
         self.explicit_simple = endpoint.simple_url is not None
         self.simple_base = simple_index(endpoint, self.repo.session)
@@ -217,12 +206,6 @@ class UploadDestination:
                 report.warn(f"{redact_url(self.simple_base)} answers HTTP {resp.status_code}, so every file counts "
                             f"as new and is uploaded again; {hint}")
 
-    def _project(self, file: LocalFile) -> str:
-        try:
-            return canonicalize_name(parse_wheel_filename(file.name)[0])
-        except InvalidWheelFilename:
-            raise Refused(f"{file.name} is not a valid wheel file name; rebuild it") from None
-
     def _get(self, url: str) -> Any:
         import requests
 
@@ -240,23 +223,26 @@ class UploadDestination:
 
     def _listed(self, file: LocalFile, refresh: bool) -> dict[str, str] | None:
         """The project's files on the endpoint's simple page, or None when it has no such page."""
-        project = self._project(file)
+        try:
+            project = canonicalize_name(parse_wheel_filename(file.name)[0])
+        except InvalidWheelFilename:
+            raise Refused(f"{file.name} is not a valid wheel file name; rebuild it") from None
         if refresh or project not in self.pages:
             resp = self._get(urljoin(self.simple_base, f"{project}/"))
             self._check_auth(resp)
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise Unreachable(f"{self.display} answered HTTP {resp.status_code} for {project}'s simple page "
                                   "after retries; retry later")
-            self.pages[project] = self._parse(resp, project) if resp.status_code == 200 else None
+            page = None
+            if resp.status_code == 200:
+                try:
+                    page = parse_simple_page(resp.content, resp.url, str(resp.headers.get("Content-Type", "text/html")),
+                                             project)
+                except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a bad page
+                    raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
+                                      f"({type(exc).__name__}); check --simple-url") from None
+            self.pages[project] = page
         return self.pages[project]
-
-    def _parse(self, resp: Any, project: str) -> dict[str, str]:
-        try:
-            return parse_simple_page(resp.content, resp.url, str(resp.headers.get("Content-Type", "text/html")),
-                                     project)
-        except Exception as exc:  # pypi-simple raises pydantic's, bs4's or its own errors on a malformed page
-            raise Unreachable(f"{self.display}: {project}'s simple page is not a simple API page "
-                              f"({type(exc).__name__}); check --simple-url") from None
 
     def state(self, file: LocalFile, refresh: bool = False) -> State:
         """``refresh``: read the project's page again (after a 409)."""

@@ -33,12 +33,10 @@ class Withdraws(Protocol):
 
     def remove(self, rel: str, size: int) -> bool:
         """Delete ``rel`` if it is still the file of ``size`` that kernel-factory put there; whether it was."""
-        ...
 
 
 def manifest_path(root: Path, display: str) -> Path:
-    """Where ``root`` keeps what it put at the destination ``display`` (one file per destination, named by a
-    hash of its address)."""
+    """Where ``root`` keeps what it put at ``display`` (one file per destination, named by its address's hash)."""
     where = str(Path(display).resolve()) if "://" not in display else display
     return Path(root) / MANIFESTS / f"{hashlib.sha256(where.encode()).hexdigest()[:24]}.json"
 
@@ -84,8 +82,7 @@ def _order(rel: str) -> tuple[int, int, str]:
 
 def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[str], *, dry_run: bool,
           out: Callable[[str], None]) -> list[str]:
-    """Delete at ``dest`` what earlier publishes of ``root`` put there and the root no longer holds; the paths
-    deleted (in a dry run, those that would be). ``published``: the paths of ``files`` that are there now."""
+    """Delete at ``dest`` what ``root`` put there and no longer holds; those paths. ``published``: those there now."""
     display = getattr(dest, "display", None)
     if not isinstance(display, str):
         return []

@@ -23,10 +23,8 @@ MAX_BYTES = 1 << 20  # a small file of files/ that yank, status and prune read: 
 
 
 class Store(Protocol):
-    """Where wheels and records live: a local folder (local.py) or ``s3://bucket/prefix`` (s3.py), opened once per
-    command with its options (``open_store``). Every command reads the records one way, through the store's
-    catalog (``load_records``; the index: ``open_catalog`` and ``sync``); ``files/`` is read and written through
-    the file methods; adoption and ``--repair`` need a ``folder``."""
+    """Where wheels and records live (local.py, s3.py), opened once per command with its options. Every command
+    reads the records through the store's catalog (``load_records``; the index: ``open_catalog`` and ``sync``)."""
 
     display: str  # the store, for messages
     folder: Path | None  # a local store's folder (adoption and --repair work in it); None on S3
@@ -34,75 +32,53 @@ class Store(Protocol):
     # -- the files of files/
     def file_url(self, name: str) -> str:
         """Where ``files/<name>`` is, for messages."""
-        ...
 
     def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
         """The bytes of ``files/<name>`` (at most ``limit`` + 1, never through a link); None where there is none."""
-        ...
 
     def write(self, name: str, data: bytes) -> None:
         """Write ``files/<name>`` whole (renamed into place; on S3 one PUT); Unreachable, saying why, if refused."""
-        ...
 
     def delete(self, name: str) -> bool:
         """Delete ``files/<name>`` (a link itself, never what it points to); whether it was there."""
-        ...
 
     def wheel_stat(self, name: str) -> tuple[int, str, str | None] | None:
         """(size, a key that changes with the file, None or what is there instead of a file); None if absent."""
-        ...
 
     def sha256_of(self, name: str) -> str:
         """A file's sha256, streamed; Unreachable where it cannot be read."""
-        ...
 
     def wheel_metadata(self, name: str) -> bytes:
         """A wheel's METADATA; Refused or Unreachable where it cannot be read."""
-        ...
 
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         """Store a wheel: the wheel, then its .metadata, then its record (a listed record always has its wheel)."""
-        ...
 
     # -- the records, through the catalog (catalog.py)
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
-        """The store's catalog of records, a cache rebuilt where missing or damaged; ``readonly``: a copy never
-        written back (plan and build)."""
-        ...
+        """The store's catalog, a cache rebuilt where missing or damaged; ``readonly``: a copy never written back."""
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Bring ``catalog`` up to date with the store, reading only the records that changed (``rescan``: all)."""
-        ...
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
         """Keep what the run leaves in the catalog (an S3 store puts a changed one back: Unreachable if refused)."""
-        ...
 
     # -- the run around it
     def lock(self) -> AbstractContextManager[None]:
         """One writer at a time: a local folder's lock file (lock.py); S3 needs none (shards write distinct keys)."""
-        ...
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
-        """A folder for wheels on their way in: in the store's own file system where it has one (they move in by
-        rename), else in ``scratch`` (None: TMPDIR)."""
-        ...
-
-    def mark_index(self, out: Path) -> None:
-        """Leave in an index root what publish needs to find the store's files."""
-        ...
+        """A folder for wheels on their way in: in the store's file system (moved in by rename), else ``scratch``."""
 
 
-def open_store(location: Location | str | Path, options: Any = None, *, lock_wait_s: float | None = None) -> Store:
-    """A local folder, or ``s3://bucket/prefix`` (s3.py; ``options``: config.Options for its puts' headers and
-    the folder lock's wait, which ``lock_wait_s`` gives where there are no Options)."""
+def open_store(location: Location | str | Path, options: Any = None) -> Store:
+    """A local folder, or ``s3://bucket/prefix``; ``options`` (config.Options): put headers, the lock's wait."""
     loc = location if isinstance(location, Location) else Location.parse(location)
     if loc.local is not None:
         from .local import LocalStore
 
-        if lock_wait_s is None:
-            lock_wait_s = DEFAULT_LOCK_WAIT_S if options is None else options.variables.lock_wait_s
-        return LocalStore(loc.local, lock_wait_s)
+        return LocalStore(loc.local, DEFAULT_LOCK_WAIT_S if options is None else options.variables.lock_wait_s)
     if loc.scheme != "s3":
         raise ConfigError(f"store {loc}: unknown scheme {loc.scheme}://; use a folder, file:// or s3://bucket/prefix")
     from ..s3util import PutOptions
@@ -120,9 +96,8 @@ def load_records(
     store: Store | Location | str | Path, damaged: list[str] | None = None, rescan: bool = False,
     readonly: bool = False,
 ) -> list[Record]:
-    """Every valid record of a store, through its catalog (an s3:// store's is not put back; a local one's file is
-    kept up to date, unless ``readonly``: plan and build, whose no-op run writes nothing), sorted by file name;
-    each record left out adds one line to ``damaged``; ``rescan``: see ``Store.sync``."""
+    """Every valid record of a store by file name, through its catalog (kept up to date in a local store unless
+    ``readonly``: plan and build write nothing); each record left out adds a line to ``damaged``."""
     from .. import report
     from .catalog import rebuilt, sqlite_problem
 

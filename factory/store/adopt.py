@@ -26,7 +26,7 @@ from ..nofollow import Batch, LinkRefused, copy_file, file_digest, fsync_path, w
 from ..record import FILES, VARIANT_ROOT, Record, read_provenance
 from . import check as record_check
 from .catalog import Row, catalog_row
-from .wheelinfo import WheelData, make_record, map_labels, parse_name, read_wheel, read_wheel_info, record_of
+from .wheelinfo import WheelData, map_labels, parse_name, read_wheel, read_wheel_info, record_of
 
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
 SMALL = 4  # a batch of at most this many wheels fsyncs its files and folder instead of the file system
@@ -70,30 +70,26 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
         if same:
             batch.put(f"{filename}.metadata", wheel.metadata)
             return record
-    # a copy, never a hard link: a write to the --wheels folder's file must not change the store's
-    _copy_read(batch, path, dest, wheel, filename)  # the bytes hashed, never through a link
+    # a copy, never a hard link: a write to the --wheels folder's file must not change the store's; the bytes
+    # hashed (those read, for a small wheel), else a copy that must hash the same, never through a link
+    if wheel.data is not None:
+        batch.put(filename, wheel.data)
+    else:
+        try:
+            copy_file(Path(path), Path(dest), wheel.sha256)
+        except (DigestMismatch, LinkRefused):
+            raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still"
+                          ) from None  # fmt: skip
     os.utime(dest, (wheel.mtime, wheel.mtime))  # the record's upload time, as --repair reads it back
     batch.put(f"{filename}.metadata", wheel.metadata)
     return record
-
-
-def _copy_read(batch: Batch, path: str, dest: str, wheel: WheelData, filename: str) -> None:
-    """Put the bytes that were hashed at ``dest``: those read (small wheels), else a copy that must hash the same."""
-    if wheel.data is not None:
-        batch.put(filename, wheel.data)
-        return
-    try:
-        copy_file(Path(path), Path(dest), wheel.sha256)
-    except (DigestMismatch, LinkRefused):
-        raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still") from None
 
 
 def adopt_batch(
     files: str | Path, wheels: Sequence[str | Path], kernels: Collection[str] = (),
     known: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[tuple[str, Record, str]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
-    """Adopt a batch of wheels; ([(catalog key, record, its file's text)], [(wheel name, why refused)],
-    ``known`` filled)."""
+    """Adopt a batch: ([(catalog key, record, its text)], [(wheel, why refused)], ``known`` filled)."""
     from .catalog import record_key
 
     folder, paths = os.fspath(files), [os.fspath(w) for w in wheels]
@@ -122,8 +118,7 @@ def adopt_batch(
 
 
 def _durable(batch: Batch, wheels: Sequence[str] = ()) -> None:
-    """Make what ``batch`` wrote (and ``wheels``, copied beside it) durable: the file system synced
-    once, or for a small batch (whose files were fsynced as written) each wheel and then the folder."""
+    """Make ``batch`` and ``wheels`` durable: one file-system sync, or (a small batch) each wheel, then the folder."""
     if not batch.fsync:
         sync_fs(batch.folder)
         return
@@ -177,8 +172,7 @@ def adopt_wheels(
 
 
 def repair(store_root: Path, wheel_name: str) -> Record:
-    """Rebuild ``files/<wheel>.json`` (and its ``.metadata``) from the wheel in the store; Refused if unreadable. A
-    built wheel's provenance gives back its variant, repository and revision, its entry time the upload time."""
+    """Rebuild ``files/<wheel>.json`` and ``.metadata`` from the wheel (its provenance, if built); Refused if not."""
     files = store_root / FILES
     wheel = files / wheel_name
     try:
@@ -186,7 +180,9 @@ def repair(store_root: Path, wheel_name: str) -> Record:
     except InvalidWheelFilename as exc:
         raise Refused(f"{wheel_name}: not a valid wheel file name ({exc}); delete it and its record") from None
     metadata, provenance = read_wheel_info(wheel)
-    record = make_record(wheel, metadata, provenance)
+    st = wheel.stat()
+    data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)
+    record = record_of(wheel_name, parse_name(wheel_name), data)
     prov = read_provenance(provenance)[0] or {}
     if prov and record.variant is not None and prov.get("variant") == record.variant:
         built = _as_built(record, prov, wheel)

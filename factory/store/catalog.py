@@ -51,9 +51,8 @@ Got = tuple[str, "Record | None", "str | None"]  # what a ``sync`` read gives: w
 
 @dataclass
 class Synced:
-    """What a store's ``sync`` found (store/__init__.py): the projects touched; (wheel, line) for each record left
-    out and each file unpaired; where the store was listed, wheel -> key of its records and every name in files/
-    (None: nothing was listed, the catalog matched the store as it stood)."""
+    """What a store's ``sync`` found: the projects touched; (wheel, line) for each record left out and file
+    unpaired; wheel -> key of its record and every name in files/ (None: not listed, the catalog matched)."""
 
     touched: set[str] = field(default_factory=set)
     errors: list[tuple[str, str]] = field(default_factory=list)
@@ -62,14 +61,12 @@ class Synced:
 
 
 class CatalogDamaged(Exception):
-    """A row that fails the record checks, or a file SQLite finds damaged: the catalog is not to be trusted,
-    and is rebuilt from the records (index/command.py, in the same run)."""
+    """A row that fails the record checks, or a damaged file: the catalog is rebuilt from the records (``rebuilt``)."""
 
 
 def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
-    """What a SQLite error on the catalog means: CatalogDamaged where the file is damaged or not a database (it is
-    a cache: rebuilt from the records), else Unreachable (exit 4) naming the cause and the fix: a full disk, a
-    database another process holds locked, a file that cannot be written."""
+    """CatalogDamaged where the file is damaged or not a database (a cache: rebuilt), else Unreachable (exit 4)
+    naming the cause and fix: a full disk, a database another process holds locked, a file not writable."""
     from ..errors import Unreachable
 
     text = str(exc)
@@ -85,9 +82,7 @@ def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
 
 
 def rebuilt(catalog: Catalog, attempt: Callable[[bool], T], warn: Callable[[str], None]) -> T:
-    """``attempt(False)``; where it finds the catalog damaged (a row that fails the record checks, a file SQLite
-    finds malformed), ``warn`` names it in one line, the catalog starts again empty and ``attempt(True)`` runs
-    (it reads every record again). Any other SQLite error, in either attempt, is raised as Unreachable (exit 4)."""
+    """``attempt(False)``, or after a warning ``attempt(True)`` on an empty catalog where it is damaged."""
     try:
         return attempt(False)
     except (CatalogDamaged, sqlite3.DatabaseError) as exc:
@@ -128,8 +123,7 @@ def _expected_master() -> set[tuple[str, str, str | None]]:
 
 
 def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
-    """The records table's row of ``record``; ``names`` caches projects; its last column is ``text`` (the record
-    file's own text that ``record`` was checked from) or else ``record.to_json()``."""
+    """The row of ``record``; ``names`` caches projects; last, ``text`` (its file's, checked) or its JSON."""
     project = names.get(record.name) if names is not None else None
     if project is None:
         project = canonicalize_name(record.name)
@@ -211,9 +205,7 @@ class Catalog:
 
     @classmethod
     def copy_of(cls, path: Path) -> Catalog:
-        """An in-memory copy of the catalog file at ``path``, for a reader that keeps nothing (plan and build:
-        ``load_records(readonly=True)``): brought up to date with the store here, the file left as it is. Empty
-        where there is no file, or one that cannot be read or is not a catalog of this schema."""
+        """An in-memory copy of the catalog at ``path`` for plan and build (which write nothing); empty if not one."""
         catalog = cls(":memory:")
         try:
             src = sqlite3.connect(f"{Path(os.path.abspath(path)).as_uri()}?mode=ro", uri=True)
@@ -252,8 +244,7 @@ class Catalog:
         return None if row is None else str(row[0])
 
     def set_meta(self, name: str, value: str) -> None:
-        """Keep a value beside the records (not a record: the generation stays); the file is not written when
-        the value is already there."""
+        """Keep a value beside the records (the generation stays); not written where it is already there."""
         if self.meta(name) != value:
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
             self.changed = True
@@ -269,8 +260,7 @@ class Catalog:
         return [str(name) for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
 
     def reader(self) -> Catalog:
-        """Another connection to this catalog's file, read-only (a render worker's, forked after the file was
-        checked and brought up to date here): it shares the rows this one has checked."""
+        """A read-only connection to this file for a forked render worker, sharing the rows this one checked."""
         other = object.__new__(Catalog)
         other.path, other.scratch, other.note, other.changed = self.path, None, None, False
         other._keys, other._checked = None, self._checked
@@ -285,10 +275,8 @@ class Catalog:
         self, upserts: Iterable[tuple[str, Record, str | None]], removed: Iterable[str], only_changed: bool = False,
         checked: bool = False,
     ) -> set[str]:  # fmt: skip
-        """Write new or changed records (key, record, its file's text or None) and drop removed wheels in one
-        transaction, with a new generation where any project (before or after) is touched; those projects.
-        ``only_changed``: skip rows already there as they are (``--rescan``). ``checked``: the records passed
-        check.py's checks, so a row read back as written here is not checked twice (``projects``)."""
+        """Write (key, record, text) and drop ``removed`` in one transaction, a new generation where a project is
+        touched; those projects. ``only_changed``: ``--rescan``; ``checked``: such rows are not checked again."""
         names: dict[str, str] = {}  # display name -> project, computed once per name
         rows = []
         for key, record, text in upserts:
@@ -334,8 +322,7 @@ class Catalog:
         return touched
 
     def label_backends(self) -> dict[str, str | None]:
-        """Every variant label -> its backend (``label_backends``). Each label becomes a folder name: one not shaped
-        like a label, or a backend not plain text, raises CatalogDamaged."""
+        """``label_backends`` of the rows; each label becomes a folder name: one not plain raises CatalogDamaged."""
         rows = list(self.db.execute(
             "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch"
         ))  # fmt: skip
@@ -346,8 +333,7 @@ class Catalog:
         return label_backends(rows)
 
     def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
-        """(project, its records sorted by file name) in name order: all, or ``names``. Every row is checked as a
-        record file is (``check.check_row``) and its columns against its record: CatalogDamaged if one fails."""
+        """(project, its records) in order, all or ``names``; every row checked (``_decoded``): else CatalogDamaged."""
         columns = "project, filename, label, backend, noarch, row"
         if names is None:
             rows: Iterable[tuple[str, str, str | None, str | None, int, str]] = self.db.execute(
@@ -376,8 +362,7 @@ class Catalog:
             yield project, self._decoded(group)
 
     def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
-        """The records of one project's rows, each checked (a row as this catalog wrote it from a checked record
-        gives that record); the JSON texts of the others decoded by one json.loads."""
+        """The records of one project's rows, each checked unless this catalog wrote it from a checked record."""
         known = self._checked
         texts = [row[5] for row in group if row[5] not in known]
         try:
@@ -405,15 +390,13 @@ class Catalog:
         return records
 
     def kernel_projects(self, names: Iterable[str]) -> set[str]:
-        """Those of ``names`` of which the store holds a built kernel, not only adopted wheels (one indexed query
-        each)."""
+        """Those of ``names`` of which the store holds a built kernel, not only adopted wheels."""
         kind = "json_extract(row, '$.kind') = 'kernel'"
         query = f"SELECT 1 FROM records WHERE project = ? AND {kind} LIMIT 1"
         return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}
 
     def lookalikes(self) -> list[tuple[str, str]]:
-        """(wheel, project) of every adopted record of a project of which the store holds a built kernel, whichever
-        came first, sorted. Asked once per catalog generation (the answer is kept in the meta table)."""
+        """(wheel, project) of each adopted record of a project the store builds, sorted; kept per generation."""
         generation = self.generation()
         kept = self.meta("lookalikes")
         if kept is not None and kept.startswith(f"{generation}\n"):
@@ -455,9 +438,7 @@ def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
     rescan: bool = False,
 ) -> set[str]:  # fmt: skip
-    """Bring ``catalog`` to ``listing`` (wheel -> key), reading the changed records (``rescan``: every one) with
-    ``read``, which yields (wheel, record or None where it vanished or fails, its file's text or None); the
-    projects touched."""
+    """Bring ``catalog`` to ``listing`` (wheel -> key), reading changed records (``rescan``: all); projects touched."""
     have = catalog.keys()
     changed = sorted(listing) if rescan else sorted(w for w, key in listing.items() if have.get(w) != key)
     removed = [w for w in have if w not in listing]
@@ -475,23 +456,3 @@ def record_key(st: os.stat_result) -> str:
     """The key of a local file: records are renamed into place, so a new record is a new inode; a file written
     over in place changes its ctime (which no one can set back)."""
     return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
-
-
-def checked(
-    wheels: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None,
-    known_variants: bool = True,
-) -> list[tuple[str, Record | None, str | None, str | None]]:  # fmt: skip
-    """(wheel, its record, its file's text, why not: a line or None) of each record's bytes (None: gone, neither
-    record nor line), every one checked (``check.parse_many``): the one way both stores read records."""
-    parsed = check.parse_many(wheels, datas, where, hint, known_variants)
-    return [(wheel, record, text_of(data) if record is not None else None, why)
-            for (wheel, record, why), data in zip(parsed, datas, strict=True)]
-
-
-def text_of(data: bytes | None) -> str | None:
-    """A record file's bytes as the catalog row's text (None where they are not UTF-8: the row is made from
-    the record)."""
-    try:
-        return None if data is None else data.decode()
-    except UnicodeDecodeError:
-        return None

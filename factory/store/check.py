@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -36,6 +35,7 @@ _REQUIRED_STR = ("filename", "name", "version", "sha256", "upload_time")
 _OPTIONAL_STR = ("requires_python", "kernel_version", "label", "variant", "repo_id", "source", "revision", "ref",
                  "backend", "backend_version", "framework", "framework_version", "os", "arch", "platform_tag",
                  "license", "upstream", "import_name", "digest", "factory_version")
+_STR = (*_REQUIRED_STR, *_OPTIONAL_STR)
 _STR_LISTS = ("requires_dist", "archs")
 
 
@@ -75,29 +75,13 @@ def plain_text(text: Any) -> bool:
     return type(text) is str and len(text) <= MAX_TEXT and not _CONTROL.search(text)
 
 
-def _control(values: dict[str, Any], keys: tuple[str, ...]) -> None:
-    """ValueError naming the first of ``keys`` whose string (or list of strings) holds a control character."""
-    for key in keys:
-        value = values.get(key)
-        for item in value if isinstance(value, tuple) else (value,):
-            if isinstance(item, str) and _CONTROL.search(item):
-                raise ValueError(f"'{key}' holds a control character")
-
-
 def _fields(raw: dict[str, Any]) -> dict[str, Any]:
-    """The record's fields, each checked for its type and size; every string is searched for control characters
-    at once (one search over them all, then one per field only to name the field)."""
+    """The record's fields, each checked for its type and size (one control-character search over all strings)."""
     values: dict[str, Any] = {}
     texts: list[str] = []
-    for key in _REQUIRED_STR:
+    for key in _STR:
         value = raw.get(key)
-        if type(value) is not str:
-            raise ValueError(f"'{key}' must be a string, not {type(value).__name__}")
-        values[key] = value
-        texts.append(value)
-    for key in _OPTIONAL_STR:
-        value = raw.get(key)
-        if value is None:
+        if value is None and key not in _REQUIRED_STR:
             if key in raw:
                 values[key] = None
             continue
@@ -106,7 +90,7 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
         values[key] = value
         texts.append(value)
     if max(map(len, texts)) > MAX_TEXT:
-        key = next(k for k in (*_REQUIRED_STR, *_OPTIONAL_STR) if len(values.get(k) or "") > MAX_TEXT)
+        key = next(k for k in _STR if len(values.get(k) or "") > MAX_TEXT)
         raise ValueError(f"'{key}' is longer than {MAX_TEXT} characters")
     for key in _STR_LISTS:
         value = raw.get(key, ())
@@ -125,7 +109,11 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
     values["summary"] = summary
     texts.append(summary)
     if _CONTROL.search("\t".join(texts)):  # a tab is allowed: joining by it finds only the strings' own
-        _control(values, (*_REQUIRED_STR, *_OPTIONAL_STR, *_STR_LISTS, "summary"))
+        for key in (*_STR, *_STR_LISTS, "summary"):  # name the first field that holds one
+            value = values.get(key)
+            if any(isinstance(item, str) and _CONTROL.search(item)
+                   for item in (value if isinstance(value, tuple) else (value,))):
+                raise ValueError(f"'{key}' holds a control character")
     meta = raw.get("metadata_sha256", "")
     if type(meta) is not str or (meta and not _HEX64.fullmatch(meta)):
         raise ValueError("'metadata_sha256' must be a sha256 hex digest")
@@ -164,8 +152,7 @@ _WHEEL = re.compile(r"([A-Za-z0-9._]+)-([A-Za-z0-9._+!]+)(?:-([0-9][A-Za-z0-9._]
 
 @lru_cache(maxsize=1 << 14)
 def _project(name: str, *, validate: bool) -> str | None:
-    """The normalised project name of a name (PEP 503), or None where it is not valid (PEP 508 with
-    ``validate``; a wheel file name's rules without)."""
+    """The normalised project of a name, or None where it is not valid (PEP 508 with ``validate``; else a wheel's)."""
     if not validate and "__" in name:
         return None
     try:
@@ -175,7 +162,7 @@ def _project(name: str, *, validate: bool) -> str | None:
 
 
 @lru_cache(maxsize=1 << 16)
-def _version(text: str) -> Version | None:
+def version_of(text: str) -> Version | None:
     try:
         return Version(text)
     except InvalidVersion:
@@ -183,15 +170,14 @@ def _version(text: str) -> Version | None:
 
 
 def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool = True) -> None:
-    """Name, version, label, hashes and file name agree with each other and with the record's key (each check of
-    a value many records share runs once per value). ``known_variants``: the variant is one kernels' parser knows
-    (~0.3 s to import); else (a catalog row, checked so when read) shaped like a variant's name."""
+    """Name, version, label, hashes and file name agree with each other and the record's key (a value many records
+    share checked once). ``known_variants``: by kernels' parser (~0.3 s to import); else (a row) by its shape."""
     filename = values["filename"]
     if filename != expected:
         raise ValueError(f"its file name {filename!r} is not the one its key names ({expected!r})")
     parts = _WHEEL.fullmatch(filename)
     wheel_name = _project(parts[1], validate=False) if parts else None
-    wheel_version = _version(parts[2]) if parts else None
+    wheel_version = version_of(parts[2]) if parts else None
     if wheel_name is None or wheel_version is None:
         raise ValueError(f"{filename!r} is not a valid wheel file name")
     name = _project(values["name"], validate=True)
@@ -199,7 +185,7 @@ def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool =
         raise ValueError(f"name {values['name']!r} is not a valid project name (PEP 508)")
     if name != wheel_name:
         raise ValueError(f"name {values['name']!r} does not match the file name")
-    version = _version(values["version"])
+    version = version_of(values["version"])
     if version is None:
         raise ValueError(f"version {values['version']!r} is not a valid version (PEP 440)")
     if version != wheel_version:
@@ -226,11 +212,9 @@ _VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 
 @lru_cache(maxsize=1 << 14)
 def _label_problem(label: str | None, variant: str | None, version: str, known_variants: bool = True) -> str:
-    """What is wrong with a record's label and variant, given its (valid) version ("" if nothing).
-    ``known_variants``: the variant is one kernels' parser knows and the label its label; else only shaped
-    like a variant's name (plain text, no path), without the parser's import."""
+    """What is wrong with a label and variant, given the (valid) version ("" if nothing; see ``_check_meaning``)."""
     if label is not None:
-        parsed = _version(version)
+        parsed = version_of(version)
         if not variants.LABEL_CHARS.fullmatch(label) or parsed is None or label != parsed.local:
             return f"label {label!r} is not the local label of version {version!r}"
         if variant is None and not variants.is_label(label):
@@ -243,18 +227,9 @@ def _label_problem(label: str | None, variant: str | None, version: str, known_v
     return variant_problem(variant, label)
 
 
-def load_variant_parser() -> None:
-    """Import kernels' variant parser now (~0.3 s of CPU), e.g. while workers check records' shapes."""
-    try:
-        variants.parse("torch-universal")
-    except UnknownVariant:
-        pass
-
-
 @lru_cache(maxsize=1 << 14)
 def variant_problem(variant: str, label: str | None) -> str:
-    """What is wrong with a record's variant by kernels' parser, given its label ("" if nothing): the part of
-    a record's check that ``known_variants=False`` leaves out."""
+    """What kernels' parser finds wrong with a variant and its label ("" if nothing; ``known_variants``)."""
     try:
         target = variants.parse(variant)
     except UnknownVariant:
@@ -295,9 +270,8 @@ def project_of(name: str) -> str | None:
 
 
 def check_row(row: Any, filename: str, project: str) -> Record:
-    """A Record from a catalog row's record object (its record file's JSON) of the wheel ``filename`` in
-    ``project``: the same checks as a record file's (the variant by its shape: its record's was checked
-    against kernels' parser when it was read), and the project its name gives; ValueError says why not."""
+    """A Record from a catalog row's JSON of the wheel ``filename`` in ``project``: a record file's checks (the
+    variant by its shape: the parser checked it when read) and the project; ValueError says why not."""
     record = check(row, filename, known_variants=False)
     if _project(record.name, validate=True) != project:
         raise ValueError(f"its project {project!r} is not the one its name gives ({record.name!r})")
@@ -308,14 +282,12 @@ REMOTE_HINT = "delete it and rerun build"
 
 
 def invalid(where: str, why: object, hint: str | None = None) -> str:
-    """The line for a record that fails a check (``why``), ending with ``hint`` (default: how to repair a local
-    record)."""
+    """The line for a record that fails a check (``why``), ending with ``hint`` (default: the local fix)."""
     return f"{where}: not a valid record ({why}); {hint or LOCAL_HINT}"
 
 
 def parse(data: bytes, expected: str, where: str, hint: str | None = None, known_variants: bool = True) -> Record:
-    """The record in ``data`` (the file ``where``, the record of the wheel ``expected``), or BadRecord
-    whose message ends with ``hint`` (default: how to repair a local record)."""
+    """The record of the wheel ``expected`` in ``data`` (the file ``where``), or BadRecord ending with ``hint``."""
     hint = hint or LOCAL_HINT
     if len(data) > MAX_RECORD_BYTES:
         raise BadRecord(f"{where}: more than {MAX_RECORD_BYTES} bytes, more than a record may hold; {hint}")
@@ -332,10 +304,9 @@ def parse(data: bytes, expected: str, where: str, hint: str | None = None, known
 def parse_many(
     expected: list[str], datas: list[bytes | None], where: list[str], hint: str | None = None,
     known_variants: bool = True,
-) -> Iterator[tuple[str, Record | None, str | None]]:  # fmt: skip
-    """``parse`` of many records at once: (wheel, its record or None, the line saying why not, or None when it
-    is gone). The texts are decoded by one json.loads where each is one JSON object (else one by one).
-    ``known_variants``: see ``check`` (False: the caller checks each variant with ``variant_problem``)."""
+) -> list[tuple[str, Record | None, str | None, str | None]]:  # fmt: skip
+    """``parse`` of many records (one json.loads where each text is one object), the one way both stores read them:
+    (wheel, record, its text (None: not UTF-8), why not: a line), both None for gone (None) bytes."""
     present = [d for d in datas if d is not None]
     decoded: list[Any] | None = None
     if all(len(d) <= MAX_RECORD_BYTES and d.lstrip()[:1] == b"{" and d.rstrip()[-1:] == b"}" for d in present):
@@ -346,20 +317,25 @@ def parse_many(
         if decoded is not None and len(decoded) != len(present):  # a text of two objects, and one of none
             decoded = None
     values = iter(decoded) if decoded is not None else None
+    found: list[tuple[str, Record | None, str | None, str | None]] = []
     for name, data, path in zip(expected, datas, where, strict=True):
-        if data is None:
-            yield name, None, None
-            continue
-        try:
-            if values is None:
-                yield name, parse(data, name, path, hint, known_variants), None
-                continue
+        record = text = why = None
+        if data is not None:
             try:
-                yield name, check(next(values), name, known_variants), None
-            except ValueError as exc:
-                raise BadRecord(invalid(path, exc, hint)) from None
-        except BadRecord as exc:
-            yield name, None, str(exc)
+                if values is None:
+                    record = parse(data, name, path, hint, known_variants)
+                else:
+                    try:
+                        record = check(next(values), name, known_variants)
+                    except ValueError as exc:
+                        raise BadRecord(invalid(path, exc, hint)) from None
+                text = data.decode()
+            except BadRecord as exc:
+                why = str(exc)
+            except UnicodeDecodeError:
+                pass
+        found.append((name, record, text, why))
+    return found
 
 
 def no_record(path: str, wheel: str, remote: bool = False) -> str:

@@ -1,12 +1,10 @@
 """Every run: the files each record names are still the ones it describes (docs/index.md, issue 27 items 3 and 5).
 
-Through the Store protocol, cheaply: each wheel's size against its record (one stat, or the S3 listing); a wheel
-whose key (local: stat and its record's catalog key; S3: ETag) changed since the last check that matched is
-hashed again (keys kept in the catalog's meta ``wheel_stats``; a wheel seen first is taken at its size, as
-adoption or the build just hashed it); a missing ``.metadata`` is written again from the wheel where it hashes
-to the record's ``metadata_sha256``. A wheel that differs from its record is left out of the pages and named
-(``--repair`` records it as it is); the run exits 3 until the store is whole. The catalog only says which files
-to look at: nothing here trusts it over the files.
+Cheaply: each wheel's size against its record; a wheel whose key (local: stat and its record's key; S3: ETag)
+changed since the last check that matched is hashed again (a wheel seen first is taken at its size, as adoption
+or the build just hashed it); a missing ``.metadata`` is written again from the wheel where it hashes right. A
+wheel that differs from its record is left out of the pages and named (``--repair`` records it as it is); the
+run exits 3 until the store is whole. The catalog only says which files to look at, never trusted over them.
 """
 
 from __future__ import annotations
@@ -14,12 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Refused, Unreachable
 from ..record import FILES
-from .catalog import FILES_STATE, Catalog, Synced
+from .catalog import FILES_STATE, Catalog, Synced, record_key
 
 if TYPE_CHECKING:
     from . import Store
@@ -62,19 +59,8 @@ FIX_CHANGED = {True: "run `kernel-factory index --repair` to record this wheel a
 FIX_METADATA = {True: "run `kernel-factory index --repair`", False: "build the wheel again"}
 
 
-def _repair(folder: Path, name: str) -> tuple[str, Any]:
-    """Record the wheel as it is now (``index --repair``): (its record's catalog key, the record); Refused where it
-    is not a valid wheel."""
-    from .adopt import repair
-    from .catalog import record_key
-
-    record = repair(folder, name)
-    return record_key((folder / FILES / f"{name}.json").stat()), record
-
-
 def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = False) -> FileCheck:
-    """Compare every record in ``catalog`` with its wheel and ``.metadata`` in ``store``; ``synced``: what the
-    store's ``sync`` of this run found (its listing of files/, or None)."""
+    """Compare every record in ``catalog`` with its wheel and ``.metadata``; ``synced``: this run's ``sync``."""
     found = FileCheck()
     local = store.folder is not None  # a local record written again: its wheel is hashed again (S3: a new ETag)
     names = synced.names
@@ -112,17 +98,20 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
             bad = "its sha256 differs from its record's"
         if bad is not None:
             if repair and store.folder is not None:
-                try:
-                    record_key, record = _repair(store.folder, name)
+                from .adopt import repair as record_again
+
+                try:  # record the wheel as it is now (index --repair)
+                    record = record_again(store.folder, name)
+                    new_key = record_key((store.folder / FILES / f"{name}.json").stat())
                 except Refused as exc:
                     found.errors.append(f"{store.file_url(name)}: differs from its record and cannot be recorded "
                                         f"again: {exc}")  # fmt: skip
                 else:
-                    redo.append((record_key, record, None))
+                    redo.append((new_key, record, None))
                     found.notes.append(f"repaired {store.file_url(name)}.json: the wheel changed outside "
                                        "kernel-factory, its record now describes it")  # fmt: skip
                     got = store.wheel_stat(name)
-                    seen[name] = f"{got[1] if got else ''}/{record_key}"  # the wheel as its new record has it
+                    seen[name] = f"{got[1] if got else ''}/{new_key}"  # the wheel as its new record has it
                     continue
             else:
                 found.errors.append(_changed(store.file_url(name), name, bad, FIX_CHANGED[local]))
@@ -144,8 +133,7 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
 
 
 def _put_metadata(store: Store, name: str, metadata_sha256: str, found: FileCheck) -> bool:
-    """Write a missing ``.metadata`` again from its wheel's METADATA, when that is the one its record names; False
-    (and an error line) where it cannot be."""
+    """Write a missing ``.metadata`` again from its wheel, where it is the one its record names (else False)."""
     where = store.file_url(f"{name}.metadata")
     try:
         metadata = store.wheel_metadata(name)

@@ -23,18 +23,13 @@ from ..errors import Unreachable, unusable
 from ..nofollow import copy_file, file_digest, open_nofollow, real_folder, refuse, write_bytes
 from ..record import FILES, Record
 from . import MAX_BYTES, check
-from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, checked, record_key, sync
+from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, record_key, sync
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
 PARALLEL_READ = 5000  # records read in one sync from which batches are read and checked in worker processes
 MAX_WORKERS = 16
 Read = tuple[str, "Record | None", "str | None", "str | None"]  # wheel, its record, its file's text, why not
-
-
-def stat_state(st: os.stat_result) -> str:
-    """A folder's stat as one string (``folder_state``'s, without its wait)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
 def folder_state(folder: Path) -> str | None:
@@ -48,11 +43,11 @@ def folder_state(folder: Path) -> str | None:
             st = os.stat(folder)
     except FileNotFoundError:
         return None
-    return stat_state(st)
+    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
 
 
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
-    """``catalog.checked`` of the records of ``batch`` in ``folder``; ``known_variants``: see ``check.check``."""
+    """``check.parse_many`` of the records of ``batch`` in ``folder``; ``known_variants``: see ``check.check``."""
     datas: list[bytes | None] = []
     for wheel in batch:
         try:
@@ -60,7 +55,8 @@ def read_records(folder: str, batch: list[str], known_variants: bool = True) -> 
                 datas.append(f.read(check.MAX_RECORD_BYTES + 1))
         except FileNotFoundError:
             datas.append(None)
-    return checked(batch, datas, [os.path.join(folder, f"{w}.json") for w in batch], known_variants=known_variants)
+    where = [os.path.join(folder, f"{w}.json") for w in batch]
+    return check.parse_many(batch, datas, where, known_variants=known_variants)
 
 
 _VALUES = operator.attrgetter(*Record.__slots__)  # a Record's fields in order: what a worker sends back of it
@@ -135,8 +131,7 @@ class LocalStore:
     # -- the index's view (store/__init__.py Store) -----------------------------------------------------------
 
     def open_catalog(self, adopting: bool = False, readonly: bool = False) -> Catalog:
-        """``files/.catalog.sqlite``, in memory where the folder cannot be written; ``adopting``: make ``files/``
-        first (wheels are adopted into it); ``readonly``: an in-memory copy of it (``Catalog.copy_of``)."""
+        """``files/.catalog.sqlite`` (in memory where not writable); ``adopting``: make ``files/`` first."""
         files = self.files
         if adopting:
             files.mkdir(parents=True, exist_ok=True)
@@ -154,10 +149,8 @@ class LocalStore:
         return Catalog.copy_of(path) if readonly else Catalog(path)
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
-        """Bring ``catalog`` up to date with ``files/``: nothing is listed where the folder's stat is the one the
-        catalog last matched; else one ``os.scandir`` and one stat per record file, and only the records new or
-        changed are read. The stat is kept only when no record was left out and every wheel and record is
-        paired, so a damaged record or an unpaired file is named again on every run until it is fixed."""
+        """Nothing is listed where the folder's stat is the one the catalog last matched; that stat is kept only
+        when no record was left out and every file is paired, so such a problem is named on every run until fixed."""
         state = folder_state(self.files)
         if not rescan and state and catalog.meta(FILES_STATE) == state:
             return Synced()
@@ -192,9 +185,8 @@ class LocalStore:
         return found
 
     def _read(self, found: Synced) -> Any:
-        """A ``read`` for catalog.sync; a record that fails its check adds a line to ``found.errors``. From
-        ``PARALLEL_READ`` records on, batches are read in worker processes (variants by their shape) while this one
-        loads kernels' variant parser and checks each distinct variant once by it."""
+        """A ``read`` for catalog.sync (a failed record: a line in ``found.errors``). From ``PARALLEL_READ`` records on,
+        workers read batches (variants by shape) while this process loads the parser and checks each variant once."""
 
         def read(wheels: list[str]) -> Iterator[Got]:
             folder = os.fspath(self.files)
@@ -208,7 +200,7 @@ class LocalStore:
 
                 with worker_pool(workers) as pool:
                     futures = [pool.submit(_read_in_worker, folder, batch) for batch in batches]
-                    check.load_variant_parser()  # meanwhile
+                    check.variant_problem("torch-universal", None)  # meanwhile: loads kernels' parser (~0.3 s)
                     results = [[(wheel, None if values is None else Record(*values), text, why)
                                 for wheel, values, text, why in future.result()] for future in futures]
                 parsed = False
@@ -245,10 +237,6 @@ class LocalStore:
         return str(self.files / name)
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
-        """After the run: where ``files/`` matched the catalog before this run's adoption (whose rows are
-        applied), it matches it now."""
+        """Where ``files/`` matched the catalog before this run's adoption (its rows applied), it matches now."""
         if adopted and catalog.meta(FILES_STATE):
             catalog.set_meta(FILES_STATE, folder_state(self.files) or "")
-
-    def mark_index(self, out: Path) -> None:
-        """Nothing: a local store's pages link its own files."""

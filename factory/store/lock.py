@@ -37,31 +37,24 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def read_holder(path: Path) -> int | None:
-    """The PID written in the lock file by its holder, if any."""
+def describe_holder(path: Path) -> tuple[str, bool]:
+    """(``PID 123, running`` or not, from the PID the holder wrote; whether that process is gone)."""
     try:
         with os.fdopen(nofollow.open_nofollow(path, "lock file"), "rb") as f:
             text = f.read(64).decode("ascii", errors="replace").strip()
     except (OSError, nofollow.LinkRefused):
-        return None
-    return int(text) if text.isdigit() and int(text) > 0 else None
-
-
-def describe_holder(path: Path) -> str:
-    """``PID 123, running`` (or not running: then a process it started still holds the lock)."""
-    pid = read_holder(path)
-    if pid is None:
-        return "PID unknown"
-    if pid_alive(pid):
-        return f"PID {pid}, running"
-    return f"PID {pid}, no longer running: a process it started still holds the lock"
+        text = ""
+    if not text.isdigit() or int(text) <= 0:
+        return "PID unknown", False
+    if pid_alive(int(text)):
+        return f"PID {int(text)}, running", False
+    return f"PID {int(text)}, no longer running: a process it started still holds the lock", True
 
 
 def held_message(root: Path) -> str:
     path = root / LOCK_NAME
-    pid = read_holder(path)
-    who = describe_holder(path)
-    if pid is not None and not pid_alive(pid):
+    who, dead = describe_holder(path)
+    if dead:
         fix = f"end the processes that hold {path} (`fuser -v {path}` lists them), then run again"
     else:
         fix = "wait for it to finish (or raise KERNEL_FACTORY_LOCK_WAIT)"
@@ -70,8 +63,7 @@ def held_message(root: Path) -> str:
 
 @contextmanager
 def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[None]:
-    """Hold the lock of the store folder ``root`` (LocalStore.lock); wait up to ``wait_s`` seconds
-    (KERNEL_FACTORY_LOCK_WAIT through config.Variables, default 600)."""
+    """Hold the lock of the store folder ``root``, waiting up to ``wait_s`` s (KERNEL_FACTORY_LOCK_WAIT)."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_NAME
     # O_CLOEXEC: programs the run starts (git, auditwheel) never inherit the lock; forked workers close it.
@@ -96,7 +88,8 @@ def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[Non
                 if time.monotonic() >= deadline:
                     raise UsageError(held_message(root)) from None
                 if not told:
-                    report.progress(f"waiting for another kernel-factory run on {root} ({describe_holder(path)}) ...")
+                    who = describe_holder(path)[0]
+                    report.progress(f"waiting for another kernel-factory run on {root} ({who}) ...")
                     told = True
                 time.sleep(0.2)
         HELD_FDS.add(fd)

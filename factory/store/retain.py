@@ -80,8 +80,7 @@ def _uploaded(r: Record) -> dt.datetime:
 
 
 def plan(records: Iterable[Record], rules: Rules, files: Path | None = None) -> Plan:
-    """The versions ``rules`` remove from ``records`` (every project), and why each other version is kept.
-    ``files``: the store's files/ folder, to count the bytes each removal frees (else the records' sizes)."""
+    """The versions ``rules`` remove, and why each other is kept; ``files``: to count the bytes freed (``freed``)."""
     by_project: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         by_project[str(canonicalize_name(r.name))][_public(r)].append(r)
@@ -114,8 +113,7 @@ def plan(records: Iterable[Record], rules: Rules, files: Path | None = None) -> 
 
 def plan_named(records: Iterable[Record], named: list[Record], locked: frozenset[tuple[str, str]],
                files: Path | None = None) -> Plan:
-    """The removal of the wheels ``named`` (a spec's), refused (Refused, exit 3) when one is of a project's newest
-    version or of a version a kernels.lock pins: nothing is removed then."""
+    """Remove the wheels ``named``; Refused (exit 3, nothing removed) for a project's newest or a pinned version."""
     newest: dict[str, str] = {}
     for r in records:
         project = str(canonicalize_name(r.name))
@@ -163,8 +161,7 @@ def freed(files: Path | None, r: Record) -> int:
 
 
 def read_journal(files: Store) -> tuple[frozenset[str], bool]:
-    """(the wheels a prune under way removes, whether the index was rendered without them since) from the journal
-    (none when there is none); Refused for a damaged journal."""
+    """(the wheels a prune under way removes, whether the index was rendered without them); Refused if damaged."""
     where = f"{files.file_url(JOURNAL)}"
     try:
         data = files.read(JOURNAL, MAX_JOURNAL)

@@ -8,18 +8,17 @@ the index to the same prefix finds the wheels already there and uploads only the
 from __future__ import annotations
 
 import contextlib
-import json
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import Unreachable, UsageError
-from ..nofollow import Hashing, write_bytes
+from ..nofollow import Hashing
 from ..record import FILES, Record
 from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from ..space import scratch_dir
 from . import MAX_BYTES
-from .catalog import CATALOG_FILE, Catalog, Got, Synced, checked, sync
+from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync
 
 
 class S3Store:
@@ -31,28 +30,25 @@ class S3Store:
         self.listing: dict[str, tuple[int, str]] = {}  # name in files/ -> (size, ETag), as open_catalog listed it
         self.folder: Path | None = None  # no folder to adopt into or repair in
 
-    def key(self, name: str) -> str:
-        return self.bucket.key(name)
-
     def file_url(self, name: str) -> str:
-        return self.bucket.url(self.key(name))
+        return self.bucket.url(self.bucket.key(name))
 
     # -- the small files of files/ that yank, status and prune change: one GET, one PUT ---------------------
 
     def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
-        return self.bucket.get(self.key(name), limit)
+        return self.bucket.get(self.bucket.key(name), limit)
 
     def write(self, name: str, data: bytes) -> None:
         try:
-            self.bucket.put_bytes(self.key(name), data)
+            self.bucket.put_bytes(self.bucket.key(name), data)
         except Unreachable as exc:
             raise Unreachable(f"{self.file_url(name)} cannot be written: {exc}") from None
 
     def delete(self, name: str) -> bool:
         """Delete ``files/<name>`` where kernel-factory wrote it (it carries the sha256); whether it was there."""
-        if self.bucket.sha256(self.key(name)) is None:
+        if self.bucket.sha256(self.bucket.key(name)) is None:
             return False  # gone (or not written by kernel-factory: left alone)
-        self.bucket.delete(self.key(name))
+        self.bucket.delete(self.bucket.key(name))
         return True
 
     def lock(self) -> contextlib.AbstractContextManager[None]:
@@ -71,12 +67,10 @@ class S3Store:
             raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
         cut = len(self.bucket.prefix) + 1
         self.listing = {k[cut:]: v for k, v in self.bucket.list(self.bucket.prefix).items()}
-        data: bytes | None = None
-        if CATALOG_FILE in self.listing:
-            try:
-                data = self.bucket.get(self.key(CATALOG_FILE))
-            except Unreachable:
-                data = None
+        try:
+            data = self.bucket.get(self.bucket.key(CATALOG_FILE)) if CATALOG_FILE in self.listing else None
+        except Unreachable:
+            data = None
         folder = scratch_dir(None, prefix="kernel-factory-catalog-")  # swept by the next run if this one is killed
         try:
             if data is not None:
@@ -87,8 +81,7 @@ class S3Store:
             raise
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
-        """Bring ``catalog`` up to date with the listing ``open_catalog`` took: a record is read only when its
-        ETag differs from the catalog's key for it (``rescan``: every record)."""
+        """Up to date with ``open_catalog``'s listing: a record is read where its ETag is not the catalog's key."""
         from . import check as record_check
 
         found = Synced(names=set(self.listing))
@@ -109,8 +102,9 @@ class S3Store:
 
         def read(wheels: list[str]) -> list[Got]:
             with ThreadPoolExecutor(max_workers=16) as pool:  # a record deleted since the listing: None, removed
-                datas = list(pool.map(self.bucket.get, [self.key(f"{w}.json") for w in wheels]))
-            got = checked(wheels, datas, [self.file_url(f"{w}.json") for w in wheels], record_check.REMOTE_HINT)
+                datas = list(pool.map(self.bucket.get, [self.bucket.key(f"{w}.json") for w in wheels]))
+            where = [self.file_url(f"{w}.json") for w in wheels]
+            got = record_check.parse_many(wheels, datas, where, record_check.REMOTE_HINT)
             found.errors += [(wheel, why) for wheel, _record, _text, why in got if why is not None]
             return [(wheel, record, text) for wheel, record, text, _why in got]
 
@@ -140,26 +134,19 @@ class S3Store:
             return read_wheel_info(path)[0]
 
     def _download(self, name: str, sink: object) -> None:
-        if not self.bucket.download(self.key(name), sink):
+        if not self.bucket.download(self.bucket.key(name), sink):
             raise Unreachable(f"{self.file_url(name)}: gone since the store was listed (another writer?); run "
                               "the command again")
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
-        """Put the catalog back where this run changed it: one PUT, with the store's put options; a refused PUT
-        is Unreachable (exit 4), naming the object and why."""
+        """Put the catalog back where this run changed it (one PUT; refused: Unreachable, exit 4)."""
         if catalog.changed:
             self.write(CATALOG_FILE, Path(catalog.path).read_bytes())
 
-    def mark_index(self, out: Path) -> None:
-        """Name this store in the index root, where publish finds the wheels the pages link."""
-        from ..publish.linked import STORE_FILE
-
-        write_bytes(out / STORE_FILE, json.dumps({"store": self.url}).encode())
-
     def put(self, wheel: Path, metadata: bytes, record: Record) -> None:
         name = record.filename
-        if self.bucket.sha256(self.key(name)) != record.sha256:
-            self.bucket.upload(wheel, self.key(name), record.sha256)
-        self.bucket.put_bytes(self.key(f"{name}.metadata"), metadata)
-        self.bucket.put_bytes(self.key(f"{name}.json"), record.to_json())
+        if self.bucket.sha256(self.bucket.key(name)) != record.sha256:
+            self.bucket.upload(wheel, self.bucket.key(name), record.sha256)
+        self.bucket.put_bytes(self.bucket.key(f"{name}.metadata"), metadata)
+        self.bucket.put_bytes(self.bucket.key(f"{name}.json"), record.to_json())
         wheel.unlink(missing_ok=True)

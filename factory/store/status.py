@@ -110,8 +110,7 @@ def to_bytes(statuses: Mapping[str, Status]) -> bytes:
 
 
 def write_statuses(files: Store, statuses: Mapping[str, Status]) -> None:
-    """Write the status file (locally renamed into place; ``active`` without a reason is the default: not
-    written)."""
+    """Write the status file whole (``active`` without a reason is the default: not written)."""
     kept = {name: s for name, s in statuses.items() if s.status != "active" or s.reason}
     if not kept and files.read(STATUS_FILE) is None:
         return

@@ -20,12 +20,13 @@ from typing import IO, Any
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from .. import report, variants
 from ..errors import Refused, UnknownVariant
 from ..nofollow import LinkRefused, link_problem, open_nofollow, stream_digest
 from ..record import PROVENANCE, Record, read_provenance
+from .check import version_of
 
 MAX_METADATA = 4 * 1024 * 1024  # bytes of METADATA (or the provenance file) read from a wheel
 MAX_PROVENANCE = 64 * 1024
@@ -86,8 +87,7 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, Valu
 
 
 def read_wheel_info(wheel: Path) -> tuple[bytes, bytes | None]:
-    """(METADATA, the provenance file or None) of a wheel, each read with a size cap; Refused if there is not
-    exactly one ``.dist-info/METADATA``, or the zip is unreadable."""
+    """(METADATA, the provenance file or None) of a wheel, each capped; Refused for an unreadable zip."""
     try:
         return _members(wheel, wheel.name)
     except _ZIP_ERRORS as exc:
@@ -124,18 +124,11 @@ def read_wheel(path: str, filename: str) -> WheelData:
     return WheelData(hashlib.sha256(data).hexdigest(), len(data), st.st_mtime, metadata, provenance, data)
 
 
-def _provenance_variant(provenance: bytes | None) -> str | None:
-    variant = (read_provenance(provenance)[0] or {}).get("variant")
-    return variant if isinstance(variant, str) else None
-
-
 def variant_fields(
     wheel_name: str, version: Version, tags: frozenset[Tag], provenance: bytes | None,
     known: dict[str, dict[str, Any]] | None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Record fields naming an adopted wheel's build variant: its provenance file's where that names the wheel's
-    label, else the label read back by the rules built wheels follow; empty (and a warning: combined root only)
-    for no label or an unknown one. ``known`` (label and platform tags -> fields): looked up first, then filled."""
+    """An adopted wheel's variant fields (its provenance's, else its label's; {} and a warning), cached in ``known``."""
     label = version.local
     key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:
@@ -145,8 +138,8 @@ def variant_fields(
         return {**fields, "kernel_version": version.public} if fields else {}
     platforms = {t.platform for t in tags}
     target: variants.Target | None = None
-    named = _provenance_variant(provenance)
-    if named is not None:
+    named = (read_provenance(provenance)[0] or {}).get("variant")
+    if isinstance(named, str):
         try:
             target = variants.parse(named)
         except UnknownVariant:
@@ -180,8 +173,7 @@ def _tags_key(label: str | None, tags: frozenset[Tag]) -> str:
 
 
 def _label_fields(label: str, platforms: set[str]) -> dict[str, Any]:
-    """The record fields of a local label read back as a build variant's (for wheels of these platform tags);
-    empty when it names none."""
+    """The record fields of a local label read back as a build variant's (these platform tags); {} for none."""
     target = variants.for_label(label, platforms)
     return _target_fields(target) if target is not None else {}
 
@@ -193,9 +185,7 @@ def _target_fields(target: variants.Target) -> dict[str, Any]:
 
 
 def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:
-    """Fill ``known`` (see ``variant_fields``) with the labels and platform tags of ``filenames`` it lacks (no
-    warning: each wheel's adoption prints its own). Called once before adoption's workers start, so they inherit
-    the variant grammar (slower to load than hundreds of wheels are to adopt); invalid names are left to them."""
+    """Fill ``known`` (``variant_fields``) before adoption's workers start: they inherit the variant grammar."""
     # one wheel name for each part after the project: label and tags are in that part
     names = {name.partition("-")[2]: name for name in filenames}
     for name in names.values():
@@ -218,35 +208,25 @@ def _unknown_label(wheel_name: str, label: str) -> None:
 
 
 def parse_headers(metadata: bytes) -> dict[str, Any]:
-    """The fields of METADATA (``packaging.metadata.parse_email``'s raw ones), from its header block alone: the
-    part up to the first empty line, which holds every header (the long description after it is not read)."""
+    """METADATA's raw fields (``parse_email``) from its header block alone (the description after it is not read)."""
     from packaging.metadata import parse_email
 
     end = metadata.find(b"\n\n")
     return dict(parse_email(metadata[: end + 1] if end >= 0 else metadata)[0])
 
 
-@lru_cache(maxsize=4096)
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
-
-
 def record_of(
     filename: str, parsed: tuple[NormalizedName, Version, frozenset[Tag]], wheel: WheelData,
     known: dict[str, dict[str, Any]] | None = None,
 ) -> Record:  # fmt: skip
-    """The record of an adopted wheel, from its file name parsed (``parse_name(filename)``) and what was read
-    from it; Refused when its METADATA names another project or version."""
+    """The record of an adopted wheel; Refused when its METADATA names another project or version."""
     project, version, tags = parsed
     raw = parse_headers(wheel.metadata)
     meta_name = raw.get("name")
     meta_version = raw.get("version")
     if not meta_name or canonicalize_name(meta_name) != project:
         raise Refused(f"{filename}: METADATA Name {meta_name!r} does not match the file name; rebuild the wheel")
-    if meta_version is None or _version(meta_version) != version:
+    if meta_version is None or version_of(meta_version) != version:
         raise Refused(
             f"{filename}: METADATA Version {meta_version!r} does not match the file name "
             f"(pip refuses such wheels); rebuild the wheel"
@@ -267,12 +247,3 @@ def record_of(
     }
     values.update(variant_fields(filename, version, tags, wheel.provenance, known))
     return Record(**values)
-
-
-def make_record(wheel: Path, metadata: bytes, provenance: bytes | None) -> Record:
-    """The record of a wheel in the store (``--repair``), from its file name, METADATA, provenance and file."""
-    from ..nofollow import file_digest
-
-    st = wheel.stat()
-    data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)
-    return record_of(wheel.name, parse_name(wheel.name), data, None)

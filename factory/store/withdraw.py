@@ -59,8 +59,7 @@ def parse_spec(text: str) -> Spec:
 
 
 def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
-    """The records ``spec`` names, sorted by file name; UsageError for an unknown project, VersionNotFound
-    (exit 2) for a spec that names none of its wheels."""
+    """The records ``spec`` names, sorted; UsageError (unknown project) or VersionNotFound (exit 2) for none."""
     project = [r for r in records if str(canonicalize_name(r.name)) == spec.project]
     if not project:
         raise UsageError(f"no project {spec.project!r} in the store {where}; check the name (the index's "
@@ -81,9 +80,7 @@ def yanked_value(reason: str | None, yank: bool) -> bool | str:
 
 
 def mark(files: Store, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
-    """Write each record with ``yanked`` = ``value``; (those changed, those already so). The record file itself is
-    changed (keys this version does not know are kept), checked as a record and against the catalog's row (one
-    changed since is refused)."""
+    """Set each record file's ``yanked`` (unknown keys kept; one changed since refused); (changed, already so)."""
     changed, same = [], []
     for r in records:
         if r.yanked == value:

@@ -62,7 +62,7 @@ def test_folder_publish_copies_is_idempotent_and_deletes_nothing(
     dest.mkdir()
     (dest / "keep.txt").write_bytes(b"the user's")
     summary = publish(root, DirectoryDestination(dest))
-    assert (summary.uploaded, summary.skipped) == (len(ROOT_FILES), 0)
+    assert (len(summary.uploaded_files), len(summary.unchanged_files)) == (len(ROOT_FILES), 0)
     for rel, data in ROOT_FILES.items():
         assert (dest / rel).read_bytes() == data
     assert (dest / f"files/{WHEEL}").stat().st_ino != (root / f"files/{WHEEL}").stat().st_ino  # a copy, not a link
@@ -70,13 +70,13 @@ def test_folder_publish_copies_is_idempotent_and_deletes_nothing(
     assert (dest / "keep.txt").read_bytes() == b"the user's"
 
     again = publish(root, DirectoryDestination(dest))
-    assert (again.uploaded, again.skipped) == (0, len(ROOT_FILES))
+    assert (len(again.uploaded_files), len(again.unchanged_files)) == (0, len(ROOT_FILES))
 
     (root / "index.html").unlink()
     (root / "index.html").write_bytes(b"<h1>new</h1>")
     lines: list[str] = []
     third = publish(root, DirectoryDestination(dest), out=lines.append)
-    assert third.uploaded == 1 and lines == ["replaced index.html (0.0 MB)"]
+    assert len(third.uploaded_files) == 1 and lines == ["replaced index.html (0.0 MB)"]
     assert (dest / "index.html").read_bytes() == b"<h1>new</h1>"
 
 
@@ -84,7 +84,7 @@ def test_folder_publish_dry_run_writes_nothing(tmp_path: Path) -> None:
     root = make_root(tmp_path)
     lines: list[str] = []
     summary = publish(root, DirectoryDestination(tmp_path / "site"), dry_run=True, out=lines.append)
-    assert summary.uploaded == len(ROOT_FILES)
+    assert len(summary.uploaded_files) == len(ROOT_FILES)
     assert f"would upload files/{WHEEL} (0.0 MB)" in lines
     assert not (tmp_path / "site").exists()  # not even the folder is made
 
@@ -212,7 +212,7 @@ def test_hard_link_falls_back_to_copy_across_devices(tmp_path: Path) -> None:
     root = make_root(tmp_path)
     dest = shm / f"kf-publish-test-{os.getpid()}"
     try:
-        assert publish(root, DirectoryDestination(dest)).uploaded == len(ROOT_FILES)
+        assert len(publish(root, DirectoryDestination(dest)).uploaded_files) == len(ROOT_FILES)
         assert (dest / f"files/{WHEEL}").read_bytes() == ROOT_FILES[f"files/{WHEEL}"]
     finally:
         for path in sorted(dest.rglob("*"), reverse=True):

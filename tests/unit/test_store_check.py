@@ -331,10 +331,11 @@ def test_parse_many_gives_each_record_or_its_line(good: Record) -> None:
     f, text = good.filename, good.to_json()
     fields = b'{"filename": 1}'
     assert list(record_check.parse_many([f, f, f], [text, None, fields], ["p/a", "p/b", "p/c"])) == [
-        (f, good, None), (f, None, None),
-        (f, None, f"p/c: not a valid record ('filename' must be a string, not int); {HINT}")]
+        (f, good, text.decode(), None), (f, None, None, None),
+        (f, None, None, f"p/c: not a valid record ('filename' must be a string, not int); {HINT}")]
     assert list(record_check.parse_many([f, f, f], [text, b"{", text], ["p/a", "p/b", "p/c"])) == [
-        (f, good, None), (f, None, f"p/b: damaged (not valid JSON); {HINT}"), (f, good, None)]
+        (f, good, text.decode(), None), (f, None, None, f"p/b: damaged (not valid JSON); {HINT}"),
+        (f, good, text.decode(), None)]
 
 
 def test_parse_many_refuses_an_oversized_record_alone(good: Record) -> None:
@@ -343,7 +344,7 @@ def test_parse_many_refuses_an_oversized_record_alone(good: Record) -> None:
     f, text = good.filename, good.to_json()
     big = b"{" + b" " * record_check.MAX_RECORD_BYTES + text[1:]
     assert list(record_check.parse_many([f], [big], ["p/a"])) == [
-        (f, None, f"p/a: more than 262144 bytes, more than a record may hold; {HINT}")]
+        (f, None, None, f"p/a: more than 262144 bytes, more than a record may hold; {HINT}")]
 
 
 @pytest.mark.parametrize("texts", [
@@ -363,7 +364,7 @@ def test_parse_many_texts_that_join_into_records_are_each_damaged(good: Record, 
     datas: list[bytes | None] = [t.replace(b"RECORD", good.to_json().strip()) for t in texts]
     where = [f"p/{n}" for n in range(len(texts))]
     assert list(record_check.parse_many([f] * len(texts), datas, where)) == [
-        (f, None, f"{w}: damaged (not valid JSON); {HINT}") for w in where]
+        (f, None, None, f"{w}: damaged (not valid JSON); {HINT}") for w in where]
 
 
 def test_plain_wheel_is_a_wheel_name_of_plain_text(good: Record) -> None:
