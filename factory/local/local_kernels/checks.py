@@ -36,14 +36,14 @@ def installed_version(name: str, path: list[str] | None) -> str | None:
     return None
 
 
-def detect_environment(path: list[str] | None = None, *, import_torch: bool = True) -> Environment:
-    """This machine and the torch on ``path`` (facts.py's facts, collected in this interpreter); imports torch
-    only when ``import_torch``."""
-    torch_version = installed_version("torch", path)
-    tvm = installed_version("apache-tvm-ffi", path)
-    if torch_version is None or not import_torch:
+def detect_environment() -> Environment:
+    """This machine and its torch (facts.py's facts, collected in this interpreter: torch is imported only where it
+    is installed)."""
+    torch_version = installed_version("torch", None)
+    tvm = installed_version("apache-tvm-ffi", None)
+    if torch_version is None:
         arch, os_name = machine(platform.machine(), platform.system())
-        return Environment(os=os_name, arch=arch, torch=torch_version, tvm_ffi=tvm)
+        return Environment(os=os_name, arch=arch, torch=None, tvm_ffi=tvm)
     return from_facts(collect(), torch_version=torch_version, tvm_ffi=tvm)
 
 
