@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from kernel_factory.errors import UsageError
 from kernel_factory.local.local_kernels import checks
-from kernel_factory.local.local_kernels.checks import Environment, check_kernel, detect_environment
+from kernel_factory.local.local_kernels.checks import check_kernel, detect_environment
 from kernel_factory.local.local_kernels.installed import InstalledKernel
+from kernel_factory.local.probe.environment import Environment
 
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning")
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from kernel_factory import cli
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED
-from kernel_factory.local.local_kernels.checks import Environment, check_kernel
+from kernel_factory.local.local_kernels.checks import check_kernel
 from kernel_factory.local.local_kernels.command import local_kernels_value, report, shell_line, usable
 from kernel_factory.local.local_kernels.installed import InstalledKernel, find_kernels
-from kernel_factory.local.probe.environment import label_or_none
+from kernel_factory.local.probe.environment import Environment, label_or_none
 
 try:  # the installed kernels' own parser is the oracle: kernels.load (0.17) moved under kernels._internals (0.18+)
     from kernels._internals.load import _parse_local_kernel_overrides

@@ -322,10 +322,8 @@ def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:
 
 
 def take_back(root: Path, repo_id: str, made: list[Made]) -> None:
-    """Undo what runs of this process placed for ``repo_id`` (``made``, as ``place`` and ``set_refs`` record it),
-    by descriptors and by identity: a ref set back to the commit it named only while it is still the file this
-    run wrote, a snapshot or variant removed only while it is still the folder this run renamed there, the
-    folders this run made removed only while they are empty. Blobs are never taken back: once published,
+    """Undo ``made`` (what this process placed for ``repo_id``) by descriptors and by identity: only what is still
+    the file or folder this run put there, folders only while empty. Blobs are never taken back: once published,
     another run's snapshot may link to them. Best effort: the caller is failing already."""
     with contextlib.suppress(OSError, LinkRefused), open_root(root, create=False) as top:
         name = repo_folder(root, repo_id).name
@@ -451,9 +449,8 @@ def _replace(folder: Folder, name: str, data: bytes) -> None:
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
-    """The cache folder kernels reads: KERNELS_CACHE, else HF_HUB_CACHE (HUGGINGFACE_HUB_CACHE), else
-    HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, as huggingface_hub
-    expands them (config.hub_cache; KERNELS_CACHE is used as given, as kernels does)."""
+    """The cache folder kernels reads: KERNELS_CACHE as given (as kernels does), else huggingface_hub's own
+    (config.hub_cache: HF_HUB_CACHE, HF_HOME/hub, ...)."""
     return Path(env["KERNELS_CACHE"]) if env.get("KERNELS_CACHE") else hub_cache(env)
 
 

@@ -1,9 +1,5 @@
-"""``local-kernels --check``: would an installed kernel wheel load in this interpreter, and if not, why not.
-
-Compares the wheel's build variant with the interpreter: OS and architecture,
-torch's version, C++ ABI and backend (CUDA, ROCm, XPU, Metal), tvm-ffi, the
-wheel's other requirements and the kernels it depends on. Imports torch only
-when asked to (guarded); otherwise the standard library and ``packaging``.
+"""``local-kernels --check``: would an installed kernel wheel load in this interpreter, and if not, why not
+(its variant's platform, torch, C++ ABI, backend and tvm-ffi, its other requirements and kernel-depends).
 """
 
 from __future__ import annotations
@@ -20,8 +16,6 @@ from ...variants import Target, parse
 from ..probe.environment import Environment, from_facts, label_or_none, machine
 from ..probe.facts import collect
 from .installed import InstalledKernel
-
-__all__ = ["Environment", "check_kernel", "detect_environment", "installed_version"]
 
 # Requirements the variant check covers with a better message.
 FRAMEWORK_DISTS = ("torch", "apache-tvm-ffi")

@@ -6,10 +6,8 @@ build variant folders), loads that folder as the build variant whatever ``versio
 exactly such a folder, its variant root (wheel/layout.py), so PATH is the installed variant root (for an older
 wheel without one, its package folder).
 
-Needs only the standard library and ``packaging``; ``--check`` imports torch (guarded) to learn its backend and C++
-ABI, and asks the target interpreter's own kernels library (probe/run.py ask_kernels, in that interpreter's
-process) which variant it loads from each snapshot and whether the files pass its checks. ``--cache`` (``install``)
-places each installed variant root in the Hub cache through ``cache.Writer``, at the commit its provenance names.
+``--check`` asks the target interpreter's own kernels library what it loads (probe/run.py ask_kernels); ``--cache``
+(``install``) places each installed variant root in the Hub cache, at the commit its provenance names.
 """
 
 from __future__ import annotations
@@ -27,11 +25,11 @@ from ...errors import EXIT_OK, EXIT_REFUSED, Refused, worst
 from ...nofollow import LinkRefused
 from ...record import PROVENANCE
 from .. import cache
-from ..probe.environment import from_facts
+from ..probe.environment import Environment, from_facts
 from ..probe.rules import Judge
 from ..probe.run import ask_kernels, resolve_python, run_probe, sys_path
 from . import loaders
-from .checks import Environment, check_kernel, detect_environment, installed_version
+from .checks import check_kernel, detect_environment, installed_version
 from .installed import SIGSTORE, InstalledKernel, find_kernels, refs_of, why_not_cacheable
 
 

@@ -12,6 +12,7 @@ an allow list (``--allow-org``, the build's ``allow-orgs``); see SECURITY.md.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib.metadata as im
 import json
@@ -280,20 +281,16 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
     ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
     files, files_problem = record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
-    older = older_layout(root, prov, files, meta_file_bytes(folder)) if root and not files_problem else None
+    raw: bytes | None = None
+    with contextlib.suppress(OSError):
+        raw = (folder / "metadata.json").read_bytes()
+    older = older_layout(root, prov, files, raw) if root and not files_problem else None
     if older:
         problems.append(older)
     return InstalledKernel(
         dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
         revision, ref, files, files_problem, (folder / SIGSTORE).is_file(),
     )
-
-
-def meta_file_bytes(folder: Path) -> bytes | None:
-    try:
-        return (folder / "metadata.json").read_bytes()
-    except OSError:
-        return None
 
 
 def older_layout(root: str, prov: dict[str, Any], files: tuple[tuple[str, str], ...], metadata: bytes | None

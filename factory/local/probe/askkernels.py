@@ -1,8 +1,7 @@
 """Ask an interpreter's own kernels library what it would load, without importing kernel-factory into it.
 
-Standard library and that interpreter's ``kernels`` (and torch, which kernels imports) only: ``probe.ask``
-runs this file's source with the target interpreter (``python -c``), gives it the folders to judge as JSON
-on stdin, and reads one line, ``KF-KERNELS <json>``. Every answer is that kernels version's own:
+Standard library and that interpreter's ``kernels`` only: ``run.ask_kernels`` runs this file's source there, with
+the folders to judge as JSON on stdin, and reads one line, ``KF-KERNELS <json>``. Every answer is kernels' own:
 
 - ``kernels``: its version (``kernels.__version__``), or None with ``error`` when it does not import;
 - ``builds``: for each ``build/`` folder, its variant folders, the one kernels would load here
