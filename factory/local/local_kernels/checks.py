@@ -41,18 +41,6 @@ def detect_environment() -> Environment:
     return from_facts(collect(), torch_version=torch_version, tvm_ffi=tvm)
 
 
-def _target(variant: str | None) -> tuple[Target | None, str | None]:
-    """(Target or None, reason) for a variant name; (None, None) when it cannot be judged here."""
-    if variant is None:
-        return None, None
-    try:
-        return parse(variant), None
-    except UnknownVariant as exc:
-        return None, str(exc)
-    except ImportError:  # the kernels library is missing; the caller says so once
-        return None, None
-
-
 def _fix(k: InstalledKernel, env: Environment) -> str:
     try:
         public = Version(k.version).public
@@ -151,9 +139,13 @@ def _dependency_reasons(k: InstalledKernel, provided: set[str]) -> list[str]:
 def check_kernel(k: InstalledKernel, env: Environment, provided: set[str], path: list[str] | None = None) -> list[str]:
     """Why ``get_kernel`` would not load this installed kernel here; empty if it would."""
     reasons = list(k.problems)
-    target, unknown = _target(k.variant)
-    if unknown:
-        reasons.append(unknown)
+    target: Target | None = None
+    try:
+        target = parse(k.variant) if k.variant is not None else None
+    except UnknownVariant as exc:
+        reasons.append(str(exc))
+    except ImportError:  # the kernels library is missing; the caller says so once
+        pass
     skip: tuple[str, ...] = ()
     if target is not None:
         fix = _fix(k, env)
