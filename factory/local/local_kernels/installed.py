@@ -227,7 +227,8 @@ def kernels_refusal(raw: bytes, data: dict[str, Any]) -> str | None:
 def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str | None) -> InstalledKernel:
     dist_name = dist.metadata["Name"] or "?"
     prov = prov or {}
-    repo_id = prov.get("repo_id") if isinstance(prov.get("repo_id"), str) else None
+    text = {key: value for key, value in prov.items() if isinstance(value, str)}  # a field of another type: none
+    repo_id = text.get("repo_id")
     problems: list[str] = []
     if prov_error:
         problems.append(f"its {PROVENANCE} is not valid JSON ({prov_error}): reinstall the wheel")
@@ -277,9 +278,6 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     if ":" in key or "=" in key:
         problems.append(f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: rebuild the wheel "
                         "with a repo-id without them")
-    variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
-    revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
-    ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
     files, files_problem = record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
     raw: bytes | None = None
     with contextlib.suppress(OSError):
@@ -288,8 +286,8 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     if older:
         problems.append(older)
     return InstalledKernel(
-        dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
-        revision, ref, files, files_problem, (folder / SIGSTORE).is_file(),
+        dist_name, dist.version, key, repo_id, name, text.get("variant"), folder, meta, tuple(dist.requires or ()),
+        tuple(problems), text.get("revision"), text.get("ref"), files, files_problem, (folder / SIGSTORE).is_file(),
     )
 
 
