@@ -1,12 +1,9 @@
 """``kernel-factory which``: this environment's build variant, label and variant root, and the install command.
 
-The interpreter is inspected by factory/local/probe/run.py (a script run with it, so
-kernel-factory can live in a pipx venv and inspect another). With
-``--index-url URL --kernel NAME`` the kernel's page in the variant root
-(``URL/variants/<label>/simple/<name>/``, PEP 691 JSON or HTML) gives the
-newest wheel that fits this platform; a universal or backend-noarch wheel in
-the combined root fits too. No fit: exit 3 and the builds there are, nearest
-first.
+The interpreter is probed in its own process (probe/run.py: kernel-factory can live in a pipx venv and inspect
+another). With ``--index-url URL --kernel NAME`` the kernel's page in the variant root (``URL/variants/<label>/
+simple/<name>/``) gives the newest wheel that fits this platform; a universal or backend-noarch wheel in the
+combined root fits too. No fit: exit 3 and the builds there are, nearest first.
 """
 
 from __future__ import annotations
@@ -22,10 +19,9 @@ from .. import report, simple
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..safe_text import printable
 from ..simple import Wheel
-from ..variants import LabelParts, parse_label, tag_platforms
-from .probe.run import Environment, probe, resolve_python
-
-__all__ = ["LabelParts", "Wheel", "candidates", "commands", "fits_platform", "nearest", "parse_label"]
+from ..variants import parse_label, tag_platforms
+from .probe.environment import Environment
+from .probe.run import probe, resolve_python
 
 
 def fits_platform(wheel: Wheel, env: Environment) -> bool:

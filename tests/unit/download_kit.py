@@ -19,7 +19,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import requests
-from kernel_factory.local.probe.run import Environment, environment
+from kernel_factory.local.probe.environment import Environment
+from kernel_factory.local.probe.run import environment
 from kernel_factory.variants import parse
 
 SHA1, SHA2, SHA3 = "1" * 40, "2" * 40, "3" * 40

@@ -19,8 +19,7 @@ from kernel_factory.errors import Unreachable
 from kernel_factory.local import cache
 from kernel_factory.local.cache import Placement, Writer, writer
 from kernel_factory.local.cache import stage as cachestage
-from kernel_factory.local.local_kernels.checks import Environment
-from kernel_factory.local.probe.environment import label_or_none, machine
+from kernel_factory.local.probe.environment import Environment, label_or_none, machine
 from kernel_factory.nofollow import LinkRefused
 
 SHA, SHA2, HUB = "a" * 40, "b" * 40, "c" * 40

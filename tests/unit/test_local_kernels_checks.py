@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 from kernel_factory.errors import UsageError
-from kernel_factory.local.local_kernels.checks import Environment, check_kernel, detect_environment
+from kernel_factory.local.local_kernels import checks
+from kernel_factory.local.local_kernels.checks import check_kernel, detect_environment
 from kernel_factory.local.local_kernels.installed import InstalledKernel
+from kernel_factory.local.probe.environment import Environment
 
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning")
 
@@ -58,17 +60,19 @@ def test_each_rule_gives_its_one_line(variant: str, environment: Environment, re
     assert check_kernel(kernel(variant), environment, set(), path=[]) == reasons
 
 
-def test_the_environment_without_torch_on_the_path_is_read_without_importing_it(tmp_path: Path) -> None:
-    found = detect_environment([str(tmp_path)], import_torch=True)
+def test_the_environment_without_torch_installed_is_read_without_importing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checks, "installed_version", lambda name, path: None)
+    monkeypatch.setattr(checks, "collect", lambda: pytest.fail("torch imported"))
+    found = detect_environment()
     assert found == Environment(os="linux", arch="x86_64", torch=None, tvm_ffi=None)
 
 
-def test_the_environment_without_importing_torch_names_its_version(tmp_path: Path) -> None:
-    dist = tmp_path / "torch-2.13.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\n")
-    found = detect_environment([str(tmp_path)], import_torch=False)
-    assert found == Environment(os="linux", arch="x86_64", torch="2.13.0", tvm_ffi=None)
+def test_the_environment_names_the_installed_distributions_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checks, "installed_version", lambda name, path: {"torch": "2.13.0"}.get(name))
+    monkeypatch.setattr(checks, "collect", lambda: {"machine": "x86_64", "system": "linux",
+                                                    "torch": {"version": "2.13.0a0", "cxx11_abi": True}})
+    found = detect_environment()
+    assert found == Environment(os="linux", arch="x86_64", torch="2.13.0", cxx11_abi=True, tvm_ffi=None)
 
 
 def dist(site: Path, name: str, version: str) -> None:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from kernel_factory import cli
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED
-from kernel_factory.local.local_kernels.checks import Environment, check_kernel
-from kernel_factory.local.local_kernels.command import find_kernels, local_kernels_value, report, shell_line, usable
-from kernel_factory.local.local_kernels.installed import InstalledKernel
-from kernel_factory.local.probe.environment import label_or_none
+from kernel_factory.local.local_kernels.checks import check_kernel
+from kernel_factory.local.local_kernels.command import local_kernels_value, report, shell_line, usable
+from kernel_factory.local.local_kernels.installed import InstalledKernel, find_kernels
+from kernel_factory.local.probe.environment import Environment, label_or_none
 
 try:  # the installed kernels' own parser is the oracle: kernels.load (0.17) moved under kernels._internals (0.18+)
     from kernels._internals.load import _parse_local_kernel_overrides
@@ -359,13 +359,13 @@ def test_a_provenance_without_package_takes_the_top_level_folder_holding_metadat
 
 
 def test_without_the_kernels_library_the_fields_it_requires_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernel_factory.local.local_kernels import command as local_kernels
+    from kernel_factory.local.local_kernels import installed
     from kernel_factory.verify import metadata as kernelmeta
 
     def no_library(raw: bytes) -> str | None:
         raise ImportError("No module named 'kernels'")
 
     monkeypatch.setattr(kernelmeta, "kernels_refusal", no_library)
-    assert local_kernels.kernels_refusal(b"{}", {"name": "act", "version": 1}) == (
+    assert installed.kernels_refusal(b"{}", {"name": "act", "version": 1}) == (
         "lacks id, license, python-depends, backend, which the kernels library requires")
-    assert local_kernels.kernels_refusal(b"{}", metadata("act")) is None
+    assert installed.kernels_refusal(b"{}", metadata("act")) is None

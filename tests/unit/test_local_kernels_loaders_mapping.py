@@ -16,7 +16,7 @@ from kernel_factory import cli
 from kernel_factory.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from kernel_factory.local.local_kernels import command as local_kernels
 from kernel_factory.local.local_kernels import loaders
-from kernel_factory.local.local_kernels.checks import Environment
+from kernel_factory.local.probe.environment import Environment
 from kernel_factory.sources.transformers_map import MARK, KernelMapping, parse
 
 # kernels chooses the variant with torch imported (the test venv has no numpy, which torch warns about).

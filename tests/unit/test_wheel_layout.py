@@ -191,7 +191,7 @@ def test_download_maps_an_older_nested_wheel_and_refuses_an_older_flat_one(tmp_p
 
 def test_local_kernels_leaves_out_an_installed_older_wheel_kernels_018_would_refuse() -> None:
     """local-kernels (--shell, --cache) keeps an older wheel only where its installed folder is the variant folder."""
-    from kernel_factory.local.local_kernels.command import older_layout
+    from kernel_factory.local.local_kernels.installed import older_layout
 
     files = (("__init__.py", "0" * 64), ("metadata.json", "0" * 64))
     assert older_layout("img2grey", {"package": "img2grey"}, files, _meta(["__init__.py"])) is None

@@ -15,6 +15,7 @@ from kernel_factory.index.command import index_with_adoption
 from kernel_factory.local import which
 from kernel_factory.local.probe.run import environment
 from kernel_factory.local.which import WhichArgs, build_lines, nearest
+from kernel_factory.simple import Wheel
 from packaging.utils import parse_wheel_filename
 
 
@@ -107,9 +108,9 @@ def test_which_needs_the_index_and_the_kernel_together(monkeypatch: pytest.Monke
         run(monkeypatch, capsys, facts(), **args)
 
 
-def wheel(filename: str) -> which.Wheel:
+def wheel(filename: str) -> Wheel:
     _, version, _, tags = parse_wheel_filename(filename)
-    return which.Wheel(filename, filename, version, tags, False)
+    return Wheel(filename, filename, version, tags, False)
 
 
 def test_nearest_rows_and_their_lines() -> None:

@@ -10,7 +10,9 @@ from index_synth import add_kernel
 from kernel_factory.errors import UnknownVariant, UsageError
 from kernel_factory.index.command import index_with_adoption
 from kernel_factory.local.probe.run import environment
-from kernel_factory.local.which import LabelParts, Wheel, candidates, commands, fits_platform, nearest, parse_label
+from kernel_factory.local.which import candidates, commands, fits_platform, nearest
+from kernel_factory.simple import Wheel
+from kernel_factory.variants import LabelParts, parse_label
 from packaging.utils import parse_wheel_filename
 
 

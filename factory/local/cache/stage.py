@@ -1,21 +1,18 @@
 """The private scratch folder inside a Hub cache, and the checked copies of a variant's files staged in it.
 
-Scratch lives at ``<cache>/.locks/kernel-factory/run-<random>/`` (mode 0700): on the cache's own file system,
-so a staged file becomes a blob by a link or a rename and never by a second copy, and under ``.locks``, the one
-folder of the cache root that huggingface_hub's ``scan_cache_dir`` skips (it keeps its own lock files there,
-in ``.locks/<repo folder>/``, a name that never clashes with ``kernel-factory``). Each run holds an exclusive
-``flock`` on ``run-*/owner`` while it works; the next run removes every ``run-*`` whose lock it can take (its
-owner was killed), so a kill -9 leaves only private scratch that the next run sweeps.
+Scratch lives at ``<cache>/.locks/kernel-factory/run-<random>/`` (0700): on the cache's own file system, so a
+staged file becomes a blob by a link or a rename, never a second copy, and under ``.locks``, the one folder of the
+root that huggingface_hub's ``scan_cache_dir`` skips (its own locks are in ``.locks/<repo folder>/``). Each run
+holds an exclusive ``flock`` on ``run-*/owner``; the next run removes every ``run-*`` whose lock it can take, so
+a kill -9 leaves only private scratch that the next run sweeps.
 
-A staged file is the installed file's bytes copied (or reflinked, where the file system shares extents:
-a copy-on-write clone, so a later write to the installed file never reaches the cache) and hashed as they are
-in the copy, which no one else can write: the bytes checked are the bytes placed. Never a hard link to the
-installed file: it would share an inode with the environment, and an in-place write there would change the
-commit's bytes in the cache.
+A staged file is the installed file's bytes copied (or reflinked: a copy-on-write clone) and hashed as they are in
+the copy, which no one else can write: the bytes checked are the bytes placed. Never a hard link to the installed
+file: an in-place write in the environment would change the commit's bytes in the cache.
 
 The cache may be shared by many users (a cluster's ``HF_HOME``), so anything below its root may have been
-planted: its folders are opened one level at a time, never through a link (``open_root``: a nofollow.Folder whose
-refusals name the Hub cache). The root itself is the user's choice and may be a link.
+planted: its folders are opened one level at a time, never through a link (``open_root``). The root itself is the
+user's choice and may be a link.
 """
 
 from __future__ import annotations

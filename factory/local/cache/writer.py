@@ -1,25 +1,14 @@
-"""The one writer of the Hugging Face Hub cache that the kernels library reads offline (``download`` and
-``local-kernels --cache``), written as huggingface_hub writes it.
+"""The one writer of the Hub cache that kernels reads offline, written as huggingface_hub writes it.
 
-kernels 0.17 loads a kernel offline from ``<root>/kernels--<org>--<name>/``:
+kernels 0.17 loads ``<root>/kernels--<org>--<name>/`` (``<root>``: ``cache_root``): ``refs/<ref>`` holds a commit
+sha (no newline; ``version=N`` reads ``refs/vN``, in ``kernels--`` and the legacy ``models--`` folder, the latter
+winning) and ``snapshots/<sha>/build/<variant>/`` is the variant ``get_variants_local`` chooses from.
 
-- ``refs/<ref>`` holds a commit sha (no newline); ``version=N`` is looked up as ``refs/vN``
-  (``kernels._versions``: in ``kernels--`` and in the legacy ``models--`` folder, the latter winning), and
-  ``revision=<branch or tag>`` through ``snapshot_download(local_files_only=True)``;
-- ``snapshots/<sha>/build/<variant>/`` is the build variant that ``snapshot_download`` returns and
-  ``get_variants_local`` chooses from (``revision=<sha>`` and every locked path look only here).
-
-``<root>`` is ``$KERNELS_CACHE``, else huggingface_hub's ``HF_HUB_CACHE`` (``cache_root``).
-
-``place`` writes content-addressed, read-only ``blobs/<sha256 hex>`` and a snapshot of relative links to them
-(copies where links cannot be made), each byte checked against the hashes it is given (a wheel's RECORD, a
-lock's) before the snapshot becomes visible, by one rename. A snapshot is immutable: what sits at a commit is
-that commit's checked bytes, never a link into an environment. A snapshot kernel-factory wrote carries
-``MARKER``; one without it came from the Hub (or someone else) and is never written into. A variant already in
-a snapshot is left as it is: the same bytes are a no-op, other bytes are refused (CacheConflict). A ref is
-written only when it is absent, already holds this sha, or names a snapshot that kernel-factory wrote; one that
-names another commit is left as it is, and a note says so. Every folder from the root down is opened without
-following links (nofollow.Folder); staging happens in a private scratch folder (stage.py).
+A snapshot is immutable: a commit's checked bytes (read-only ``blobs/<sha256>`` and relative links to them, copies
+where links cannot be made), made visible by one rename, never a link into an environment. One kernel-factory wrote
+carries ``MARKER``; one without it came from the Hub and is never written into. Other bytes at a variant already
+placed are refused (CacheConflict); a ref is written only where it is absent, names this sha or names a snapshot of
+ours, else left with a note. Folders below the root are opened without following links (nofollow.Folder).
 """
 
 from __future__ import annotations
@@ -239,7 +228,10 @@ class Placing:
                     _warned.append(True)
                     warn(f"{self.root}: its file system makes no symbolic links; the kernel's files are copied into "
                          "the snapshot (as huggingface_hub does there), which takes more space")
-                self.copy_blob(run, blobs, want, path, mode)
+                fd = run.open_file(f"b-{want}") if run.kind(f"b-{want}") == "file" else blobs.open_file(want)
+                with open(fd, "rb") as src, open(path, "xb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
+                    set_mode(out.fileno(), mode)
         for folder in [Path(d) for d, _, _ in os.walk(top)]:
             set_mode(str(folder), dmode[0] & 0o7777)
             if os.stat(folder).st_gid != dmode[1]:  # the group the setgid folder hands down
@@ -250,12 +242,6 @@ class Placing:
                         raise
                     continue
                 set_mode(str(folder), dmode[0] & 0o7777)  # chown takes the setgid bit away
-
-    def copy_blob(self, run: Folder, blobs: Folder, want: str, path: Path, mode: int) -> None:
-        fd = run.open_file(f"b-{want}") if run.kind(f"b-{want}") == "file" else blobs.open_file(want)
-        with open(fd, "rb") as src, open(path, "xb") as out:
-            shutil.copyfileobj(src, out, 1 << 20)
-            set_mode(out.fileno(), mode)
 
     def publish_blobs(self, run: Folder, blobs: Folder, staged: set[str]) -> None:
         """Link each staged file in as ``blobs/<hex>``; one already there that is not to be trusted is replaced
@@ -336,10 +322,8 @@ def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:
 
 
 def take_back(root: Path, repo_id: str, made: list[Made]) -> None:
-    """Undo what runs of this process placed for ``repo_id`` (``made``, as ``place`` and ``set_refs`` record it),
-    by descriptors and by identity: a ref set back to the commit it named only while it is still the file this
-    run wrote, a snapshot or variant removed only while it is still the folder this run renamed there, the
-    folders this run made removed only while they are empty. Blobs are never taken back: once published,
+    """Undo ``made`` (what this process placed for ``repo_id``) by descriptors and by identity: only what is still
+    the file or folder this run put there, folders only while empty. Blobs are never taken back: once published,
     another run's snapshot may link to them. Best effort: the caller is failing already."""
     with contextlib.suppress(OSError, LinkRefused), open_root(root, create=False) as top:
         name = repo_folder(root, repo_id).name
@@ -465,9 +449,8 @@ def _replace(folder: Folder, name: str, data: bytes) -> None:
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
-    """The cache folder kernels reads: KERNELS_CACHE, else HF_HUB_CACHE (HUGGINGFACE_HUB_CACHE), else
-    HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, as huggingface_hub
-    expands them (config.hub_cache; KERNELS_CACHE is used as given, as kernels does)."""
+    """The cache folder kernels reads: KERNELS_CACHE as given (as kernels does), else huggingface_hub's own
+    (config.hub_cache: HF_HUB_CACHE, HF_HOME/hub, ...)."""
     return Path(env["KERNELS_CACHE"]) if env.get("KERNELS_CACHE") else hub_cache(env)
 
 
@@ -630,15 +613,12 @@ class Writer:
         self.made: dict[str, list[Made]] = {}  # repository id -> what this writer put there, in order
 
     def place(self, item: Placement) -> Path:
-        """Place ``item.source`` (a kernel's build variant folder) as ``<root>/kernels--org--name/snapshots/<sha>/
-        build/<variant>``, every file checked against ``item.files`` (posix path relative to the source -> sha256
-        hex), and point each of ``item.refs`` at the commit; returns the variant folder kernels will load.
+        """Place ``item`` (see Placement); returns the variant folder kernels will load.
 
-        Refuses (CacheRefused) a file of ``source`` that ``files`` does not list, one it lists that is missing, or
-        bytes that differ; (LinkRefused) a link anywhere in the cache where it would read or write; (CacheConflict)
-        other bytes at this commit. A full or read-only cache raises Unreachable. In each case nothing of this call
-        is left in the cache but blobs it published (never taken back: another run may link to them meanwhile). A
-        ref that names another commit is left, with a note."""
+        Refuses (CacheRefused) a file ``files`` does not list, one it lists that is missing, or bytes that differ;
+        (LinkRefused) a link in the cache where it would read or write; (CacheConflict) other bytes at this commit.
+        A full or read-only cache raises Unreachable. Nothing of a failed call stays but the blobs it published
+        (another run may link to them meanwhile)."""
         repo_id, source = item.repo_id, item.source
         _check(repo_id, item.sha, item.variant, item.refs)
         stage.check_files(item.files, repo_id)

@@ -35,7 +35,8 @@ from ...variants import parse
 from ...verify.digest import left_out
 from ...verify.lockfile import LockedKernel, read_lock
 from .. import cache
-from ..probe.run import Environment, probe, resolve_python
+from ..probe.environment import Environment
+from ..probe.run import probe, resolve_python
 from ..which import Choice, NoProject, build_lines, candidates, nearest
 from . import wheelcheck
 from .depends import MAX_DEPENDS, Policy, Want, find_cycle, lock_want, wants_of

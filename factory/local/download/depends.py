@@ -19,8 +19,6 @@ from ...safe_text import printable
 from ...verify.lockfile import LockedKernel
 from .. import cache
 
-__all__ = ["MAX_DEPENDS", "Policy", "Want", "find_cycle", "lock_want", "wants_of"]
-
 MAX_DEPENDS = 32  #: kernels one download may pull in through kernel-depends, beyond those kernels.lock names
 _MAJOR = re.compile(r"v(0|[1-9][0-9]{0,5})")
 

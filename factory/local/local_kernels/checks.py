@@ -1,9 +1,5 @@
-"""``local-kernels --check``: would an installed kernel wheel load in this interpreter, and if not, why not.
-
-Compares the wheel's build variant with the interpreter: OS and architecture,
-torch's version, C++ ABI and backend (CUDA, ROCm, XPU, Metal), tvm-ffi, the
-wheel's other requirements and the kernels it depends on. Imports torch only
-when asked to (guarded); otherwise the standard library and ``packaging``.
+"""``local-kernels --check``: would an installed kernel wheel load in this interpreter, and if not, why not
+(its variant's platform, torch, C++ ABI, backend and tvm-ffi, its other requirements and kernel-depends).
 """
 
 from __future__ import annotations
@@ -21,8 +17,6 @@ from ..probe.environment import Environment, from_facts, label_or_none, machine
 from ..probe.facts import collect
 from .installed import InstalledKernel
 
-__all__ = ["Environment", "check_kernel", "detect_environment", "installed_version"]
-
 # Requirements the variant check covers with a better message.
 FRAMEWORK_DISTS = ("torch", "apache-tvm-ffi")
 
@@ -36,27 +30,15 @@ def installed_version(name: str, path: list[str] | None) -> str | None:
     return None
 
 
-def detect_environment(path: list[str] | None = None, *, import_torch: bool = True) -> Environment:
-    """This machine and the torch on ``path`` (facts.py's facts, collected in this interpreter); imports torch
-    only when ``import_torch``."""
-    torch_version = installed_version("torch", path)
-    tvm = installed_version("apache-tvm-ffi", path)
-    if torch_version is None or not import_torch:
+def detect_environment() -> Environment:
+    """This machine and its torch (facts.py's facts, collected in this interpreter: torch is imported only where it
+    is installed)."""
+    torch_version = installed_version("torch", None)
+    tvm = installed_version("apache-tvm-ffi", None)
+    if torch_version is None:
         arch, os_name = machine(platform.machine(), platform.system())
-        return Environment(os=os_name, arch=arch, torch=torch_version, tvm_ffi=tvm)
+        return Environment(os=os_name, arch=arch, torch=None, tvm_ffi=tvm)
     return from_facts(collect(), torch_version=torch_version, tvm_ffi=tvm)
-
-
-def _target(variant: str | None) -> tuple[Target | None, str | None]:
-    """(Target or None, reason) for a variant name; (None, None) when it cannot be judged here."""
-    if variant is None:
-        return None, None
-    try:
-        return parse(variant), None
-    except UnknownVariant as exc:
-        return None, str(exc)
-    except ImportError:  # the kernels library is missing; the caller says so once
-        return None, None
 
 
 def _fix(k: InstalledKernel, env: Environment) -> str:
@@ -157,9 +139,13 @@ def _dependency_reasons(k: InstalledKernel, provided: set[str]) -> list[str]:
 def check_kernel(k: InstalledKernel, env: Environment, provided: set[str], path: list[str] | None = None) -> list[str]:
     """Why ``get_kernel`` would not load this installed kernel here; empty if it would."""
     reasons = list(k.problems)
-    target, unknown = _target(k.variant)
-    if unknown:
-        reasons.append(unknown)
+    target: Target | None = None
+    try:
+        target = parse(k.variant) if k.variant is not None else None
+    except UnknownVariant as exc:
+        reasons.append(str(exc))
+    except ImportError:  # the kernels library is missing; the caller says so once
+        pass
     skip: tuple[str, ...] = ()
     if target is not None:
         fix = _fix(k, env)

@@ -6,177 +6,31 @@ build variant folders), loads that folder as the build variant whatever ``versio
 exactly such a folder, its variant root (wheel/layout.py), so PATH is the installed variant root (for an older
 wheel without one, its package folder).
 
-Needs only the standard library and ``packaging``; ``--check`` imports torch (guarded) to learn its backend and C++
-ABI, and asks the target interpreter's own kernels library (probe/run.py ask_kernels, in that interpreter's
-process) which variant it loads from each snapshot and whether the files pass its checks. ``--cache`` (``install``)
-places each installed variant root in the Hub cache through ``cache.Writer``, at the commit its provenance names.
+``--check`` asks the target interpreter's own kernels library what it loads (probe/run.py ask_kernels); ``--cache``
+(``install``) places each installed variant root in the Hub cache, at the commit its provenance names.
 """
 
 from __future__ import annotations
 
-import importlib.metadata as im
-import json
 import os
 import shlex
 import sys
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from packaging.utils import canonicalize_name
 
 from ... import report as reporter  # report() below is this module's own
 from ...config import DEFAULT_ORGS
 from ...errors import EXIT_OK, EXIT_REFUSED, Refused, worst
 from ...nofollow import LinkRefused
-from ...record import PROVENANCE, VARIANT_ROOT, read_provenance
-from ...verify import metadata as kernelmeta
-from ...wheel import layout
+from ...record import PROVENANCE
 from .. import cache
-from ..probe.environment import from_facts
+from ..probe.environment import Environment, from_facts
 from ..probe.rules import Judge
 from ..probe.run import ask_kernels, resolve_python, run_probe, sys_path
-from . import installed, loaders
-from .checks import Environment, check_kernel, detect_environment, installed_version
-from .installed import SIGSTORE, InstalledKernel, refs_of, why_not_cacheable
-
-# metadata.json fields that kernels 0.17 refuses to load without.
-REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
-
-
-def _package(dist: im.Distribution, prov: dict[str, Any]) -> str | None:
-    pkg = prov.get("package")
-    if isinstance(pkg, str) and pkg:
-        return pkg
-    for f in dist.files or ():
-        if len(f.parts) == 2 and f.parts[1] == "metadata.json":
-            return f.parts[0]
-    return None
-
-
-def kernels_refusal(raw: bytes, data: dict[str, Any]) -> str | None:
-    """Why ``get_kernel`` refuses this metadata.json (the kernels library's own parser and message), or None."""
-    try:
-        message = kernelmeta.kernels_refusal(raw)
-    except ImportError:  # without kernels, the fields it requires at least
-        missing = [k for k in REQUIRED_FIELDS if k not in data]
-        return f"lacks {', '.join(missing)}, which the kernels library requires" if missing else None
-    return f"kernels.get_kernel would refuse it: {message}" if message else None
-
-
-def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str | None) -> InstalledKernel:
-    dist_name = dist.metadata["Name"] or "?"
-    prov = prov or {}
-    repo_id = prov.get("repo_id") if isinstance(prov.get("repo_id"), str) else None
-    problems: list[str] = []
-    if prov_error:
-        problems.append(f"its {PROVENANCE} is not valid JSON ({prov_error}): reinstall the wheel")
-    else:
-        claim = installed.claim_problem(dist_name, dist.version, prov)
-        if claim:
-            problems.append(claim)
-    pkg = _package(dist, prov)
-    try:
-        root = layout.recorded_root(prov) or pkg
-    except layout.NotMappable as exc:
-        problems.append(f"{exc}")
-        root = None
-    folder = Path(str(dist.locate_file(root or dist_name))).absolute()
-    meta: dict[str, Any] = {}
-    if pkg is None:
-        problems.append(f"its {PROVENANCE} names no package: rebuild the wheel with kernel-factory to-wheel")
-    elif root is None:
-        pass
-    elif not folder.is_dir():
-        problems.append(f"its package folder {folder} is missing: pip install --force-reinstall '{dist_name}'")
-    else:
-        meta_file = folder / "metadata.json"
-        if not meta_file.is_file():
-            problems.append(f"{root}/metadata.json, which the kernels library reads, is missing: rebuild the wheel "
-                            "with kernel-factory to-wheel and reinstall it")
-        else:
-            try:
-                data = json.loads(meta_file.read_text(encoding="utf-8", errors="replace"))
-                err = "" if isinstance(data, dict) else "not a JSON object"
-            except ValueError as exc:
-                data, err = None, str(exc)
-            if err:
-                problems.append(f"{meta_file} is not valid JSON ({err}): reinstall the wheel")
-            elif refused := kernels_refusal(meta_file.read_bytes(), data):
-                problems.append(f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels "
-                                "accepts")
-            meta = {} if err else data
-        entries = layout.entry_files(meta or {"name": pkg})
-        if not any((folder / rel).is_file() for rel in entries):
-            problems.append(f"{root}/{entries[0]} is missing: pip install --force-reinstall '{dist_name}'")
-    name = str(prov.get("name") or meta.get("name") or dist_name)
-    key = repo_id or name
-    if ":" in str(folder):
-        problems.append(f"its folder {folder} contains ':', which LOCAL_KERNELS cannot express (':' separates "
-                        "entries): use an environment whose path has no ':'")
-    if ":" in key or "=" in key:
-        problems.append(f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: rebuild the wheel "
-                        "with a repo-id without them")
-    variant = prov.get("variant") if isinstance(prov.get("variant"), str) else None
-    revision = prov.get("revision") if isinstance(prov.get("revision"), str) else None
-    ref = prov.get("ref") if isinstance(prov.get("ref"), str) else None
-    files, files_problem = installed.record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
-    older = older_layout(root, prov, files, meta_file_bytes(folder)) if root and not files_problem else None
-    if older:
-        problems.append(older)
-    return InstalledKernel(
-        dist_name, dist.version, key, repo_id, name, variant, folder, meta, tuple(dist.requires or ()), tuple(problems),
-        revision, ref, files, files_problem, (folder / SIGSTORE).is_file(),
-    )
-
-
-def meta_file_bytes(folder: Path) -> bytes | None:
-    try:
-        return (folder / "metadata.json").read_bytes()
-    except OSError:
-        return None
-
-
-def older_layout(root: str, prov: dict[str, Any], files: tuple[tuple[str, str], ...], metadata: bytes | None
-                 ) -> str | None:
-    """Why a wheel made before the variant root was recorded cannot serve kernels 0.18+ as installed (its package
-    folder is not laid out as the variant's digest describes), or None."""
-    if VARIANT_ROOT in prov:
-        return None
-    try:
-        mapping = layout.legacy_map(root, [rel for rel, _ in files], metadata)
-    except layout.NotMappable as exc:
-        return str(exc)
-    moved = next((rel for rel, there in mapping.items() if rel != there), None)
-    if moved is None:
-        return None
-    return (f"it was made by an older kernel-factory that installs the package folder, not the build variant folder "
-            f"its digest describes (with {mapping[moved]}), so kernels 0.18+ refuse it; {layout.REBUILD}")
-
-
-def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
-    """Installed distributions that carry kernel-factory's provenance file, first of each name, sorted by key."""
-    seen: set[str] = set()
-    found: list[InstalledKernel] = []
-    claimants: list[tuple[im.Distribution, str | None]] = []
-    for dist in im.distributions(path=path) if path is not None else im.distributions():
-        canon = canonicalize_name(dist.metadata["Name"] or "")
-        if canon in seen:
-            continue  # shadowed by an earlier entry of sys.path, as importlib sees it
-        seen.add(canon)
-        text = dist.read_text(PROVENANCE)
-        if text is None:
-            continue
-        prov, err = read_provenance(text)
-        found.append(_kernel(dist, prov, err))
-        claimants.append((dist, _package(dist, prov or {})))
-    if found:  # a kernel's files listed by another distribution's RECORD too: that one may claim nothing
-        every = list(im.distributions(path=path) if path is not None else im.distributions())
-        for i, shared in enumerate(installed.shared_problems(claimants, every)):
-            if shared:
-                found[i] = replace(found[i], problems=(*found[i].problems, shared))
-    return sorted(found, key=lambda k: (k.key, k.dist))
+from . import loaders
+from .checks import check_kernel, detect_environment, installed_version
+from .installed import SIGSTORE, InstalledKernel, find_kernels, refs_of, why_not_cacheable
 
 
 def usable(kernels: list[InstalledKernel]) -> tuple[list[InstalledKernel], list[tuple[InstalledKernel, str]]]:

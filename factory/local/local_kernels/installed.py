@@ -1,7 +1,7 @@
-"""The kernel wheels installed here (``InstalledKernel``, as LOCAL_KERNELS would name one) and who may claim a
-kernel: an installed distribution is taken as the kernel its provenance names only if its name is that kernel's
-project name and its provenance passes the checks a store record passes; and the bytes ``local-kernels --cache``
-places are the ones its RECORD lists.
+"""The kernel wheels installed here (``find_kernels``: each an ``InstalledKernel``, as LOCAL_KERNELS would name
+it, with its problems) and who may claim a kernel: an installed distribution is taken as the kernel its provenance
+names only if its name is that kernel's project name and its provenance passes the checks a store record passes;
+and the bytes ``local-kernels --cache`` places are the ones its RECORD lists.
 
 Anything installed in an environment can already run code in it (a ``.pth`` file), so these rules do not
 guard an environment against its own packages: they keep one package from posing as another kernel (a
@@ -12,21 +12,24 @@ an allow list (``--allow-org``, the build's ``allow-orgs``); see SECURITY.md.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib.metadata as im
+import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ...record import PROVENANCE
+from ...record import PROVENANCE, VARIANT_ROOT, read_provenance
 from ...store import check
+from ...verify import metadata as kernelmeta
 from ...verify.digest import left_out_path
-from ...wheel import recordfile
+from ...wheel import layout, recordfile
 from .. import cache
 
 SIGSTORE = "metadata.json.sigstore"
@@ -195,3 +198,135 @@ def why_not_cacheable(k: InstalledKernel) -> str | None:
     if k.variant is None:
         return "its provenance names no build variant"
     return None
+
+
+# metadata.json fields that kernels 0.17 refuses to load without.
+REQUIRED_FIELDS = ("name", "id", "version", "license", "python-depends", "backend")
+
+
+def _package(dist: im.Distribution, prov: dict[str, Any]) -> str | None:
+    pkg = prov.get("package")
+    if isinstance(pkg, str) and pkg:
+        return pkg
+    for f in dist.files or ():
+        if len(f.parts) == 2 and f.parts[1] == "metadata.json":
+            return f.parts[0]
+    return None
+
+
+def kernels_refusal(raw: bytes, data: dict[str, Any]) -> str | None:
+    """Why ``get_kernel`` refuses this metadata.json (the kernels library's own parser and message), or None."""
+    try:
+        message = kernelmeta.kernels_refusal(raw)
+    except ImportError:  # without kernels, the fields it requires at least
+        missing = [k for k in REQUIRED_FIELDS if k not in data]
+        return f"lacks {', '.join(missing)}, which the kernels library requires" if missing else None
+    return f"kernels.get_kernel would refuse it: {message}" if message else None
+
+
+def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str | None) -> InstalledKernel:
+    dist_name = dist.metadata["Name"] or "?"
+    prov = prov or {}
+    text = {key: value for key, value in prov.items() if isinstance(value, str)}  # a field of another type: none
+    repo_id = text.get("repo_id")
+    problems: list[str] = []
+    if prov_error:
+        problems.append(f"its {PROVENANCE} is not valid JSON ({prov_error}): reinstall the wheel")
+    else:
+        claim = claim_problem(dist_name, dist.version, prov)
+        if claim:
+            problems.append(claim)
+    pkg = _package(dist, prov)
+    try:
+        root = layout.recorded_root(prov) or pkg
+    except layout.NotMappable as exc:
+        problems.append(f"{exc}")
+        root = None
+    folder = Path(str(dist.locate_file(root or dist_name))).absolute()
+    meta: dict[str, Any] = {}
+    if pkg is None:
+        problems.append(f"its {PROVENANCE} names no package: rebuild the wheel with kernel-factory to-wheel")
+    elif root is None:
+        pass
+    elif not folder.is_dir():
+        problems.append(f"its package folder {folder} is missing: pip install --force-reinstall '{dist_name}'")
+    else:
+        meta_file = folder / "metadata.json"
+        if not meta_file.is_file():
+            problems.append(f"{root}/metadata.json, which the kernels library reads, is missing: rebuild the wheel "
+                            "with kernel-factory to-wheel and reinstall it")
+        else:
+            try:
+                data = json.loads(meta_file.read_text(encoding="utf-8", errors="replace"))
+                err = "" if isinstance(data, dict) else "not a JSON object"
+            except ValueError as exc:
+                data, err = None, str(exc)
+            if err:
+                problems.append(f"{meta_file} is not valid JSON ({err}): reinstall the wheel")
+            elif refused := kernels_refusal(meta_file.read_bytes(), data):
+                problems.append(f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels "
+                                "accepts")
+            meta = {} if err else data
+        entries = layout.entry_files(meta or {"name": pkg})
+        if not any((folder / rel).is_file() for rel in entries):
+            problems.append(f"{root}/{entries[0]} is missing: pip install --force-reinstall '{dist_name}'")
+    name = str(prov.get("name") or meta.get("name") or dist_name)
+    key = repo_id or name
+    if ":" in str(folder):
+        problems.append(f"its folder {folder} contains ':', which LOCAL_KERNELS cannot express (':' separates "
+                        "entries): use an environment whose path has no ':'")
+    if ":" in key or "=" in key:
+        problems.append(f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: rebuild the wheel "
+                        "with a repo-id without them")
+    files, files_problem = record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
+    raw: bytes | None = None
+    with contextlib.suppress(OSError):
+        raw = (folder / "metadata.json").read_bytes()
+    older = older_layout(root, prov, files, raw) if root and not files_problem else None
+    if older:
+        problems.append(older)
+    return InstalledKernel(
+        dist_name, dist.version, key, repo_id, name, text.get("variant"), folder, meta, tuple(dist.requires or ()),
+        tuple(problems), text.get("revision"), text.get("ref"), files, files_problem, (folder / SIGSTORE).is_file(),
+    )
+
+
+def older_layout(root: str, prov: dict[str, Any], files: tuple[tuple[str, str], ...], metadata: bytes | None
+                 ) -> str | None:
+    """Why a wheel made before the variant root was recorded cannot serve kernels 0.18+ as installed (its package
+    folder is not laid out as the variant's digest describes), or None."""
+    if VARIANT_ROOT in prov:
+        return None
+    try:
+        mapping = layout.legacy_map(root, [rel for rel, _ in files], metadata)
+    except layout.NotMappable as exc:
+        return str(exc)
+    moved = next((rel for rel, there in mapping.items() if rel != there), None)
+    if moved is None:
+        return None
+    return (f"it was made by an older kernel-factory that installs the package folder, not the build variant folder "
+            f"its digest describes (with {mapping[moved]}), so kernels 0.18+ refuse it; {layout.REBUILD}")
+
+
+def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
+    """Installed distributions that carry kernel-factory's provenance file, first of each name, sorted by key."""
+    seen: set[str] = set()
+    found: list[InstalledKernel] = []
+    claimants: list[tuple[im.Distribution, str | None]] = []
+    for dist in im.distributions(path=path) if path is not None else im.distributions():
+        canon = canonicalize_name(dist.metadata["Name"] or "")
+        if canon in seen:
+            continue  # shadowed by an earlier entry of sys.path, as importlib sees it
+        seen.add(canon)
+        text = dist.read_text(PROVENANCE)
+        if text is None:
+            continue
+        prov, err = read_provenance(text)
+        found.append(_kernel(dist, prov, err))
+        claimants.append((dist, _package(dist, prov or {})))
+    if found:  # a kernel's files listed by another distribution's RECORD too: that one may claim nothing
+        every = list(im.distributions(path=path) if path is not None else im.distributions())
+        for i, shared in enumerate(shared_problems(claimants, every)):
+            if shared:
+                found[i] = replace(found[i], problems=(*found[i].problems, shared))
+    return sorted(found, key=lambda k: (k.key, k.dist))

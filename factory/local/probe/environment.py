@@ -1,9 +1,6 @@
-"""One interpreter's torch build, as kernels sees it: the single Environment of local/.
-
-Built from the facts ``facts.py`` collects (run in another interpreter by ``run.py`` for ``which``, or
-in this one by ``local_kernels/checks.py`` for ``local-kernels --check``), or by hand in tests. The machine name is
-normalised once (``machine``) and the build variant and its label are derived once (``variant``,
-``label``), spelled the way kernel-builder spells it (``variant_name``), with no kernels import.
+"""One interpreter's torch build, as kernels sees it: the single Environment of local/, from the facts
+``facts.py`` collects; its build variant and label are spelled the way kernel-builder spells them, with no kernels
+import.
 """
 
 from __future__ import annotations

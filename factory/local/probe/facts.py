@@ -1,10 +1,8 @@
 """The facts about this interpreter's torch build that kernels' backend selection reads.
 
-Standard library and torch only, no kernel-factory import: ``probe.py`` runs this file's source with
-another interpreter (``python -c``), and ``local_kernels/checks.py`` calls ``collect()`` in this one. The facts:
-the torch version, ``torch.version.cuda``, ``hip`` and ``xpu``, MPS, Neuron, TPU, the privateuse1
-backend (Ascend NPU) and its CANN version, the C++ ABI, the machine and the OS
-(``kernels.backends._backend`` checks them in this order).
+Standard library and torch only: run.py runs this file's source with another interpreter, and
+``local_kernels/checks.py`` calls ``collect()`` in this one. ``kernels.backends._backend`` checks the backends in
+the order they are listed here.
 """
 
 from __future__ import annotations

@@ -17,8 +17,6 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["Build", "Folder", "Judge"]
-
 #: The first kernels release that reads refs only from kernels--org--name and checks digests at load.
 NEW_RULES = Version("0.18")
 

@@ -1,10 +1,5 @@
-"""Probe an interpreter's torch build without importing kernel-factory into it.
-
-``PROBE`` is the source of ``facts.py`` (standard library and torch only), which ``which`` runs with
-the interpreter it inspects: it prints one line, ``KF-PROBE <json>``, with the facts kernels' own
-backend selection reads. ``environment`` turns those facts into the one ``Environment`` of local/
-(environment.py), whose build variant name is spelled with kernels' classes, the way kernel-builder
-spells it.
+"""Run facts.py and askkernels.py with another interpreter (``python -c``, so kernel-factory is never imported
+there), and read the one marked line each prints.
 """
 
 from __future__ import annotations
@@ -20,9 +15,6 @@ from typing import Any
 from ...errors import UsageError
 from .environment import Environment, from_facts
 from .rules import Judge
-
-__all__ = ["MARK", "PROBE", "Environment", "Judge", "ask_kernels", "environment", "probe", "resolve_python",
-           "run_probe", "sys_path"]
 
 MARK = "KF-PROBE "
 PROBE = (Path(__file__).parent / "facts.py").read_text(encoding="utf-8")
