@@ -17,6 +17,7 @@ import tempfile
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import Unreachable, unusable
 from .report import size
@@ -62,22 +63,40 @@ def measure(folder: Path) -> int:
 RUN_MARK = ".kernel-factory-run"  # in each run's scratch folder, locked (flock) while the run lives
 
 
+STAGING = ".new-"  # a scratch folder's name until its mark is locked: a folder named by its prefix always has one
+
+
 class Scratch(tempfile.TemporaryDirectory[str]):
     """A run's scratch folder, marked as live by a lock on the file ``RUN_MARK`` in it.
 
     A run killed with ``kill -9`` (the OOM killer) cannot remove its scratch folder, and its workers die with
-    it: the next run with the same prefix in the same parent removes such folders (``sweep``). The mark is
-    locked before it gets its name, so a folder whose mark can be locked is one no run holds."""
+    it: the next run with the same prefix in the same parent removes such folders (``sweep``). The folder is made
+    under ``STAGING`` + its name, its mark locked, and only then renamed to its name: a kill at any instant leaves
+    no folder of that name without a mark (the sweep leaves a folder without one: it cannot tell it from a live
+    run's), and a folder whose mark can be locked is one no run holds."""
+
+    _finalizer: weakref.finalize[Any, Any]  # TemporaryDirectory's: removes the folder if no cleanup call does
 
     def __init__(self, prefix: str, dir: str | None) -> None:
         parent = dir if dir is not None else tempfile.gettempdir()
         sweep(parent, prefix)
-        super().__init__(prefix=prefix, dir=parent)
+        super().__init__(prefix=STAGING + prefix, dir=parent)
+        staging = self.name
+        final = os.path.join(parent, os.path.basename(staging)[len(STAGING):])
         self._mark: int | None = None
         try:
-            self._mark = _mark(self.name)
+            self._mark = _mark(staging)
+            os.rename(staging, final)  # mkdtemp's random part made the staging name unique, and so this one
+            self.name = final
+            self._finalizer.detach()  # TemporaryDirectory's, for the staging name: one for the folder's name
+            self._finalizer = weakref.finalize(self, self._cleanup, final,  # type: ignore[attr-defined]
+                                               warn_message=f"Implicitly cleaning up {self!r}")
         except BaseException:
-            self.cleanup()
+            self._finalizer.detach()
+            for path in (staging, final):
+                shutil.rmtree(path, ignore_errors=True)
+            if self._mark is not None:
+                os.close(self._mark)
             raise
         if self._mark is not None:  # a folder left to the collector (no cleanup call) closes its mark too
             self._closer = weakref.finalize(self, os.close, self._mark)
@@ -120,12 +139,13 @@ def unheld(fd: int) -> bool:
 
 
 def sweep(parent: str, prefix: str) -> list[str]:
-    """Remove the scratch folders named ``prefix``* in ``parent`` that runs killed before their end left: this
-    user's real folders (no links) whose mark no live run holds. A folder without a mark (another tool's, an
+    """Remove the scratch folders named ``prefix``* (or ``STAGING`` + ``prefix``*: killed between locking the mark
+    and naming the folder) in ``parent`` that runs killed before their end left: this user's real folders (no
+    links) whose mark no live run holds. A folder without a mark (another tool's, an
     older version's, a run that has not locked it yet) is left. Returns the names removed."""
     removed: list[str] = []
     try:
-        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+        names = [n for n in os.listdir(parent) if n.startswith((prefix, STAGING + prefix))]
     except OSError:
         return removed
     for name in names:

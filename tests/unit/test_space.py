@@ -16,7 +16,7 @@ def killed(scratch: space.Scratch) -> str:
     assert scratch._mark is not None
     scratch._closer()
     scratch._mark = None
-    scratch._finalizer.detach()  # type: ignore[attr-defined]
+    scratch._finalizer.detach()
     return scratch.name
 
 
@@ -46,6 +46,49 @@ def test_the_mark_is_locked_while_the_run_lives(tmp_path: Path) -> None:
             os.close(fd)
         assert locked
     assert not os.path.exists(name)
+
+
+def test_the_folder_gets_its_name_only_once_its_mark_is_locked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[list[str], list[str], bool]] = []
+    rename = os.rename
+
+    def watched(src: str, dst: str) -> None:
+        if os.path.dirname(src) == str(tmp_path):  # the folder's own rename (not the mark's, inside it)
+            fd = os.open(os.path.join(src, space.RUN_MARK), os.O_RDONLY)
+            seen.append((sorted(os.listdir(tmp_path)), sorted(os.listdir(src)), not space.unheld(fd)))
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", watched)
+    with space.scratch_dir(str(tmp_path)) as name:
+        staging = space.STAGING + Path(name).name
+        assert seen == [([staging], [space.RUN_MARK], True)]  # nothing of the prefix's name, the mark held
+        assert os.listdir(tmp_path) == [Path(name).name]
+
+
+def test_a_run_stopped_before_its_folder_is_named_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rename = os.rename
+
+    def stopped(src: str, dst: str) -> None:
+        if os.path.dirname(src) == str(tmp_path):
+            raise KeyboardInterrupt  # SIGTERM is handled as Ctrl-C is (cli)
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        space.scratch_dir(str(tmp_path))
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_folder_killed_between_its_mark_and_its_name_is_swept_and_one_without_a_mark_is_left(tmp_path: Path) -> None:
+    dead = tmp_path / (space.STAGING + "kernel-factory-dead")
+    dead.mkdir()
+    (dead / space.RUN_MARK).write_text("")  # its run's lock went with the run
+    early = tmp_path / (space.STAGING + "kernel-factory-early")  # a live run before its mark, or a kill then
+    early.mkdir()
+    assert space.sweep(str(tmp_path), "kernel-factory-") == [dead.name]
+    assert os.listdir(tmp_path) == [early.name]
 
 
 def test_the_sweep_leaves_what_is_not_a_killed_runs(tmp_path: Path) -> None:
