@@ -92,9 +92,8 @@ class Scratch(tempfile.TemporaryDirectory[str]):
             self._finalizer = weakref.finalize(self, self._cleanup, final,  # type: ignore[attr-defined]
                                                warn_message=f"Implicitly cleaning up {self!r}")
         except BaseException:
-            self._finalizer.detach()
-            for path in (staging, final):
-                shutil.rmtree(path, ignore_errors=True)
+            self._finalizer.detach()  # staging gone: renamed, so the folder of that name is this one; else only ours
+            shutil.rmtree(staging if os.path.lexists(staging) else final, ignore_errors=True)
             if self._mark is not None:
                 os.close(self._mark)
             raise

@@ -81,6 +81,24 @@ def test_a_run_stopped_before_its_folder_is_named_leaves_nothing(
     assert os.listdir(tmp_path) == []
 
 
+def test_a_rename_refused_by_a_folder_of_that_name_removes_only_the_runs_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rename = os.rename
+
+    def taken(src: str, dst: str) -> None:
+        if os.path.dirname(src) == str(tmp_path):  # someone's folder already holds the name
+            os.mkdir(dst)
+            (Path(dst) / "theirs").write_text("x")
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", taken)
+    with pytest.raises(OSError):
+        space.scratch_dir(str(tmp_path))
+    [left] = tmp_path.iterdir()
+    assert not left.name.startswith(space.STAGING) and (left / "theirs").read_text() == "x"
+
+
 def test_a_folder_killed_between_its_mark_and_its_name_is_swept_and_one_without_a_mark_is_left(tmp_path: Path) -> None:
     dead = tmp_path / (space.STAGING + "kernel-factory-dead")
     dead.mkdir()
