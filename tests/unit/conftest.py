@@ -32,3 +32,12 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     with phase():
         return (yield)
+
+
+@pytest.fixture
+def no_cuda_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without torch, kernels looks for a CUDA runtime with ctypes.util.find_library, which runs /sbin/ldconfig: a
+    unit test starts no process, and its answer must not hang on the machine's libraries. Here there is none."""
+    import ctypes.util
+
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)

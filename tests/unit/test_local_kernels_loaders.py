@@ -14,16 +14,9 @@ from kernel_factory.local.local_kernels import loaders
 from kernel_factory.local.local_kernels.installed import InstalledKernel, why_not_cacheable
 from kernel_factory.local.probe.rules import Folder, Judge
 
-pytestmark = pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning"),
+              pytest.mark.usefixtures("no_cuda_runtime")]
 
-
-@pytest.fixture(autouse=True)
-def _no_cuda_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without torch, kernels looks for a CUDA runtime with ctypes.util.find_library, which runs /sbin/ldconfig: a
-    unit test starts no process, and its answer must not hang on the machine's libraries. Here there is none."""
-    import ctypes.util
-
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
 
 SHA = "3" * 40
 OTHER = "4" * 40

@@ -20,16 +20,9 @@ from kernel_factory.local.probe.environment import Environment
 from kernel_factory.sources.transformers_map import MARK, KernelMapping, parse
 
 # kernels chooses the variant with torch imported (the test venv has no numpy, which torch warns about).
-pytestmark = pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning"),
+              pytest.mark.usefixtures("no_cuda_runtime")]
 
-
-@pytest.fixture(autouse=True)
-def _no_cuda_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without torch, kernels looks for a CUDA runtime with ctypes.util.find_library, which runs /sbin/ldconfig: a
-    unit test starts no process, and its answer must not hang on the machine's libraries. Here there is none."""
-    import ctypes.util
-
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
 
 LIGER_SHA = "1" * 40
 GDN_SHA = "531ae679ab5c13a3bf49607e1b6e6459300772e9"
