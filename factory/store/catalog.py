@@ -9,14 +9,16 @@ transaction; the same generation means nothing for the index to render.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from packaging.utils import canonicalize_name
 
@@ -122,6 +124,14 @@ def _expected_master() -> set[tuple[str, str, str | None]]:
         db.close()
 
 
+def _marks(items: list[Any]) -> str:
+    return ",".join("?" * len(items))
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
 def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
     """The row of ``record``; ``names`` caches projects; last, ``text`` (its file's, checked) or its JSON."""
     project = names.get(record.name) if names is not None else None
@@ -144,7 +154,9 @@ class Catalog:
         self.scratch = scratch
         self._keys: dict[str, str] | None = None
         self.note: str | None = None  # why the file was not used (it held what no catalog holds), for a warning
-        self._checked: dict[str, Record] = {}  # a row's JSON text -> its record, for rows of checked records
+        # filename -> (the sha256 of its row's text, its record), for the rows of checked records; a digest and not
+        # the text, which would double what a first full build of 110,000 records holds (docs/index.md)
+        self._checked: dict[str, tuple[bytes, Record]] = {}
         self.changed = False  # written since it was opened (an S3 store puts it back: store/s3.py)
         try:
             self.db = self._open()
@@ -278,35 +290,42 @@ class Catalog:
         """Write (key, record, text) and drop ``removed`` in one transaction, a new generation where a project is
         touched; those projects. ``only_changed``: ``--rescan``; ``checked``: such rows are not checked again."""
         names: dict[str, str] = {}  # display name -> project, computed once per name
-        rows = []
-        for key, record, text in upserts:
-            row = catalog_row(key, record, names, text)
-            rows.append(row)
-            if checked:
-                self._checked[row[6]] = record
-        if only_changed:
-            have = set(self.db.execute("SELECT * FROM records"))
-            rows = [row for row in rows if row not in have]
-        return self.apply_rows(rows, removed)
 
-    def apply_rows(self, rows: list[Row], removed: Iterable[str]) -> set[str]:
-        """``apply`` for rows made by ``catalog_row`` (adoption's workers make them, in parallel)."""
-        touched = {row[1] for row in rows}
-        removed = list(removed)
+        def rows() -> Iterator[Row]:
+            for key, record, text in upserts:
+                row = catalog_row(key, record, names, text)
+                if checked:
+                    self._checked[row[0]] = (_digest(row[6]), record)
+                yield row
+
+        return self.apply_rows(rows(), removed, only_changed)
+
+    def apply_rows(self, rows: Iterable[Row], removed: Iterable[str], only_changed: bool = False) -> set[str]:
+        """``apply`` for rows made by ``catalog_row`` (adoption's workers make them, in parallel). ``rows`` are
+        taken 500 at a time inside the transaction (a first read of 110,000 records holds one batch of their texts,
+        not all), then ``removed``, which reading them may add to (``sync``); no name is in both."""
+        touched: set[str] = set()
         db = self.db
         db.execute("BEGIN")
         try:
-            listed = [*removed, *(r[0] for r in rows)]
-            for i in range(0, len(listed), 500):  # the projects they were in, 500 names a query
-                chunk = listed[i : i + 500]
-                query = f"SELECT DISTINCT project FROM records WHERE filename IN ({','.join('?' * len(chunk))})"
-                touched.update(project for (project,) in db.execute(query, chunk))
+            it = iter(rows)
+            while chunk := list(islice(it, 500)):
+                if only_changed:  # the rows as they are: those unchanged are left as they are
+                    have = set(db.execute(f"SELECT * FROM records WHERE filename IN ({_marks(chunk)})",
+                                          [row[0] for row in chunk]))  # fmt: skip
+                    chunk = [row for row in chunk if row not in have]
+                touched.update(row[1] for row in chunk)
+                touched.update(self._projects_of([row[0] for row in chunk]))  # the projects they were in
+                db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", chunk)
+                if self._keys is not None:
+                    self._keys.update((row[0], row[2]) for row in chunk)
+            removed = list(removed)
+            for i in range(0, len(removed), 500):
+                touched.update(self._projects_of(removed[i : i + 500]))
             db.executemany("DELETE FROM records WHERE filename=?", [(f,) for f in removed])
-            db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             if self._keys is not None:
                 for filename in removed:
                     self._keys.pop(filename, None)
-                self._keys.update((r[0], r[2]) for r in rows)
             if touched:
                 db.execute("UPDATE meta SET value=? WHERE name='generation'", (unique(),))
             db.execute("COMMIT")
@@ -320,6 +339,13 @@ class Catalog:
             self._keys = None  # read again from the rolled-back table
             raise
         return touched
+
+    def _projects_of(self, filenames: list[str]) -> list[str]:
+        """The projects of the rows of ``filenames`` (at most 500)."""
+        if not filenames:
+            return []
+        query = f"SELECT DISTINCT project FROM records WHERE filename IN ({_marks(filenames)})"
+        return [project for (project,) in self.db.execute(query, filenames)]
 
     def label_backends(self) -> dict[str, str | None]:
         """``label_backends`` of the rows; each label becomes a folder name: one not plain raises CatalogDamaged."""
@@ -363,8 +389,11 @@ class Catalog:
 
     def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
         """The records of one project's rows, each checked unless this catalog wrote it from a checked record."""
-        known = self._checked
-        texts = [row[5] for row in group if row[5] not in known]
+        known = []
+        for row in group:
+            got = self._checked.get(row[1])
+            known.append(got[1] if got is not None and type(row[5]) is str and got[0] == _digest(row[5]) else None)
+        texts = [row[5] for row, record in zip(group, known, strict=True) if record is None]
         try:
             decoded = json.loads(f"[{','.join(texts)}]") if texts else []
         except (TypeError, ValueError, RecursionError):
@@ -373,8 +402,7 @@ class Catalog:
             raise CatalogDamaged(f"{self.path}: the rows of project {group[0][0][:80]!r} are not records' JSON")
         values = iter(decoded)
         records = []
-        for project, filename, label, backend, noarch, text in group:
-            record = known.get(text)
+        for (project, filename, label, backend, noarch, _text), record in zip(group, known, strict=True):
             try:
                 if record is None:
                     record = check.check_row(next(values), filename, project)
@@ -444,13 +472,15 @@ def sync(
     removed = [w for w in have if w not in listing]
     if not changed and not removed:
         return set()
-    upserts: list[tuple[str, Record, str | None]] = []
-    for wheel, record, text in read(changed):
-        if record is None:
-            removed.append(wheel)
-        else:
-            upserts.append((listing[wheel], record, text))
-    return catalog.apply(upserts, removed, only_changed=rescan, checked=True)
+
+    def upserts() -> Iterator[tuple[str, Record, str | None]]:  # read inside apply's transaction, batch by batch
+        for wheel, record, text in read(changed):
+            if record is None:
+                removed.append(wheel)  # a record that failed its check: its row goes
+            else:
+                yield listing[wheel], record, text
+
+    return catalog.apply(upserts(), removed, only_changed=rescan, checked=True)
 
 def record_key(st: os.stat_result) -> str:
     """The key of a local file: records are renamed into place, so a new record is a new inode; a file written

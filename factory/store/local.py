@@ -13,7 +13,8 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,13 @@ _VALUES = operator.attrgetter(*Record.__slots__)  # a Record's fields in order: 
 
 def _read_in_worker(folder: str, batch: list[str]) -> list[tuple[str, tuple[Any, ...] | None, str | None, str | None]]:
     """``read_records`` in a worker process (variants by their shape): each record as its fields' values, which
-    pickle in a third of the time a Record takes."""
-    return [(wheel, None if record is None else _VALUES(record), text, why)
-            for wheel, record, text, why in read_records(folder, batch, known_variants=False)]
+    pickle in a third of the time a Record takes. Equal strings go as one object (pickle shares objects, not
+    values): most fields repeat across a batch, and the main process keeps every record it read (catalog.py
+    ``_checked``): 110,000 records took 100 MB less there (docs/index.md)."""
+    shared: dict[str, str] = {}
+    return [(wheel, None if record is None else tuple(shared.setdefault(v, v) if type(v) is str else v
+                                                      for v in _VALUES(record)), text, why)
+            for wheel, record, text, why in read_records(folder, batch, known_variants=False)]  # fmt: skip
 
 
 class LocalStore:
@@ -188,22 +193,25 @@ class LocalStore:
         """A ``read`` for catalog.sync (a failed record: a line in ``found.errors``). From ``PARALLEL_READ`` records on,
         workers read batches (variants by shape) while this process loads the parser and checks each variant once."""
 
+        def in_workers(batches: list[list[str]], workers: int) -> Iterator[list[Read]]:
+            """Each batch's records, in order; a batch's results are let go once taken (a first read of 110,000
+            records would hold them all twice)."""
+            from .pool import worker_pool
+
+            with worker_pool(workers) as pool:
+                futures = deque(pool.submit(_read_in_worker, folder, batch) for batch in batches)
+                check.variant_problem("torch-universal", None)  # meanwhile: loads kernels' parser (~0.3 s)
+                while futures:
+                    yield [(wheel, None if values is None else Record(*values), text, why)
+                           for wheel, values, text, why in futures.popleft().result()]  # fmt: skip
+
+        folder = os.fspath(self.files)
+
         def read(wheels: list[str]) -> Iterator[Got]:
-            folder = os.fspath(self.files)
             batches = [wheels[i : i + READ_BATCH] for i in range(0, len(wheels), READ_BATCH)]
             workers = min(os.cpu_count() or 1, MAX_WORKERS, len(batches))
-            if len(wheels) < PARALLEL_READ or workers <= 1:
-                results: Iterable[list[Read]] = (read_records(folder, batch) for batch in batches)
-                parsed = True
-            else:
-                from .pool import worker_pool
-
-                with worker_pool(workers) as pool:
-                    futures = [pool.submit(_read_in_worker, folder, batch) for batch in batches]
-                    check.variant_problem("torch-universal", None)  # meanwhile: loads kernels' parser (~0.3 s)
-                    results = [[(wheel, None if values is None else Record(*values), text, why)
-                                for wheel, values, text, why in future.result()] for future in futures]
-                parsed = False
+            parsed = len(wheels) < PARALLEL_READ or workers <= 1
+            results = (read_records(folder, batch) for batch in batches) if parsed else in_workers(batches, workers)
             for batch in results:
                 for wheel, record, text, why in batch:
                     if record is not None and not parsed and record.variant is not None:
