@@ -140,7 +140,6 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
                 for f in files:  # every file is in the wheel: this finds none (kept as the guard it is)
                     if f.rel in check.unchecked:
                         check.check_file(f.rel, f.path)
-            check.done()
         with stages.timed("audit"):
             result = audit([(f.rel, f.path) for f in files], target, inp.manylinux, inp.accept_higher_policy,
                            where)
@@ -183,7 +182,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         revision=inp.revision, ref=inp.ref, backend=target.backend, backend_version=target.backend_version,
         framework=target.framework, framework_version=target.framework_version, os=target.os, arch=target.arch,
         platform_tag=result.platform, archs=meta.archs, license=meta.license, upstream=meta.upstream,
-        import_name=layout.package if layout.importable else None, digest=meta.digest_hash,
+        import_name=layout.package if layout.kind != "zip" else None, digest=meta.digest_hash,
         factory_version=__version__, extra={VARIANT_ROOT: layout.root},
     )
     return dest, metadata, record
