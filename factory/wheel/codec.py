@@ -106,9 +106,7 @@ def choose(chunk: bytes | memoryview, kind: str) -> tuple[str, int]:
 
 def segment(chunk: bytes | memoryview, kind: str, window: bytes = b"") -> list[bytes]:
     """One chunk as non-final raw-deflate blocks ending byte-aligned (a sync flush), primed with ``window`` (the
-    previous chunk's last 32 KB, empty for the first), which is what an inflater holds when it reaches this chunk:
-    no match is lost at the boundary, yet chunks deflate in any order. A chunk that does not shrink is stored.
-    Returns the parts to write, in order (not joined: no copy)."""
+    previous chunk's last 32 KB, empty for the first: docs/convert.md). Returns the parts to write, in order."""
     start = time.perf_counter()
     codec, lvl = choose(chunk, kind)
     preset = {"zdict": window} if window else {}

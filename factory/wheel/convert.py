@@ -95,11 +95,8 @@ def _entry_name(name: str, prefix: str, where: str) -> str:
 
 
 def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
-    """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input.
-
-    Each file is read once: hashed for the digest check and RECORD and compressed into a temporary wheel in one
-    pass. Small files are checked before anything reads them; the binaries are audited only once their digests
-    matched; a mismatch removes the wheel."""
+    """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input. The order
+    of the checks and why: docs/convert.md, steps 2 and 3."""
     target = inp.target
     where = f"build/{target.variant}"
     files = scan(inp.variant_dir, where)
@@ -125,7 +122,6 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         license_text=meta.license, upstream=meta.upstream, repo_id=inp.repo_id, requires_dist=requires,
     )
     dist_info = wheel.dist_info_dir(name, version)
-    out_dir.mkdir(parents=True, exist_ok=True)
     with wheel.WheelWriter(out_dir, inp.commit_time) as ww:
         for f in sorted(layout.files, key=lambda f: f.rel):
             rel = digest_rel.get(f.path)  # every written byte is checked, small files a second time

@@ -82,11 +82,8 @@ class ZipWriter:
 
     def add_file(self, arcname: str, path: Path, executable: bool = False,
                  also: Any = None) -> tuple[bytes, int]:
-        """Add an entry streamed from ``path``; returns (sha256 digest, size).
-
-        ``also``: another hashlib object to feed the same bytes (a sha512 digest check), so the file
-        is read once. Chunks are deflated in parallel (threads, at most ``2 x workers`` chunks in flight).
-        """
+        """Add an entry streamed from ``path``; returns (sha256 digest, size). ``also``: another hashlib object to
+        feed the same bytes (a sha512 digest check), so the file is read once."""
         with open(path, "rb") as src:
             size = os.fstat(src.fileno()).st_size
             if size <= CHUNK:
