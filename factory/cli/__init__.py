@@ -71,9 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     ns.debug = getattr(ns, "debug", False)
-    ns.quiet = getattr(ns, "quiet", False)
     ns.verbose = getattr(ns, "verbose", 0)
-    report.configure(quiet=ns.quiet, json=getattr(ns, "json", False), verbose=ns.verbose)
+    report.configure(quiet=getattr(ns, "quiet", False), json=getattr(ns, "json", False), verbose=ns.verbose)
     if ns.verbose:  # the libraries' log records on stderr (-vv: their debug records), huggingface_hub's by its API
         import logging
 

@@ -1,5 +1,3 @@
-"""``kernel-factory prune``: remove old versions by rules, so that a store stays within a size budget."""
-
 from __future__ import annotations
 
 import argparse

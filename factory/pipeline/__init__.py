@@ -18,16 +18,11 @@ from ..record import Record
 from ..store import load_records, open_store
 from ..store.pool import worker_pool
 from . import flow, progress
-from .flow import Fetched
-from .jobs import Built, convert_task, fetch_task, run_here, source_of, use_sources, worker_imports
-from .jobs import Outcome as Outcome  # re-exported: the outcome of a job, and its failure
-from .jobs import failure as failure
+from .jobs import Built, Fetched, Outcome, convert_task, fetch_task, source_of, use_sources, worker_imports
 
 
 @dataclass(frozen=True)
 class PlanArgs:
-    """``plan``: the options' flags, a lock file instead of the config's kernels, a shard, JSON output."""
-
     flags: config.Flags
     lock: str | None = None
     shard: str | None = None
@@ -36,8 +31,6 @@ class PlanArgs:
 
 @dataclass(frozen=True)
 class BuildArgs(PlanArgs):
-    """``build``: as plan, and how much to print."""
-
     debug: bool = False
 
 
@@ -71,8 +64,9 @@ def execute(jobs: list[Job], opts: Options, work: Path, scratch: Path,
     try:
         if fetchers == 0:
             started()
-            for job in jobs:
-                finish(job, run_here(job, opts, work, scratch))
+            for job in jobs:  # fetched, then converted, in this process, as the two workers would
+                fetched = fetch_task(job, opts, scratch)
+                finish(job, fetched if isinstance(fetched, Outcome) else convert_task(job, opts, work, fetched))
             return finish.outcomes
         worker_imports()
         # One pool, forked at once: the flow never runs more fetches or conversions than it has workers for

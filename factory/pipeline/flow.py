@@ -1,24 +1,20 @@
-"""Fetching runs ahead of converting, so the link stays busy while the cores convert (docs/architecture.md,
-pipeline): one pool of ``converters + fetchers`` workers, never more of either running than it has workers for,
-so a task never waits behind another. A second fetch starts beside a running one only once that one is halfway:
-two variants of one size started together would end together and leave the link idle while they convert. A fetch
-starts only while fewer than ``held`` trees are in scratch (what ``check_space`` counts). Whatever leaves
-``pipelined`` (an exception, Ctrl-C) first removes the fetched folders still waiting."""
+"""Fetching runs ahead of converting, so the link stays busy while the cores convert (why and how:
+docs/architecture.md, pipeline). A fetch starts only while fewer than ``held`` trees are in scratch (what
+``check_space`` counts). Whatever leaves ``pipelined`` (an exception, Ctrl-C) first removes the fetched folders still
+waiting."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from ..plan import Job
-    from .jobs import Built, Outcome
+from ..errors import FactoryError
+from ..plan import Job
+from .jobs import Built, Fetched, Outcome, failure
 
 FETCHERS = 2  # downloads at once: two keep a link busy between files; more split the same link
 UPLOADS = 4  # wheels handed to an s3:// store at once, while the next ones are fetched and converted
@@ -26,23 +22,6 @@ POLL_S = 0.1  # how often a second fetch waiting for the first to be halfway loo
 
 J = TypeVar("J")
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """A variant's files, fetched: ``root`` holds build/<variant>/; ``folder`` is the job's scratch folder that
-    holds it (removed once converted), None when the source is read in place."""
-
-    root: Path
-    folder: Path | None
-    version: str
-    lfs: frozenset[str]  # the paths stored with LFS, for the lock hash check
-    seconds: float  # time spent fetching
-    start: float  # wall clock (time.time()) when the fetch began, for the stage timeline
-
-    def remove(self) -> None:
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def lanes(jobs: int, items: int) -> tuple[int, int]:
@@ -116,8 +95,6 @@ class Finisher:
         self._slots = threading.Semaphore(max(uploads, 1))
 
     def __call__(self, job: Job, result: Built | Outcome) -> None:
-        from .jobs import Outcome
-
         if isinstance(result, Outcome):
             self._record(result)
         elif self._pool is None:
@@ -138,9 +115,6 @@ class Finisher:
             self._tell(outcome)
 
     def _handed(self, job: Job, result: Built) -> Outcome:
-        from ..errors import FactoryError
-        from .jobs import Outcome, failure
-
         try:
             self._deliver(job, *result)
             return Outcome(job, record=result[2])
@@ -148,8 +122,6 @@ class Finisher:
             return failure(job, exc)
 
     def _in_background(self, job: Job, result: Built) -> None:
-        from .jobs import failure
-
         try:
             try:
                 outcome = self._handed(job, result)

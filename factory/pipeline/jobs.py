@@ -21,9 +21,25 @@ from ..sources import open_source
 from ..sources.base import Source
 from ..variants import parse as parse_variant
 from ..wheel import stages
-from .flow import Fetched
 
 _SOURCES: dict[tuple[str, str | None, str | None], Source] = {}
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A variant's files, fetched: ``root`` holds build/<variant>/; ``folder`` is the job's scratch folder that
+    holds it (removed once converted), None when the source is read in place."""
+
+    root: Path
+    folder: Path | None
+    version: str
+    lfs: frozenset[str]  # the paths stored with LFS, for the lock hash check
+    seconds: float  # time spent fetching
+    start: float  # wall clock (time.time()) when the fetch began, for the stage timeline
+
+    def remove(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -82,12 +98,6 @@ def failure(job: Job, exc: Exception, where: Path | None = None) -> Outcome:
 
 
 Built = tuple[Path, bytes, Record]
-
-
-def run_here(job: Job, opts: Options, work: Path, scratch: Path) -> Built | Outcome:
-    """A job fetched, then converted, in this process (one job, or ``--jobs 1``), as the two workers would."""
-    fetched = fetch_task(job, opts, scratch)
-    return fetched if isinstance(fetched, Outcome) else convert_task(job, opts, work, fetched)
 
 
 def fetch_task(job: Job, opts: Options, scratch: Path) -> Fetched | Outcome:

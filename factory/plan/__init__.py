@@ -1,12 +1,5 @@
-"""Config -> plan: which (kernel, revision, variant) jobs exist and which the store lacks.
-
-``--shard K/N`` splits the full plan into N disjoint parts: a job is in shard K when the sha256 of
-``"repo\\0revision\\0variant"`` modulo N is K-1, so every process, machine and run agrees.
-
-PEP 792 project status (``kernel-factory status``, kept in the store): a job the store does not hold yet of an
-``archived`` or ``quarantined`` project is left out, with one warning per project (the operator's choice, exit 0);
-a ``deprecated`` project builds as usual, with a note.
-"""
+"""Config -> plan: which (kernel, revision, variant) jobs exist and which the store lacks. ``--shard K/N``:
+docs/publish.md, "Building in shards"; the PEP 792 statuses that leave new builds out: docs/withdraw.md."""
 
 from __future__ import annotations
 

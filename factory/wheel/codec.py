@@ -1,10 +1,5 @@
 """The deflate policy of the wheel writer: which codec and level each part of an entry gets (the zip format is
-zipwriter.py's; the figures behind each constant: docs/convert.md, scripts/bench_convert.py).
-
-Entries up to 1 MB are deflated whole or stored (``compress_all``). A larger entry is classified from probes
-spread over it (``classify``) and streamed in 1 MB chunks (``segment``), deflated on a thread per core, each primed
-with the previous chunk's last 32 KB and joined at sync-flush boundaries: one deflate stream whose bytes depend on
-the input alone."""
+zipwriter.py's; the rules and the figures behind each constant: docs/convert.md, scripts/bench_convert.py)."""
 
 from __future__ import annotations
 
@@ -80,10 +75,7 @@ def probe(data: bytes | memoryview, codec: str = "isal") -> float:
 
 
 def classify(src: BinaryIO, size: int) -> str:
-    """One of KINDS, from probes spread over the file (a few hundred KB read ahead of the single pass):
-    "stored" when every probe is incompressible, "fatbin" when they are mostly poorly compressible (isal
-    throughout: per entry, the size stays within 2% of zlib 6), else machine code: "code" when zlib-ng saves at
-    least ZLIB_NG_GAIN over isal on the probes that are not nearly incompressible, "plain-code" when not."""
+    """One of KINDS, from probes spread over the file (a few hundred KB read ahead of the single pass)."""
     samples = []
     for k in range(SAMPLES):
         src.seek(size * k // SAMPLES)
@@ -101,9 +93,7 @@ def classify(src: BinaryIO, size: int) -> str:
 
 
 def choose(chunk: bytes | memoryview, kind: str) -> tuple[str, int]:
-    """(codec, level) for one chunk of an entry of this kind: isal level 2 for a "fatbin" entry (unprobed), else
-    from the chunk's own probe: nearly incompressible chunks isal level 2, match-rich ones (probe up to
-    CODE_BELOW) zlib-ng in a "code" entry, the rest isal level 3."""
+    """(codec, level) for one chunk of an entry of this kind."""
     if kind == "fatbin":
         return "isal", FATBIN_LEVEL
     ratio = probe(chunk)
@@ -116,9 +106,7 @@ def choose(chunk: bytes | memoryview, kind: str) -> tuple[str, int]:
 
 def segment(chunk: bytes | memoryview, kind: str, window: bytes = b"") -> list[bytes]:
     """One chunk as non-final raw-deflate blocks ending byte-aligned (a sync flush), primed with ``window`` (the
-    previous chunk's last 32 KB, empty for the first), which is what an inflater holds when it reaches this chunk:
-    no match is lost at the boundary, yet chunks deflate in any order. A chunk that does not shrink is stored.
-    Returns the parts to write, in order (not joined: no copy)."""
+    previous chunk's last 32 KB, empty for the first: docs/convert.md). Returns the parts to write, in order."""
     start = time.perf_counter()
     codec, lvl = choose(chunk, kind)
     preset = {"zdict": window} if window else {}

@@ -95,11 +95,8 @@ def _entry_name(name: str, prefix: str, where: str) -> str:
 
 
 def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
-    """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input.
-
-    Each file is read once: hashed for the digest check and RECORD and compressed into a temporary wheel in one
-    pass. Small files are checked before anything reads them; the binaries are audited only once their digests
-    matched; a mismatch removes the wheel."""
+    """-> (wheel path inside out_dir, the METADATA bytes, the Record). Refused subclasses for bad input. The order
+    of the checks and why: docs/convert.md, steps 2 and 3."""
     target = inp.target
     where = f"build/{target.variant}"
     files = scan(inp.variant_dir, where)
@@ -125,7 +122,6 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         license_text=meta.license, upstream=meta.upstream, repo_id=inp.repo_id, requires_dist=requires,
     )
     dist_info = wheel.dist_info_dir(name, version)
-    out_dir.mkdir(parents=True, exist_ok=True)
     with wheel.WheelWriter(out_dir, inp.commit_time) as ww:
         for f in sorted(layout.files, key=lambda f: f.rel):
             rel = digest_rel.get(f.path)  # every written byte is checked, small files a second time
@@ -140,7 +136,6 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
                 for f in files:  # every file is in the wheel: this finds none (kept as the guard it is)
                     if f.rel in check.unchecked:
                         check.check_file(f.rel, f.path)
-            check.done()
         with stages.timed("audit"):
             result = audit([(f.rel, f.path) for f in files], target, inp.manylinux, inp.accept_higher_policy,
                            where)
@@ -183,7 +178,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
         revision=inp.revision, ref=inp.ref, backend=target.backend, backend_version=target.backend_version,
         framework=target.framework, framework_version=target.framework_version, os=target.os, arch=target.arch,
         platform_tag=result.platform, archs=meta.archs, license=meta.license, upstream=meta.upstream,
-        import_name=layout.package if layout.importable else None, digest=meta.digest_hash,
+        import_name=layout.package if layout.kind != "zip" else None, digest=meta.digest_hash,
         factory_version=__version__, extra={VARIANT_ROOT: layout.root},
     )
     return dest, metadata, record

@@ -191,8 +191,7 @@ class WheelWriter:
         return digest
 
     def finish(self, dist_info: str, dest: Path) -> None:
-        """Write RECORD and the central directory, then move the file to ``dest`` atomically; ``sha256`` is
-        then the file's digest."""
+        """RECORD and the central directory written, the file moved to ``dest`` atomically; sets ``sha256``."""
         start = time.perf_counter()
         record_name = f"{dist_info}/RECORD"
         buf = io.StringIO()

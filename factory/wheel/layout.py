@@ -38,11 +38,6 @@ class Layout:
     files: tuple[FileEntry, ...]  # rel = the wheel entry name, "<root>/<rel in the variant>"
     path_file: tuple[str, bytes] | None = None  # (name, bytes) of the .pth that puts the root on sys.path
 
-    @property
-    def importable(self) -> bool:
-        """Whether ``import <package>`` works after pip install (not for the zip layout: kernels loads it)."""
-        return self.kind != "zip"
-
 
 def root_name(dist: str) -> str:
     """The variant root of a nested or zip build: ``_<dist>_kernel`` (an identifier, private by its underscore,

@@ -1,9 +1,7 @@
-"""A streaming, reproducible zip writer for wheels (what each entry is deflated with is codec.py's).
-
-Entries are read once, in 1 MB chunks into a few reused buffers: hashed (RECORD's sha256, and a digest check's own
-hash) and deflated while written, so memory does not grow with file size. Local headers are patched in place once
-the CRC and sizes are known (the output is seekable: no data descriptors); zip64 extras only where needed. Fixed
-timestamps and permissions: the same input gives the same bytes."""
+"""A streaming, reproducible zip writer for wheels (what each entry is deflated with is codec.py's; how entries are
+read and hashed once: docs/convert.md). Local headers are patched in place once the CRC and sizes are known (the
+output is seekable: no data descriptors); zip64 extras only where needed. Fixed timestamps and permissions: the same
+input gives the same bytes."""
 
 from __future__ import annotations
 
@@ -84,11 +82,8 @@ class ZipWriter:
 
     def add_file(self, arcname: str, path: Path, executable: bool = False,
                  also: Any = None) -> tuple[bytes, int]:
-        """Add an entry streamed from ``path``; returns (sha256 digest, size).
-
-        ``also``: another hashlib object to feed the same bytes (a sha512 digest check), so the file
-        is read once. Chunks are deflated in parallel (threads, at most ``2 x workers`` chunks in flight).
-        """
+        """Add an entry streamed from ``path``; returns (sha256 digest, size). ``also``: another hashlib object to
+        feed the same bytes (a sha512 digest check), so the file is read once."""
         with open(path, "rb") as src:
             size = os.fstat(src.fileno()).st_size
             if size <= CHUNK:
@@ -189,8 +184,6 @@ class ZipWriter:
         later entries were written: the file is not read again from the start)."""
         self._hash_written()
         self.stop_hashing()
-        if self._hashed < 0:
-            raise ValueError("the sha256 of a zip is taken from its file: this one is in memory")
         for done in self._hashed_parts:
             done.result()  # a failed read raises here
         self._hashed_parts.clear()
@@ -212,11 +205,7 @@ class ZipWriter:
         if end <= self._hashed:
             return
         self.fp.flush()
-        try:
-            fd = self.fp.fileno()
-        except (AttributeError, OSError):  # an in-memory file: no sha256 (sha256() says so)
-            self._hashed = -1
-            return
+        fd = self.fp.fileno()
         if self._hashing is None:
             self._hashing = ThreadPoolExecutor(1, thread_name_prefix="wheel-sha256")
         self._hashed_parts.append(self._hashing.submit(_hash_range, self._sha, fd, self._hashed, end, sync))

@@ -21,7 +21,8 @@ from kernel_factory.errors import (
     unusable_from_text,
     worst,
 )
-from kernel_factory.pipeline import Outcome, exit_code
+from kernel_factory.pipeline import exit_code
+from kernel_factory.pipeline.jobs import Outcome
 from kernel_factory.plan import Job, Plan
 
 
@@ -71,7 +72,8 @@ def test_tool_stderr_is_classified_by_its_errno_text() -> None:
 
 
 def test_a_failed_item_says_why_and_a_bug_keeps_its_traceback_for_debug(capsys: pytest.CaptureFixture[str]) -> None:
-    from kernel_factory.pipeline import _describe, _summarise, failure
+    from kernel_factory.pipeline import _describe, _summarise
+    from kernel_factory.pipeline.jobs import failure
     from kernel_factory.pipeline.progress import Bytes, progress
 
     full = failure(_job("torch-cpu"), OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/store/files/.tmp-x"))

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from kernel_factory.pipeline import flow
-from kernel_factory.pipeline.flow import Fetched, Finisher
+from kernel_factory.pipeline.flow import Finisher
+from kernel_factory.pipeline.jobs import Fetched
 
 Task = Callable[[], Any]
 

@@ -231,12 +231,3 @@ def test_wheel_sha256_taken_while_writing(tmp_path: Path) -> None:
         digest = zw.sha256()
     assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
 
-
-def test_wheel_sha256_needs_a_file(tmp_path: Path) -> None:
-    big = tmp_path / "big.so"
-    big.write_bytes(_entry("fatbin", 2 << 20))
-    zw = ZipWriter(io.BytesIO(), DT)
-    zw.add_file("big.so", big)
-    zw.close()
-    with pytest.raises(ValueError, match="in memory"):
-        zw.sha256()
