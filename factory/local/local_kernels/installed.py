@@ -12,7 +12,6 @@ an allow list (``--allow-org``, the build's ``allow-orgs``); see SECURITY.md.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import importlib.metadata as im
 import json
@@ -244,6 +243,7 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
         root = None
     folder = Path(str(dist.locate_file(root or dist_name))).absolute()
     meta: dict[str, Any] = {}
+    raw: bytes | None = None  # metadata.json's bytes
     if pkg is None:
         problems.append(f"its {PROVENANCE} names no package: rebuild the wheel with kernel-factory to-wheel")
     elif root is None:
@@ -256,6 +256,7 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
             problems.append(f"{root}/metadata.json, which the kernels library reads, is missing: rebuild the wheel "
                             "with kernel-factory to-wheel and reinstall it")
         else:
+            raw = meta_file.read_bytes()
             try:
                 data = json.loads(meta_file.read_text(encoding="utf-8", errors="replace"))
                 err = "" if isinstance(data, dict) else "not a JSON object"
@@ -263,7 +264,7 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
                 data, err = None, str(exc)
             if err:
                 problems.append(f"{meta_file} is not valid JSON ({err}): reinstall the wheel")
-            elif refused := kernels_refusal(meta_file.read_bytes(), data):
+            elif refused := kernels_refusal(raw, data):
                 problems.append(f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels "
                                 "accepts")
             meta = {} if err else data
@@ -279,9 +280,6 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
         problems.append(f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: rebuild the wheel "
                         "with a repo-id without them")
     files, files_problem = record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
-    raw: bytes | None = None
-    with contextlib.suppress(OSError):
-        raw = (folder / "metadata.json").read_bytes()
     older = older_layout(root, prov, files, raw) if root and not files_problem else None
     if older:
         problems.append(older)
