@@ -1,9 +1,5 @@
-"""``kernel-factory which``: this environment's build variant, label and variant root, and the install command.
-
-The interpreter is probed in its own process (probe/run.py: kernel-factory can live in a pipx venv and inspect
-another). With ``--index-url URL --kernel NAME`` the kernel's page in the variant root (``URL/variants/<label>/
-simple/<name>/``) gives the newest wheel that fits this platform; a universal or backend-noarch wheel in the
-combined root fits too. No fit: exit 3 and the builds there are, nearest first.
+"""``kernel-factory which``: this environment's build variant, label and variant root, and the install command
+(docs/which.md). The interpreter is probed in its own process (probe/run.py).
 """
 
 from __future__ import annotations

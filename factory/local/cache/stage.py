@@ -1,10 +1,8 @@
 """The private scratch folder inside a Hub cache, and the checked copies of a variant's files staged in it.
 
-Scratch lives at ``<cache>/.locks/kernel-factory/run-<random>/`` (0700): on the cache's own file system, so a
-staged file becomes a blob by a link or a rename, never a second copy, and under ``.locks``, the one folder of the
-root that huggingface_hub's ``scan_cache_dir`` skips (its own locks are in ``.locks/<repo folder>/``). Each run
-holds an exclusive ``flock`` on ``run-*/owner``; the next run removes every ``run-*`` whose lock it can take, so
-a kill -9 leaves only private scratch that the next run sweeps.
+Scratch lives at ``<cache>/.locks/kernel-factory/run-<random>/`` (0700; docs/local-kernels.md): on the cache's own
+file system, so a staged file becomes a blob by a link or a rename, never a second copy. Each run holds a ``flock``
+on ``run-*/owner``; the next run removes every ``run-*`` whose lock it can take (what a kill -9 left).
 
 A staged file is the installed file's bytes copied (or reflinked: a copy-on-write clone) and hashed as they are in
 the copy, which no one else can write: the bytes checked are the bytes placed. Never a hard link to the installed

@@ -1,10 +1,5 @@
-"""A downloaded kernel wheel, unpacked and checked: what ``download`` puts into the Hub cache, and nothing else.
-
-``unpack`` reads the provenance file (at most ``MAX_PROVENANCE`` bytes) and the RECORD, refuses a wheel of more
-than ``MAX_MEMBERS`` files or whose package folder inflates to more than ``MAX_RATIO`` times the wheel's size
-(``MAX_UNPACKED`` at most: a zip bomb), and checks every file against its RECORD sha256 as it is written.
-``check_lock_hash`` checks the unpacked files against an old-format kernels.lock's ``git_lfs_concat`` hash.
-"""
+"""A downloaded kernel wheel, unpacked and checked: what ``download`` puts into the Hub cache, and nothing else
+(its limits: docs/download.md)."""
 
 from __future__ import annotations
 

@@ -9,11 +9,8 @@ the folders to judge as JSON on stdin, and reads one line, ``KF-KERNELS <json>``
 - ``folders``: for each variant folder (the chosen ones, and installed package folders LOCAL_KERNELS names),
   whether ``metadata.json`` reads (``kernels.Metadata``) and whether the files match its digest.
 
-Variant resolution of a local folder has no public API in any kernels release (0.19.1's public
-``get_kernel_variants`` reads the Hub's file list): this script calls what kernels' own cache loader calls,
-``get_variants_local`` + ``resolve_variant``, from where that version keeps it (``kernels._internals.variants`` in
-0.19, ``kernels.variants`` in 0.17 and 0.18). The digest check uses only public names:
-``kernels.Metadata.read_from_file`` and its digest object (``hash_variant``, ``validate``), as kernels 0.18+ do.
+Variant resolution of a local folder has no public API in any kernels release, so this calls what kernels' own
+cache loader calls, from where each version keeps it (docs/local-kernels.md); the digest check uses public names.
 """
 
 from __future__ import annotations
