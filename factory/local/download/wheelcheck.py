@@ -173,13 +173,11 @@ def check_lock_hash(hashes: dict[str, str], repo_id: str, variant: str, package:
     if expected is None:
         raise Refused(f"{wheel}: kernels.lock locks {repo_id} for {', '.join(sorted(hashes))}, not "
                       f"{printable(variant)}; re-lock with `kernels lock`, or build that variant")
-    flat = [(rel, folder / rel) for rel in files]
-    nested = [(rel if rel in TOP_META else f"{package}/{rel}", folder / rel) for rel in files]
     binary = {rel for rel in files if _is_binary(folder / rel)}
-    for paths in (flat, nested):
-        lfs = binary if paths is flat else {f"{package}/{rel}" if rel not in TOP_META else rel for rel in binary}
-        for lfs_paths in (set(), lfs):
-            if files_lock_hash(paths, lfs_paths) == expected:
+    for nested in (False, True):  # the Hub's path of each file
+        hub = {rel: f"{package}/{rel}" if nested and rel not in TOP_META else rel for rel in files}
+        for lfs_paths in (set(), {hub[rel] for rel in binary}):
+            if files_lock_hash([(hub[rel], folder / rel) for rel in files], lfs_paths) == expected:
                 return
     raise Refused(f"{wheel}: its files do not match the kernels.lock hash of {repo_id} {variant} "
                   f"({expected[:19]}...); nothing was installed: check the index, or re-lock with `kernels lock` "
