@@ -5,6 +5,7 @@ docs/download.md tells. Nothing is written into the cache until every kernel has
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import shutil
@@ -269,15 +270,12 @@ def _scratch(stack: ExitStack, root: Path) -> Callable[[], Path]:
     """The folder wheels are downloaded and unpacked into, made on first use (a lock the cache satisfies
     already writes nothing): private scratch inside the cache (its file system), else, where the cache cannot
     be written (another user's, a read-only mount), a temporary folder elsewhere."""
-    made: list[Path] = []
-
+    @functools.cache
     def get() -> Path:
-        if not made:
-            try:
-                made.append(stack.enter_context(cache.scratch(root)))
-            except Unreachable:
-                made.append(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-factory-"))))
-        return made[0]
+        try:
+            return stack.enter_context(cache.scratch(root))
+        except Unreachable:
+            return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-factory-")))
     return get
 
 
