@@ -51,7 +51,6 @@ def trusted(st: os.stat_result) -> bool:
 
 
 def sha256_fd(fd: int) -> str:
-    """The sha256 hex digest of what ``fd`` holds from its start."""
     os.lseek(fd, 0, os.SEEK_SET)
     with open(fd, "rb", buffering=0, closefd=False) as f:
         return stream_digest(f)
@@ -164,7 +163,6 @@ def folder_mode(parent: Folder) -> tuple[int, int]:
 
 
 def check_files(files: Mapping[str, str], where: str) -> None:
-    """Every path of ``files`` is a plain relative posix path and every hash a sha256 hex digest."""
     if len(files) > MAX_FILES:
         raise CacheRefused(f"{where}: more than {MAX_FILES} files, more than a kernel variant holds")
     for rel, digest in files.items():
@@ -246,8 +244,6 @@ def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str
 
 
 def _copy(src: int, dst: int, where: Path) -> str:
-    """``src`` (from where it stands) written to ``dst`` and hashed as it goes (nofollow.stream_digest), refused
-    where it grows past MAX_FILE_BYTES while read."""
     with open(src, "rb", buffering=0, closefd=False) as f, open(dst, "wb", closefd=False) as out:
         return stream_digest(f, out=out, limit=MAX_FILE_BYTES, too_big=lambda: CacheRefused(
             f"{where}: grew past {MAX_FILE_BYTES >> 30} GiB while read; not a kernel's file"))

@@ -307,7 +307,6 @@ def move_in(run: Folder, snaps: Folder, p: Placing, how: str) -> bool:
 
 
 def dir_mode(snaps: Folder, p: Placing, how: str) -> tuple[int, int]:
-    """(mode, group) of a folder made where the tree goes: in snapshots/ for a new snapshot, else in its build/."""
     if how == "new":
         return stage.folder_mode(snaps)
     with snaps.sub(p.sha) as snap, snap.sub("build") as build:
@@ -369,8 +368,6 @@ def _undo(repo: Folder, m: Made) -> None:
 
 
 def _snapshot(root: Path, repo_id: str, sha: str) -> Folder | None:
-    """``snapshots/<sha>`` of ``repo_id``, opened one real folder at a time; None where any is missing or a
-    link."""
     try:
         with open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
                 repo.sub("snapshots") as snaps:
@@ -450,7 +447,6 @@ def _real(path: Path, want: int) -> bool:
 
 
 def is_ours(snapshot: Path) -> bool:
-    """Whether ``snapshot`` (a real folder, not a link) carries kernel-factory's MARKER (a regular file)."""
     return _real(snapshot, stat.S_IFDIR) and _real(snapshot / MARKER, stat.S_IFREG)
 
 
@@ -559,8 +555,6 @@ def _link_or_create(run: Folder, name: str, refs: Folder, ref: str, sha: str, mo
 
 
 def _new_file(name: str | Path, data: bytes, mode: int, folder: Folder | None = None) -> None:
-    """A new file ``name`` (in ``folder``; never one that is there, never through a link) of ``data``, made
-    ``mode``, fsynced."""
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                  dir_fd=folder.fd if folder else None)
     try:

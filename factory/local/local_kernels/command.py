@@ -45,12 +45,10 @@ def usable(kernels: list[InstalledKernel]) -> tuple[list[InstalledKernel], list[
 
 
 def local_kernels_value(kernels: list[InstalledKernel]) -> str:
-    """``key=PATH:key2=PATH2`` for kernels that have no structural problem (empty if none)."""
     return ":".join(f"{k.key}={k.folder}" for k in kernels)
 
 
 def shell_line(value: str) -> str:
-    """A line for ``eval``: export the value, or unset the variable when it is empty."""
     if not value:
         return "unset LOCAL_KERNELS"  # an empty LOCAL_KERNELS makes kernels raise
     return f"export LOCAL_KERNELS={shlex.quote(value)}"
@@ -165,8 +163,6 @@ class LocalKernelsArgs:
 
 
 def run_local_kernels(args: LocalKernelsArgs) -> int:
-    """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not;
-    with ``--cache``, first place the installed kernels in the Hub cache."""
     python = resolve_python(args.python) if args.python else None
     path = sys_path(python) if python else None
     kernels = find_kernels(path)
