@@ -24,10 +24,10 @@ def fits_platform(wheel: Wheel, env: Environment) -> bool:
     return any(t.platform == "any" or (env.arch, env.os) in tag_platforms(t.platform) for t in wheel.tags)
 
 
-def read_project(url: str, session: Any = None) -> list[Wheel] | None:
+def read_project(url: str, session: Any) -> list[Wheel] | None:
     """The wheels on one project page (PEP 691 JSON or PEP 503 HTML); None if the page does not exist.
     Refused (exit 3) when the page lists a name that is not a valid wheel file name."""
-    links = simple.project_page(url, url.rstrip("/").rsplit("/", 1)[-1], session or simple.session())
+    links = simple.project_page(url, url.rstrip("/").rsplit("/", 1)[-1], session)
     return None if links is None else simple.wheels(links, url)
 
 
