@@ -1,13 +1,8 @@
 """Ask an interpreter's own kernels library what it would load, without importing kernel-factory into it.
 
 Standard library and that interpreter's ``kernels`` only: ``run.ask_kernels`` runs this file's source there, with
-the folders to judge as JSON on stdin, and reads one line, ``KF-KERNELS <json>``. Every answer is kernels' own:
-
-- ``kernels``: its version (``kernels.__version__``), or None with ``error`` when it does not import;
-- ``builds``: for each ``build/`` folder, its variant folders, the one kernels would load here (``chosen``) and the
-  reason it gives for each one it rejects;
-- ``folders``: for each variant folder (the chosen ones, and installed package folders LOCAL_KERNELS names),
-  whether ``metadata.json`` reads (``kernels.Metadata``) and whether the files match its digest.
+the folders to judge as JSON on stdin, and reads one line, ``KF-KERNELS <json>``. Every answer is kernels' own
+(what it asks: docs/local-kernels.md).
 
 Variant resolution of a local folder has no public API in any kernels release, so this calls what kernels' own
 cache loader calls, from where each version keeps it (docs/local-kernels.md); the digest check uses public names.
