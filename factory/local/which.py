@@ -1,9 +1,5 @@
-"""``kernel-factory which``: this environment's build variant, label and variant root, and the install command.
-
-The interpreter is probed in its own process (probe/run.py: kernel-factory can live in a pipx venv and inspect
-another). With ``--index-url URL --kernel NAME`` the kernel's page in the variant root (``URL/variants/<label>/
-simple/<name>/``) gives the newest wheel that fits this platform; a universal or backend-noarch wheel in the
-combined root fits too. No fit: exit 3 and the builds there are, nearest first.
+"""``kernel-factory which``: this environment's build variant, label and variant root, and the install command
+(docs/which.md). The interpreter is probed in its own process (probe/run.py).
 """
 
 from __future__ import annotations
@@ -28,10 +24,10 @@ def fits_platform(wheel: Wheel, env: Environment) -> bool:
     return any(t.platform == "any" or (env.arch, env.os) in tag_platforms(t.platform) for t in wheel.tags)
 
 
-def read_project(url: str, session: Any = None) -> list[Wheel] | None:
+def read_project(url: str, session: Any) -> list[Wheel] | None:
     """The wheels on one project page (PEP 691 JSON or PEP 503 HTML); None if the page does not exist.
     Refused (exit 3) when the page lists a name that is not a valid wheel file name."""
-    links = simple.project_page(url, url.rstrip("/").rsplit("/", 1)[-1], session or simple.session())
+    links = simple.project_page(url, url.rstrip("/").rsplit("/", 1)[-1], session)
     return None if links is None else simple.wheels(links, url)
 
 

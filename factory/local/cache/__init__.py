@@ -1,9 +1,4 @@
-"""The Hugging Face Hub cache that kernels reads offline: its one writer and the readers the commands need.
-
-``download`` and ``local-kernels --cache`` write through ``Writer`` and read through the functions named here;
-nothing outside this package imports its modules (an import-linter contract). writer.py holds the rules and the
-readers; stage.py the private scratch folder, the checked copies and the modes, trust and hashes they need.
-"""
+"""The Hub cache's interface: nothing outside this package imports its modules (an import-linter contract)."""
 
 from .stage import CacheRefused
 from .writer import (

@@ -1,10 +1,8 @@
 """The private scratch folder inside a Hub cache, and the checked copies of a variant's files staged in it.
 
-Scratch lives at ``<cache>/.locks/kernel-factory/run-<random>/`` (0700): on the cache's own file system, so a
-staged file becomes a blob by a link or a rename, never a second copy, and under ``.locks``, the one folder of the
-root that huggingface_hub's ``scan_cache_dir`` skips (its own locks are in ``.locks/<repo folder>/``). Each run
-holds an exclusive ``flock`` on ``run-*/owner``; the next run removes every ``run-*`` whose lock it can take, so
-a kill -9 leaves only private scratch that the next run sweeps.
+Scratch lives at ``<cache>/.locks/kernel-factory/run-<random>/`` (0700; docs/local-kernels.md): on the cache's own
+file system, so a staged file becomes a blob by a link or a rename, never a second copy. Each run holds a ``flock``
+on ``run-*/owner``; the next run removes every ``run-*`` whose lock it can take (what a kill -9 left).
 
 A staged file is the installed file's bytes copied (or reflinked: a copy-on-write clone) and hashed as they are in
 the copy, which no one else can write: the bytes checked are the bytes placed. Never a hard link to the installed
@@ -53,7 +51,6 @@ def trusted(st: os.stat_result) -> bool:
 
 
 def sha256_fd(fd: int) -> str:
-    """The sha256 hex digest of what ``fd`` holds from its start."""
     os.lseek(fd, 0, os.SEEK_SET)
     with open(fd, "rb", buffering=0, closefd=False) as f:
         return stream_digest(f)
@@ -166,7 +163,6 @@ def folder_mode(parent: Folder) -> tuple[int, int]:
 
 
 def check_files(files: Mapping[str, str], where: str) -> None:
-    """Every path of ``files`` is a plain relative posix path and every hash a sha256 hex digest."""
     if len(files) > MAX_FILES:
         raise CacheRefused(f"{where}: more than {MAX_FILES} files, more than a kernel variant holds")
     for rel, digest in files.items():
@@ -248,8 +244,6 @@ def stage_file(source: Path, rel: str, run: Folder, name: str, mode: int) -> str
 
 
 def _copy(src: int, dst: int, where: Path) -> str:
-    """``src`` (from where it stands) written to ``dst`` and hashed as it goes (nofollow.stream_digest), refused
-    where it grows past MAX_FILE_BYTES while read."""
     with open(src, "rb", buffering=0, closefd=False) as f, open(dst, "wb", closefd=False) as out:
         return stream_digest(f, out=out, limit=MAX_FILE_BYTES, too_big=lambda: CacheRefused(
             f"{where}: grew past {MAX_FILE_BYTES >> 30} GiB while read; not a kernel's file"))

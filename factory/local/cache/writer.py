@@ -1,8 +1,6 @@
 """The one writer of the Hub cache that kernels reads offline, written as huggingface_hub writes it.
 
-kernels 0.17 loads ``<root>/kernels--<org>--<name>/`` (``<root>``: ``cache_root``): ``refs/<ref>`` holds a commit
-sha (no newline; ``version=N`` reads ``refs/vN``, in ``kernels--`` and the legacy ``models--`` folder, the latter
-winning) and ``snapshots/<sha>/build/<variant>/`` is the variant ``get_variants_local`` chooses from.
+kernels loads ``<root>/kernels--<org>--<name>/`` (``<root>``: ``cache_root``; its layout: docs/local-kernels.md).
 
 A snapshot is immutable: a commit's checked bytes (read-only ``blobs/<sha256>`` and relative links to them, copies
 where links cannot be made), made visible by one rename, never a link into an environment. One kernel-factory wrote
@@ -26,7 +24,7 @@ from pathlib import Path
 
 from ...config import hub_cache, repo_folder_name
 from ...errors import UNUSABLE_ERRNOS, Refused, Unreachable
-from ...nofollow import FILE_FLAGS, Folder, LinkRefused, remove
+from ...nofollow import FILE_FLAGS, Folder, LinkRefused, put, remove
 from ...report import warn
 from ...verify.digest import left_out
 from . import stage
@@ -309,7 +307,6 @@ def move_in(run: Folder, snaps: Folder, p: Placing, how: str) -> bool:
 
 
 def dir_mode(snaps: Folder, p: Placing, how: str) -> tuple[int, int]:
-    """(mode, group) of a folder made where the tree goes: in snapshots/ for a new snapshot, else in its build/."""
     if how == "new":
         return stage.folder_mode(snaps)
     with snaps.sub(p.sha) as snap, snap.sub("build") as build:
@@ -371,8 +368,6 @@ def _undo(repo: Folder, m: Made) -> None:
 
 
 def _snapshot(root: Path, repo_id: str, sha: str) -> Folder | None:
-    """``snapshots/<sha>`` of ``repo_id``, opened one real folder at a time; None where any is missing or a
-    link."""
     try:
         with open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
                 repo.sub("snapshots") as snaps:
@@ -416,12 +411,9 @@ def write_own(root: Path, repo_id: str, sha: str, name: str, data: bytes) -> Non
 def variant_holds(root: Path, repo_id: str, sha: str, variant: str, files: Mapping[str, str]) -> bool:
     """Whether kernel-factory's snapshot ``sha`` (it carries MARKER) holds ``build/<variant>`` with exactly
     ``files``' bytes: every link names its blob and every blob's bytes hash to its name (read by descriptors)."""
-    snap = _snapshot(root, repo_id, sha)
-    if snap is None:
-        return False
     try:
-        with snap, open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
-                repo.sub("blobs") as blobs:
+        with open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
+                repo.sub("blobs") as blobs, repo.sub("snapshots") as snaps, snaps.sub(sha) as snap:
             if snap.kind(MARKER) != "file":
                 return False
             with snap.sub("build") as build, build.sub(variant) as have:
@@ -433,19 +425,7 @@ def variant_holds(root: Path, repo_id: str, sha: str, variant: str, files: Mappi
 def _replace(folder: Folder, name: str, data: bytes) -> None:
     """``name`` in ``folder`` replaced by a new file of ``data`` (fsynced; 0644 less the umask, writable by no one
     else) in one rename: a link there is replaced, never written through."""
-    tmp = f".{name}.{os.urandom(8).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder.fd)
-    try:
-        try:
-            os.write(fd, data)
-            set_mode(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~0o022)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
-    finally:
-        if folder.kind(tmp) is not None:
-            os.unlink(tmp, dir_fd=folder.fd)
+    put(f".{name}.{os.urandom(8).hex()}.tmp", name, data, folder=folder, chmod=False, fsync=True)
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -467,7 +447,6 @@ def _real(path: Path, want: int) -> bool:
 
 
 def is_ours(snapshot: Path) -> bool:
-    """Whether ``snapshot`` (a real folder, not a link) carries kernel-factory's MARKER (a regular file)."""
     return _real(snapshot, stat.S_IFDIR) and _real(snapshot / MARKER, stat.S_IFREG)
 
 
@@ -576,8 +555,6 @@ def _link_or_create(run: Folder, name: str, refs: Folder, ref: str, sha: str, mo
 
 
 def _new_file(name: str | Path, data: bytes, mode: int, folder: Folder | None = None) -> None:
-    """A new file ``name`` (in ``folder``; never one that is there, never through a link) of ``data``, made
-    ``mode``, fsynced."""
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                  dir_fd=folder.fd if folder else None)
     try:

@@ -1,18 +1,11 @@
-"""``kernel-factory download [PROJECT_DIR] --index-url URL``: kernels.lock -> the Hub cache, from your index.
-
-The drop-in for ``kernels download .``. For each locked kernel (both kernels.lock formats, verify/lockfile.py) it
-takes the wheel that fits this interpreter (``which``'s candidates) whose provenance names the locked commit; the
-record beside a wheel (``files/<wheel>.json``), where the index serves one, skips the others unread. The wheel's
-sha256 is checked against the index page, and its variant goes in the cache through ``cache.Writer``, with the
-lock's ref. ``kernel-depends`` are downloaded too, transitively, as kernels 0.19 resolves them (depends.py).
-
-Nothing is written into the cache until every kernel has been found, downloaded and checked. A kernel an earlier
-run placed, whose files still match what that run recorded, is not downloaded again.
+"""``kernel-factory download [PROJECT_DIR] --index-url URL``: kernels.lock -> the Hub cache, from your index, as
+docs/download.md tells. Nothing is written into the cache until every kernel has been found, downloaded and checked.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import shutil
@@ -277,15 +270,12 @@ def _scratch(stack: ExitStack, root: Path) -> Callable[[], Path]:
     """The folder wheels are downloaded and unpacked into, made on first use (a lock the cache satisfies
     already writes nothing): private scratch inside the cache (its file system), else, where the cache cannot
     be written (another user's, a read-only mount), a temporary folder elsewhere."""
-    made: list[Path] = []
-
+    @functools.cache
     def get() -> Path:
-        if not made:
-            try:
-                made.append(stack.enter_context(cache.scratch(root)))
-            except Unreachable:
-                made.append(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-factory-"))))
-        return made[0]
+        try:
+            return stack.enter_context(cache.scratch(root))
+        except Unreachable:
+            return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-factory-")))
     return get
 
 

@@ -1,10 +1,5 @@
-"""``download``'s kernel dependencies: ``kernel-depends`` resolved as kernels 0.19 resolves them, from the same index.
-
-A kernel's ``metadata.json`` (and the wheel's provenance, which copies it) lists ``kernel-depends``:
-``{"repo-id": "org/name", "version": N}`` or ``{"repo-id": ..., "revision": REV}``. kernels 0.19 loads the
-dependent kernel only with every dependency, transitively, and refuses a cycle (docs/download.md). Every
-repository ``download`` places passes ``Policy``: its organisation is allowed, and at most ``max_depends``
-kernels come in through ``kernel-depends`` beyond the lock.
+"""``download``'s kernel dependencies: ``kernel-depends`` resolved as kernels 0.19 resolves them, from the same index
+(docs/download.md, "Kernel dependencies"). Every repository ``download`` places passes ``Policy``.
 """
 
 from __future__ import annotations
@@ -79,14 +74,6 @@ class Policy:
                 "raise --max-depends if you trust them all")
 
 
-def _repo(wheel: str, repo_id: Any) -> str:
-    if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(map(cache.valid_ref,
-                                                                              repo_id.split("/"))):
-        raise Refused(f"{wheel}: its kernel-depends names '{printable(str(repo_id), 200)}', which is not an "
-                      "org/name repository id; rebuild it")
-    return repo_id
-
-
 def wants_of(wheel: str, repo_id: str, depends: Iterable[Mapping[str, Any]], locked: Mapping[str, LockedKernel]
              ) -> list[Want]:
     """The kernels one wheel's ``kernel-depends`` need in the cache for kernels 0.19 to load it offline: a locked
@@ -96,7 +83,10 @@ def wants_of(wheel: str, repo_id: str, depends: Iterable[Mapping[str, Any]], loc
     why = f"kernel-depends of {repo_id}"
     out: list[Want] = []
     for dep in depends:
-        dep_id = _repo(wheel, dep.get("repo-id"))
+        dep_id = dep.get("repo-id")
+        if not isinstance(dep_id, str) or dep_id.count("/") != 1 or not all(map(cache.valid_ref, dep_id.split("/"))):
+            raise Refused(f"{wheel}: its kernel-depends names '{printable(str(dep_id), 200)}', which is not an "
+                          "org/name repository id; rebuild it")
         version, revision = dep.get("version"), dep.get("revision")
         if isinstance(revision, str) and _MAJOR.fullmatch(revision):
             version, revision = int(revision[1:]), None

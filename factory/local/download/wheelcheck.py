@@ -1,10 +1,5 @@
-"""A downloaded kernel wheel, unpacked and checked: what ``download`` puts into the Hub cache, and nothing else.
-
-``unpack`` reads the provenance file (at most ``MAX_PROVENANCE`` bytes) and the RECORD, refuses a wheel of more
-than ``MAX_MEMBERS`` files or whose package folder inflates to more than ``MAX_RATIO`` times the wheel's size
-(``MAX_UNPACKED`` at most: a zip bomb), and checks every file against its RECORD sha256 as it is written.
-``check_lock_hash`` checks the unpacked files against an old-format kernels.lock's ``git_lfs_concat`` hash.
-"""
+"""A downloaded kernel wheel, unpacked and checked: what ``download`` puts into the Hub cache, and nothing else
+(its limits: docs/download.md)."""
 
 from __future__ import annotations
 
@@ -178,13 +173,11 @@ def check_lock_hash(hashes: dict[str, str], repo_id: str, variant: str, package:
     if expected is None:
         raise Refused(f"{wheel}: kernels.lock locks {repo_id} for {', '.join(sorted(hashes))}, not "
                       f"{printable(variant)}; re-lock with `kernels lock`, or build that variant")
-    flat = [(rel, folder / rel) for rel in files]
-    nested = [(rel if rel in TOP_META else f"{package}/{rel}", folder / rel) for rel in files]
     binary = {rel for rel in files if _is_binary(folder / rel)}
-    for paths in (flat, nested):
-        lfs = binary if paths is flat else {f"{package}/{rel}" if rel not in TOP_META else rel for rel in binary}
-        for lfs_paths in (set(), lfs):
-            if files_lock_hash(paths, lfs_paths) == expected:
+    for nested in (False, True):  # the Hub's path of each file
+        hub = {rel: f"{package}/{rel}" if nested and rel not in TOP_META else rel for rel in files}
+        for lfs_paths in (set(), {hub[rel] for rel in binary}):
+            if files_lock_hash([(hub[rel], folder / rel) for rel in files], lfs_paths) == expected:
                 return
     raise Refused(f"{wheel}: its files do not match the kernels.lock hash of {repo_id} {variant} "
                   f"({expected[:19]}...); nothing was installed: check the index, or re-lock with `kernels lock` "

@@ -1,13 +1,8 @@
-"""``kernel-factory local-kernels``: LOCAL_KERNELS for the kernel wheels installed here.
+"""``kernel-factory local-kernels``: LOCAL_KERNELS for the kernel wheels installed here (docs/local-kernels.md).
 
-kernels reads ``LOCAL_KERNELS=org/name=PATH:org2/name2=PATH2`` and, for a PATH that holds ``metadata.json`` (and no
-build variant folders), loads that folder as the build variant whatever ``version=`` or ``revision=`` was asked for
-(kernels 0.18+ check its files against metadata.json's digest first). A kernel wheel made by kernel-factory installs
-exactly such a folder, its variant root (wheel/layout.py), so PATH is the installed variant root (for an older
-wheel without one, its package folder).
-
-``--check`` asks the target interpreter's own kernels library what it loads (probe/run.py ask_kernels); ``--cache``
-(``install``) places each installed variant root in the Hub cache, at the commit its provenance names.
+kernels loads a LOCAL_KERNELS PATH that holds ``metadata.json`` as the build variant, whatever ``version=`` or
+``revision=`` was asked for; a kernel-factory wheel installs exactly such a folder, its variant root
+(wheel/layout.py), so PATH is the installed variant root (for an older wheel without one, its package folder).
 """
 
 from __future__ import annotations
@@ -50,12 +45,10 @@ def usable(kernels: list[InstalledKernel]) -> tuple[list[InstalledKernel], list[
 
 
 def local_kernels_value(kernels: list[InstalledKernel]) -> str:
-    """``key=PATH:key2=PATH2`` for kernels that have no structural problem (empty if none)."""
     return ":".join(f"{k.key}={k.folder}" for k in kernels)
 
 
 def shell_line(value: str) -> str:
-    """A line for ``eval``: export the value, or unset the variable when it is empty."""
     if not value:
         return "unset LOCAL_KERNELS"  # an empty LOCAL_KERNELS makes kernels raise
     return f"export LOCAL_KERNELS={shlex.quote(value)}"
@@ -170,8 +163,6 @@ class LocalKernelsArgs:
 
 
 def run_local_kernels(args: LocalKernelsArgs) -> int:
-    """Print LOCAL_KERNELS (``--shell``: an export line) or, with ``--check``, what would load and why not;
-    with ``--cache``, first place the installed kernels in the Hub cache."""
     python = resolve_python(args.python) if args.python else None
     path = sys_path(python) if python else None
     kernels = find_kernels(path)

@@ -1,18 +1,10 @@
 """The kernel wheels installed here (``find_kernels``: each an ``InstalledKernel``, as LOCAL_KERNELS would name
-it, with its problems) and who may claim a kernel: an installed distribution is taken as the kernel its provenance
-names only if its name is that kernel's project name and its provenance passes the checks a store record passes;
-and the bytes ``local-kernels --cache`` places are the ones its RECORD lists.
-
-Anything installed in an environment can already run code in it (a ``.pth`` file), so these rules do not
-guard an environment against its own packages: they keep one package from posing as another kernel (a
-dependency named ``fast-activation-helpers`` claiming ``kernels-community/activation``), in LOCAL_KERNELS and
-in the Hub cache that other environments share. The organisations whose kernels may enter the Hub cache are
-an allow list (``--allow-org``, the build's ``allow-orgs``); see SECURITY.md.
+it, with its problems) and who may claim a kernel (the rules, and the threat they answer: SECURITY.md, "An
+installed package can already run code"); the bytes ``local-kernels --cache`` places are the ones its RECORD lists.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import importlib.metadata as im
 import json
@@ -145,10 +137,7 @@ def _own_files(dist: im.Distribution, package: str | None) -> set[str]:
 def shared_problems(claimants: list[tuple[im.Distribution, str | None]], every: Iterable[im.Distribution]
                     ) -> list[str | None]:
     """For each (distribution, its package folder) of ``claimants``, why it may not claim a kernel because another
-    installed distribution of ``every`` lists its files in its RECORD too (None: none does). A wheel may carry a
-    second ``.dist-info`` folder as data (``<x>.data/purelib/``, which pip installs beside its own and no code
-    runs): that folder names whatever project it likes, but the RECORD of the wheel that carried it lists its
-    files, while pip's own RECORD of a distribution is listed by that one only."""
+    installed distribution of ``every`` lists its files in its RECORD too (None: none does); why: SECURITY.md."""
     mine = [_own_files(dist, package) for dist, package in claimants]
     wanted = set().union(*mine)
     owners: dict[str, list[im.Distribution]] = {}
@@ -244,6 +233,7 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
         root = None
     folder = Path(str(dist.locate_file(root or dist_name))).absolute()
     meta: dict[str, Any] = {}
+    raw: bytes | None = None  # metadata.json's bytes
     if pkg is None:
         problems.append(f"its {PROVENANCE} names no package: rebuild the wheel with kernel-factory to-wheel")
     elif root is None:
@@ -256,6 +246,7 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
             problems.append(f"{root}/metadata.json, which the kernels library reads, is missing: rebuild the wheel "
                             "with kernel-factory to-wheel and reinstall it")
         else:
+            raw = meta_file.read_bytes()
             try:
                 data = json.loads(meta_file.read_text(encoding="utf-8", errors="replace"))
                 err = "" if isinstance(data, dict) else "not a JSON object"
@@ -263,7 +254,7 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
                 data, err = None, str(exc)
             if err:
                 problems.append(f"{meta_file} is not valid JSON ({err}): reinstall the wheel")
-            elif refused := kernels_refusal(meta_file.read_bytes(), data):
+            elif refused := kernels_refusal(raw, data):
                 problems.append(f"{meta_file}: {refused}: rebuild the wheel from a kernel-builder build that kernels "
                                 "accepts")
             meta = {} if err else data
@@ -279,9 +270,6 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
         problems.append(f"its name {key!r} contains ':' or '=', which LOCAL_KERNELS cannot express: rebuild the wheel "
                         "with a repo-id without them")
     files, files_problem = record_files(dist, root) if root else ((), f"its {PROVENANCE} names no package")
-    raw: bytes | None = None
-    with contextlib.suppress(OSError):
-        raw = (folder / "metadata.json").read_bytes()
     older = older_layout(root, prov, files, raw) if root and not files_problem else None
     if older:
         problems.append(older)
@@ -313,7 +301,8 @@ def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
     seen: set[str] = set()
     found: list[InstalledKernel] = []
     claimants: list[tuple[im.Distribution, str | None]] = []
-    for dist in im.distributions(path=path) if path is not None else im.distributions():
+    every = list(im.distributions(path=path) if path is not None else im.distributions())
+    for dist in every:
         canon = canonicalize_name(dist.metadata["Name"] or "")
         if canon in seen:
             continue  # shadowed by an earlier entry of sys.path, as importlib sees it
@@ -325,7 +314,6 @@ def find_kernels(path: list[str] | None = None) -> list[InstalledKernel]:
         found.append(_kernel(dist, prov, err))
         claimants.append((dist, _package(dist, prov or {})))
     if found:  # a kernel's files listed by another distribution's RECORD too: that one may claim nothing
-        every = list(im.distributions(path=path) if path is not None else im.distributions())
         for i, shared in enumerate(shared_problems(claimants, every)):
             if shared:
                 found[i] = replace(found[i], problems=(*found[i].problems, shared))

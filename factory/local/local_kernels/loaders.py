@@ -1,14 +1,6 @@
-"""Which kernels loading paths serve an installed kernel wheel (`local-kernels --check`), offline.
-
-kernels has two offline sources (docs/local-kernels.md, "Every loading path"): ``LOCAL_KERNELS``, which only
-``get_kernel`` and ``has_kernel`` read, whatever ``version=`` or ``revision=`` they are given; and the Hub cache,
-where ``refs/v<N>`` turns ``version=N`` into a commit (read where the target's kernels version reads it:
-rules.Judge) and ``snapshots/<sha>/build/<variant>`` is what every other path loads.
-
-``check_mapping``: the kernels transformers' default mapping (``get_kernel_mapping_transformers()``, read in the
-target interpreter by sources/transformers_map.py) asks for on this machine's device; ``kernelize`` loads each from
-the Hub cache only (LOCAL_KERNELS is not read there), so one line per mapped (repository, version or revision) says
-whether it loads offline.
+"""Which kernels loading paths serve an installed kernel wheel (`local-kernels --check`), offline: LOCAL_KERNELS or
+the Hub cache, as docs/local-kernels.md ("Every loading path") tells; ``check_mapping``: the kernels transformers'
+default mapping asks for on this machine's device, which ``kernelize`` loads from the Hub cache only.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Ask an interpreter's own kernels library what it would load, without importing kernel-factory into it.
 
 Standard library and that interpreter's ``kernels`` only: ``run.ask_kernels`` runs this file's source there, with
-the folders to judge as JSON on stdin, and reads one line, ``KF-KERNELS <json>``. Every answer is kernels' own:
+the folders to judge as JSON on stdin, and reads one line, ``KF-KERNELS <json>``. Every answer is kernels' own
+(what it asks: docs/local-kernels.md).
 
-- ``kernels``: its version (``kernels.__version__``), or None with ``error`` when it does not import;
-- ``builds``: for each ``build/`` folder, its variant folders, the one kernels would load here (``chosen``) and the
-  reason it gives for each one it rejects;
-- ``folders``: for each variant folder (the chosen ones, and installed package folders LOCAL_KERNELS names),
-  whether ``metadata.json`` reads (``kernels.Metadata``) and whether the files match its digest.
-
-Variant resolution of a local folder has no public API in any kernels release (0.19.1's public
-``get_kernel_variants`` reads the Hub's file list): this script calls what kernels' own cache loader calls,
-``get_variants_local`` + ``resolve_variant``, from where that version keeps it (``kernels._internals.variants`` in
-0.19, ``kernels.variants`` in 0.17 and 0.18). The digest check uses only public names:
-``kernels.Metadata.read_from_file`` and its digest object (``hash_variant``, ``validate``), as kernels 0.18+ do.
+Variant resolution of a local folder has no public API in any kernels release, so this calls what kernels' own
+cache loader calls, from where each version keeps it (docs/local-kernels.md); the digest check uses public names.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""What the target interpreter's kernels library does, decided from its own answers (askkernels.py's JSON).
-
-``Judge`` holds that answer: the kernels version installed there, which variant it would load from each
-``build/`` folder asked about (and why it rejects the others), and whether each variant folder's files match the
-digest in its ``metadata.json``. The rules that differ between versions are decided here: kernels 0.17 reads
-``refs/v<N>`` under ``kernels--org--name`` and the legacy ``models--org--name`` (whose ref wins) and checks no
-digest at load; 0.18 and later read ``kernels--org--name`` only and refuse files that differ from the digest.
-No kernels import here: kernel-factory's own process may have no kernels (and no torch) at all.
+"""What the target interpreter's kernels library does, decided from its own answers (askkernels.py's JSON), by the
+rules of its version (docs/local-kernels.md: kernels 0.17 reads the legacy ``models--`` refs too and checks no
+digest at load). No kernels import here: kernel-factory's own process may have no kernels (and no torch) at all.
 """
 
 from __future__ import annotations

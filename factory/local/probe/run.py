@@ -40,7 +40,6 @@ def _run(python: str, code: str, mark: str, timeout: int, late: str, **kw: Any) 
 
 
 def run_probe(python: str) -> dict[str, Any]:
-    """Run PROBE with ``python``; its facts."""
     facts, tail = _run(python, PROBE, MARK, 300, "the probe did not finish",
                        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     if not isinstance(facts, dict):
@@ -61,7 +60,6 @@ def ask_kernels(python: str, builds: list[str], folders: list[str]) -> Judge:
 
 
 def sys_path(python: str) -> list[str]:
-    """``sys.path`` of the interpreter ``python``, where its packages are installed."""
     found, _ = _run(python, f"import json, sys; print({MARK!r} + json.dumps(sys.path))", MARK, 60, "did not answer")
     if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
         raise UsageError(f"--python {python}: it did not say where its packages are; is it a Python 3 interpreter?")
