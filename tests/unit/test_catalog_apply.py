@@ -131,7 +131,7 @@ def test_a_worker_sends_each_record_whole_and_equal_strings_once(tmp_path: Path)
     wheels = sorted(p.name[:-5] for p in folder.glob("*.whl.json"))
     sent = _read_in_worker(str(folder), wheels)
     assert [wheel for wheel, *_ in sent] == wheels
-    for wheel, values, text, why in sent:
+    for _wheel, values, text, why in sent:
         assert why is None and text is not None and values is not None
         assert Record(*values) == Record.from_json(text.encode())
         assert values == _VALUES(Record.from_json(text.encode()))
