@@ -1,9 +1,6 @@
-"""One request's answer, from the path alone (no sockets): the seven parts of the Hub's API kernels uses.
-
-``GET /api/organizations/{org}/overview``, ``GET /api/kernels/{repo}/refs``, ``.../revision/{rev}``,
-``.../tree/{rev}[/{path}]``, ``HEAD`` and ``GET /kernels/{repo}/resolve/{rev}/{path}``; everything else is 404
-(``/api/agent-harnesses`` included, which every client process asks once). Each path segment is percent-decoded
-on its own, as huggingface_hub quotes a revision (``refs%2Fheads%2Fv1``) and a tree path.
+"""One request's answer, from the path alone (no sockets): the seven requests of the Hub's API kernels makes, as
+docs/hub.md's table lists them; everything else is 404. Each path segment is percent-decoded on its own, as
+huggingface_hub quotes a revision (``refs%2Fheads%2Fv1``) and a tree path.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The store's records as Hub repositories: revisions, the variants each holds, and the refs the store knows.
-
-A revision holds one wheel per variant (withdrawn wheels left out; of several, the newest record). Refs: a
-``vX.Y.Z`` tag points at the revision built from that tag; a ``v<N>`` branch at the newest revision (commit time,
-then version) of major version N the store holds, built from branch ``v<N>`` (version N.0.K) or from a tag
-``vN.Y.Z``: ``get_kernel(..., version=N)`` gets the newest the mirror has. Only kernels of the allowed
-organisations are served. ``HubState``: what a running Hub knows, the catalog (read again when it may have
-changed) and the wheels it checked (each once per file: a wheel replaced in the store is checked again; one that
-failed is logged once).
+"""The store's records as Hub repositories: revisions (one wheel per variant: of several, the newest record;
+withdrawn wheels left out) and the refs docs/hub.md describes ("What it serves"). ``HubState``: what a running Hub
+knows, the catalog (read again when it may have changed) and the wheels it checked (each once per file: a wheel
+replaced in the store is checked again; one that failed is logged once).
 """
 
 from __future__ import annotations
