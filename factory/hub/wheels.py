@@ -10,7 +10,6 @@ hashing again as it goes (a member that changed under it raises before its last 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import zipfile
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from typing import IO
 
 from ..errors import Refused
 from ..nofollow import LinkRefused, open_nofollow, stream_digest
-from ..record import PROVENANCE
+from ..record import PROVENANCE, read_provenance
 from ..safe_text import has_control, printable
 from ..store.wheelinfo import read_capped
 from ..wheel import recordfile
@@ -92,11 +91,8 @@ def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str,
     provs = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{PROVENANCE}")]
     if len(provs) != 1:
         raise Refused(f"{name} carries no {PROVENANCE}; it was not built by kernel-factory")
-    try:
-        prov = json.loads(read_capped(zf, provs[0], MAX_SMALL, name, "rebuild it"))
-    except (ValueError, RecursionError):
-        prov = None
-    if not isinstance(prov, dict):
+    prov = read_provenance(read_capped(zf, provs[0], MAX_SMALL, name, "rebuild it"))[0]
+    if prov is None:
         raise Refused(f"{name}: its {PROVENANCE} is not a JSON object; rebuild it")
     names = zf.namelist()
     try:  # member name -> path inside build/<variant>/ (wheel/layout.py; an older wheel's by its metadata.json)
