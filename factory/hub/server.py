@@ -110,7 +110,6 @@ class HubArgs:
 
 
 def run_hub(args: HubArgs) -> int:
-    """Check the store, listen, serve until interrupted."""
     from ..store import load_records
 
     folder = Location.parse(args.store).local
