@@ -1,9 +1,6 @@
-"""One request's answer, from the path alone (no sockets): the seven parts of the Hub's API kernels uses.
-
-``GET /api/organizations/{org}/overview``, ``GET /api/kernels/{repo}/refs``, ``.../revision/{rev}``,
-``.../tree/{rev}[/{path}]``, ``HEAD`` and ``GET /kernels/{repo}/resolve/{rev}/{path}``; everything else is 404
-(``/api/agent-harnesses`` included, which every client process asks once). Each path segment is percent-decoded
-on its own, as huggingface_hub quotes a revision (``refs%2Fheads%2Fv1``) and a tree path.
+"""One request's answer, from the path alone (no sockets): the seven requests of the Hub's API kernels makes, as
+docs/hub.md's table lists them; everything else is 404. Each path segment is percent-decoded on its own, as
+huggingface_hub quotes a revision (``refs%2Fheads%2Fv1``) and a tree path.
 """
 
 from __future__ import annotations
@@ -57,14 +54,14 @@ def answer(state: HubState, method: str, raw_path: str, query: str = "") -> Answ
         return NOWHERE
     if parts[:2] == ["api", "organizations"] and len(parts) == 4 and parts[3] == "overview":
         org = parts[2]
-        if org not in state.catalog().orgs:
+        if org not in state.allow_orgs:
             return not_found("OrganizationNotFound", f"organization {org!r} is not served by this mirror")
         return _json(200, {"name": org, "fullname": org, "type": "org", "trustedKernelPublisher": True})
     if parts[:2] == ["api", "kernels"] and len(parts) >= 5:
-        repo = state.catalog().repos.get(f"{parts[2]}/{parts[3]}")
+        repo = state.repos().get(f"{parts[2]}/{parts[3]}")
         return NO_REPO if repo is None else _api(repo, parts[4], parts[5:], parse_qs(query), state)
     if parts[0] == "kernels" and len(parts) >= 6 and parts[3] == "resolve":
-        repo = state.catalog().repos.get(f"{parts[1]}/{parts[2]}")
+        repo = state.repos().get(f"{parts[1]}/{parts[2]}")
         return NO_REPO if repo is None else _resolve(state, repo, parts[4], "/".join(parts[5:]), method)
     return NOWHERE
 

@@ -1,12 +1,7 @@
-"""The store's records as Hub repositories: revisions, the variants each holds, and the refs the store knows.
-
-A revision holds one wheel per variant (withdrawn wheels left out; of several, the newest record). Refs: a
-``vX.Y.Z`` tag points at the revision built from that tag; a ``v<N>`` branch at the newest revision (commit time,
-then version) of major version N the store holds, built from branch ``v<N>`` (version N.0.K) or from a tag
-``vN.Y.Z``: ``get_kernel(..., version=N)`` gets the newest the mirror has. Only kernels of the allowed
-organisations are served. ``HubState``: what a running Hub knows, the catalog (read again when it may have
-changed) and the wheels it checked (each once per file: a wheel replaced in the store is checked again; one that
-failed is logged once).
+"""The store's records as Hub repositories: revisions (one wheel per variant: of several, the newest record;
+withdrawn wheels left out) and the refs docs/hub.md describes ("What it serves"). ``HubState``: what a running Hub
+knows, the repositories (read again when they may have changed) and the wheels it checked (each once per file: a
+wheel replaced in the store is checked again; one that failed is logged once).
 """
 
 from __future__ import annotations
@@ -51,14 +46,8 @@ class Repo:
         return None if sha is None else self.revisions[sha]
 
 
-@dataclass
-class HubCatalog:
-    repos: dict[str, Repo]
-    orgs: frozenset[str]
-
-
-def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> HubCatalog:
-    orgs = frozenset(allow_orgs)
+def build_catalog(records: Iterable[Record], orgs: frozenset[str]) -> dict[str, Repo]:
+    """Repository id -> its revisions and refs, of the kernels of ``orgs``."""
     repos: dict[str, Repo] = {}
     kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision and r.variant
                and COMMIT.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id) and ".." not in r.repo_id
@@ -75,7 +64,7 @@ def build_catalog(records: Iterable[Record], allow_orgs: Collection[str]) -> Hub
         major = (r.kernel_version or "").split(".", 1)[0]  # N of N.Y.Z (a tag vN.Y.Z, or N.0.K from branch vN)
         if major.isdigit():  # records in time order: the newest revision of the major version wins
             repo.branches[f"v{int(major)}"] = r.revision
-    return HubCatalog(repos, orgs)
+    return repos
 
 
 LOG = logging.getLogger("kernel_factory.hub")
@@ -85,21 +74,21 @@ RELOAD_S = 10.0  #: the store's records are read again at most this often, when 
 class HubState:
     def __init__(self, store: Path, allow_orgs: Collection[str], load: Callable[[], list[Record]]) -> None:
         self.files = store / FILES
-        self.allow_orgs = tuple(allow_orgs)
+        self.allow_orgs = frozenset(allow_orgs)
         self._load = load
-        self._catalog: HubCatalog | None = None
+        self._repos: dict[str, Repo] | None = None
         self._loaded_at = 0.0
         self._lock = threading.Lock()
         self._checked: dict[str, tuple[tuple[int, int, int, int], CheckedWheel | None]] = {}
         self._wheel_locks: dict[str, threading.Lock] = {}
 
-    def catalog(self) -> HubCatalog:
+    def repos(self) -> dict[str, Repo]:
         with self._lock:
             now = time.monotonic()
-            if self._catalog is None or now - self._loaded_at >= RELOAD_S:
-                self._catalog = build_catalog(self._load(), self.allow_orgs)
+            if self._repos is None or now - self._loaded_at >= RELOAD_S:
+                self._repos = build_catalog(self._load(), self.allow_orgs)
                 self._loaded_at = now
-            return self._catalog
+            return self._repos
 
     def checked(self, record: Record) -> CheckedWheel | None:
         """The wheel of ``record`` checked, or None where it failed a check (logged once per file)."""

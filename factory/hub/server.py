@@ -110,7 +110,6 @@ class HubArgs:
 
 
 def run_hub(args: HubArgs) -> int:
-    """Check the store, listen, serve until interrupted."""
     from ..store import load_records
 
     folder = Location.parse(args.store).local
@@ -132,7 +131,7 @@ def run_hub(args: HubArgs) -> int:
         return records
 
     state = HubState(folder, args.allow_orgs, load)
-    kernels = state.catalog()
+    kernels = state.repos()
     try:
         sock = listen(args.host, args.port)
     except OSError as exc:
@@ -140,8 +139,8 @@ def run_hub(args: HubArgs) -> int:
                          "(0: any free port) or --host") from None
     host, port = sock.getsockname()[:2]
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    revisions = sum(len(r.revisions) for r in kernels.repos.values())
-    report.output(f"serving {folder} as a Hub at {url}  ({len(kernels.repos)} kernels, {revisions} revisions; "
+    revisions = sum(len(r.revisions) for r in kernels.values())
+    report.output(f"serving {folder} as a Hub at {url}  ({len(kernels)} kernels, {revisions} revisions; "
                   f"organisations: {', '.join(args.allow_orgs)}; Ctrl-C stops)")
     report.output(f"  HF_ENDPOINT={url} python -c \"import kernels; kernels.get_kernel('ORG/NAME', version=1)\"")
     if not logging.getLogger().handlers:

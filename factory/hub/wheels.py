@@ -1,7 +1,7 @@
 """A wheel checked before any byte of it is served, and its members streamed.
 
 ``check_wheel`` reads the wheel once to compare its sha256 and size with the index's record, then inflates each
-member of the variant folder (``variant_members``) once: its sha256 against the wheel's RECORD, and what the Hub
+member of the variant folder once: its sha256 against the wheel's RECORD, and what the Hub
 would answer for it (git blob id, or Git LFS pointer for a binary or large file). ``MemberStream`` reopens the
 wheel, refuses it if it is no longer the file that was checked, and streams one member in ``CHUNK`` pieces,
 hashing again as it goes (a member that changed under it raises before its last piece).
@@ -10,17 +10,16 @@ hashing again as it goes (a member that changed under it raises before its last 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from ..errors import Refused
 from ..nofollow import LinkRefused, open_nofollow, stream_digest
-from ..record import PROVENANCE
+from ..record import PROVENANCE, read_provenance
 from ..safe_text import has_control, printable
 from ..store.wheelinfo import read_capped
 from ..wheel import recordfile
@@ -39,7 +38,6 @@ BINARY_PROBE = 8000  #: bytes git looks at for a NUL
 class HubFile:
     """One file of ``build/<variant>/`` as the Hub lists it, and where it is in the wheel."""
 
-    rel: str  # path inside build/<variant>/
     member: str  # the wheel's member
     size: int
     sha256: str
@@ -52,26 +50,6 @@ class CheckedWheel:
     path: Path
     key: tuple[int, int, int, int]  # the checked file's (device, inode, size, mtime_ns)
     files: dict[str, HubFile]  # rel -> file
-
-
-def variant_members(provenance: Mapping[str, Any], names: Iterable[str], read: Callable[[str], bytes],
-                    wheel: str) -> dict[str, str]:
-    """member name -> path inside ``build/<variant>/`` of every file of the variant folder (wheel/layout.py's
-    ``member_map``; ``read``: a small member's bytes, for an older wheel's metadata.json). Refused where the wheel
-    cannot be mapped, a path is not a plain relative path, or there is no metadata.json."""
-    names = list(names)
-    try:
-        root = root_of(provenance)
-        meta = f"{root}/metadata.json"
-        found = member_map(provenance, names, read(meta) if root is not None and meta in names else None)
-    except NotMappable as exc:
-        raise Refused(f"{wheel}: {exc}") from None
-    for name, rel in found.items():  # a plain relative path: no empty, '.' or '..' part, no backslash or control
-        if not rel or "\\" in rel or has_control(rel) or any(p in ("", ".", "..") for p in rel.split("/")):
-            raise Refused(f"{wheel}: member '{printable(name, 200)}' is not a plain relative path; rebuild it")
-    if "metadata.json" not in found.values():
-        raise Refused(f"{wheel}: its variant folder holds no metadata.json, which kernels loads; rebuild it")
-    return found
 
 
 def lfs_pointer(sha256: str, size: int) -> bytes:
@@ -113,13 +91,22 @@ def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str,
     provs = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{PROVENANCE}")]
     if len(provs) != 1:
         raise Refused(f"{name} carries no {PROVENANCE}; it was not built by kernel-factory")
-    try:
-        prov = json.loads(read_capped(zf, provs[0], MAX_SMALL, name, "rebuild it"))
-    except (ValueError, RecursionError):
-        prov = None
-    if not isinstance(prov, dict):
+    prov = read_provenance(read_capped(zf, provs[0], MAX_SMALL, name, "rebuild it"))[0]
+    if prov is None:
         raise Refused(f"{name}: its {PROVENANCE} is not a JSON object; rebuild it")
-    mapping = variant_members(prov, zf.namelist(), lambda m: read_capped(zf, m, MAX_SMALL, name, "rebuild it"), name)
+    names = zf.namelist()
+    try:  # member name -> path inside build/<variant>/ (wheel/layout.py; an older wheel's by its metadata.json)
+        root = root_of(prov)
+        meta = f"{root}/metadata.json"
+        older = read_capped(zf, meta, MAX_SMALL, name, "rebuild it") if root is not None and meta in names else None
+        mapping = member_map(prov, names, older)
+    except NotMappable as exc:
+        raise Refused(f"{name}: {exc}") from None
+    for member, rel in mapping.items():  # a plain relative path: no empty, '.' or '..' part, no backslash or control
+        if not rel or "\\" in rel or has_control(rel) or any(p in ("", ".", "..") for p in rel.split("/")):
+            raise Refused(f"{name}: member '{printable(member, 200)}' is not a plain relative path; rebuild it")
+    if "metadata.json" not in mapping.values():
+        raise Refused(f"{name}: its variant folder holds no metadata.json, which kernels loads; rebuild it")
     total = sum(zf.getinfo(m).file_size for m in mapping)
     if total > MAX_RATIO * max(wheel_size, CHUNK):
         raise Refused(f"{name}: its files inflate to {total} bytes, more than {MAX_RATIO} times the wheel (a zip "
@@ -130,11 +117,11 @@ def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str,
         expected = record.get(member)
         if expected is None:
             raise Refused(f"{name}: '{printable(member, 200)}' is not in its RECORD; rebuild it")
-        files[rel] = _check_member(zf, member, rel, expected, name)
+        files[rel] = _check_member(zf, member, expected, name)
     return files
 
 
-def _check_member(zf: zipfile.ZipFile, member: str, rel: str, expected: str, name: str) -> HubFile:
+def _check_member(zf: zipfile.ZipFile, member: str, expected: str, name: str) -> HubFile:
     size = zf.getinfo(member).file_size
     sha = hashlib.sha256()
     blob = hashlib.sha1(b"blob 0\0", usedforsecurity=False) if size == 0 else None
@@ -155,7 +142,7 @@ def _check_member(zf: zipfile.ZipFile, member: str, rel: str, expected: str, nam
     if blob is None:  # git holds its LFS pointer
         pointer = lfs_pointer(digest, size)
         blob = hashlib.sha1(b"blob %d\0" % len(pointer) + pointer, usedforsecurity=False)
-    return HubFile(rel, member, size, digest, blob.hexdigest(), lfs)
+    return HubFile(member, size, digest, blob.hexdigest(), lfs)
 
 
 class MemberStream:

@@ -2,10 +2,8 @@
 
 One flow over the Store protocol, for a local folder and an ``s3://`` store: the catalog is brought up to date
 and says which projects changed, ``--wheels`` folders are adopted, every record's files are checked, then the
-pages. ``.index-state.json`` (index/state.py) says what the pages show: a run with nothing changed writes nothing,
-one after a change renders only the changed projects, then the roots and the landing page; anything else (first
-run, new templates, a new variant label, another catalog generation) renders every project again. A page is
-written only when its bytes differ; the pages of projects and variants that are gone are removed.
+pages that ``.index-state.json`` (index/state.py) does not show as they are (docs/index.md, "What a run trusts
+and checks").
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ STATE_SCHEMA = 4
 LANDING = "index.html"
 _PROJECT = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")  # a normalised project name: safe as a folder name
 _GENERATION = re.compile(r"[0-9A-Za-z:._-]{1,128}")
-_SUMMARY_TEXTS = ("name", "version")
 
 
 @dataclass
@@ -52,7 +51,7 @@ def _summary(project: str, value: Any) -> None:
         raise ValueError(f"the landing line of {project!r} is not one the index writes")
     if value["project"] != project or value["kind"] not in check.KINDS:
         raise ValueError(f"the landing line of {project!r} names another project or kind")
-    if not all(check.plain_text(value[k]) for k in _SUMMARY_TEXTS) or not (
+    if not all(check.plain_text(value[k]) for k in ("name", "version")) or not (
         type(value["summary"]) is str and len(value["summary"]) <= check.MAX_SUMMARY
         and check.plain_text(value["summary"][: check.MAX_TEXT])
     ):  # fmt: skip

@@ -6,9 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Variables
-from .base import Refs, Source
-
-__all__ = ["Refs", "Source", "open_source"]
+from .base import Source
 
 
 def open_source(location: str, *, repo_id: str | None = None, repo_type: str | None = None,

@@ -26,7 +26,6 @@ class Source(Protocol):
     display: str
 
     def refs(self) -> Refs:
-        """Branches and tags of the repository."""
         ...
 
     def resolve(self, revision: str) -> str:

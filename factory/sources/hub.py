@@ -134,8 +134,7 @@ class HubSource:
     # -- errors --------------------------------------------------------------
     @contextmanager
     def errors(self, what: str) -> Iterator[None]:
-        """Turn huggingface_hub and network errors into one-line factory errors (an organisation's listing, in
-        hub_list.py, uses them too)."""
+        """Turn huggingface_hub and network errors into one-line factory errors."""
         where = f"{self._id} on {self.shown}"
         try:
             yield

@@ -16,10 +16,18 @@ def is_glob(repo: str) -> bool:
     return any(c in repo for c in GLOB_CHARS)
 
 
-def list_org(org: str, repo_type: str | None, env: Variables | None = None) -> tuple[list[str], list[str]]:
-    """Every repository id of ``org`` of the given type (kernel when None), sorted; and a line for each listed
-    id that is not ``org/name`` with a plain name (the Hub's own rules), which is left out."""
+def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None,
+           env: Variables | None = None) -> tuple[list[str], list[str]]:
+    """``org/glob`` -> the matching repository ids of ``org`` (of the given type, kernel when None), sorted, that
+    no ``exclude`` glob matches; and a line for each listed id left out as not ``org/name`` with a plain name
+    (huggingface_hub's own validator, ASCII only)."""
+    org, _, name = pattern.partition("/")
+    if not org or is_glob(org) or not name or "/" in name:
+        raise UsageError(f"repo {pattern!r}: a glob names one organisation and globs the names, e.g. 'org/*'")
     # imported here: planning local repositories (to-wheel, make demo) should not pay for huggingface_hub
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils._validators import validate_repo_id
+
     from .hub import HubSource  # the Hub's environment, its pagination (next pages on HF_ENDPOINT only), its errors
 
     hub = HubSource(f"{org}/*", repo_type=repo_type, env=env)
@@ -35,37 +43,18 @@ def list_org(org: str, repo_type: str | None, env: Variables | None = None) -> t
             repo = item.get("id") if isinstance(item, dict) else None
             if not isinstance(repo, str) or repo.partition("/")[0] != org:
                 continue  # another organisation's: not asked for
-            problem = listed_id_problem(repo)
-            if problem is None:
+            try:
+                validate_repo_id(repo)
+                usable = repo.isascii() and repo.count("/") == 1
+            except HFValidationError:
+                usable = False
+            if usable:
                 ids.add(repo)
             else:
-                problems.append(f"{org}/*: the Hub listed {repo[:100]!r}, {problem} (org/name; letters, "
-                                "digits, '-', '_', '.'); left out: check HF_ENDPOINT points at a Hub you trust")
-    return sorted(ids), problems
-
-
-def listed_id_problem(repo: str) -> str | None:
-    """Why a listed id is not ``org/name`` with a plain name by the Hub's rules (huggingface_hub's own validator,
-    ASCII only), or None."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils._validators import validate_repo_id
-
-    try:
-        validate_repo_id(repo)
-    except HFValidationError:
-        return "which is not a Hub repository id"
-    return None if repo.isascii() and repo.count("/") == 1 else "which is not a Hub repository id"
-
-
-def expand(pattern: str, exclude: tuple[str, ...], repo_type: str | None,
-           env: Variables | None = None) -> tuple[list[str], list[str]]:
-    """``org/glob`` -> the matching repository ids of ``org`` that no ``exclude`` glob matches, and a line for
-    each listed id that was left out as unusable."""
-    org, _, name = pattern.partition("/")
-    if not org or is_glob(org) or not name or "/" in name:
-        raise UsageError(f"repo {pattern!r}: a glob names one organisation and globs the names, e.g. 'org/*'")
-    ids, problems = list_org(org, repo_type, env)
+                problems.append(f"{org}/*: the Hub listed {repo[:100]!r}, which is not a Hub repository id "
+                                "(org/name; letters, digits, '-', '_', '.'); left out: check HF_ENDPOINT points at a "
+                                "Hub you trust")
     return [
-        repo for repo in ids
+        repo for repo in sorted(ids)
         if fnmatch.fnmatchcase(repo, pattern) and not any(fnmatch.fnmatchcase(repo, g) for g in exclude)
     ], problems  # fmt: skip

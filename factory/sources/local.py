@@ -244,8 +244,7 @@ class LocalSource:
         return frozenset(_text(v) for v in tracked - dirty if v)
 
     def lfs_paths(self, sha: str, variant: str) -> set[str]:
-        """None: a git repository's files are hashed as they are checked out."""
-        return set()
+        return set()  # a git repository's files are hashed as they are checked out
 
     def downloads(self) -> list[Path]:
         return []  # git archive unpacks into the scratch folder, which progress reads itself

@@ -1,13 +1,6 @@
-"""``[[transformers]]``: the kernels transformers' own default mapping asks for, as ``[[kernel]]`` entries.
-
-transformers kernelizes its layers (``from_pretrained(..., use_kernels=True)``, ``model.set_use_kernels(True)``)
-through ``transformers.integrations.hub_kernels.get_kernel_mapping_transformers()``: layer name -> device ->
-(mode ->) a kernels ``LayerRepository``/``FuncRepository`` naming a Hub repository and a version or a revision.
-That mapping is read here from the transformers of a given interpreter (the inference environment's, not the
-one kernel-factory runs in, as ``which --python`` reads torch), by a small script run in it, and the entries for
-the chosen devices and modes become kernel specs: the plan then lists, and build mirrors, exactly the
-repositories and versions transformers will ask for. Tested with transformers 5.22.2 and kernels 0.17.2
-(docs/transformers.md).
+"""``[[transformers]]``: the kernels transformers' own default mapping asks for, as ``[[kernel]]`` entries
+(docs/transformers.md). The mapping is read by a small script run in the given interpreter: the inference
+environment's, not the one kernel-factory runs in (as ``which --python`` reads torch).
 """
 
 from __future__ import annotations
@@ -15,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,11 +78,6 @@ class KernelMapping:
     entries: tuple[Entry, ...]
 
 
-def interpreter(python: str) -> str:
-    """A venv folder -> its bin/python; anything else as given."""
-    return str(Path(python) / "bin" / "python") if os.path.isdir(python) else python
-
-
 def parse(stdout: str, python: str) -> KernelMapping:
     """The probe's output -> the mapping; UsageError (one line) when transformers or its function is missing."""
     lines = [line for line in stdout.splitlines() if line.startswith(MARK)]
@@ -116,11 +104,10 @@ def parse(stdout: str, python: str) -> KernelMapping:
     return KernelMapping(str(out.get("transformers")), out.get("kernels"), entries)
 
 
-def read_mapping(python: str, env: Mapping[str, str] | None = None) -> KernelMapping:
-    """Run the probe in ``python`` (an interpreter or a venv folder) and parse what it prints."""
-    exe = interpreter(python)
-    run_env = dict(os.environ if env is None else env)
-    run_env.update({"TRANSFORMERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore"})
+def read_mapping(python: str) -> KernelMapping:
+    """Run the probe in ``python`` (an interpreter, or a venv folder: its bin/python) and parse what it prints."""
+    exe = str(Path(python) / "bin" / "python") if os.path.isdir(python) else python
+    run_env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore"}
     try:
         proc = subprocess.run([exe, "-c", PROBE], capture_output=True, text=True, timeout=TIMEOUT_S, env=run_env,
                               stdin=subprocess.DEVNULL)
