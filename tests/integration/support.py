@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -11,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -165,3 +168,51 @@ def clean_env(**extra: str) -> dict[str, str]:
     env.update({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "HF_HUB_DISABLE_TELEMETRY": "1"})
     env.update(extra)
     return env
+
+
+def hand_wheel(out: Path, *, variant: str, label: str, torch_req: str,
+               backend: dict[str, Any] | None = None) -> Path:  # fmt: skip
+    """A pure-Python kernel wheel laid out as kernel-factory lays them out, for ``variant`` (a CUDA build unless
+    ``backend`` says), requiring ``torch_req`` (the framework it was built for)."""
+    dist, version, pkg = "oldgrey", f"1.0.0+{label}", "oldgrey"
+    info = f"{dist}-{version}.dist-info"
+    meta = {
+        "name": dist,
+        "id": "_oldgrey_0000000",
+        "version": 1,
+        "license": "Apache-2.0",
+        "python-depends": [],
+        "backend": backend or {"type": "cuda", "archs": ["8.0"]},
+    }
+    prov = {
+        "repo_id": "example/oldgrey",
+        "revision": "0" * 40,
+        "ref": "v1.0.0",
+        "variant": variant,
+        "digest": None,
+        "factory_version": "0.1.0",
+        "package": pkg,
+        "name": dist,
+        "kernel_version": "1.0.0",
+    }
+    files = {
+        f"{pkg}/__init__.py": b"def hello():\n    return 'hello'\n",
+        f"{pkg}/metadata.json": json.dumps(meta).encode(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode()
+        + f"Requires-Dist: {torch_req}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/kernel_factory.json": json.dumps(prov, sort_keys=True).encode(),
+    }
+    record = (
+        "".join(
+            f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+            for name, data in files.items()
+        )
+        + f"{info}/RECORD,,\n"
+    )
+    wheel = out / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr(f"{info}/RECORD", record)
+    return wheel

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import built_wheel, cached_venv, clean_env, fresh_venv, kf, run
+from support import built_wheel, cached_venv, clean_env, fresh_venv, hand_wheel, kf, run
 
 pytestmark = pytest.mark.integration
 CPU = "torch213-cxx11-cpu-x86_64-linux"
@@ -157,3 +157,21 @@ def test_kernels_0191_rules_refs_and_digest(kf_without_torch: Path, img2grey: Pa
     assert load(python, cache, tmp_path, "revision", sha).startswith(
         "refused: RuntimeError: Kernel 'img2grey' variant 'torch213-cxx11-cpu-x86_64-linux': the files do not match "
         "the digest in the metadata")
+
+
+def test_a_tvm_ffi_kernel_judged_with_the_apps_apache_tvm_ffi(kf_without_torch: Path, tmp_path: Path) -> None:
+    """The version of apache-tvm-ffi is APP's (it was never asked for: every tvm-ffi kernel read as one whose
+    apache-tvm-ffi is not installed)."""
+    wheel = hand_wheel(tmp_path, variant="tvm-ffi01-cpu-x86_64-linux", label="tvmffi01cpu",
+                       torch_req="apache-tvm-ffi<0.2,>=0.1", backend={"type": "cpu"})  # fmt: skip
+    python = app(tmp_path / "app", "0.19.1", wheel)
+    tvm = cached_venv("apache-tvm-ffi-0.1", "apache-tvm-ffi==0.1.*")
+    (purelib(python) / "zzz_tvm.pth").write_text(f"{purelib(tvm)}\n")
+    proc = check(kf_without_torch, python, tmp_path / "cache", tmp_path)
+    lines = [line for line in proc.stdout.splitlines() if not line.startswith("  ")]
+    assert lines[1:] == [
+        f"oldgrey (example/oldgrey) 1.0.0+tvmffi01cpu: would load from {purelib(python) / 'oldgrey'}",
+        '1 of 1 installed kernels would load with LOCAL_KERNELS set (eval "$(kernel-factory local-kernels --shell)"); '
+        "1 of them through no loading path as this environment is now",
+    ], proc.stdout + proc.stderr
+    assert proc.returncode == 0

@@ -11,8 +11,6 @@ them).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib.metadata
 import json
 import subprocess
@@ -20,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from support import built_wheel, cached_venv, clean_env, fresh_venv, kf, run
+from support import built_wheel, cached_venv, clean_env, fresh_venv, hand_wheel, kf, run
 
 KERNELS_REQ = f"kernels=={importlib.metadata.version('kernels')}"
 
@@ -160,52 +158,6 @@ def unreached(loading: int, total: int) -> str:
     return (f"{loading} of {total} installed kernels would load with LOCAL_KERNELS set "
             f'(eval "$(kernel-factory local-kernels --shell)"); {loading} of them through no loading path as this '
             "environment is now")
-
-
-def hand_wheel(out: Path, *, variant: str, label: str, torch_req: str) -> Path:
-    """A pure-Python kernel wheel laid out as kernel-factory lays them out, for a variant of another torch."""
-    dist, version, pkg = "oldgrey", f"1.0.0+{label}", "oldgrey"
-    info = f"{dist}-{version}.dist-info"
-    meta = {
-        "name": dist,
-        "id": "_oldgrey_0000000",
-        "version": 1,
-        "license": "Apache-2.0",
-        "python-depends": [],
-        "backend": {"type": "cuda", "archs": ["8.0"]},
-    }
-    prov = {
-        "repo_id": "example/oldgrey",
-        "revision": "0" * 40,
-        "ref": "v1.0.0",
-        "variant": variant,
-        "digest": None,
-        "factory_version": "0.1.0",
-        "package": pkg,
-        "name": dist,
-        "kernel_version": "1.0.0",
-    }
-    files = {
-        f"{pkg}/__init__.py": b"def hello():\n    return 'hello'\n",
-        f"{pkg}/metadata.json": json.dumps(meta).encode(),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode()
-        + f"Requires-Dist: {torch_req}\n".encode(),
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/kernel_factory.json": json.dumps(prov, sort_keys=True).encode(),
-    }
-    record = (
-        "".join(
-            f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
-            for name, data in files.items()
-        )
-        + f"{info}/RECORD,,\n"
-    )
-    wheel = out / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
-        z.writestr(f"{info}/RECORD", record)
-    return wheel
 
 
 def test_check_names_a_torch_mismatch(tmp_path: Path, kernels_site: str, kernel_wheels: dict[str, Path]) -> None:

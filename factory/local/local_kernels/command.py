@@ -168,8 +168,9 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     kernels = find_kernels(path)
 
     def environment() -> Environment:
-        if python:  # that interpreter's torch, asked in its own process
-            return from_facts(run_probe(python), torch_version=installed_version("torch", path))
+        if python:  # that interpreter's torch, asked in its own process, and its apache-tvm-ffi
+            return from_facts(run_probe(python), torch_version=installed_version("torch", path),
+                              tvm_ffi=installed_version("apache-tvm-ffi", path))  # fmt: skip
         return detect_environment()  # imports torch: only when needed
 
     env = environment() if args.check and kernels else None
