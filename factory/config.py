@@ -56,13 +56,6 @@ class Location:
         """The location as a URL: ``s3://...`` as given, ``file://`` and the absolute path for a folder."""
         return self.display if self.local is None else self.local.resolve().as_uri()
 
-    def resolved(self, base: Path) -> Location:
-        """A plain relative path made absolute against ``base`` (``~`` expanded); a URL unchanged."""
-        if "://" in self.display or self.local is None:  # a URL (file:// included), not a plain path
-            return self
-        p = self.local.expanduser()
-        return Location.parse(str(p if p.is_absolute() else (base / p).resolve()))
-
     def __str__(self) -> str:
         return self.display
 
@@ -235,7 +228,11 @@ def _manylinux(value: Any, where: str) -> str:
 
 
 def _path(value: str, base: Path) -> str:
-    return Location.parse(value).resolved(base).display
+    """A plain relative path made absolute against ``base`` (``~`` expanded); a URL (file:// included) unchanged."""
+    if "://" in value:
+        return value
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
 
 
 def _looks_path(repo: str) -> bool:
