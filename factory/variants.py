@@ -1,11 +1,8 @@
 """Build-variant name -> target: local version label, wheel tags, requirements; and the kernels name grammar.
 
-The grammar of the kernels project's variant names is owned here: kernels 0.17 and 0.18 parse names with
-``kernels.variants.parse_variant``; kernels 0.19 moved that module under ``kernels._internals`` (private) and exports
-no parser. ``parse_name`` is written from kernels 0.19.1's parser (``kernels/_internals/variants.py`` and
-``backends.py``), which reads every name 0.17 and 0.18 read and the new forms too. tests/unit/test_variant_names.py
-holds every form; tests/integration/test_variant_grammar.py checks the same names against kernels 0.17.2, 0.18.3
-and 0.19.1 themselves. docs/architecture.md says why.
+The grammar of the kernels project's variant names is owned here (kernels 0.19 exports no parser): ``parse_name``
+is written from kernels 0.19.1's (docs/architecture.md, "The kernels API the factory uses", says why and how it is
+checked against kernels 0.17.2, 0.18.3 and 0.19.1 themselves).
 
 Forms (``X.Y`` versions are two numbers; legacy names write them without the point):
 
@@ -20,10 +17,7 @@ Forms (``X.Y`` versions are two numbers; legacy names write them without the poi
   ``sdk-<backend>[-X.Y]-cpython-X.Y-<abi>-<platform>-<os>``.
 
 A name is accepted only if it reads back as itself (``torch-2.013-...`` does not).
-
-Labels (docs/index.md, "Local version labels"): a legacy name keeps the label it always had
-(``torch213cpucxx11``); a name of the new grammar gets the same spelling plus its Python part
-(``torch-2.13-cxx11-cpu-cpython-3.9-abi3-x86_64-linux`` -> ``torch213cpucxx11cp39``).
+Labels: docs/index.md, "Local version labels".
 """
 
 from __future__ import annotations
