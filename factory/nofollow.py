@@ -15,8 +15,7 @@ whom the link is an item of their input (a wheel to adopt, a file to publish) tu
 (exit 3) instead. A root itself (the store, the index root, the cache root) is the user's choice and may be a link.
 
 Every file kernel-factory writes goes to a new temporary file of a random name beside it (``create``), then is
-renamed into place (``put``, ``atomic_open``, ``Batch``). The hash-while-copy loop (``stream_digest``, ``Hashing``)
-and the tool's own file names (``PRIVATE_NAMES``, never served or published) live here too.
+renamed into place.
 """
 
 from __future__ import annotations
@@ -66,22 +65,24 @@ def write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
-def holds(name: str, data: bytes, dir_fd: int | None = None) -> bool:
-    """Whether the regular file ``name`` (relative to ``dir_fd``, if given) holds exactly ``data``: a link, a FIFO or
-    anything else holds nothing (the rename of the next write replaces it)."""
+def read_small(name: str, limit: int, folder: Folder | None = None) -> bytes | None:
+    """The bytes of the regular file ``name`` (relative to ``folder`` where given) if it holds at most ``limit`` of
+    them; None if it is missing, larger, or not a regular file (a link is never followed)."""
     try:
-        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
-    except OSError:  # missing, a link (ELOOP), a socket
-        return False
+        fd = open_nofollow(name, folder=folder)
+    except (OSError, LinkRefused):
+        return None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-            return False
-        os.set_blocking(fd, True)
-        with open(fd, "rb", closefd=False) as f:
-            return f.read() == data
+        data = os.read(fd, limit + 1)
     finally:
         os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def holds(name: str, data: bytes, folder: Folder | None = None) -> bool:
+    """Whether the regular file ``name`` (relative to ``folder``, if given) holds exactly ``data``: a link, a FIFO or
+    anything else holds nothing (the rename of the next write replaces it)."""
+    return read_small(name, len(data), folder) == data
 
 
 def create(tmp: str, folder: str | os.PathLike[str], mode: int = 0o644, dir_fd: int | None = None) -> int:
@@ -291,17 +292,7 @@ class Folder:
         return open_nofollow(name, what, self)
 
     def read_small(self, name: str, limit: int) -> bytes | None:
-        """The bytes of the regular file ``name`` if it holds at most ``limit`` of them; None if it is missing,
-        larger, or not a regular file (a link is never followed)."""
-        try:
-            fd = self.open_file(name)
-        except (OSError, LinkRefused):
-            return None
-        try:
-            data = os.read(fd, limit + 1)
-        finally:
-            os.close(fd)
-        return data if len(data) <= limit else None
+        return read_small(name, limit, self)
 
     def names(self) -> list[str]:
         return os.listdir(self.fd)
@@ -420,7 +411,7 @@ class Tree:
         folder = self._open(folder_rel, True)
         assert folder is not None
         with folder:
-            if holds(base, data, folder.fd):
+            if holds(base, data, folder):
                 return False
             put(f"{TMP_PREFIX}{unique()}", base, data, folder=folder)
         return True
