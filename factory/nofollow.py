@@ -56,15 +56,6 @@ def unique() -> str:
     return os.urandom(16).hex()
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to ``fd`` (os.write may write less than it is given)."""
-    done = os.write(fd, data)
-    if done < len(data):  # a short write: write on
-        view = memoryview(data)[done:]
-        while view:
-            view = view[os.write(fd, view) :]
-
-
 def read_small(name: str, limit: int, folder: Folder | None = None) -> bytes | None:
     """The bytes of the regular file ``name`` (relative to ``folder`` where given) if it holds at most ``limit`` of
     them; None if it is missing, larger, or not a regular file (a link is never followed)."""
@@ -85,7 +76,7 @@ def holds(name: str, data: bytes, folder: Folder | None = None) -> bool:
     return read_small(name, len(data), folder) == data
 
 
-def create(tmp: str, folder: str | os.PathLike[str], mode: int = 0o644, dir_fd: int | None = None) -> int:
+def create(tmp: str, folder: str | os.PathLike[str], mode: int, dir_fd: int | None = None) -> int:
     """Create the new temporary file ``tmp`` (O_CREAT|O_EXCL|O_NOFOLLOW, as mkstemp does: never one that is there,
     nor through a link); an error names ``folder``, not the temporary name."""
     try:
@@ -106,7 +97,9 @@ def put(tmp: str, path: str, data: bytes, *, folder: Folder | None = None, chmod
     try:  # from its creation on: an interrupt at any instant removes the temporary file
         fd = create(tmp, os.path.dirname(shown), 0o644, dir_fd)
         try:
-            write_all(fd, data)
+            view = memoryview(data)
+            while view:  # os.write may write less than it is given
+                view = view[os.write(fd, view) :]
             if chmod:
                 os.fchmod(fd, 0o644)
             if fsync:
@@ -287,9 +280,9 @@ class Folder:
             raise
         return Folder(fd, self.path / name, self.where)
 
-    def open_file(self, name: str, what: str = "file") -> int:
+    def open_file(self, name: str) -> int:
         """A read-only descriptor of the regular file ``name``; LinkRefused for a link or anything else."""
-        return open_nofollow(name, what, self)
+        return open_nofollow(name, folder=self)
 
     def read_small(self, name: str, limit: int) -> bytes | None:
         return read_small(name, limit, self)
