@@ -385,14 +385,6 @@ def _simple_url(value: Any, where: str, base: Path) -> str:
     return value
 
 
-def _union(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys((*old, *new)))
-
-
-def _merged(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted({**dict(old), **dict(new)}.items()))
-
-
 Parse = Callable[[Any, str, Path], Any]  # (value, where it came from, the folder relative paths start in)
 
 
@@ -430,7 +422,7 @@ OPTIONS: tuple[Option, ...] = (
            ("plan", "build", "index", "publish"), env="KERNEL_FACTORY_STORE", metavar="DIR"),
     Option("allow_orgs", lambda v, w, b: tuple(_split_orgs(_str_list(v, w))),
            "also allow this organisation (repeatable)", "--allow-org", _BUILD, env=ALLOW_ORGS_ENV, metavar="ORG",
-           repeat=True, merge=_union),
+           repeat=True, merge=lambda old, new: tuple(dict.fromkeys((*old, *new)))),
     Option("manylinux", lambda v, w, b: _manylinux(v, w), "target manylinux policy, e.g. 2_28 (default)",
            "--manylinux", _BUILD, env="KERNEL_FACTORY_MANYLINUX", metavar="X_Y"),
     Option("jobs", lambda v, w, b: _int(v, w), "parallel processes (default: number of cores)", "--jobs", _BUILD,
@@ -457,7 +449,7 @@ OPTIONS: tuple[Option, ...] = (
            "<index>/+simple/)", "--simple-url", ("publish",), metavar="URL"),
     Option("s3_put_args", lambda v, w, b: _put_args(v, w),
            "S3: pass to every put, e.g. ServerSideEncryption=aws:kms (repeatable)", "--s3-put-arg", _S3,
-           metavar="KEY=VALUE", repeat=True, merge=_merged),
+           metavar="KEY=VALUE", repeat=True, merge=lambda old, new: tuple(sorted({**dict(old), **dict(new)}.items()))),
     Option("cache_control_immutable", lambda v, w, b: _cache_control(v, w),
            "S3: Cache-Control of wheels and .metadata (default 'public, max-age=31536000, immutable')",
            "--cache-control-immutable", _S3, metavar="VALUE"),
