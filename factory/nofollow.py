@@ -116,7 +116,6 @@ def put(tmp: str, path: str, data: bytes, *, folder: Folder | None = None, chmod
 
 
 def discard(tmp: str, dir_fd: int | None = None) -> None:
-    """Remove the temporary file of a failed write, if it is there."""
     try:
         os.unlink(tmp, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -242,7 +241,6 @@ class Folder:
         self.close()
 
     def lstat(self, name: str) -> os.stat_result | None:
-        """The entry ``name`` as it is (a link is not followed); None if there is none."""
         try:
             return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -543,7 +541,6 @@ class Batch:
         self.chmod = _umask() & 0o644 != 0
 
     def put(self, name: str, data: bytes) -> os.stat_result:
-        """Put ``data`` at ``folder/name``; the file's stat (as ``put`` gives it)."""
         self.count += 1
         return put(f"{self.prefix}{self.count}", os.path.join(self.folder, name), data, chmod=self.chmod,
                    fsync=self.fsync)

@@ -255,7 +255,6 @@ class Bucket:
                                     or True) is not None
 
     def _args(self, rel: str, sha256: str) -> dict[str, Any]:
-        """An upload's content type, sha256, Cache-Control, then the configured arguments."""
         immutable = rel.endswith((".whl", ".whl.metadata"))
         return {"ContentType": content_type(rel), "Metadata": {SHA_KEY: sha256},
                 "CacheControl": self.put.immutable if immutable else self.put.pages, **dict(self.put.args)}
