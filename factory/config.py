@@ -51,11 +51,6 @@ class Location:
         """``file`` for a local location, else the URL's scheme (``s3``)."""
         return "file" if self.local is not None else self.display.split("://", 1)[0]
 
-    @property
-    def url(self) -> str:
-        """The location as a URL: ``s3://...`` as given, ``file://`` and the absolute path for a folder."""
-        return self.display if self.local is None else self.local.resolve().as_uri()
-
     def __str__(self) -> str:
         return self.display
 
