@@ -431,16 +431,6 @@ def tag_platforms(tag: str) -> tuple[tuple[str, str], ...]:
     return ()
 
 
-def _platforms(tags: Iterable[str]) -> list[tuple[str, str]]:
-    """(arch, os) pairs named by wheel platform tags, in tag order, each once."""
-    found: list[tuple[str, str]] = []
-    for tag in tags:
-        for pair in tag_platforms(tag):
-            if pair not in found:
-                found.append(pair)
-    return found
-
-
 def _decode(kind: str, text: str) -> str | None:
     """A version in a label (``213``, ``12p10``) -> ``X.Y`` as the new grammar writes it; None if none."""
     if "p" in text:
@@ -455,8 +445,7 @@ def _backend_text(label_part: str) -> str | None:
     if label_part in UNVERSIONED:
         return label_part
     m = re.fullmatch(r"(cu|rocm|xpu|cann)([0-9p]+)", label_part)
-    if m is None:
-        return None
+    assert m is not None  # label_part matched _BACKEND
     name = _WORD_BACKEND[m[1]]
     version = _decode(name, m[2])
     return None if version is None else f"{name}-{version}"
@@ -507,7 +496,7 @@ def _for_label(label: str, platforms: tuple[str, ...]) -> Target | None:
         candidates = [name] if name else []
     else:
         m = _LABEL.fullmatch(label)
-        for arch, os_ in _platforms(platforms):
+        for arch, os_ in dict.fromkeys(pair for tag in platforms for pair in tag_platforms(tag)):  # each once
             if m is not None and (m["abi"] is None or m["fw"] == "torch"):
                 fw = _FW_PREFIX[m["fw"]] + m["major"] + m["minor"] + (f"-{m['abi']}" if m["abi"] else "")
                 candidates.append(f"{fw}-{m['backend']}-{arch}-{os_}")
