@@ -494,16 +494,11 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
         opts = replace(opts, kernels=specs, transformers=mapped)
     env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
     opts = apply_table(opts, env_table, Path.cwd(), "environment")
-    return replace(apply_flags(opts, flags), variables=variables(env))
-
-
-def apply_flags(opts: Options, flags: Flags) -> Options:
-    """The flags over ``opts``: a flag replaces the value, or merges with it where its option says so."""
     changes: dict[str, Any] = {}
-    for name, raw in flags.given.items():
+    for name, raw in flags.given.items():  # a flag replaces the value, or merges with it where its option says so
         if raw is None or raw == () or raw == []:
             continue
         option = BY_NAME[name]
         value = option.parse(list(raw) if option.repeat else raw, option.flag or name, Path.cwd())
         changes[name] = option.merge(getattr(opts, name), value) if option.merge else value
-    return replace(opts, **changes)
+    return replace(opts, **changes, variables=variables(env))
