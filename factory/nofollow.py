@@ -4,9 +4,7 @@ choose, and a reader sees the old file or the new one, never half of either.
 Below a root that others may write (a shared store, an index root, a ``--to`` folder, a shared Hub cache),
 anything may have been planted. ``Folder`` is the primitive: a descriptor of one real folder, every name below it
 looked up with ``O_NOFOLLOW`` / ``lstat`` relative to that descriptor (openat), so a link swapped in after a check
-is never followed either. ``Tree`` writes and removes files below an index or publish root through such folders;
-``remove`` takes a folder and all it holds by descriptors. The path checks (``link_problem``, ``real_folder``,
-``open_nofollow``) serve files named by a path (a store's lock file and catalog, a wheel to adopt).
+is never followed either.
 
 Every refusal is one ``LinkRefused``: exit 4, as for any destination unusable as it is (errors.py), since the fix
 is on the file system (remove what was planted), not in the command line or the input. Its one line names what
