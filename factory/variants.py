@@ -365,8 +365,6 @@ def _noarch(name: str, v: VariantName) -> Target:
 
 
 def _sdk(name: str, v: VariantName) -> Target:
-    if v.noarch_backend is not None:
-        return _noarch(name, v)
     if v.python is None:  # `sdk`: every backend, no compiled parts
         return Target(name, "sdk", "py3", "none", "any", None, None, AGNOSTIC, None, "sdk", None, ())
     platform = _system(name, v)
@@ -383,7 +381,7 @@ def parse(name: str) -> Target:
         v = parse_name(name)
     except ValueError as exc:
         raise _refuse(name, f"not a variant name the kernels project defines ({exc})") from None
-    if v.kind == "noarch":
+    if v.noarch_backend is not None:  # torch-<backend>, mlx-<backend>, sdk-<backend>
         return _noarch(name, v)
     if v.kind == "sdk":
         return _sdk(name, v)
