@@ -51,18 +51,6 @@ class Location:
         """``file`` for a local location, else the URL's scheme (``s3``)."""
         return "file" if self.local is not None else self.display.split("://", 1)[0]
 
-    @property
-    def url(self) -> str:
-        """The location as a URL: ``s3://...`` as given, ``file://`` and the absolute path for a folder."""
-        return self.display if self.local is None else self.local.resolve().as_uri()
-
-    def resolved(self, base: Path) -> Location:
-        """A plain relative path made absolute against ``base`` (``~`` expanded); a URL unchanged."""
-        if "://" in self.display or self.local is None:  # a URL (file:// included), not a plain path
-            return self
-        p = self.local.expanduser()
-        return Location.parse(str(p if p.is_absolute() else (base / p).resolve()))
-
     def __str__(self) -> str:
         return self.display
 
@@ -235,7 +223,11 @@ def _manylinux(value: Any, where: str) -> str:
 
 
 def _path(value: str, base: Path) -> str:
-    return Location.parse(value).resolved(base).display
+    """A plain relative path made absolute against ``base`` (``~`` expanded); a URL (file:// included) unchanged."""
+    if "://" in value:
+        return value
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
 
 
 def _looks_path(repo: str) -> bool:
@@ -388,14 +380,6 @@ def _simple_url(value: Any, where: str, base: Path) -> str:
     return value
 
 
-def _union(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys((*old, *new)))
-
-
-def _merged(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted({**dict(old), **dict(new)}.items()))
-
-
 Parse = Callable[[Any, str, Path], Any]  # (value, where it came from, the folder relative paths start in)
 
 
@@ -433,7 +417,7 @@ OPTIONS: tuple[Option, ...] = (
            ("plan", "build", "index", "publish"), env="KERNEL_FACTORY_STORE", metavar="DIR"),
     Option("allow_orgs", lambda v, w, b: tuple(_split_orgs(_str_list(v, w))),
            "also allow this organisation (repeatable)", "--allow-org", _BUILD, env=ALLOW_ORGS_ENV, metavar="ORG",
-           repeat=True, merge=_union),
+           repeat=True, merge=lambda old, new: tuple(dict.fromkeys((*old, *new)))),
     Option("manylinux", lambda v, w, b: _manylinux(v, w), "target manylinux policy, e.g. 2_28 (default)",
            "--manylinux", _BUILD, env="KERNEL_FACTORY_MANYLINUX", metavar="X_Y"),
     Option("jobs", lambda v, w, b: _int(v, w), "parallel processes (default: number of cores)", "--jobs", _BUILD,
@@ -460,7 +444,7 @@ OPTIONS: tuple[Option, ...] = (
            "<index>/+simple/)", "--simple-url", ("publish",), metavar="URL"),
     Option("s3_put_args", lambda v, w, b: _put_args(v, w),
            "S3: pass to every put, e.g. ServerSideEncryption=aws:kms (repeatable)", "--s3-put-arg", _S3,
-           metavar="KEY=VALUE", repeat=True, merge=_merged),
+           metavar="KEY=VALUE", repeat=True, merge=lambda old, new: tuple(sorted({**dict(old), **dict(new)}.items()))),
     Option("cache_control_immutable", lambda v, w, b: _cache_control(v, w),
            "S3: Cache-Control of wheels and .metadata (default 'public, max-age=31536000, immutable')",
            "--cache-control-immutable", _S3, metavar="VALUE"),
@@ -510,16 +494,11 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
         opts = replace(opts, kernels=specs, transformers=mapped)
     env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
     opts = apply_table(opts, env_table, Path.cwd(), "environment")
-    return replace(apply_flags(opts, flags), variables=variables(env))
-
-
-def apply_flags(opts: Options, flags: Flags) -> Options:
-    """The flags over ``opts``: a flag replaces the value, or merges with it where its option says so."""
     changes: dict[str, Any] = {}
-    for name, raw in flags.given.items():
+    for name, raw in flags.given.items():  # a flag replaces the value, or merges with it where its option says so
         if raw is None or raw == () or raw == []:
             continue
         option = BY_NAME[name]
         value = option.parse(list(raw) if option.repeat else raw, option.flag or name, Path.cwd())
         changes[name] = option.merge(getattr(opts, name), value) if option.merge else value
-    return replace(opts, **changes)
+    return replace(opts, **changes, variables=variables(env))

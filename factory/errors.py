@@ -94,10 +94,7 @@ def worst(codes: Iterable[int]) -> int:
     return EXIT_BUG if found - {EXIT_OK} else EXIT_OK
 
 
-# File system faults that make a store, scratch folder or destination unusable (exit 4), not a bug.
-UNUSABLE_ERRNOS = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
-)
+# File system faults that make a store, scratch folder or destination unusable (exit 4), not a bug, and their fix.
 _FIX = {
     errno.ENOSPC: "free space there or point --store / --scratch at another file system",
     errno.EDQUOT: "raise the quota or point --store / --scratch at another file system",
@@ -107,6 +104,7 @@ _FIX = {
     errno.EPERM: "fix its permissions or point --store / --scratch / --to elsewhere",
     errno.EIO: "check the disk (dmesg) or point --store / --scratch / --to elsewhere",
 }
+UNUSABLE_ERRNOS = frozenset(_FIX)
 
 
 def unusable(exc: OSError, path: str | os.PathLike[str] | None = None) -> Unreachable | None:

@@ -1,18 +1,7 @@
-"""Every HTTP GET of an index (pages, records, wheels): redirects followed by hand, each hop checked before it is
-sent, and a deadline that no server can stretch.
-
-- **One parser.** A URL is checked as the HTTP client will send it: ``requests`` prepares it (urllib3's parser,
-  its quoting and normalising), and that prepared URL's scheme, host and port must be the index's own. So
-  ``http://OTHER\\@INDEX/x``, which ``urllib.parse`` reads as INDEX and the client sends to OTHER, is refused as
-  OTHER's, and messages name it as sent (``http://OTHER/%5C@INDEX/x``).
-- **Redirects by hand.** At most ``MAX_REDIRECTS`` hops; the ``Location`` of each is checked as above before any
-  request goes there (requests' own following would send it first and let a caller check after).
-- **Deadlines.** A socket read waits at most ``READ_TIMEOUT_S``, but a server that sends a byte now and then
-  never lets that expire: so a page (a project page, the root's list, a record) must be read whole, redirects
-  included, within ``PAGE_DEADLINE_S``, and a wheel must arrive at ``MIN_RATE`` bytes a second on average once
-  ``WHEEL_GRACE_S`` have passed. An expiry is ``Unreachable`` (exit 4, one line). The deadline is a timer
-  signal (SIGALRM), which interrupts a blocked read: it applies in the main thread (the command line); in another
-  thread only the per-read timeout does.
+"""Every HTTP GET of an index (pages, records, wheels): redirects followed by hand, each hop checked on the URL the
+client will send before it is sent, and a deadline that no server can stretch (the rules and their figures:
+docs/download.md, "What the index may not do"). The deadline is a timer signal (SIGALRM), which interrupts a
+blocked read: it applies in the main thread (the command line); in another thread only the per-read timeout does.
 """
 
 from __future__ import annotations

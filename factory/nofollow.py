@@ -4,9 +4,7 @@ choose, and a reader sees the old file or the new one, never half of either.
 Below a root that others may write (a shared store, an index root, a ``--to`` folder, a shared Hub cache),
 anything may have been planted. ``Folder`` is the primitive: a descriptor of one real folder, every name below it
 looked up with ``O_NOFOLLOW`` / ``lstat`` relative to that descriptor (openat), so a link swapped in after a check
-is never followed either. ``Tree`` writes and removes files below an index or publish root through such folders;
-``remove`` takes a folder and all it holds by descriptors. The path checks (``link_problem``, ``real_folder``,
-``open_nofollow``) serve files named by a path (a store's lock file and catalog, a wheel to adopt).
+is never followed either.
 
 Every refusal is one ``LinkRefused``: exit 4, as for any destination unusable as it is (errors.py), since the fix
 is on the file system (remove what was planted), not in the command line or the input. Its one line names what
@@ -15,8 +13,7 @@ whom the link is an item of their input (a wheel to adopt, a file to publish) tu
 (exit 3) instead. A root itself (the store, the index root, the cache root) is the user's choice and may be a link.
 
 Every file kernel-factory writes goes to a new temporary file of a random name beside it (``create``), then is
-renamed into place (``put``, ``atomic_open``, ``Batch``). The hash-while-copy loop (``stream_digest``, ``Hashing``)
-and the tool's own file names (``PRIVATE_NAMES``, never served or published) live here too.
+renamed into place.
 """
 
 from __future__ import annotations
@@ -57,34 +54,27 @@ def unique() -> str:
     return os.urandom(16).hex()
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to ``fd`` (os.write may write less than it is given)."""
-    done = os.write(fd, data)
-    if done < len(data):  # a short write: write on
-        view = memoryview(data)[done:]
-        while view:
-            view = view[os.write(fd, view) :]
-
-
-def holds(name: str, data: bytes, dir_fd: int | None = None) -> bool:
-    """Whether the regular file ``name`` (relative to ``dir_fd``, if given) holds exactly ``data``: a link, a FIFO or
-    anything else holds nothing (the rename of the next write replaces it)."""
+def read_small(name: str, limit: int, folder: Folder | None = None) -> bytes | None:
+    """The bytes of the regular file ``name`` (relative to ``folder`` where given) if it holds at most ``limit`` of
+    them; None if it is missing, larger, or not a regular file (a link is never followed)."""
     try:
-        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
-    except OSError:  # missing, a link (ELOOP), a socket
-        return False
+        fd = open_nofollow(name, folder=folder)
+    except (OSError, LinkRefused):
+        return None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-            return False
-        os.set_blocking(fd, True)
-        with open(fd, "rb", closefd=False) as f:
-            return f.read() == data
+        data = os.read(fd, limit + 1)
     finally:
         os.close(fd)
+    return data if len(data) <= limit else None
 
 
-def create(tmp: str, folder: str | os.PathLike[str], mode: int = 0o644, dir_fd: int | None = None) -> int:
+def holds(name: str, data: bytes, folder: Folder | None = None) -> bool:
+    """Whether the regular file ``name`` (relative to ``folder``, if given) holds exactly ``data``: a link, a FIFO or
+    anything else holds nothing (the rename of the next write replaces it)."""
+    return read_small(name, len(data), folder) == data
+
+
+def create(tmp: str, folder: str | os.PathLike[str], mode: int, dir_fd: int | None = None) -> int:
     """Create the new temporary file ``tmp`` (O_CREAT|O_EXCL|O_NOFOLLOW, as mkstemp does: never one that is there,
     nor through a link); an error names ``folder``, not the temporary name."""
     try:
@@ -105,7 +95,9 @@ def put(tmp: str, path: str, data: bytes, *, folder: Folder | None = None, chmod
     try:  # from its creation on: an interrupt at any instant removes the temporary file
         fd = create(tmp, os.path.dirname(shown), 0o644, dir_fd)
         try:
-            write_all(fd, data)
+            view = memoryview(data)
+            while view:  # os.write may write less than it is given
+                view = view[os.write(fd, view) :]
             if chmod:
                 os.fchmod(fd, 0o644)
             if fsync:
@@ -122,7 +114,6 @@ def put(tmp: str, path: str, data: bytes, *, folder: Folder | None = None, chmod
 
 
 def discard(tmp: str, dir_fd: int | None = None) -> None:
-    """Remove the temporary file of a failed write, if it is there."""
     try:
         os.unlink(tmp, dir_fd=dir_fd)
     except FileNotFoundError:
@@ -248,7 +239,6 @@ class Folder:
         self.close()
 
     def lstat(self, name: str) -> os.stat_result | None:
-        """The entry ``name`` as it is (a link is not followed); None if there is none."""
         try:
             return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -286,22 +276,12 @@ class Folder:
             raise
         return Folder(fd, self.path / name, self.where)
 
-    def open_file(self, name: str, what: str = "file") -> int:
+    def open_file(self, name: str) -> int:
         """A read-only descriptor of the regular file ``name``; LinkRefused for a link or anything else."""
-        return open_nofollow(name, what, self)
+        return open_nofollow(name, folder=self)
 
     def read_small(self, name: str, limit: int) -> bytes | None:
-        """The bytes of the regular file ``name`` if it holds at most ``limit`` of them; None if it is missing,
-        larger, or not a regular file (a link is never followed)."""
-        try:
-            fd = self.open_file(name)
-        except (OSError, LinkRefused):
-            return None
-        try:
-            data = os.read(fd, limit + 1)
-        finally:
-            os.close(fd)
-        return data if len(data) <= limit else None
+        return read_small(name, limit, self)
 
     def names(self) -> list[str]:
         return os.listdir(self.fd)
@@ -420,7 +400,7 @@ class Tree:
         folder = self._open(folder_rel, True)
         assert folder is not None
         with folder:
-            if holds(base, data, folder.fd):
+            if holds(base, data, folder):
                 return False
             put(f"{TMP_PREFIX}{unique()}", base, data, folder=folder)
         return True
@@ -559,7 +539,6 @@ class Batch:
         self.chmod = _umask() & 0o644 != 0
 
     def put(self, name: str, data: bytes) -> os.stat_result:
-        """Put ``data`` at ``folder/name``; the file's stat (as ``put`` gives it)."""
         self.count += 1
         return put(f"{self.prefix}{self.count}", os.path.join(self.folder, name), data, chmod=self.chmod,
                    fsync=self.fsync)

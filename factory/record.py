@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -97,18 +96,14 @@ class Record:
         return (_dumps({name: getattr(self, name) for name in FIELDS}) + "\n").encode()
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> Record:
-        """A record from a parsed ``files/<wheel>.json`` (unknown keys ignored, lists made tuples), unchecked:
+    def from_json(cls, data: bytes) -> Record:
+        """A record from a ``files/<wheel>.json`` (unknown keys ignored, lists made tuples), unchecked:
         store/check.py ``check`` is what reads records from a store."""
-        values = {k: v for k, v in raw.items() if k in FIELDS}
+        values = {k: v for k, v in json.loads(data).items() if k in FIELDS}
         for key in _TUPLES:
             if key in values:
                 values[key] = tuple(values[key])
         return cls(**values)
-
-    @classmethod
-    def from_json(cls, data: bytes) -> Record:
-        return cls.from_dict(json.loads(data))
 
 
 FIELDS: tuple[str, ...] = tuple(Record.__dataclass_fields__)

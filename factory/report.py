@@ -35,11 +35,11 @@ _verbose = 0
 def size(n: float) -> str:
     """A byte count for a person, in decimal units: ``999 B``, ``1.0 kB``, ``123.5 MB``, ``5.0 TB`` (every size a
     command prints goes through here or ``megabytes``)."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
-    raise AssertionError("unreachable")
+    return f"{n:.1f} TB"
 
 
 def megabytes(n: float) -> str:

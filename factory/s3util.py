@@ -12,7 +12,7 @@ import hashlib
 import mimetypes
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,43 +226,35 @@ class Bucket:
                     found[obj["Key"]] = (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
         return found
 
-    def sha256(self, key: str) -> str | None:
-        """The ``x-amz-meta-sha256`` of ``key``, or None (no such object, or not put by kernel-factory)."""
+    def _unless_missing(self, call: Callable[[], Any]) -> Any:
+        """``call()``'s answer, or None where the object it asks for is not there."""
         with self.calls():
             try:
-                head = self.client.head_object(Bucket=self.name, Key=key)
+                return call()
             except ClientError as exc:
-                if _missing(exc):
+                if str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
                     return None
                 raise
-        meta: dict[str, str] = head.get("Metadata", {})
-        return meta.get(SHA_KEY)
+
+    def sha256(self, key: str) -> str | None:
+        """The ``x-amz-meta-sha256`` of ``key``, or None (no such object, or not put by kernel-factory)."""
+        head = self._unless_missing(lambda: self.client.head_object(Bucket=self.name, Key=key))
+        return None if head is None else head.get("Metadata", {}).get(SHA_KEY)
 
     def get(self, key: str, limit: int | None = None) -> bytes | None:
         """An object's bytes (at most ``limit`` + 1), or None where there is none."""
-        with self.calls():
-            try:
-                body = self.client.get_object(Bucket=self.name, Key=key)["Body"]
-                data: bytes = body.read() if limit is None else body.read(limit + 1)
-            except ClientError as exc:
-                if _missing(exc):
-                    return None
-                raise
-        return data
+        def read() -> bytes:
+            body = self.client.get_object(Bucket=self.name, Key=key)["Body"]
+            return body.read() if limit is None else body.read(limit + 1)  # type: ignore[no-any-return]
+
+        return self._unless_missing(read)  # type: ignore[no-any-return]
 
     def download(self, key: str, sink: Any) -> bool:
         """Stream an object into ``sink`` in order (s3transfer retries a cut read); False where there is none."""
-        with self.calls():
-            try:
-                self.client.download_fileobj(self.name, key, sink, Config=TRANSFER)
-            except ClientError as exc:
-                if _missing(exc):
-                    return False
-                raise
-        return True
+        return self._unless_missing(lambda: self.client.download_fileobj(self.name, key, sink, Config=TRANSFER)
+                                    or True) is not None
 
     def _args(self, rel: str, sha256: str) -> dict[str, Any]:
-        """An upload's content type, sha256, Cache-Control, then the configured arguments."""
         immutable = rel.endswith((".whl", ".whl.metadata"))
         return {"ContentType": content_type(rel), "Metadata": {SHA_KEY: sha256},
                 "CacheControl": self.put.immutable if immutable else self.put.pages, **dict(self.put.args)}
@@ -284,7 +276,3 @@ class Bucket:
 
     def close(self) -> None:
         self.client.close()
-
-
-def _missing(exc: ClientError) -> bool:
-    return str(exc.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound")

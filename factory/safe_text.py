@@ -59,15 +59,6 @@ def redact_url(text: str) -> str:
     return _URL.sub(_strip_userinfo, text) if "://" in text else text
 
 
-def _redact_record(record: logging.LogRecord) -> None:
-    try:
-        message = record.getMessage()
-    except Exception:  # arguments that do not format: the library's own problem, left as it is
-        return
-    if "://" in message:
-        record.msg, record.args = redact_url(message), None
-
-
 def quiet_credentials() -> None:
     """Take credentials out of URLs in every log record from now on (huggingface_hub's retry warnings, urllib3's
     and botocore's connection messages print the URL they were given). Called where those libraries are set up;
@@ -81,7 +72,12 @@ def quiet_credentials() -> None:
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make(*args, **kwargs)
-        _redact_record(record)
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not format: the library's own problem, left as it is
+            return record
+        if "://" in message:
+            record.msg, record.args = redact_url(message), None
         return record
 
     logging.setLogRecordFactory(factory)

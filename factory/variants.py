@@ -1,11 +1,8 @@
 """Build-variant name -> target: local version label, wheel tags, requirements; and the kernels name grammar.
 
-The grammar of the kernels project's variant names is owned here: kernels 0.17 and 0.18 parse names with
-``kernels.variants.parse_variant``; kernels 0.19 moved that module under ``kernels._internals`` (private) and exports
-no parser. ``parse_name`` is written from kernels 0.19.1's parser (``kernels/_internals/variants.py`` and
-``backends.py``), which reads every name 0.17 and 0.18 read and the new forms too. tests/unit/test_variant_names.py
-holds every form; tests/integration/test_variant_grammar.py checks the same names against kernels 0.17.2, 0.18.3
-and 0.19.1 themselves. docs/architecture.md says why.
+The grammar of the kernels project's variant names is owned here (kernels 0.19 exports no parser): ``parse_name``
+is written from kernels 0.19.1's (docs/architecture.md, "The kernels API the factory uses", says why and how it is
+checked against kernels 0.17.2, 0.18.3 and 0.19.1 themselves).
 
 Forms (``X.Y`` versions are two numbers; legacy names write them without the point):
 
@@ -20,10 +17,7 @@ Forms (``X.Y`` versions are two numbers; legacy names write them without the poi
   ``sdk-<backend>[-X.Y]-cpython-X.Y-<abi>-<platform>-<os>``.
 
 A name is accepted only if it reads back as itself (``torch-2.013-...`` does not).
-
-Labels (docs/index.md, "Local version labels"): a legacy name keeps the label it always had
-(``torch213cpucxx11``); a name of the new grammar gets the same spelling plus its Python part
-(``torch-2.13-cxx11-cpu-cpython-3.9-abi3-x86_64-linux`` -> ``torch213cpucxx11cp39``).
+Labels: docs/index.md, "Local version labels".
 """
 
 from __future__ import annotations
@@ -371,8 +365,6 @@ def _noarch(name: str, v: VariantName) -> Target:
 
 
 def _sdk(name: str, v: VariantName) -> Target:
-    if v.noarch_backend is not None:
-        return _noarch(name, v)
     if v.python is None:  # `sdk`: every backend, no compiled parts
         return Target(name, "sdk", "py3", "none", "any", None, None, AGNOSTIC, None, "sdk", None, ())
     platform = _system(name, v)
@@ -389,7 +381,7 @@ def parse(name: str) -> Target:
         v = parse_name(name)
     except ValueError as exc:
         raise _refuse(name, f"not a variant name the kernels project defines ({exc})") from None
-    if v.kind == "noarch":
+    if v.noarch_backend is not None:  # torch-<backend>, mlx-<backend>, sdk-<backend>
         return _noarch(name, v)
     if v.kind == "sdk":
         return _sdk(name, v)
@@ -437,16 +429,6 @@ def tag_platforms(tag: str) -> tuple[tuple[str, str], ...]:
     return ()
 
 
-def _platforms(tags: Iterable[str]) -> list[tuple[str, str]]:
-    """(arch, os) pairs named by wheel platform tags, in tag order, each once."""
-    found: list[tuple[str, str]] = []
-    for tag in tags:
-        for pair in tag_platforms(tag):
-            if pair not in found:
-                found.append(pair)
-    return found
-
-
 def _decode(kind: str, text: str) -> str | None:
     """A version in a label (``213``, ``12p10``) -> ``X.Y`` as the new grammar writes it; None if none."""
     if "p" in text:
@@ -461,8 +443,7 @@ def _backend_text(label_part: str) -> str | None:
     if label_part in UNVERSIONED:
         return label_part
     m = re.fullmatch(r"(cu|rocm|xpu|cann)([0-9p]+)", label_part)
-    if m is None:
-        return None
+    assert m is not None  # label_part matched _BACKEND
     name = _WORD_BACKEND[m[1]]
     version = _decode(name, m[2])
     return None if version is None else f"{name}-{version}"
@@ -513,7 +494,7 @@ def _for_label(label: str, platforms: tuple[str, ...]) -> Target | None:
         candidates = [name] if name else []
     else:
         m = _LABEL.fullmatch(label)
-        for arch, os_ in _platforms(platforms):
+        for arch, os_ in dict.fromkeys(pair for tag in platforms for pair in tag_platforms(tag)):  # each once
             if m is not None and (m["abi"] is None or m["fw"] == "torch"):
                 fw = _FW_PREFIX[m["fw"]] + m["major"] + m["minor"] + (f"-{m['abi']}" if m["abi"] else "")
                 candidates.append(f"{fw}-{m['backend']}-{arch}-{os_}")

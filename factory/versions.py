@@ -26,9 +26,6 @@ class Request:
     kind: str
     text: str
 
-    def __str__(self) -> str:
-        return self.text
-
 
 @dataclass(frozen=True)
 class Selected:
@@ -97,12 +94,6 @@ def major_branches(refs: Refs) -> dict[int, str]:
     return {int(b[1:]): b for b in refs.branches if b.startswith("v") and b[1:].isascii() and b[1:].isdigit()}
 
 
-def describe(refs: Refs) -> str:
-    tags = ", ".join(f"v{v}" for v in sorted(tag_versions(refs))) or "none"
-    majors = ", ".join(f"v{n}" for n in sorted(major_branches(refs))) or "none"
-    return f"tags: {tags}; branches: {majors}"
-
-
 def select(refs: Refs, request: Request, where: str) -> list[Selected]:
     """The revisions a request names, newest version last; VersionNotFound lists what exists."""
     tags = tag_versions(refs)
@@ -123,7 +114,9 @@ def select(refs: Refs, request: Request, where: str) -> list[Selected]:
         asked = {"tag": f"tag v{request.text}", "major": f"branch v{request.text}"}.get(
             request.kind, f"versions matching {request.text!r}"
         )
-        raise VersionNotFound(f"{where}: no {asked}; {describe(refs)}")
+        have_tags = ", ".join(f"v{v}" for v in sorted(tags)) or "none"
+        have_majors = ", ".join(f"v{n}" for n in sorted(majors)) or "none"
+        raise VersionNotFound(f"{where}: no {asked}; tags: {have_tags}; branches: {have_majors}")
     return chosen
 
 

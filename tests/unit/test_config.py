@@ -61,7 +61,7 @@ versions = [2]
         "pyproject.toml",
     )
     opts = config.resolve(config.Flags(config=str(p)), env={})
-    assert (opts.store.local, opts.store.url, opts.store.scheme) == (None, "s3://bucket/prefix", "s3")
+    assert (opts.store.local, opts.store.display, opts.store.scheme) == (None, "s3://bucket/prefix", "s3")
     assert opts.kernels[0].repo == str(tmp_path / "kernels" / "relu")
 
 
