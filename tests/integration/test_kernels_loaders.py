@@ -23,8 +23,8 @@ import pytest
 from hub_server import git, hf_env, hub, make_kernel_repo, serve_repo
 from huggingface_hub import scan_cache_dir
 from kernel_factory.verify.digest import compute
-from support import ROOT, cached_venv, clean_env, kf, run
-from test_local_kernels_offline import KERNELS_REQ, hand_wheel, judged, kernel_venv, offline_env
+from support import ROOT, cached_venv, clean_env, hand_wheel, kf, run
+from test_local_kernels_offline import KERNELS_REQ, judged, kernel_venv, offline_env
 
 REPO_ID = "example/act"
 
