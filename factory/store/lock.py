@@ -26,17 +26,6 @@ LOCK_NAME = ".kernel-factory.lock"
 HELD_FDS: set[int] = set()  # lock file descriptors this process holds (forked workers close them)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this PID exists (signal 0 checks without sending anything)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
-
-
 def describe_holder(path: Path) -> tuple[str, bool]:
     """(``PID 123, running`` or not, from the PID the holder wrote; whether that process is gone)."""
     try:
@@ -46,19 +35,13 @@ def describe_holder(path: Path) -> tuple[str, bool]:
         text = ""
     if not text.isdigit() or int(text) <= 0:
         return "PID unknown", False
-    if pid_alive(int(text)):
-        return f"PID {int(text)}, running", False
-    return f"PID {int(text)}, no longer running: a process it started still holds the lock", True
-
-
-def held_message(root: Path) -> str:
-    path = root / LOCK_NAME
-    who, dead = describe_holder(path)
-    if dead:
-        fix = f"end the processes that hold {path} (`fuser -v {path}` lists them), then run again"
-    else:
-        fix = "wait for it to finish (or raise KERNEL_FACTORY_LOCK_WAIT)"
-    return f"{root}: another kernel-factory run ({who}) holds {LOCK_NAME}; {fix}"
+    try:
+        os.kill(int(text), 0)  # signal 0: whether it exists, sending nothing
+    except ProcessLookupError:
+        return f"PID {int(text)}, no longer running: a process it started still holds the lock", True
+    except PermissionError:  # exists, owned by another user
+        pass
+    return f"PID {int(text)}, running", False
 
 
 @contextmanager
@@ -86,7 +69,10 @@ def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[Non
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise UsageError(held_message(root)) from None
+                    who, dead = describe_holder(path)
+                    fix = (f"end the processes that hold {path} (`fuser -v {path}` lists them), then run again" if dead
+                           else "wait for it to finish (or raise KERNEL_FACTORY_LOCK_WAIT)")
+                    raise UsageError(f"{root}: another kernel-factory run ({who}) holds {LOCK_NAME}; {fix}") from None
                 if not told:
                     who = describe_holder(path)[0]
                     report.progress(f"waiting for another kernel-factory run on {root} ({who}) ...")
