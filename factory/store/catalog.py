@@ -104,6 +104,13 @@ def _master(db: sqlite3.Connection) -> set[tuple[str, str, str | None]]:
     return {(kind, name, sql) for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master")}
 
 
+def select_in(db: sqlite3.Connection, query: str, names: list[str]) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``query`` (its ``{}``: the placeholders) for ``names``, 500 names a query."""
+    for i in range(0, len(names), 500):
+        chunk = names[i : i + 500]
+        yield from db.execute(query.format(_marks(chunk)), chunk)
+
+
 def _create(db: sqlite3.Connection) -> None:
     db.execute("BEGIN")
     for statement in _TABLES.split(";"):
@@ -360,22 +367,11 @@ class Catalog:
 
     def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
         """(project, its records) in order, all or ``names``; every row checked (``_decoded``): else CatalogDamaged."""
-        columns = "project, filename, label, backend, noarch, row"
+        query = "SELECT project, filename, label, backend, noarch, row FROM records {}ORDER BY project, filename"
         if names is None:
-            rows: Iterable[tuple[str, str, str | None, str | None, int, str]] = self.db.execute(
-                f"SELECT {columns} FROM records ORDER BY project, filename"
-            )
+            rows: Iterable[tuple[Any, ...]] = self.db.execute(query.format(""))
         else:
-            wanted = sorted(set(names))
-            rows = (
-                row
-                for i in range(0, len(wanted), 500)
-                for row in self.db.execute(
-                    f"SELECT {columns} FROM records WHERE project IN ({','.join('?' * len(wanted[i : i + 500]))}) "
-                    "ORDER BY project, filename",
-                    wanted[i : i + 500],
-                )
-            )
+            rows = select_in(self.db, query.format("WHERE project IN ({}) "), sorted(set(names)))
         project = ""
         group: list[tuple[str, str, str | None, str | None, int, str]] = []
         for row in rows:

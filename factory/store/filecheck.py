@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Refused, Unreachable
 from ..record import FILES
-from .catalog import FILES_STATE, Catalog, Synced, record_key
+from .catalog import FILES_STATE, Catalog, Synced, record_key, select_in
 
 if TYPE_CHECKING:
     from . import Store
@@ -35,14 +34,6 @@ class FileCheck:
     errors: list[str] = field(default_factory=list)  # each makes the run exit 3
     notes: list[str] = field(default_factory=list)  # what was put right
     touched: set[str] = field(default_factory=set)
-
-
-def _rows(catalog: Catalog, names: list[str]) -> Iterator[tuple[str, int, str, str | None]]:
-    """(file name, size, sha256, metadata_sha256) of the records of ``names`` (sorted), in their order, read 500
-    names at a time (a first check of 110,000 wheels would hold them all)."""
-    for i in range(0, len(names), 500):
-        part = names[i : i + 500]
-        yield from catalog.db.execute(_QUERY.format(",".join("?" * len(part))), part)
 
 
 def _changed(where: str, name: str, what: str, fix: str) -> str:
@@ -81,7 +72,7 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
             looked[name] = (got[0], key, got[2])
     drop: list[str] = []
     redo: list[tuple[str, Any, str | None]] = []
-    for name, size, sha256, metadata_sha256 in _rows(catalog, sorted(looked)):
+    for name, size, sha256, metadata_sha256 in select_in(catalog.db, _QUERY, sorted(looked)):  # in name order
         got_size, key, kind = looked[name]
         before = stats.get(name)
         bad = None
@@ -121,7 +112,7 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
         seen[name] = key
         meta = f"{name}.metadata"
         missing = metadata_sha256 and not (meta in names if names is not None else store.wheel_stat(meta))
-        if missing and not _put_metadata(store, name, metadata_sha256, found):  # type: ignore[arg-type]
+        if missing and not _put_metadata(store, name, metadata_sha256, found):
             seen[name] = f"?{key}"  # compared, but its .metadata is missing: looked at again next run
     if drop or redo:
         found.touched |= catalog.apply(redo, drop)

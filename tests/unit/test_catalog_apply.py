@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from index_synth import add_kernel, kernel_record, make_wheel
 from kernel_factory.record import Record
-from kernel_factory.store.catalog import Catalog, CatalogDamaged, sync
-from kernel_factory.store.filecheck import _rows
+from kernel_factory.store.catalog import Catalog, CatalogDamaged, select_in, sync
+from kernel_factory.store.filecheck import _QUERY
 from kernel_factory.store.local import _VALUES, _read_in_worker
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
@@ -118,7 +118,7 @@ def test_the_file_check_reads_its_rows_in_order_across_batches(tmp_path: Path, g
     records = copies(good, 1001)
     catalog.apply([("k", r, None) for r in records], ())
     names = sorted(r.filename for r in records)
-    got = list(_rows(catalog, names))
+    got = list(select_in(catalog.db, _QUERY, names))
     assert [row[0] for row in got] == names
     assert got[0][1:] == (good.size, good.sha256, good.metadata_sha256)
 
