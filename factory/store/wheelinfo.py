@@ -136,7 +136,6 @@ def variant_fields(
         if not fields:
             _unknown_label(wheel_name, label)
         return {**fields, "kernel_version": version.public} if fields else {}
-    platforms = {t.platform for t in tags}
     target: variants.Target | None = None
     named = (read_provenance(provenance)[0] or {}).get("variant")
     if isinstance(named, str):
@@ -149,7 +148,7 @@ def variant_fields(
     if target is not None:
         fields = _target_fields(target)
     elif label is not None:
-        fields = _label_fields(label, platforms)
+        fields = _label_fields(label, tags)
     else:
         return {}
     if provenance is None and known is not None:
@@ -161,20 +160,15 @@ def variant_fields(
     return {**fields, "kernel_version": version.public}
 
 
-def _label_key(label: str | None, platforms: set[str]) -> str:
-    """``known``'s key of a local label and a wheel's platform tags."""
-    return f"{label}|{','.join(sorted(platforms))}"
-
-
 @lru_cache(maxsize=4096)
 def _tags_key(label: str | None, tags: frozenset[Tag]) -> str:
-    """``_label_key`` of a wheel's tags (wheels share their tags: parse_name gives the same set again)."""
-    return _label_key(label, {t.platform for t in tags})
+    """``known``'s key of a local label and a wheel's platform tags (wheels share their tags: cached)."""
+    return f"{label}|{','.join(sorted({t.platform for t in tags}))}"
 
 
-def _label_fields(label: str, platforms: set[str]) -> dict[str, Any]:
-    """The record fields of a local label read back as a build variant's (these platform tags); {} for none."""
-    target = variants.for_label(label, platforms)
+def _label_fields(label: str, tags: frozenset[Tag]) -> dict[str, Any]:
+    """The record fields of a local label read back as a build variant's (these tags' platforms); {} for none."""
+    target = variants.for_label(label, {t.platform for t in tags})
     return _target_fields(target) if target is not None else {}
 
 
@@ -193,13 +187,9 @@ def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> No
             _project, version, _build, tags = parse_wheel_filename(name)
         except InvalidWheelFilename:
             continue
-        label = version.local
-        if label is None:
-            continue
-        platforms = {t.platform for t in tags}
-        key = _label_key(label, platforms)
-        if key not in known:
-            known[key] = _label_fields(label, platforms)
+        key = _tags_key(version.local, tags)
+        if version.local is not None and key not in known:
+            known[key] = _label_fields(version.local, tags)
 
 
 def _unknown_label(wheel_name: str, label: str) -> None:
