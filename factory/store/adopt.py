@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
 from .. import report
 from ..errors import DigestMismatch, Refused
 from ..libc import sync_fs
@@ -175,14 +173,11 @@ def repair(store_root: Path, wheel_name: str) -> Record:
     """Rebuild ``files/<wheel>.json`` and ``.metadata`` from the wheel (its provenance, if built); Refused if not."""
     files = store_root / FILES
     wheel = files / wheel_name
-    try:
-        parse_wheel_filename(wheel_name)
-    except InvalidWheelFilename as exc:
-        raise Refused(f"{wheel_name}: not a valid wheel file name ({exc}); delete it and its record") from None
+    parsed = parse_name(wheel_name)
     metadata, provenance = read_wheel_info(wheel)
     st = wheel.stat()
     data = WheelData(file_digest(wheel), st.st_size, st.st_mtime, metadata, provenance, None)
-    record = record_of(wheel_name, parse_name(wheel_name), data)
+    record = record_of(wheel_name, parsed, data)
     prov = read_provenance(provenance)[0] or {}
     if prov and record.variant is not None and prov.get("variant") == record.variant:
         built = _as_built(record, prov, wheel)

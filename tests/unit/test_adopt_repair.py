@@ -126,7 +126,7 @@ def test_a_wheel_name_that_is_none_is_refused_and_nothing_written(tmp_path: Path
         parse_wheel_filename("not-a-wheel.whl")
     with pytest.raises(Refused) as refused:
         repair(tmp_path / "store", "not-a-wheel.whl")
-    assert str(refused.value) == f"not-a-wheel.whl: not a valid wheel file name ({why.value}); delete it and its record"
+    assert str(refused.value) == f"not-a-wheel.whl: not a valid wheel file name ({why.value}); rename or remove it"
     assert sorted(p.name for p in files.iterdir()) == ["not-a-wheel.whl"]
 
 
