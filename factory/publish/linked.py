@@ -1,18 +1,13 @@
 """Before the pages go up: every file a page links is published with them, is at the destination, or is
-copied from the store (issue 27 item 9).
-
-An S3 store's index root holds pages only; its wheels stay in the bucket. ``index`` names the store in the root
-(``.index-store``, hidden), and publish reads the links of every project page (``simple/<project>/index.json``):
-a linked file neither under the root nor at the destination is downloaded from that store into scratch and
-published with the wheels, before any page. Where there is no store to copy from, nothing is published.
-"""
+copied from the store named in the root's ``.index-store`` (an S3 store's index root holds pages only; issue 27
+item 9, docs/publish.md)."""
 
 from __future__ import annotations
 
 import json
 import posixpath
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import Refused
@@ -54,13 +49,18 @@ def store_of(root: Path) -> str | None:
     return store if isinstance(store, str) and store.startswith("s3://") else None
 
 
-def fetch(root: Path, rels: list[str], scratch: Path) -> list[LocalFile]:
-    """Download ``rels`` from the store named in ``root`` into ``scratch``; Refused where there is none."""
+def fetch(root: Path, rels: list[str], scratch: Path | None, out: Callable[[str], None]) -> list[LocalFile]:
+    """Download ``rels`` from the store named in ``root`` into ``scratch`` (None: a dry run, nothing downloaded);
+    Refused where there is none."""
     store = store_of(root)
     if store is None:
         raise Refused(f"the pages under {root} link {len(rels)} file(s) that are neither there nor at the "
                       f"destination (first: {rels[0]}); publish the store's own folder (or index into this one "
                       "again so that it names its store); no page was published")  # fmt: skip
+    if scratch is None:
+        for rel in rels:
+            out(f"would copy {rel} from {store}")
+        return []
     from ..s3util import Bucket
 
     bucket = Bucket(store, flag="--store")
@@ -76,4 +76,6 @@ def fetch(root: Path, rels: list[str], scratch: Path) -> list[LocalFile]:
             got.append(LocalFile(rel, path, path.stat().st_size))
     finally:
         bucket.close()
+    for rel in rels:
+        out(f"copying {rel} from {store}")
     return got

@@ -1,9 +1,5 @@
-"""``s3://bucket/prefix`` as a publish destination (its calls: s3util.Bucket).
-
-A file is uploaded only when new or changed: one listing, and a HEAD of its ``x-amz-meta-sha256`` only for an
-object of the same size whose ETag is not the local file's md5 (multipart ETags are not). Keys are the raw file
-names (``+`` included); pages link ``%2B``, which S3 decodes.
-"""
+"""``s3://bucket/prefix`` as a publish destination (its calls: s3util.Bucket). Keys are the raw file names (``+``
+included); pages link ``%2B``, which S3 decodes."""
 
 from __future__ import annotations
 

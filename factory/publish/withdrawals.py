@@ -1,12 +1,6 @@
-"""Withdrawals at a destination: what kernel-factory put there and the local root no longer holds is deleted.
-
-Each root keeps, per destination, what a publish put there (path -> size) in
-``<root>/.kernel-factory-published/<destination id>.json`` (hidden: never published). After every file is put,
-the files of that list the root no longer holds are deleted, pages first, then records, ``.metadata``, wheels,
-and only where still kernel-factory's file (its size; on S3 also its sha256 metadata). The list is written
-before the deletions (old and new files) and after (without the deleted), so a killed publish leaves a list the
-next one finishes from. An upload endpoint cannot delete: its withdrawn wheels are named once (docs/withdraw.md).
-"""
+"""Withdrawals at a destination: what kernel-factory put there and the local root no longer holds is deleted, after
+every file is put, pages first, and only where still kernel-factory's file (docs/withdraw.md, "publish carries
+withdrawals"); the list of what each destination was given is kept in the root, written before and after."""
 
 from __future__ import annotations
 
@@ -14,7 +8,6 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from .. import report
 from ..nofollow import LinkRefused, open_nofollow, write_bytes
@@ -23,16 +16,6 @@ from .base import LocalFile
 
 MANIFESTS = ".kernel-factory-published"
 MAX_MANIFEST = 256 << 20
-
-
-@runtime_checkable
-class Withdraws(Protocol):
-    """A destination that can delete what it was given (directory.py, s3.py)."""
-
-    display: str
-
-    def remove(self, rel: str, size: int) -> bool:
-        """Delete ``rel`` if it is still the file of ``size`` that kernel-factory put there; whether it was."""
 
 
 def manifest_path(root: Path, display: str) -> Path:
@@ -82,7 +65,9 @@ def _order(rel: str) -> tuple[int, int, str]:
 
 def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[str], *, dry_run: bool,
           out: Callable[[str], None]) -> list[str]:
-    """Delete at ``dest`` what ``root`` put there and no longer holds; those paths. ``published``: those there now."""
+    """Delete at ``dest`` what ``root`` put there and no longer holds; those paths. ``published``: those there now.
+    ``dest.remove(rel, size)`` (directory.py, s3.py) deletes ``rel`` only if it is still the file of ``size`` that
+    kernel-factory put there, saying whether it did; an upload endpoint has none."""
     display = getattr(dest, "display", None)
     if not isinstance(display, str):
         return []
@@ -94,7 +79,8 @@ def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[s
         old = {}
     now = {f.rel: f.size for f in files if f.rel in published}
     stale = sorted((rel for rel in old if rel not in {f.rel for f in files}), key=_order)
-    if not isinstance(dest, Withdraws):  # an upload endpoint: the upload API cannot delete
+    remove = getattr(dest, "remove", None)
+    if remove is None:  # an upload endpoint: the upload API cannot delete
         if stale:
             names = ", ".join(rel.rsplit("/", 1)[-1] for rel in stale[:10]) + (", ..." if len(stale) > 10 else "")
             report.warn(f"{len(stale)} file(s) this store withdrew are still at {display}, and the upload API "
@@ -110,7 +96,7 @@ def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[s
         return []
     removed = []
     for rel in stale:  # one that changed since (not kernel-factory's file any more) or is gone is left alone
-        if dest.remove(rel, old[rel]):
+        if remove(rel, old[rel]):
             removed.append(rel)
             out(f"removed {rel}")
     if stale or now != old:

@@ -1,10 +1,5 @@
-"""Retention: which versions a prune removes, and removing them so that no reader sees a dangling link.
-
-A version is kept when any rule keeps it: ``keep-per-major``, ``keep-since``, a kernels.lock's pin, or being the
-project's newest. Removal (docs/withdraw.md) runs in steps that a kill may stop and the next run finishes: the
-journal ``files/.prune-pending.json`` names the wheels; the index renders pages without them; each record, then
-``.metadata``, then wheel is deleted under the store lock; the journal goes and the index catches up.
-"""
+"""Retention: which versions a prune removes (any rule keeps a version: ``keep-per-major``, ``keep-since``, a
+kernels.lock's pin, being the project's newest), and removing them in steps a kill may stop (docs/withdraw.md)."""
 
 from __future__ import annotations
 

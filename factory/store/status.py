@@ -1,10 +1,5 @@
-"""Project status (PEP 792): ``active``, ``archived``, ``quarantined`` or ``deprecated``, with a reason.
-
-Kept beside the records in ``files/project-status.json``
-(``{"projects": {"img2grey": {"reason": "...", "status": "quarantined"}}, "schema": 1}``; a project it does not
-name is ``active``), written whole under the store lock and checked when read like a record: a file that fails
-stops the index run (exit 3) rather than render a quarantined project's files again.
-"""
+"""Project status (PEP 792), kept in ``files/project-status.json`` and checked when read like a record: a file that
+fails stops the index run (exit 3) rather than render a quarantined project's files again (docs/withdraw.md)."""
 
 from __future__ import annotations
 
