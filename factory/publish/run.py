@@ -13,14 +13,14 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from .. import report, space
-from ..config import DEFAULT_RETRY_S, Flags, Location
+from ..config import DEFAULT_RETRY_S, Flags, Location, resolve
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from ..nofollow import LinkRefused, open_nofollow, private
 from .base import Destination, LocalFile
@@ -28,7 +28,6 @@ from .base import Destination, LocalFile
 if TYPE_CHECKING:
     from ..config import Options
 
-T = TypeVar("T")
 StoreLock = Callable[[Path, float], AbstractContextManager[None]]  # (store folder, seconds to wait) -> its lock
 RECORD_CAP = 256 * 1024  # bytes of a record read to learn a wheel's sha256 (store/check.py's MAX_RECORD_BYTES)
 
@@ -49,12 +48,12 @@ def open_destination(to: str | None, options: Options | None = None, repository:
     simple_url = None if options is None else options.simple_url
     loc = Location.parse(to) if to is not None else None
     if loc is None or repository or loc.scheme in ("http", "https"):
-        from .upload import UploadDestination, resolve
+        from . import upload
 
         if to is not None and repository:
             raise UsageError("pass either --to or --repository, not both")
         retry_s = DEFAULT_RETRY_S if options is None else options.variables.retry_s
-        return UploadDestination(resolve(to, repository, simple_url), retry_s)
+        return upload.UploadDestination(upload.resolve(to, repository, simple_url), retry_s)
     if simple_url:
         raise UsageError(f"--simple-url (or simple-url in the config) applies to http(s):// upload endpoints, "
                          f"not --to {to}; drop it")
@@ -179,19 +178,19 @@ class Summary:
         }
 
 
-def _run_all(fn: Callable[[LocalFile], T], items: Sequence[LocalFile], workers: int) -> list[T]:
+def _run_all(fn: Callable[[LocalFile], None], items: Sequence[LocalFile], workers: int) -> None:
     """``fn`` over ``items`` in threads; the first exception stops the rest and is raised."""
     if workers <= 1 or len(items) <= 1:
-        return [fn(item) for item in items]
+        for item in items:
+            fn(item)
+        return
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
-        futures: list[Future[T]] = [pool.submit(fn, item) for item in items]
+        futures = [pool.submit(fn, item) for item in items]
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
         for fut in futures:
             if fut in done and fut.exception() is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
                 raise fut.exception()  # type: ignore[misc]
-        return [fut.result() for fut in futures]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -217,17 +216,9 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
     with ExitStack() as stack:  # the scratch folder of files copied from the store, removed at the end
         local = {f.rel for f in files}  # the files pages link that are neither published from here nor there
         absent = sorted(rel for rel in linked.linked(root, files) - local if not dest.has(rel)) if files else []
-        if absent and dry_run:
-            store = linked.store_of(root)
-            if store is None:
-                linked.fetch(root, absent, root)  # raises: there is no store to copy them from
-            for rel in absent:
-                out(f"would copy {rel} from {store}")
-        elif absent:
-            scratch = stack.enter_context(space.scratch_dir(None, prefix="kernel-factory-publish-"))
-            files.extend(linked.fetch(root, absent, Path(scratch)))
-            for rel in absent:
-                out(f"copying {rel} from {linked.store_of(root)}")
+        if absent:
+            scratch = None if dry_run else Path(stack.enter_context(space.scratch_dir(None, "kernel-factory-publish-")))
+            files.extend(linked.fetch(root, absent, scratch, out))
         lock = threading.Lock()
 
         def one(f: LocalFile) -> None:
@@ -269,9 +260,7 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
 
 def store_root(flags: Flags, opts: Options | None = None) -> Path:
     """The local folder to publish: ``--store``, else the index root or store of the options (default ``public``)."""
-    from .. import config
-
-    opts = config.resolve(flags) if opts is None else opts  # defaults -> factory.toml -> environment -> flags
+    opts = resolve(flags) if opts is None else opts  # defaults -> factory.toml -> environment -> flags
     store = Location.parse(flags.given.get("store") or opts.index_out or opts.store.display)  # --store as given
     root = store.local
     if root is None:
@@ -285,9 +274,7 @@ def store_root(flags: Flags, opts: Options | None = None) -> Path:
 
 def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
     """The ``publish`` subcommand: 0 when everything is there, 3 when some files were refused."""
-    from .. import config
-
-    opts = config.resolve(args.flags)
+    opts = resolve(args.flags)
     root = store_root(args.flags, opts)
     dest = open_destination(args.to, opts, args.repository)
     if dest.same_root(root):
