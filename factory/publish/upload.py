@@ -1,10 +1,6 @@
-"""An ``http(s)://`` upload endpoint (Artifactory, Nexus, devpi, pypiserver) as a publish destination.
-
-Wheels only (the endpoint builds its own index), sent with twine's client for the legacy upload API. A wheel
-already listed on the endpoint's simple page with the same sha256 is skipped; one listed with other bytes is
-refused (versions are immutable there). The upload URL, credentials and certificates are found as twine finds
-them, the simple index from ``--simple-url`` or the URL's shape (docs/publish.md).
-"""
+"""An ``http(s)://`` upload endpoint (Artifactory, Nexus, devpi, pypiserver) as a publish destination: wheels only
+(the endpoint builds its own index), sent with twine's client for the legacy upload API, its URL, credentials
+and certificates found as twine finds them (docs/publish.md)."""
 
 from __future__ import annotations
 
@@ -40,7 +36,6 @@ class Endpoint:
     ca_cert: str | None = None
     client_cert: str | None = None
     simple_url: str | None = None  # given by the user; None: detect
-    source: str = "--to"  # what named it, for messages
 
 
 def split_credentials(url: str) -> tuple[str, str | None, str | None]:
@@ -80,13 +75,13 @@ def resolve(to: str | None, repository: str | None, simple_url: str | None,
     env = os.environ if env is None else env
     section: dict[str, Any] = {}
     if to:
-        url, source = _http(to, "--to"), "--to"
+        url = _http(to, "--to")
     elif env.get("TWINE_REPOSITORY_URL") and not repository:
-        url, source = _http(env["TWINE_REPOSITORY_URL"], "TWINE_REPOSITORY_URL"), "TWINE_REPOSITORY_URL"
+        url = _http(env["TWINE_REPOSITORY_URL"], "TWINE_REPOSITORY_URL")
     elif repository or env.get("TWINE_REPOSITORY"):
         name = repository or env["TWINE_REPOSITORY"]
         section = _pypirc_section(name)
-        url, source = _http(str(section["repository"]), f"{PYPIRC} [{name}] repository"), f"{PYPIRC} [{name}]"
+        url = _http(str(section["repository"]), f"{PYPIRC} [{name}] repository")
     else:
         raise UsageError("publish needs a destination: pass --to DEST, or --repository NAME from ~/.pypirc, "
                          "or set TWINE_REPOSITORY_URL")
@@ -108,7 +103,7 @@ def resolve(to: str | None, repository: str | None, simple_url: str | None,
         url=url, user=user, password=password,
         ca_cert=env.get("TWINE_CERT") or section.get("ca_cert") or None,
         client_cert=env.get("TWINE_CLIENT_CERT") or section.get("client_cert") or None,
-        simple_url=simple_url, source=source,
+        simple_url=simple_url,
     )
 
 
@@ -126,34 +121,23 @@ def simple_from_shape(url: str) -> str | None:
     return None
 
 
-def is_devpi_index(session: Any, url: str) -> bool:
-    """True when ``url`` is a devpi index: its JSON API answers ``{"type": "indexconfig", ...}``."""
-    import requests
-
-    try:
-        resp = session.get(url, headers={"Accept": "application/json"}, timeout=30)
-    except requests.RequestException:
-        return False  # the upload itself will say that the endpoint is unreachable
-    if resp.status_code != 200 or "json" not in resp.headers.get("Content-Type", ""):
-        return False
-    try:
-        body = resp.json()
-    except ValueError:
-        return False
-    return isinstance(body, dict) and body.get("type") == "indexconfig"
-
-
 def simple_index(endpoint: Endpoint, session: Any) -> str:
-    """Where to look for files already on the endpoint (ends with ``/``)."""
+    """Where to look for files already on the endpoint (ends with ``/``): ``--simple-url``, the URL's shape, devpi's
+    ``+simple/`` (its JSON API answers ``{"type": "indexconfig", ...}``), else ``simple/``."""
     if endpoint.simple_url:
         return endpoint.simple_url.rstrip("/") + "/"
     shaped = simple_from_shape(endpoint.url)
     if shaped:
         return shaped
+    import requests
+
     base = endpoint.url.rstrip("/") + "/"
-    if is_devpi_index(session, base):
-        return base + "+simple/"
-    return base + "simple/"
+    try:
+        resp = session.get(base, headers={"Accept": "application/json"}, timeout=30)
+        body = resp.json() if resp.status_code == 200 and "json" in resp.headers.get("Content-Type", "") else None
+    except (requests.RequestException, ValueError):  # unreachable: the upload itself will say so
+        body = None
+    return base + ("+simple/" if isinstance(body, dict) and body.get("type") == "indexconfig" else "simple/")
 
 
 def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "text/html",

@@ -42,10 +42,10 @@ def test_to_with_twine_environment(home: Path) -> None:
 
 def test_twine_repository_url_and_pypirc(home: Path) -> None:
     from_env = resolve(None, None, None, {"TWINE_REPOSITORY_URL": "https://h.example/up/", "TWINE_PASSWORD": "x"})
-    assert (from_env.url, from_env.password, from_env.source) == ("https://h.example/up/", "x", "TWINE_REPOSITORY_URL")
+    assert (from_env.url, from_env.password) == ("https://h.example/up/", "x")
     section = resolve(None, "corp", None, {})
     assert section == Endpoint(url="https://corp.example/repository/k/", user="alice", password="from-pypirc",
-                               ca_cert="/etc/corp-ca.pem", source="~/.pypirc [corp]")
+                               ca_cert="/etc/corp-ca.pem")
     named = resolve(None, None, None, {"TWINE_REPOSITORY": "corp", "TWINE_PASSWORD": "env", "TWINE_CERT": "/c"})
     assert (named.user, named.password, named.ca_cert) == ("alice", "env", "/c")  # environment over the file
 
