@@ -232,8 +232,7 @@ class Catalog:
             return catalog
         try:
             src.backup(catalog.db)
-            schema = catalog.db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-            valid = _master(catalog.db) == _expected_master() and schema is not None and schema[0] == SCHEMA
+            valid = _master(catalog.db) == _expected_master() and catalog.meta("schema") == SCHEMA
         except sqlite3.Error:
             valid = False
         finally:
@@ -355,15 +354,18 @@ class Catalog:
         return [project for (project,) in self.db.execute(query, filenames)]
 
     def label_backends(self) -> dict[str, str | None]:
-        """``label_backends`` of the rows; each label becomes a folder name: one not plain raises CatalogDamaged."""
-        rows = list(self.db.execute(
-            "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch"
-        ))  # fmt: skip
-        for label, _noarch, backend in rows:
+        """Every variant label -> its backend: that of its arch wheels, else of its noarch wheels; the least where
+        they differ. Each label becomes a folder name: one not plain raises CatalogDamaged."""
+        found: dict[str, str | None] = {}
+        for label, _noarch, backend in self.db.execute(
+            "SELECT label, noarch, MIN(backend) FROM records WHERE label IS NOT NULL GROUP BY label, noarch "
+            "ORDER BY label, noarch DESC"  # noarch first: arch wheels win
+        ):  # fmt: skip
             if not check.plain_label(label) or not (backend is None or check.plain_text(backend)):
                 raise CatalogDamaged(f"{self.path}: a row's label {str(label)[:80]!r} or backend is not one a "
                                      "record may hold")  # fmt: skip
-        return label_backends(rows)
+            found[label] = backend
+        return found
 
     def projects(self, names: Iterable[str] | None = None) -> Iterator[tuple[str, list[Record]]]:
         """(project, its records) in order, all or ``names``; every row checked (``_decoded``): else CatalogDamaged."""
@@ -444,19 +446,6 @@ class Catalog:
         records = [r for _project, group in self.projects() for r in group]
         return sorted(records, key=lambda r: r.filename)
 
-
-def label_backends(wheels: Iterable[tuple[str | None, int, str | None]]) -> dict[str, str | None]:
-    """Every variant label -> its backend, from (label, noarch, backend) of wheels: that of its arch wheels,
-    else of its noarch wheels; the least where they differ (``Catalog.label_backends``)."""
-    least: dict[tuple[str, int], str | None] = {}
-    for label, noarch, backend in wheels:
-        if label is not None:
-            have = least.get((label, noarch))
-            least[(label, noarch)] = backend if have is None else have if backend is None else min(have, backend)
-    found: dict[str, str | None] = {}
-    for label, noarch in sorted(least, key=lambda pair: (pair[0], -pair[1])):  # noarch first: arch wheels win
-        found[label] = least[(label, noarch)]
-    return found
 
 def sync(
     catalog: Catalog, listing: dict[str, str], read: Callable[[list[str]], Iterable[Got]],
