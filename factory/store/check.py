@@ -49,19 +49,14 @@ LOCAL_HINT = "run `kernel-factory index --repair` to rebuild it from its wheel, 
 def _depth(value: Any) -> int:
     """Nesting depth of lists and objects, without recursion."""
     deepest = 0
-    todo = [(value, 1)]
+    todo: list[tuple[Any, int]] = [(value, 1)]
     while todo:
         item, level = todo.pop()
-        if isinstance(item, dict):
-            items = list(item.values())
-        elif isinstance(item, list):
-            items = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        if deepest > MAX_DEPTH:
-            return deepest
-        todo.extend((child, level + 1) for child in items)
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            if deepest > MAX_DEPTH:
+                return deepest
+            todo.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
     return deepest
 
 
