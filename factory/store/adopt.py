@@ -1,11 +1,7 @@
-"""``index --wheels DIR``: adopt existing wheels into the store with their ``.metadata`` and records (docs/index.md).
-
-Each wheel is copied in (never hard-linked: a write to the adopted folder's file would change the store's), then
-its METADATA, then its record, each atomic, so a record only exists once its wheel and metadata are whole. A
-wheel of a kernel the store holds is refused unless ``--allow-kernel-names``; what is read from a wheel, and its
-caps, are in wheelinfo.py. Batches are adopted in worker processes, with two file-system syncs per batch rather
-than an fsync per file (a batch of a few wheels fsyncs its files and the folder instead).
-"""
+"""``index --wheels DIR``: adopt existing wheels into the store with their ``.metadata`` and records (docs/index.md:
+copies, never hard links; a kernel's name refused unless ``--allow-kernel-names``; batches in worker processes,
+two file-system syncs each). Wheel, then METADATA, then record, each atomic: a record only exists once its wheel
+and metadata are whole. What is read from a wheel, and its caps, are in wheelinfo.py."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Every run: the files each record names are still the ones it describes (docs/index.md, issue 27 items 3 and 5).
-
-Cheaply: each wheel's size against its record; a wheel whose key (local: stat and its record's key; S3: ETag)
-changed since the last check that matched is hashed again (a wheel seen first is taken at its size, as adoption
-or the build just hashed it); a missing ``.metadata`` is written again from the wheel where it hashes right. A
-wheel that differs from its record is left out of the pages and named (``--repair`` records it as it is); the
-run exits 3 until the store is whole. The catalog only says which files to look at, never trusted over them.
-"""
+"""Every run: the files each record names are still the ones it describes (docs/index.md, "Wheels and .metadata
+files, checked on every run"; issue 27 items 3 and 5). The catalog only says which files to look at, never
+trusted over them."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Yank and unyank (PEP 592): the records of the wheels a spec names, marked, each written whole.
-
-A spec is read by ``packaging``: ``img2grey==1.1.2`` matches every label of 1.1.2 (PEP 440 ignores a candidate's
-local label when the specifier has none), ``==1.1.2+LABEL`` one wheel set, ``'img2grey<1.1'`` a range. The
-caller's index run renders the pages, where pip and uv skip a yanked wheel unless it is pinned exactly.
-"""
+"""Yank and unyank (PEP 592): the records of the wheels a spec names (read by ``packaging``, docs/withdraw.md),
+marked, each written whole; the caller's index run renders the pages."""
 
 from __future__ import annotations
 
@@ -88,15 +84,11 @@ def mark(files: Store, records: list[Record], value: bool | str) -> tuple[list[R
             continue
         name = f"{r.filename}.json"
         data = files.read(name)
-        where = f"{files.file_url(name)}"
         raw = json.loads(data) if data is not None and len(data) <= check.MAX_RECORD_BYTES else None
         if raw is None or check.check(raw, r.filename).sha256 != r.sha256:
-            raise Refused(f"{where}: changed while it was read (another writer?); run the command again")
+            raise Refused(f"{files.file_url(name)}: changed while it was read (another writer?); run the command again")
         raw["yanked"] = value
         new = check.check(raw, r.filename)
-        files.write(name, (_dumps(raw) + "\n").encode())
+        files.write(name, (json.dumps(raw, sort_keys=True, separators=(",", ":")) + "\n").encode())  # as Record.to_json
         changed.append(new)
     return changed, same
-
-
-_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode  # as Record.to_json
