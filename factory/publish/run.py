@@ -1,10 +1,6 @@
-"""``kernel-factory publish``: copy a store and index root to a destination (docs/publish.md).
-
-Files go in phases so that a reader never sees a link to a file that is not there yet (``phases``; linked.py
-copies what the pages link from the store). A file already there with the same bytes is skipped, so an
-interrupted publish completes when run again. Then what the store withdrew is deleted there (withdrawals.py);
-nothing else at the destination ever is.
-"""
+"""``kernel-factory publish``: copy a store and index root to a destination (docs/publish.md), in phases so that a
+reader never sees a link to a file that is not there yet; then what the store withdrew is deleted there
+(withdrawals.py), and nothing else at the destination ever is."""
 
 from __future__ import annotations
 
@@ -34,8 +30,6 @@ RECORD_CAP = 256 * 1024  # bytes of a record read to learn a wheel's sha256 (sto
 
 @dataclass(frozen=True)
 class PublishArgs:
-    """``publish``: the options' flags, where to, and how much to print."""
-
     flags: Flags
     to: str | None = None
     repository: str | None = None
@@ -134,23 +128,15 @@ def _recorded_sha256(f: LocalFile) -> str | None:
 
 def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
     """Wheels, .metadata, other ``files/``, pages (deepest first, ``projects/`` after the ``simple/`` they link)."""
-    wheels, metadata, other_files, pages = [], [], [], []
+    by_phase: dict[tuple[int, float], list[LocalFile]] = {}
     for f in files:
+        phase: tuple[int, float]
         if f.rel.startswith("files/"):
-            if f.name.endswith(".whl"):
-                wheels.append(f)
-            elif f.name.endswith(".whl.metadata"):
-                metadata.append(f)
-            else:
-                other_files.append(f)
-        else:
-            pages.append(f)
-    by_depth: dict[float, list[LocalFile]] = {}
-    for f in pages:  # a project's page for a person links its simple pages: it goes in the phase after them
-        depth = f.rel.count("/") - (0.5 if f.rel.startswith("projects/") else 0)
-        by_depth.setdefault(depth, []).append(f)
-    page_phases = [by_depth[d] for d in sorted(by_depth, reverse=True)]
-    return [p for p in [wheels, metadata, other_files, *page_phases] if p]
+            phase = (0, 0 if f.name.endswith(".whl") else 1 if f.name.endswith(".whl.metadata") else 2)
+        else:  # a project's page for a person links its simple pages: it goes in the phase after them
+            phase = (1, -(f.rel.count("/") - (0.5 if f.rel.startswith("projects/") else 0)))
+        by_phase.setdefault(phase, []).append(f)
+    return [by_phase[phase] for phase in sorted(by_phase)]
 
 
 @dataclass
