@@ -1,9 +1,6 @@
-"""What adoption reads from one wheel: its file name, METADATA and provenance file, its digest, and its record.
-
-A wheel of up to ``WHOLE`` bytes is read and hashed once, its zip read from memory; a bigger one is hashed in
-chunks and its zip read from the file. Nothing is inflated beyond ``MAX_METADATA`` or ``MAX_PROVENANCE`` bytes,
-and only METADATA's header block is parsed. Every refusal is one line that names the wheel and the fix.
-"""
+"""What adoption reads from one wheel: its file name, METADATA and provenance file, its digest, and its record. A
+small wheel is read once; nothing is inflated beyond ``MAX_METADATA`` or ``MAX_PROVENANCE`` bytes, and only
+METADATA's header block is parsed. Every refusal is one line that names the wheel and the fix."""
 
 from __future__ import annotations
 
@@ -35,8 +32,6 @@ WHOLE = 32 * 1024 * 1024  # wheels up to this size are read into memory once (ha
 
 @dataclass(frozen=True)
 class WheelData:
-    """What was read from one wheel file."""
-
     sha256: str
     size: int
     mtime: float
@@ -133,29 +128,27 @@ def variant_fields(
     key = _tags_key(label, tags)
     if provenance is None and known is not None and label is not None and key in known:
         fields = known[key]
-        if not fields:
-            _unknown_label(wheel_name, label)
-        return {**fields, "kernel_version": version.public} if fields else {}
-    target: variants.Target | None = None
-    named = (read_provenance(provenance)[0] or {}).get("variant")
-    if isinstance(named, str):
-        try:
-            target = variants.parse(named)
-        except UnknownVariant:
-            target = None
-        if target is not None and target.label != label:
-            target = None
-    if target is not None:
-        fields = _target_fields(target)
-    elif label is not None:
-        fields = _label_fields(label, tags)
     else:
-        return {}
-    if provenance is None and known is not None:
-        known[key] = fields
+        target: variants.Target | None = None
+        named = (read_provenance(provenance)[0] or {}).get("variant")
+        if isinstance(named, str):
+            try:
+                target = variants.parse(named)
+            except UnknownVariant:
+                target = None
+            if target is not None and target.label != label:
+                target = None
+        if target is not None:
+            fields = _target_fields(target)
+        elif label is not None:
+            fields = _label_fields(label, tags)
+        else:
+            return {}
+        if provenance is None and known is not None:
+            known[key] = fields
     if not fields:
-        assert label is not None  # fields come from a target, or from a label that names none
-        _unknown_label(wheel_name, label)
+        report.warn(f"{wheel_name}: local label {label!r} is not a build variant's; it is listed in the combined "
+                    "index only, not in any variants/<label>/ root")  # fmt: skip
         return {}
     return {**fields, "kernel_version": version.public}
 
@@ -190,11 +183,6 @@ def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> No
         key = _tags_key(version.local, tags)
         if version.local is not None and key not in known:
             known[key] = _label_fields(version.local, tags)
-
-
-def _unknown_label(wheel_name: str, label: str) -> None:
-    report.warn(f"{wheel_name}: local label {label!r} is not a build variant's; it is listed in the "
-                "combined index only, not in any variants/<label>/ root")  # fmt: skip
 
 
 def parse_headers(metadata: bytes) -> dict[str, Any]:
