@@ -1,10 +1,6 @@
-"""The one place that checks a record (``files/<wheel>.json``) before anything uses it.
-
-Records come from stores others may write to (an ``s3://`` store CI shards share, a folder synced from
-elsewhere), so every field is checked when a record is loaded: size, nesting, types, the name (PEP 503/508), the
-version (PEP 440), the label (variants.py), hex digests, and the file name against its key, name and version.
-A record that fails is named in one line with the way to repair it; the caller skips it and goes on.
-"""
+"""The one place that checks a record (``files/<wheel>.json``) before anything uses it: records come from stores
+others may write to (an ``s3://`` store CI shards share, a folder synced from elsewhere), so every field is checked
+when a record is loaded. A record that fails is named in one line with the way to repair it; the caller skips it."""
 
 from __future__ import annotations
 

@@ -75,8 +75,6 @@ def _read_in_worker(folder: str, batch: list[str]) -> list[tuple[str, tuple[Any,
 
 
 class LocalStore:
-    """``<root>/files/`` on a local file system."""
-
     def __init__(self, root: Path, lock_wait_s: float = DEFAULT_LOCK_WAIT_S) -> None:
         self.root = Path(root)
         self.lock_wait_s = lock_wait_s  # KERNEL_FACTORY_LOCK_WAIT (config.Variables)

@@ -22,8 +22,6 @@ from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync
 
 
 class S3Store:
-    """The Store protocol (store/__init__.py) over ``s3://bucket/prefix``."""
-
     def __init__(self, url: str, put: PutOptions = DEFAULT_PUT) -> None:
         self.url = self.display = url
         self.bucket = Bucket(f"{url.rstrip('/')}/{FILES}", put, flag="--store")
@@ -52,7 +50,6 @@ class S3Store:
         return True
 
     def lock(self) -> contextlib.AbstractContextManager[None]:
-        """No lock: shards write distinct keys, each wheel before its record."""
         return contextlib.nullcontext()
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
@@ -84,8 +81,8 @@ class S3Store:
         """Up to date with ``open_catalog``'s listing: a record is read where its ETag is not the catalog's key."""
         from . import check as record_check
 
-        found = Synced(names=set(self.listing))
         records: dict[str, str] = {}  # wheel -> ETag of its record
+        found = Synced(listing=records, names=set(self.listing))
         for name, (size, etag) in sorted(self.listing.items()):
             if "/" in name or name.startswith("."):
                 continue
@@ -108,7 +105,6 @@ class S3Store:
             found.errors += [(wheel, why) for wheel, _record, _text, why in got if why is not None]
             return [(wheel, record, text) for wheel, record, text, _why in got]
 
-        found.listing = records
         found.touched = sync(catalog, records, read, rescan)
         return found
 
@@ -139,7 +135,6 @@ class S3Store:
                               "the command again")
 
     def save(self, catalog: Catalog, adopted: bool) -> None:
-        """Put the catalog back where this run changed it (one PUT; refused: Unreachable, exit 4)."""
         if catalog.changed:
             self.write(CATALOG_FILE, Path(catalog.path).read_bytes())
 
