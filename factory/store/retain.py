@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from ..errors import Refused, UsageError
 from ..nofollow import LinkRefused
-from ..record import Record
-from .check import plain_wheel
+from ..record import Record, version_key
+from .check import plain_wheel, version_of
 
 if TYPE_CHECKING:
     from . import Store
@@ -66,10 +65,6 @@ def parse_keep(value: object, where: str) -> int:
     return int(value)
 
 
-def _public(r: Record) -> str:
-    return r.kernel_version or r.version.split("+", 1)[0]
-
-
 def _uploaded(r: Record) -> dt.datetime:
     return dt.datetime.fromisoformat(r.upload_time.replace("Z", "+00:00"))
 
@@ -78,18 +73,19 @@ def plan(records: Iterable[Record], rules: Rules, files: Path | None = None) -> 
     """The versions ``rules`` remove, and why each other is kept; ``files``: to count the bytes freed (``freed``)."""
     by_project: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        by_project[str(canonicalize_name(r.name))][_public(r)].append(r)
+        by_project[str(canonicalize_name(r.name))][r.public_version].append(r)
     out = Plan()
     for project in sorted(by_project):
         versions = by_project[project]
-        order = sorted(versions, key=_version_key, reverse=True)  # newest first
+        order = sorted(versions, key=version_key, reverse=True)  # newest first
         per_major: dict[object, int] = defaultdict(int)
         for i, version in enumerate(order):
             recs = versions[version]
             why = []
             if i == 0:
                 why.append("newest")
-            major = _major(version)
+            parsed = version_of(version)
+            major = parsed.major if parsed is not None else version
             per_major[major] += 1
             if rules.keep_per_major is not None and per_major[major] <= rules.keep_per_major:
                 why.append(f"keep-per-major {rules.keep_per_major}")
@@ -112,34 +108,20 @@ def plan_named(records: Iterable[Record], named: list[Record], locked: frozenset
     newest: dict[str, str] = {}
     for r in records:
         project = str(canonicalize_name(r.name))
-        if project not in newest or _version_key(_public(r)) > _version_key(newest[project]):
-            newest[project] = _public(r)
+        if project not in newest or version_key(r.public_version) > version_key(newest[project]):
+            newest[project] = r.public_version
     out = Plan()
     for r in named:
-        project = str(canonicalize_name(r.name))
-        if _public(r) == newest[project]:
-            raise Refused(f"{r.filename}: {project} {_public(r)} is the project's newest version, which prune never "
+        project, public = str(canonicalize_name(r.name)), r.public_version
+        if public == newest[project]:
+            raise Refused(f"{r.filename}: {project} {public} is the project's newest version, which prune never "
                           "removes; yank it (kernel-factory yank) or quarantine the project (kernel-factory status)")
         if (r.repo_id or r.source, r.revision) in locked:
-            raise Refused(f"{r.filename}: {project} {_public(r)} is pinned by a kernels.lock given with "
+            raise Refused(f"{r.filename}: {project} {public} is pinned by a kernels.lock given with "
                           f"--keep-locked (commit {r.revision}); update the lock first, or leave the version")
         out.remove.append(r)
         out.bytes += freed(files, r)
     return out
-
-
-def _version_key(text: str) -> tuple[int, Version | str]:
-    try:
-        return (1, Version(text))
-    except InvalidVersion:
-        return (0, text)
-
-
-def _major(text: str) -> object:
-    try:
-        return Version(text).major
-    except InvalidVersion:
-        return text
 
 
 def freed(files: Path | None, r: Record) -> int:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..errors import Refused, UsageError, VersionNotFound
 from ..record import Record
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Spec:
-    """A project (normalized) and the versions it names."""
-
     text: str
     project: str
     specifier: SpecifierSet
@@ -32,11 +30,8 @@ class Spec:
     def matches(self, record: Record) -> bool:
         if str(canonicalize_name(record.name)) != self.project:
             return False
-        try:
-            version = Version(record.version)
-        except InvalidVersion:
-            return False
-        return self.specifier.contains(version, prereleases=True)
+        version = check.version_of(record.version)
+        return version is not None and self.specifier.contains(version, prereleases=True)
 
 
 def parse_spec(text: str) -> Spec:
