@@ -19,7 +19,7 @@ from ..libc import sync_fs
 from ..nofollow import Batch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
 from ..record import FILES, VARIANT_ROOT, Record, read_provenance
 from . import check as record_check
-from .catalog import Row, catalog_row
+from .catalog import Row, catalog_row, record_key
 from .wheelinfo import WheelData, map_labels, parse_name, read_wheel, read_wheel_info, record_of
 
 BATCH = 512  # wheels per batch (one process handles a batch; two file-system syncs each)
@@ -54,27 +54,26 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
     wheel = read_wheel(path, filename)
     record = record_of(filename, parsed, wheel, known)
     dest = os.path.join(files, filename)
+    same = False
     if os.path.lexists(dest):
         try:
             same = file_digest(Path(dest), follow=False) == record.sha256
         except (OSError, LinkRefused):  # a symbolic link of that name (never read through), or gone since
-            same = False  # the wheel goes there: the rename replaces the link, never what it points to
+            pass  # the wheel goes there: the rename replaces the link, never what it points to
         if not same and os.path.isfile(dest) and not os.path.islink(dest):
             raise Refused(f"{filename}: a different file of that name is already in {files}; remove one of them")
-        if same:
-            batch.put(f"{filename}.metadata", wheel.metadata)
-            return record
-    # a copy, never a hard link: a write to the --wheels folder's file must not change the store's; the bytes
-    # hashed (those read, for a small wheel), else a copy that must hash the same, never through a link
-    if wheel.data is not None:
-        batch.put(filename, wheel.data)
-    else:
-        try:
-            copy_file(Path(path), Path(dest), wheel.sha256)
-        except (DigestMismatch, LinkRefused):
-            raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still"
-                          ) from None  # fmt: skip
-    os.utime(dest, (wheel.mtime, wheel.mtime))  # the record's upload time, as --repair reads it back
+    if not same:
+        # a copy, never a hard link: a write to the --wheels folder's file must not change the store's; the bytes
+        # hashed (those read, for a small wheel), else a copy that must hash the same, never through a link
+        if wheel.data is not None:
+            batch.put(filename, wheel.data)
+        else:
+            try:
+                copy_file(Path(path), Path(dest), wheel.sha256)
+            except (DigestMismatch, LinkRefused):
+                raise Refused(f"{filename}: the file changed while it was read; run again once the folder is still"
+                              ) from None  # fmt: skip
+        os.utime(dest, (wheel.mtime, wheel.mtime))  # the record's upload time, as --repair reads it back
     batch.put(f"{filename}.metadata", wheel.metadata)
     return record
 
@@ -84,8 +83,6 @@ def adopt_batch(
     known: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[list[tuple[str, Record, str]], list[tuple[str, str]], dict[str, dict[str, Any]]]:
     """Adopt a batch: ([(catalog key, record, its text)], [(wheel, why refused)], ``known`` filled)."""
-    from .catalog import record_key
-
     folder, paths = os.fspath(files), [os.fspath(w) for w in wheels]
     known = {} if known is None else known
     small = len(paths) <= SMALL  # a few wheels: an fsync per file and the folder, not the whole file system

@@ -122,7 +122,6 @@ def _create(db: sqlite3.Connection) -> None:
 
 @lru_cache(maxsize=1)
 def _expected_master() -> set[tuple[str, str, str | None]]:
-    """The objects of a catalog as ``_create`` makes it."""
     db = sqlite3.connect(":memory:", isolation_level=None)
     try:
         _create(db)
@@ -141,19 +140,16 @@ def _digest(text: str) -> bytes:
 
 def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
     """The row of ``record``; ``names`` caches projects; last, ``text`` (its file's, checked) or its JSON."""
-    project = names.get(record.name) if names is not None else None
+    names = {} if names is None else names
+    project = names.get(record.name)
     if project is None:
-        project = canonicalize_name(record.name)
-        if names is not None:
-            names[record.name] = project
+        project = names[record.name] = canonicalize_name(record.name)
     if text is None:
         text = record.to_json().decode()
     return (record.filename, project, key, record.label, record.backend, int(record.framework == NOARCH), text)
 
 
 class Catalog:
-    """One SQLite file (or ``:memory:``) of records; see the module docstring."""
-
     def __init__(self, path: str | Path = ":memory:",
                  scratch: tempfile.TemporaryDirectory[str] | None = None) -> None:  # fmt: skip
         """A catalog file, or one in memory; ``scratch``: the file's folder, removed on ``close``."""
@@ -274,7 +270,6 @@ class Catalog:
         return self._keys
 
     def project_names(self) -> list[str]:
-        """Every project, in name order."""
         return [str(name) for (name,) in self.db.execute("SELECT DISTINCT project FROM records ORDER BY project")]
 
     def reader(self) -> Catalog:
@@ -442,7 +437,6 @@ class Catalog:
         return found
 
     def records(self) -> list[Record]:
-        """Every record, sorted by file name."""
         records = [r for _project, group in self.projects() for r in group]
         return sorted(records, key=lambda r: r.filename)
 
