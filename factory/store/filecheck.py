@@ -31,20 +31,6 @@ class FileCheck:
     touched: set[str] = field(default_factory=set)
 
 
-def _changed(where: str, name: str, what: str, fix: str) -> str:
-    return (
-        f"{where}: {what}, not the wheel its record {name}.json describes (changed outside kernel-factory); "
-        f"it is left out of the pages: put back the wheel the record describes, or {fix}"
-    )
-
-
-# What to do about a wheel that differs from its record, and about a missing .metadata its wheel cannot give again:
-# in a local folder (which ``--repair`` records as it is), and on S3.
-FIX_CHANGED = {True: "run `kernel-factory index --repair` to record this wheel as it is",
-               False: "delete the wheel and its record and run `kernel-factory build` again"}
-FIX_METADATA = {True: "run `kernel-factory index --repair`", False: "build the wheel again"}
-
-
 def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = False) -> FileCheck:
     """Compare every record in ``catalog`` with its wheel and ``.metadata``; ``synced``: this run's ``sync``."""
     found = FileCheck()
@@ -67,23 +53,21 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
             looked[name] = (got[0], key, got[2])
     drop: list[str] = []
     redo: list[tuple[str, Any, str | None]] = []
+    fix_changed = ("run `kernel-factory index --repair` to record this wheel as it is" if local else
+                   "delete the wheel and its record and run `kernel-factory build` again")  # S3 has no --repair
     for name, size, sha256, metadata_sha256 in select_in(catalog.db, _QUERY, sorted(looked)):  # in name order
         got_size, key, kind = looked[name]
         before = stats.get(name)
-        bad = None
+        bad, fix = None, fix_changed
         if kind is not None:  # a folder where the wheel was: --repair cannot record it
-            found.errors.append(_changed(store.file_url(name), name, kind,
-                                         f"remove it and {name}.json and {name}.metadata beside it (then run "
-                                         "`kernel-factory index`)"))  # fmt: skip
-            drop.append(name)
-            seen[name] = f"!{key}"
-            continue
-        if got_size != size:
+            bad = kind
+            fix = f"remove it and {name}.json and {name}.metadata beside it (then run `kernel-factory index`)"
+        elif got_size != size:
             bad = f"{got_size} bytes where its record says {size}"
         elif before is not None and before not in (key, f"?{key}") and store.sha256_of(name) != sha256:
             bad = "its sha256 differs from its record's"
         if bad is not None:
-            if repair and store.folder is not None:
+            if repair and store.folder is not None and kind is None:
                 from .adopt import repair as record_again
 
                 try:  # record the wheel as it is now (index --repair)
@@ -100,7 +84,9 @@ def check_files(store: Store, catalog: Catalog, synced: Synced, repair: bool = F
                     seen[name] = f"{got[1] if got else ''}/{new_key}"  # the wheel as its new record has it
                     continue
             else:
-                found.errors.append(_changed(store.file_url(name), name, bad, FIX_CHANGED[local]))
+                found.errors.append(f"{store.file_url(name)}: {bad}, not the wheel its record {name}.json describes "
+                                    "(changed outside kernel-factory); it is left out of the pages: put back the "
+                                    f"wheel the record describes, or {fix}")  # fmt: skip
             drop.append(name)
             seen[name] = f"!{key}"  # never its key: checked (hashed) again next run, not taken at first sight
             continue
@@ -127,8 +113,8 @@ def _put_metadata(store: Store, name: str, metadata_sha256: str, found: FileChec
         found.errors.append(f"{where} is missing and cannot be made again: {exc}")
         return False
     if hashlib.sha256(metadata).hexdigest() != metadata_sha256:
-        found.errors.append(f"{where} is missing, and the wheel's METADATA is not the one its record names; "
-                            f"{FIX_METADATA[store.folder is not None]}")  # fmt: skip
+        fix = "run `kernel-factory index --repair`" if store.folder is not None else "build the wheel again"
+        found.errors.append(f"{where} is missing, and the wheel's METADATA is not the one its record names; {fix}")
         return False
     try:
         store.write(f"{name}.metadata", metadata)
