@@ -26,7 +26,6 @@ class LocalFile:
         return self.rel.rsplit("/", 1)[-1]
 
     def sha256(self) -> str:
-        """Hex sha256 of the file's bytes (computed once)."""
         if self._sha256 is None:
             self._sha256 = file_digest(self.path, "sha256", follow=False)  # never through a link
         return self._sha256

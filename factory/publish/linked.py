@@ -40,20 +40,15 @@ def linked(root: Path, files: Sequence[LocalFile]) -> set[str]:
     return found
 
 
-def store_of(root: Path) -> str | None:
-    try:
-        data = json.loads((root / STORE_FILE).read_bytes())
-    except (OSError, ValueError):
-        return None
-    store = data.get("store") if isinstance(data, dict) else None
-    return store if isinstance(store, str) and store.startswith("s3://") else None
-
-
 def fetch(root: Path, rels: list[str], scratch: Path | None, out: Callable[[str], None]) -> list[LocalFile]:
     """Download ``rels`` from the store named in ``root`` into ``scratch`` (None: a dry run, nothing downloaded);
     Refused where there is none."""
-    store = store_of(root)
-    if store is None:
+    try:
+        data = json.loads((root / STORE_FILE).read_bytes())
+    except (OSError, ValueError):
+        data = None
+    store = data.get("store") if isinstance(data, dict) else None
+    if not isinstance(store, str) or not store.startswith("s3://"):
         raise Refused(f"the pages under {root} link {len(rels)} file(s) that are neither there nor at the "
                       f"destination (first: {rels[0]}); publish the store's own folder (or index into this one "
                       "again so that it names its store); no page was published")  # fmt: skip

@@ -183,7 +183,6 @@ def _run_all(fn: Callable[[LocalFile], None], items: Sequence[LocalFile], worker
 
 def publish(root: Path, dest: Destination, *, dry_run: bool = False,
             out: Callable[[str], None] = report.info) -> Summary:
-    """Publish the files under ``root`` to ``dest`` in phases; return what was done."""
     files: list[LocalFile] = []
     summary = Summary()
     refused: list[tuple[str, str]] = []
@@ -229,11 +228,8 @@ def publish(root: Path, dest: Destination, *, dry_run: bool = False,
                     return
                 summary.uploaded_files.append(f.rel)
                 summary.uploaded_bytes += f.size
-                verb = "upload" if state == "new" else "replace"
-                if dry_run:
-                    out(f"would {verb} {f.rel} ({report.megabytes(f.size)})")
-                else:
-                    out(f"{'uploaded' if state == 'new' else 'replaced'} {f.rel} ({report.megabytes(f.size)})")
+                verb, done = ("upload", "uploaded") if state == "new" else ("replace", "replaced")
+                out(f"{f'would {verb}' if dry_run else done} {f.rel} ({report.megabytes(f.size)})")
 
         for phase in phases(files):
             _run_all(one, phase, dest.workers)

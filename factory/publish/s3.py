@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..nofollow import file_digest
-from ..s3util import DEFAULT_PUT, Bucket, PutOptions
+from ..s3util import Bucket, PutOptions
 from .base import LocalFile, State
 
 
@@ -16,7 +16,7 @@ class S3Destination:
 
     workers = 16
 
-    def __init__(self, url: str, put: PutOptions = DEFAULT_PUT) -> None:
+    def __init__(self, url: str, put: PutOptions) -> None:
         self.bucket = Bucket(url, put)
         self.display = self.bucket.url(self.bucket.prefix).rstrip("/")
         self.existing: dict[str, tuple[int, str]] = {}

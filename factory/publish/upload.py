@@ -158,10 +158,9 @@ class UploadDestination:
             from twine.repository import Repository
         except ImportError:
             raise UsageError("publishing to an upload endpoint needs twine; pip install twine") from None
-        self.url = endpoint.url
-        self.display = redact_url(self.url)  # what messages print: no user or password
+        self.display = redact_url(endpoint.url)  # what messages print: no user or password
         quiet_credentials()  # nor requests' and urllib3's log lines
-        self.repo = Repository(self.url, endpoint.user, endpoint.password, disable_progress_bar=True)
+        self.repo = Repository(endpoint.url, endpoint.user, endpoint.password, disable_progress_bar=True)
         self.repo.set_certificate_authority(endpoint.ca_cert)
         self.repo.set_client_certificate(endpoint.client_cert)
         from requests.adapters import HTTPAdapter

@@ -8,6 +8,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .. import report
 from ..nofollow import LinkRefused, open_nofollow, write_bytes
@@ -39,7 +40,6 @@ def parse_manifest(data: bytes | None) -> dict[str, int]:
 
 
 def _plain_rel(rel: object) -> bool:
-    """A relative path under the destination's root: no empty, '.' or '..' part, no backslash or control char."""
     if type(rel) is not str or not rel or rel.startswith("/") or "\\" in rel:
         return False
     if has_control(rel):
@@ -63,14 +63,12 @@ def _order(rel: str) -> tuple[int, int, str]:
     return (1, 0, rel)
 
 
-def carry(root: Path, dest: object, files: Sequence[LocalFile], published: set[str], *, dry_run: bool,
+def carry(root: Path, dest: Any, files: Sequence[LocalFile], published: set[str], *, dry_run: bool,
           out: Callable[[str], None]) -> list[str]:
     """Delete at ``dest`` what ``root`` put there and no longer holds; those paths. ``published``: those there now.
     ``dest.remove(rel, size)`` (directory.py, s3.py) deletes ``rel`` only if it is still the file of ``size`` that
     kernel-factory put there, saying whether it did; an upload endpoint has none."""
-    display = getattr(dest, "display", None)
-    if not isinstance(display, str):
-        return []
+    display: str = dest.display
     path = manifest_path(root, display)
     try:
         with open(open_nofollow(path, "list of published files"), "rb") as f:
