@@ -1,11 +1,6 @@
-"""The catalog: a store's records in one SQLite file, cheap to load and to diff against a listing.
-
-A cache: the records stay the truth, and a catalog missing, damaged or of another schema is rebuilt from them
-(``files/.catalog.sqlite``, locally or as an object in the bucket). A row holds a wheel's file name, project, a
-key that changes with its record (given by the store) and the record file's own JSON text. ``sync`` reads only
-the records new or changed against a listing, drops those gone and gives the catalog a new generation, in one
-transaction; the same generation means nothing for the index to render.
-"""
+"""The catalog: a store's records in one SQLite file, cheap to load and to diff against a listing. A cache: the
+records stay the truth, and a catalog missing, damaged or of another schema is rebuilt from them. Each ``sync`` gives
+the catalog a new generation where a project changed: the same generation means nothing for the index to render."""
 
 from __future__ import annotations
 
@@ -100,7 +95,6 @@ def rebuilt(catalog: Catalog, attempt: Callable[[bool], T], warn: Callable[[str]
 
 
 def _master(db: sqlite3.Connection) -> set[tuple[str, str, str | None]]:
-    """Every object of a database: (type, name, its SQL)."""
     return {(kind, name, sql) for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master")}
 
 
@@ -412,8 +406,7 @@ class Catalog:
 
     def kernel_projects(self, names: Iterable[str]) -> set[str]:
         """Those of ``names`` of which the store holds a built kernel, not only adopted wheels."""
-        kind = "json_extract(row, '$.kind') = 'kernel'"
-        query = f"SELECT 1 FROM records WHERE project = ? AND {kind} LIMIT 1"
+        query = "SELECT 1 FROM records WHERE project = ? AND json_extract(row, '$.kind') = 'kernel' LIMIT 1"
         return {name for name in names if self.db.execute(query, (name,)).fetchone() is not None}
 
     def lookalikes(self) -> list[tuple[str, str]]:

@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import nofollow, report
-from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import UsageError
 
 LOCK_NAME = ".kernel-factory.lock"
@@ -45,7 +44,7 @@ def describe_holder(path: Path) -> tuple[str, bool]:
 
 
 @contextmanager
-def folder_lock(root: Path, wait_s: float = DEFAULT_LOCK_WAIT_S) -> Iterator[None]:
+def folder_lock(root: Path, wait_s: float) -> Iterator[None]:
     """Hold the lock of the store folder ``root``, waiting up to ``wait_s`` s (KERNEL_FACTORY_LOCK_WAIT)."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_NAME

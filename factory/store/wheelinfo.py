@@ -209,19 +209,18 @@ def record_of(
             f"{filename}: METADATA Version {meta_version!r} does not match the file name "
             f"(pip refuses such wheels); rebuild the wheel"
         )
-    values = {
-        "filename": filename,
-        "name": meta_name,
-        "version": str(version),
-        "sha256": wheel.sha256,
-        "size": wheel.size,
-        "metadata_sha256": hashlib.sha256(wheel.metadata).hexdigest(),
-        "requires_python": raw.get("requires_python"),
-        "upload_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(wheel.mtime))),
-        "summary": raw.get("summary", "") or "",
-        "requires_dist": tuple(raw.get("requires_dist", [])),
-        "kind": "adopted",
-        "license": raw.get("license_expression") or raw.get("license") or None,
-    }
-    values.update(variant_fields(filename, version, tags, wheel.provenance, known))
-    return Record(**values)
+    return Record(
+        filename=filename,
+        name=meta_name,
+        version=str(version),
+        sha256=wheel.sha256,
+        size=wheel.size,
+        metadata_sha256=hashlib.sha256(wheel.metadata).hexdigest(),
+        requires_python=raw.get("requires_python"),
+        upload_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(wheel.mtime))),
+        summary=raw.get("summary", "") or "",
+        requires_dist=tuple(raw.get("requires_dist", [])),
+        kind="adopted",
+        license=raw.get("license_expression") or raw.get("license") or None,
+        **variant_fields(filename, version, tags, wheel.provenance, known),
+    )
