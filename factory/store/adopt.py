@@ -109,7 +109,6 @@ def adopt_batch(
 
 
 def _durable(batch: Batch, wheels: Sequence[str] = ()) -> None:
-    """Make ``batch`` and ``wheels`` durable: one file-system sync, or (a small batch) each wheel, then the folder."""
     if not batch.fsync:
         sync_fs(batch.folder)
         return

@@ -1,9 +1,5 @@
-"""The store in a local folder: wheels, their ``.metadata`` files and ``.json`` records under ``<root>/files/``.
-
-Each stored wheel -> .metadata -> record, each atomically, so a record only exists once its wheel and metadata are
-whole. Every writer renames into ``files/`` under the store lock, so the folder's own stat says whether an entry
-changed since the catalog last matched its listing (``FILES_STATE``): where none did, nothing is listed.
-"""
+"""The store in a local folder, ``<root>/files/``. Every writer renames into ``files/`` under the store lock, so the
+folder's own stat says whether an entry changed since the catalog last matched its listing (``FILES_STATE``)."""
 
 from __future__ import annotations
 

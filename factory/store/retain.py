@@ -125,7 +125,6 @@ def plan_named(records: Iterable[Record], named: list[Record], locked: frozenset
 
 
 def freed(files: Path | None, r: Record) -> int:
-    """The bytes removing ``r`` frees: its wheel, .metadata and record as they are on disk."""
     if files is None:
         return r.size
     total = 0

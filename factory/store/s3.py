@@ -1,9 +1,6 @@
-"""The store on S3: ``s3://bucket/prefix/files/<wheel>``, ``.metadata`` and ``.json`` records.
-
-N CI shards can build into one bucket at once: each wheel is uploaded before its ``.metadata`` and its record, so
-a listed record always has its wheel. Objects carry what the S3 destination puts (s3util.Bucket), so publishing
-the index to the same prefix finds the wheels already there and uploads only the pages.
-"""
+"""The store on S3: ``s3://bucket/prefix/files/``. N CI shards can build into one bucket at once (each wheel is
+uploaded before its ``.metadata`` and record). Objects carry what the S3 destination puts (s3util.Bucket), so
+publishing the index to the same prefix finds the wheels already there and uploads only the pages."""
 
 from __future__ import annotations
 

@@ -25,8 +25,6 @@ STATUSES = ("active", "archived", "quarantined", "deprecated")
 
 @dataclass(frozen=True)
 class Status:
-    """One project's status and why (``reason`` may be empty)."""
-
     status: str
     reason: str = ""
 
@@ -90,7 +88,6 @@ def parse(data: bytes, where: str) -> dict[str, Status]:
 
 
 def read_statuses(files: Store) -> dict[str, Status]:
-    """Every project status a store keeps (none when it has no status file)."""
     where = f"{files.file_url(STATUS_FILE)}"
     try:
         data = files.read(STATUS_FILE)

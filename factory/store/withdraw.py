@@ -64,7 +64,6 @@ def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
 
 
 def yanked_value(reason: str | None, yank: bool) -> bool | str:
-    """What a record's ``yanked`` becomes: False (unyank), the reason, or True (no reason)."""
     if not yank:
         return False
     return reason or True
