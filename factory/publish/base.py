@@ -32,13 +32,14 @@ class LocalFile:
 
 
 class Destination(Protocol):
-    """Where a root is published; see directory.py, s3.py and upload.py beside this file."""
+    """Where a root is published: directory.py, s3.py and upload.py beside this file subclass it for its defaults."""
 
     display: str  # how the destination is named in messages (never with secrets)
     workers: int  # threads that check and put files (1 where the client is not thread-safe)
 
     def wants(self, file: LocalFile) -> bool:
         """Whether this destination takes ``file`` at all (an upload endpoint takes wheels only)."""
+        return True
 
     def prepare(self, files: Sequence[LocalFile], *, dry_run: bool = False) -> None:
         """Check the destination is usable and learn what it holds (Unreachable); ``dry_run``: change nothing."""
@@ -54,5 +55,7 @@ class Destination(Protocol):
 
     def same_root(self, root: Path) -> bool:
         """Whether publishing here would write into the folder ``root`` itself (a folder destination only)."""
+        return False
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        return None

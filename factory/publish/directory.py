@@ -12,13 +12,13 @@ from pathlib import Path
 
 from ..errors import Unreachable
 from ..nofollow import Tree, copy_file, remove_stale_tmp
-from .base import LocalFile, State
+from .base import Destination, LocalFile, State
 
 # A destination has no lock: a hidden temporary file this old belongs to a publish that was killed.
 STALE_TMP_S = 3600
 
 
-class DirectoryDestination:
+class DirectoryDestination(Destination):
     """Publish into ``root``; deletes only a killed publish's hidden leftovers and withdrawn files it put there."""
 
     workers = 8
@@ -27,9 +27,6 @@ class DirectoryDestination:
         self.root = Path(root)
         self.display = str(self.root)
         self.tree = Tree(self.root)  # its folders opened without following a link (nofollow.Tree), then checked
-
-    def wants(self, file: LocalFile) -> bool:
-        return True
 
     def prepare(self, files: Sequence[LocalFile], *, dry_run: bool = False) -> None:
         if self.root.exists() and not self.root.is_dir():
@@ -98,6 +95,3 @@ class DirectoryDestination:
         except OSError as exc:
             raise Unreachable(f"cannot remove {self.root / rel}: {exc.strerror}; fix --to or its permissions") from None
         return True
-
-    def close(self) -> None:
-        pass

@@ -4,14 +4,13 @@ included); pages link ``%2B``, which S3 decodes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from ..nofollow import file_digest
 from ..s3util import Bucket, PutOptions
-from .base import LocalFile, State
+from .base import Destination, LocalFile, State
 
 
-class S3Destination:
+class S3Destination(Destination):
     """Publish into ``s3://bucket/prefix``; deletes only withdrawn objects that carry kernel-factory's sha256."""
 
     workers = 16
@@ -20,9 +19,6 @@ class S3Destination:
         self.bucket = Bucket(url, put)
         self.display = self.bucket.url(self.bucket.prefix).rstrip("/")
         self.existing: dict[str, tuple[int, str]] = {}
-
-    def wants(self, file: LocalFile) -> bool:
-        return True
 
     def prepare(self, files: Sequence[LocalFile], *, dry_run: bool = False) -> None:
         self.existing = self.bucket.list(self.bucket.prefix)
@@ -55,9 +51,6 @@ class S3Destination:
         """``simple/relu/index.html`` -> ``simple/relu/`` where directory keys are put (never the bucket's root)."""
         alias = self.bucket.put.directory_keys and key.endswith("/index.html")
         return key.removesuffix("index.html") if alias else None
-
-    def same_root(self, root: Path) -> bool:
-        return False
 
     def remove(self, rel: str, size: int) -> bool:
         """Delete the object ``rel`` (and its directory key) if it has ``size`` bytes and kernel-factory's sha256."""

@@ -11,7 +11,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
@@ -22,7 +21,7 @@ from ..config import DEFAULT_RETRY_S
 from ..errors import Refused, Unreachable, UsageError
 from ..retry import MAX_WAIT_S, RETRY_STATUS, Backoff
 from ..safe_text import printable, quiet_credentials, redact_url
-from .base import LocalFile, State
+from .base import Destination, LocalFile, State
 
 _CRED_HINT = "set TWINE_USERNAME and TWINE_PASSWORD (or a keyring entry) for it"
 PYPIRC = "~/.pypirc"
@@ -147,7 +146,7 @@ def parse_simple_page(body: bytes | str, url: str = "", content_type: str = "tex
     return {link.filename: link.sha256 or "" for link in simple.parse(raw, content_type, url, project)}
 
 
-class UploadDestination:
+class UploadDestination(Destination):
     """Upload wheels to ``url`` (the legacy upload API); nothing there is deleted."""
 
     workers = 1  # requests sessions are not thread-safe
@@ -271,9 +270,6 @@ class UploadDestination:
 
     def has(self, rel: str) -> bool:
         return True  # no page is published here (the endpoint builds its own index): no link to check
-
-    def same_root(self, root: Path) -> bool:
-        return False
 
     def close(self) -> None:
         self.repo.close()
