@@ -73,8 +73,7 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
     for key in _STR:
         value = raw.get(key)
         if value is None and key not in _REQUIRED_STR:
-            if key in raw:
-                values[key] = None
+            values[key] = None  # absent or null (requires_python, the one without a default, too)
             continue
         if type(value) is not str:
             raise ValueError(f"'{key}' must be a string, not {type(value).__name__}")

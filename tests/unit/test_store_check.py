@@ -7,6 +7,7 @@ check accepts makes the index write outside its root, and no record at all (chec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -53,6 +54,25 @@ def raw(record: Record, **change: Any) -> dict[str, Any]:
 def test_a_good_record_passes(good: Record) -> None:
     assert record_check.check(raw(good), good.filename) == good
     assert record_check.parse(good.to_json(), good.filename, "files/x.json") == good
+
+
+@pytest.mark.parametrize("key", sorted(record_check._OPTIONAL_STR))
+def test_an_optional_field_left_out_is_read_as_null(good: Record, key: str) -> None:
+    """requires_python among them: the one such Record field without a default (left out, it raised TypeError, a
+    crash of the run, where every other optional field read as null)."""
+    left_out = raw(good)
+    left_out.pop(key)
+    null = dict(left_out, **{key: None})
+
+    def outcome(data: dict[str, Any]) -> Record | str:
+        try:
+            return record_check.parse(json.dumps(data).encode(), good.filename, "files/x.json")
+        except record_check.BadRecord as exc:
+            return str(exc)
+
+    assert outcome(left_out) == outcome(null)
+    if key in ("requires_python", "license", "upstream", "digest", "factory_version"):
+        assert outcome(left_out) == dataclasses.replace(good, **{key: None})
 
 
 @pytest.mark.parametrize(("change", "why"), [
