@@ -76,7 +76,8 @@ def carry(root: Path, dest: Any, files: Sequence[LocalFile], published: set[str]
     except (FileNotFoundError, NotADirectoryError, LinkRefused):
         old = {}
     now = {f.rel: f.size for f in files if f.rel in published}
-    stale = sorted((rel for rel in old if rel not in {f.rel for f in files}), key=_order)
+    held = {f.rel for f in files}
+    stale = sorted((rel for rel in old if rel not in held), key=_order)
     remove = getattr(dest, "remove", None)
     if remove is None:  # an upload endpoint: the upload API cannot delete
         if stale:
