@@ -139,3 +139,36 @@ def test_a_worker_sends_each_record_whole_and_equal_strings_once(tmp_path: Path)
     assert first is not None and second is not None
     kind = Record.__slots__.index("kind")
     assert first[kind] == second[kind] == "kernel" and first[kind] is second[kind]
+
+
+def test_projects_asked_by_name_beyond_one_query(tmp_path: Path, good: Record) -> None:
+    catalog = Catalog(tmp_path / "c.sqlite")
+    records = [r for i in range(1201) for r in copies(good, 1, f"p{i:04d}")]
+    catalog.apply([("k", r, None) for r in records], ())
+    wanted = [f"p{i:04d}" for i in range(0, 1201, 2)] + ["absent"]  # 601 projects asked, 500 names a query
+    got = list(catalog.projects(reversed(wanted)))
+    assert [project for project, _records in got] == wanted[:-1]
+    assert [r.filename for _project, (r,) in got] == [records[i].filename for i in range(0, 1201, 2)]
+
+
+def test_a_catalog_is_changed_when_made_or_written_and_not_when_opened(tmp_path: Path, good: Record) -> None:
+    path = tmp_path / "c.sqlite"
+    made = Catalog(path)
+    assert made.changed is True  # a new file: an S3 store puts it back
+    made.close()
+    opened = Catalog(path)
+    assert opened.changed is False
+    opened.apply([("k", good, None)], ())
+    assert opened.changed is True
+    opened.close()
+    assert Catalog.copy_of(path).count() == 1
+
+
+def test_a_copy_of_a_file_of_another_schema_is_empty(tmp_path: Path, good: Record) -> None:
+    path = tmp_path / "c.sqlite"
+    catalog = Catalog(path)
+    catalog.apply([("k", good, None)], ())
+    catalog.db.execute("UPDATE meta SET value='0' WHERE name='schema'")
+    catalog.close()
+    assert Catalog.copy_of(path).count() == 0
+    assert Catalog.copy_of(tmp_path / "none.sqlite").count() == 0
