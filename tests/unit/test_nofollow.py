@@ -501,3 +501,35 @@ def test_stream_digest_copies_hashes_and_stops_past_its_limit() -> None:
     assert sink.size == 3 and sink.hexdigest() == hashlib.sha256(b"abc").hexdigest()
     with pytest.raises(ValueError, match="past 3"):
         sink.write(b"d")
+
+
+def test_sweep_goes_exactly_sweep_depth_folders_down(tmp_path: Path) -> None:
+    tree = Tree(tmp_path / "out")
+    last = "/".join(["x"] * nofollow.SWEEP_DEPTH)  # the deepest folder the sweep walks into
+    tree.write(f"simple/{last}/index.html", b"x")
+    tree.write(f"simple/{last}/y/index.html", b"x")  # one folder deeper: left as it is
+    assert tree.sweep("simple", lambda rel: rel.endswith("/index.html")) == 1
+    assert not (tmp_path / "out" / "simple" / last / "index.html").exists()
+    assert (tmp_path / "out" / "simple" / last / "y" / "index.html").read_bytes() == b"x"
+
+
+def test_sweep_goes_on_past_entries_that_vanish_under_it(tmp_path: Path) -> None:
+    """Another process removes files while the sweep walks: an entry gone before its lstat, and one gone before
+    its unlink, are passed over, and every entry after them is still swept."""
+    out = tmp_path / "out"
+    tree = Tree(out)
+    for name in ("a", "b", "c", "d"):
+        tree.write(f"simple/p/{name}.html", b"x")
+    order = os.listdir(out / "simple" / "p")  # the order the sweep lists them in (nothing changes in between)
+    seen: list[str] = []
+
+    def doomed(rel: str) -> bool:
+        seen.append(rel.rsplit("/", 1)[-1])
+        if len(seen) == 1:
+            os.unlink(out / "simple" / "p" / order[0])  # gone before its own unlink
+            os.unlink(out / "simple" / "p" / order[1])  # gone before its lstat
+        return True
+
+    assert tree.sweep("simple", doomed) == 2  # the last two
+    assert seen == [order[0], order[2], order[3]]
+    assert not (out / "simple").exists()
