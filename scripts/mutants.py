@@ -39,7 +39,7 @@ INSTALLED = Path(kernel_factory.__file__).parent
 BIN = Path(sys.executable).parent
 MODULES = {  # module -> the unit tests that cover it
     "store/check.py": ["tests/unit/test_store_check.py"],
-    "store/catalog.py": ["tests/unit/test_catalog_apply.py", "tests/unit/test_store_catalog.py",
+    "store/catalog.py": ["tests/unit/test_store_catalog.py", "tests/unit/test_store_local.py",
                          "tests/unit/test_index_write.py", "tests/unit/test_index_state_catalog.py"],
     "index/pages.py": ["tests/unit/test_index_pages.py", "tests/unit/test_index_write.py",
                        "tests/unit/test_index_incremental.py", "tests/unit/test_index_pages_exact.py",
