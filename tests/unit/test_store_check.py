@@ -72,7 +72,8 @@ def test_an_optional_field_left_out_is_read_as_null(good: Record, key: str) -> N
 
     assert outcome(left_out) == outcome(null)
     if key in ("requires_python", "license", "upstream", "digest", "factory_version"):
-        assert outcome(left_out) == dataclasses.replace(good, **{key: None})
+        nulled: dict[str, Any] = {key: None}
+        assert outcome(left_out) == dataclasses.replace(good, **nulled)
 
 
 @pytest.mark.parametrize(("change", "why"), [
