@@ -85,13 +85,7 @@ def check_wheel(path: Path, sha256: str, size: int) -> CheckedWheel:
 
 
 def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str, HubFile]:
-    infos = zf.infolist()
-    if len(infos) > MAX_MEMBERS:
-        raise Refused(f"{name} holds {len(infos)} files, more than the {MAX_MEMBERS} a kernel wheel may; rebuild it")
-    provs = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{PROVENANCE}")]
-    if len(provs) != 1:
-        raise Refused(f"{name} carries no {PROVENANCE}; it was not built by kernel-factory")
-    prov = read_provenance(read_capped(zf, provs[0], MAX_SMALL, name, "rebuild it"))[0]
+    prov = read_provenance(recordfile.provenance(zf, name, MAX_MEMBERS, MAX_SMALL, "rebuild it"))[0]
     if prov is None:
         raise Refused(f"{name}: its {PROVENANCE} is not a JSON object; rebuild it")
     names = zf.namelist()

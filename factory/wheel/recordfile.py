@@ -1,5 +1,5 @@
 """A wheel's RECORD read back, once for every reader (download, ``serve --hub``, local-kernels): its CSV rows and
-its sha256 digests. distinfo.py writes it (``record_hash``)."""
+its sha256 digests (distinfo.py writes it: ``record_hash``); and a kernel wheel's provenance file, found."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import io
 import zipfile
 
 from ..errors import Refused
+from ..record import PROVENANCE
 from ..safe_text import printable
 from ..store.wheelinfo import read_capped
 
@@ -44,3 +45,14 @@ def read_sha256(zf: zipfile.ZipFile, wheel: str, limit: int, fix: str) -> dict[s
                 raise Refused(f"{wheel}: its RECORD entry for '{printable(row[0], 200)}' is not a sha256 digest; "
                               "rebuild it") from None
     return out
+
+
+def provenance(zf: zipfile.ZipFile, wheel: str, max_members: int, limit: int, fix: str) -> bytes:
+    """Its provenance file's bytes (``limit`` at most); Refused where it holds over ``max_members`` files or none."""
+    count = len(zf.infolist())
+    if count > max_members:
+        raise Refused(f"{wheel} holds {count} files, more than the {max_members} a kernel wheel may; rebuild it")
+    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{PROVENANCE}")]
+    if len(names) != 1:
+        raise Refused(f"{wheel} carries no {PROVENANCE}; it was not built by kernel-factory")
+    return read_capped(zf, names[0], limit, wheel, fix)

@@ -93,14 +93,8 @@ def check_names(members: list[zipfile.ZipInfo], wheel: str) -> None:
 
 def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
                 ) -> tuple[dict[str, Any], Path, dict[str, str]]:
-    infos = zf.infolist()
-    if len(infos) > MAX_MEMBERS:
-        raise Refused(f"{name} holds {len(infos)} files, more than the {MAX_MEMBERS} a kernel wheel may; rebuild it")
-    names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(f".dist-info/{PROVENANCE}")]
-    if len(names) != 1:
-        raise Refused(f"{name} carries no {PROVENANCE}; it was not built by kernel-factory")
     try:
-        prov = json.loads(read_capped(zf, names[0], MAX_PROVENANCE, name, "rebuild the wheel"))
+        prov = json.loads(recordfile.provenance(zf, name, MAX_MEMBERS, MAX_PROVENANCE, "rebuild the wheel"))
     except (ValueError, RecursionError):
         raise Refused(f"{name}: its {PROVENANCE} is not valid JSON; rebuild it") from None
     try:
@@ -109,7 +103,7 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
         raise Refused(f"{name}: {printable(str(exc), 300)}") from None
     if root is None:
         raise Refused(f"{name}: its {PROVENANCE} names no package; rebuild it with kernel-factory")
-    members = [i for i in infos if not i.is_dir() and i.filename.startswith(root + "/")]
+    members = [i for i in zf.infolist() if not i.is_dir() and i.filename.startswith(root + "/")]
     check_names(members, name)
     total = sum(i.file_size for i in members)
     limit = min(MAX_UNPACKED, max(MAX_RATIO * wheel_size, _CHUNK))
