@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -19,6 +20,8 @@ VARIANT_ROOT = "variant-root"
 HUB_URL = "https://huggingface.co/"
 #: PEP 691 JSON media type of the simple API.
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
+#: A full commit sha as the Hub names revisions (lower-case hex), and as records, the catalog and the Hub cache hold it.
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 FILES = "files"
 
 
