@@ -23,6 +23,7 @@ PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 #: A full commit sha as the Hub names revisions (lower-case hex), and as records, the catalog and the Hub cache hold it.
 COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 FILES = "files"
+MAX_RECORD_BYTES = 256 * 1024  # a real record is 1-3 KB; a reader reads no more of one (store/check.py, publish)
 
 
 

@@ -14,9 +14,8 @@ from packaging.version import InvalidVersion, Version
 
 from .. import variants
 from ..errors import Refused, UnknownVariant
-from ..record import Record
+from ..record import MAX_RECORD_BYTES, Record
 
-MAX_RECORD_BYTES = 256 * 1024  # a real record is 1-3 KB
 MAX_DEPTH = 8  # nesting of lists and objects (``extra``)
 MAX_TEXT = 4096  # characters of any one string but the summary
 MAX_SUMMARY = 16384
