@@ -383,17 +383,7 @@ def read_own(root: Path, repo_id: str, sha: str, name: str, limit: int) -> bytes
     if snap is None:
         return None
     with snap:
-        try:
-            fd = snap.open_file(name)
-        except (OSError, LinkRefused):
-            return None
-        try:
-            if not trusted(os.fstat(fd)):
-                return None
-            data = os.read(fd, limit + 1)
-        finally:
-            os.close(fd)
-    return data if len(data) <= limit else None
+        return snap.read_small(name, limit, trusted)
 
 
 def write_own(root: Path, repo_id: str, sha: str, name: str, data: bytes) -> None:
