@@ -374,6 +374,11 @@ def given_orgs(env: Mapping[str, str] | None = None, flags: Iterable[str] = ()) 
     return list(dict.fromkeys(_split_orgs([env.get(ALLOW_ORGS_ENV, ""), *flags])))
 
 
+def allowed_orgs(flags: Iterable[str]) -> tuple[str, ...]:
+    """DEFAULT_ORGS and then given_orgs(flags=flags), once each: what local-kernels and serve --hub allow."""
+    return tuple(dict.fromkeys([*DEFAULT_ORGS, *given_orgs(flags=flags)]))
+
+
 def _simple_url(value: Any, where: str, base: Path) -> str:
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
         raise ConfigError(f"{where}: expected the endpoint's simple index URL (http(s)://...), got {value!r}")

@@ -54,14 +54,17 @@ def unique() -> str:
     return os.urandom(16).hex()
 
 
-def read_small(name: str, limit: int, folder: Folder | None = None) -> bytes | None:
+def read_small(name: str, limit: int, folder: Folder | None = None,
+               trusted: Callable[[os.stat_result], bool] | None = None) -> bytes | None:
     """The bytes of the regular file ``name`` (relative to ``folder`` where given) if it holds at most ``limit`` of
-    them; None if it is missing, larger, or not a regular file (a link is never followed)."""
+    them; None if it is missing, larger, not a regular file (a link is never followed) or ``trusted`` refuses it."""
     try:
         fd = open_nofollow(name, folder=folder)
     except (OSError, LinkRefused):
         return None
     try:
+        if trusted is not None and not trusted(os.fstat(fd)):
+            return None
         data = os.read(fd, limit + 1)
     finally:
         os.close(fd)
@@ -280,8 +283,9 @@ class Folder:
         """A read-only descriptor of the regular file ``name``; LinkRefused for a link or anything else."""
         return open_nofollow(name, folder=self)
 
-    def read_small(self, name: str, limit: int) -> bytes | None:
-        return read_small(name, limit, self)
+    def read_small(self, name: str, limit: int,
+                   trusted: Callable[[os.stat_result], bool] | None = None) -> bytes | None:
+        return read_small(name, limit, self, trusted)
 
     def names(self) -> list[str]:
         return os.listdir(self.fd)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -19,7 +20,10 @@ VARIANT_ROOT = "variant-root"
 HUB_URL = "https://huggingface.co/"
 #: PEP 691 JSON media type of the simple API.
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
+#: A full commit sha as the Hub names revisions (lower-case hex), and as records, the catalog and the Hub cache hold it.
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 FILES = "files"
+MAX_RECORD_BYTES = 256 * 1024  # a real record is 1-3 KB; a reader reads no more of one (store/check.py, publish)
 
 
 

@@ -30,9 +30,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(ns: argparse.Namespace) -> int:
-    from ..config import DEFAULT_ORGS, given_orgs
+    from ..config import allowed_orgs
     from ..local.local_kernels.command import LocalKernelsArgs, run_local_kernels
 
-    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *given_orgs(flags=ns.allow_org)]))
-    return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check, cache=ns.cache, allow_orgs=orgs,
-                                              python=ns.python))
+    return run_local_kernels(LocalKernelsArgs(shell=ns.shell, check=ns.check, cache=ns.cache,
+                                              allow_orgs=allowed_orgs(ns.allow_org), python=ns.python))

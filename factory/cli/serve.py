@@ -37,7 +37,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(ns: argparse.Namespace) -> int:
-    from ..config import DEFAULT_ORGS, given_orgs
+    from ..config import allowed_orgs
     from ..errors import UsageError
     from ..index.serve import HOST, ServeArgs, run_serve
 
@@ -47,7 +47,7 @@ def execute(ns: argparse.Namespace) -> int:
                 raise UsageError(f"{flag} is for `serve --hub`; `serve` alone previews an index folder (--out)")
     elif ns.out is not None:
         raise UsageError("--out is for the index preview; `serve --hub` serves a store: give --store DIR")
-    orgs = tuple(dict.fromkeys([*DEFAULT_ORGS, *given_orgs(flags=ns.allow_org)])) if ns.hub else ()
+    orgs = allowed_orgs(ns.allow_org) if ns.hub else ()
     if not 0 <= ns.port <= 65535:
         raise UsageError(f"--port {ns.port}: not a TCP port; give one from 1 to 65535 (0: any free port)")
     if not ns.hub:

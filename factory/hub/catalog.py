@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Refused
-from ..record import FILES, Record, version_key
+from ..record import COMMIT_SHA, FILES, Record, version_key
 from .wheels import CheckedWheel, check_wheel, stat_key
 
 TAG = re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+")
-COMMIT = re.compile(r"[0-9a-f]{40}")
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -50,7 +49,7 @@ def build_catalog(records: Iterable[Record], orgs: frozenset[str]) -> dict[str, 
     """Repository id -> its revisions and refs, of the kernels of ``orgs``."""
     repos: dict[str, Repo] = {}
     kernels = [r for r in records if r.kind == "kernel" and not r.yanked and r.repo_id and r.revision and r.variant
-               and COMMIT.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id) and ".." not in r.repo_id
+               and COMMIT_SHA.fullmatch(r.revision) and REPO_ID.fullmatch(r.repo_id) and ".." not in r.repo_id
                and r.repo_id.split("/")[0] in orgs]
     # the newest record last: of several wheels of one variant, and of a branch's revisions, it wins
     kernels.sort(key=lambda r: (r.upload_time, version_key(r.kernel_version), r.filename))

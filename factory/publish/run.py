@@ -19,13 +19,13 @@ from .. import report, space
 from ..config import DEFAULT_RETRY_S, Flags, Location, resolve
 from ..errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from ..nofollow import LinkRefused, open_nofollow, private
+from ..record import MAX_RECORD_BYTES
 from .base import Destination, LocalFile
 
 if TYPE_CHECKING:
     from ..config import Options
 
 StoreLock = Callable[[Path, float], AbstractContextManager[None]]  # (store folder, seconds to wait) -> its lock
-RECORD_CAP = 256 * 1024  # bytes of a record read to learn a wheel's sha256 (store/check.py's MAX_RECORD_BYTES)
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def _recorded_sha256(f: LocalFile) -> str | None:
         return None
     try:
         with os.fdopen(open_nofollow(record, "record"), "rb") as fh:
-            data = json.loads(fh.read(RECORD_CAP + 1))
+            data = json.loads(fh.read(MAX_RECORD_BYTES + 1))
     except (OSError, ValueError, RecursionError, LinkRefused):
         return None  # no record (or a damaged one, which `index` names): nothing to compare with
     value = data.get(key) if isinstance(data, dict) else None

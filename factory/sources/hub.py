@@ -38,6 +38,7 @@ from .. import report
 from ..config import Variables, repo_folder_name, variables
 from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
 from ..nofollow import TMP_PREFIX, atomic_open
+from ..record import COMMIT_SHA
 from ..retry import Backoff
 from ..safe_text import has_control, printable, quiet_credentials, redact_url
 from .base import Refs
@@ -76,17 +77,13 @@ def _status(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def _is_sha(rev: str) -> bool:
-    return len(rev) == 40 and all(c in "0123456789abcdef" for c in rev)
-
-
 def ref_problem(name: str, sha: str) -> str | None:
     """Why a ref name and target from a Hub answer cannot be used (it becomes a file path in the cache), or None."""
     if not name or len(name) > 255 or name.startswith("/") or "\\" in name or has_control(name):
         return "an empty, absolute or overlong name, or one with a backslash or a control character"
     if any(part in ("", ".", "..") for part in name.split("/")):
         return "a name with an empty, '.' or '..' part"
-    if not _is_sha(sha):
+    if not COMMIT_SHA.fullmatch(sha):
         return "a target that is not a 40-character commit sha"
     return None
 
@@ -323,7 +320,7 @@ class HubSource:
         sha: str | None = info.sha
         if not sha:
             raise VersionNotFound(self._no_revision(revision, refs))
-        if _is_sha(revision.lower()) and sha != revision.lower():
+        if COMMIT_SHA.fullmatch(revision.lower()) and sha != revision.lower():
             raise VersionNotFound(self._no_revision(revision, refs))
         return sha
 

@@ -17,7 +17,7 @@ from .. import report
 from ..errors import DigestMismatch, Refused
 from ..libc import sync_fs
 from ..nofollow import Batch, LinkRefused, copy_file, file_digest, fsync_path, write_bytes
-from ..record import FILES, VARIANT_ROOT, Record, read_provenance
+from ..record import FILES, MAX_RECORD_BYTES, VARIANT_ROOT, Record, read_provenance
 from . import check as record_check
 from .catalog import Row, catalog_row, record_key
 from .wheelinfo import WheelData, map_labels, parse_name, read_wheel, read_wheel_info, record_of
@@ -217,7 +217,7 @@ def repair_store(store_root: Path) -> tuple[list[str], list[str]]:
         if path.name in names:  # a record that passes its check stays; one without its wheel is not ours to fix
             try:
                 with open(path, "rb") as f:
-                    record_check.parse(f.read(record_check.MAX_RECORD_BYTES + 1), wheel, str(path))
+                    record_check.parse(f.read(MAX_RECORD_BYTES + 1), wheel, str(path))
                 continue
             except record_check.BadRecord:
                 pass

@@ -14,9 +14,8 @@ from packaging.version import InvalidVersion, Version
 
 from .. import variants
 from ..errors import Refused, UnknownVariant
-from ..record import Record
+from ..record import MAX_RECORD_BYTES, Record
 
-MAX_RECORD_BYTES = 256 * 1024  # a real record is 1-3 KB
 MAX_DEPTH = 8  # nesting of lists and objects (``extra``)
 MAX_TEXT = 4096  # characters of any one string but the summary
 MAX_SUMMARY = 16384
@@ -42,15 +41,16 @@ class BadRecord(Refused):
 LOCAL_HINT = "run `kernel-factory index --repair` to rebuild it from its wheel, or delete it and rerun build"
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth of lists and objects, without recursion."""
+def depth(value: Any, limit: int) -> int:
+    """Nesting depth of lists and objects, without recursion (hostile input raises no RecursionError); once it
+    passes ``limit`` it stops counting. Also verify/metadata.py's, for metadata.json."""
     deepest = 0
     todo: list[tuple[Any, int]] = [(value, 1)]
     while todo:
         item, level = todo.pop()
         if isinstance(item, (dict, list)):
             deepest = max(deepest, level)
-            if deepest > MAX_DEPTH:
+            if deepest > limit:
                 return deepest
             todo.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
     return deepest
@@ -129,7 +129,7 @@ def _fields(raw: dict[str, Any]) -> dict[str, Any]:
     extra = raw.get("extra", {})
     if type(extra) is not dict:
         raise ValueError("'extra' must be an object")
-    if extra and _depth(extra) > MAX_DEPTH - 1:
+    if extra and depth(extra, MAX_DEPTH) > MAX_DEPTH - 1:
         raise ValueError(f"it nests deeper than {MAX_DEPTH} levels")
     values["extra"] = extra
     return values

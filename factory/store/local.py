@@ -18,7 +18,7 @@ from typing import Any
 from ..config import DEFAULT_LOCK_WAIT_S
 from ..errors import Unreachable, unusable
 from ..nofollow import copy_file, file_digest, open_nofollow, real_folder, refuse, write_bytes
-from ..record import FILES, Record
+from ..record import FILES, MAX_RECORD_BYTES, Record
 from . import MAX_BYTES, check
 from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, record_key, sync
 
@@ -49,7 +49,7 @@ def read_records(folder: str, batch: list[str], known_variants: bool = True) -> 
     for wheel in batch:
         try:
             with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
-                datas.append(f.read(check.MAX_RECORD_BYTES + 1))
+                datas.append(f.read(MAX_RECORD_BYTES + 1))
         except FileNotFoundError:
             datas.append(None)
     where = [os.path.join(folder, f"{w}.json") for w in batch]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import Unreachable, UsageError
 from ..nofollow import Hashing
-from ..record import FILES, Record
+from ..record import FILES, MAX_RECORD_BYTES, Record
 from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from ..space import scratch_dir
 from . import MAX_BYTES
@@ -86,9 +86,9 @@ class S3Store:
             wheel = name.removesuffix(".json")
             if name.endswith(".whl.json") and wheel not in self.listing:
                 found.errors.append((wheel, record_check.missing_wheel(self.file_url(name), wheel)))
-            elif name.endswith(".whl.json") and size > record_check.MAX_RECORD_BYTES:
+            elif name.endswith(".whl.json") and size > MAX_RECORD_BYTES:
                 found.errors.append((wheel, f"{self.file_url(name)}: {size} bytes, more than a record may hold "
-                                            f"({record_check.MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}"))
+                                            f"({MAX_RECORD_BYTES}); {record_check.REMOTE_HINT}"))
             elif name.endswith(".whl.json"):
                 records[wheel] = etag
             elif name.endswith(".whl") and f"{name}.json" not in self.listing:

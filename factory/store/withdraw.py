@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..errors import Refused, UsageError, VersionNotFound
-from ..record import Record
+from ..record import MAX_RECORD_BYTES, Record
 from . import check
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def mark(files: Store, records: list[Record], value: bool | str) -> tuple[list[R
             continue
         name = f"{r.filename}.json"
         data = files.read(name)
-        raw = json.loads(data) if data is not None and len(data) <= check.MAX_RECORD_BYTES else None
+        raw = json.loads(data) if data is not None and len(data) <= MAX_RECORD_BYTES else None
         if raw is None or check.check(raw, r.filename).sha256 != r.sha256:
             raise Refused(f"{files.file_url(name)}: changed while it was read (another writer?); run the command again")
         raw["yanked"] = value

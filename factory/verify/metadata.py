@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadKernel
+from ..store.check import depth
 
 MAX_BYTES = 32 << 20  # a digest of tens of thousands of files stays far below this
 MAX_DEPTH = 16  # metadata.json nests 3-4 levels deep
@@ -58,21 +59,6 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth, iteratively (no recursion on hostile input)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            if depth > MAX_DEPTH:
-                return depth
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
 def parse(raw: bytes, where: str) -> KernelMeta:
     """Validate metadata.json bytes; BadKernel names the bad key and the fix."""
     fix = "fix metadata.json or rebuild the kernel with kernel-builder"
@@ -86,7 +72,7 @@ def parse(raw: bytes, where: str) -> KernelMeta:
         raise BadKernel(f"{where}: metadata.json is not valid UTF-8 JSON ({exc}); {fix}") from None
     if not isinstance(data, dict):
         raise BadKernel(f"{where}: metadata.json must hold a JSON object, not {type(data).__name__}; {fix}")
-    if _depth(data) > MAX_DEPTH:
+    if depth(data, MAX_DEPTH) > MAX_DEPTH:
         raise BadKernel(f"{where}: metadata.json nests more than {MAX_DEPTH} levels deep; {fix}")
 
     def typed(key: str, kind: type | tuple[type, ...], label: str) -> Any:

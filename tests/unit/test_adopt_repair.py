@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from index_synth import make_wheel
 from kernel_factory.errors import Refused
+from kernel_factory.record import MAX_RECORD_BYTES
 from kernel_factory.store.adopt import repair, repair_store
-from kernel_factory.store.check import MAX_RECORD_BYTES
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 CU = "torch27-cxx11-cu128-x86_64-linux"

@@ -27,7 +27,7 @@ from kernel_factory.errors import UnknownVariant
 from kernel_factory.index.command import build_index
 from kernel_factory.index.landing import project_context
 from kernel_factory.index.pages import environment, landing_page, project_pages
-from kernel_factory.record import Record
+from kernel_factory.record import MAX_RECORD_BYTES, Record
 from kernel_factory.store import check as record_check
 from kernel_factory.store.catalog import Catalog
 from packaging.utils import canonicalize_name
@@ -110,7 +110,7 @@ def test_hostile_fields_are_refused(good: Record, change: dict[str, Any], why: s
     (b"[" * 100_000 + b"]" * 100_000, "damaged (not valid JSON)"),
     (b'{"filename": "img2gr', "damaged (not valid JSON)"),
     (b"[]", "not a valid record (it holds a JSON list, not an object)"),
-    (b'{"summary": "' + b"x" * (record_check.MAX_RECORD_BYTES + 1) + b'"}', "more than a record may hold"),
+    (b'{"summary": "' + b"x" * (MAX_RECORD_BYTES + 1) + b'"}', "more than a record may hold"),
 ])
 def test_damaged_records_are_named_with_their_repair(good: Record, data: bytes, why: str) -> None:
     with pytest.raises(record_check.BadRecord) as info:
@@ -363,7 +363,7 @@ def test_parse_many_refuses_an_oversized_record_alone(good: Record) -> None:
     """A record over MAX_RECORD_BYTES is refused for its size, also when it is the only text (a batch's
     one-decode path has no size limit of its own)."""
     f, text = good.filename, good.to_json()
-    big = b"{" + b" " * record_check.MAX_RECORD_BYTES + text[1:]
+    big = b"{" + b" " * MAX_RECORD_BYTES + text[1:]
     assert list(record_check.parse_many([f], [big], ["p/a"])) == [
         (f, None, None, f"p/a: more than 262144 bytes, more than a record may hold; {HINT}")]
 

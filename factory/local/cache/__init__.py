@@ -3,7 +3,6 @@
 from .stage import CacheRefused
 from .writer import (
                      MARKER,
-                     SHA,
                      CacheConflict,
                      CacheUnusable,
                      Placement,
@@ -20,6 +19,6 @@ from .writer import (
                      write_own,
 )
 
-__all__ = ["MARKER", "SHA", "CacheConflict", "CacheRefused", "CacheUnusable", "Placement", "Writer", "cache_root",
+__all__ = ["MARKER", "CacheConflict", "CacheRefused", "CacheUnusable", "Placement", "Writer", "cache_root",
            "is_ours", "origin_of", "read_own", "read_ref", "repo_folder", "scratch", "valid_ref", "variant_holds",
            "write_own"]

@@ -25,6 +25,7 @@ from pathlib import Path
 from ...config import hub_cache, repo_folder_name
 from ...errors import UNUSABLE_ERRNOS, Refused, Unreachable
 from ...nofollow import FILE_FLAGS, Folder, LinkRefused, put, remove
+from ...record import COMMIT_SHA
 from ...report import warn
 from ...verify.digest import left_out
 from . import stage
@@ -32,7 +33,6 @@ from .stage import NOT_HERE, CacheRefused, open_root, relative_blob, set_mode, s
 
 MARKER = ".kernel-factory.json"  # in snapshots/<sha>/: this snapshot was written by kernel-factory
 ORIGINS = ("download", "local-kernels")  # who wrote it: the marker's "origin"
-SHA = re.compile(r"[0-9a-f]{40}")
 REF_TRIES = 3  # a ref that other writers keep removing under this one is left, with a note
 _REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -383,17 +383,7 @@ def read_own(root: Path, repo_id: str, sha: str, name: str, limit: int) -> bytes
     if snap is None:
         return None
     with snap:
-        try:
-            fd = snap.open_file(name)
-        except (OSError, LinkRefused):
-            return None
-        try:
-            if not trusted(os.fstat(fd)):
-                return None
-            data = os.read(fd, limit + 1)
-        finally:
-            os.close(fd)
-    return data if len(data) <= limit else None
+        return snap.read_small(name, limit, trusted)
 
 
 def write_own(root: Path, repo_id: str, sha: str, name: str, data: bytes) -> None:
@@ -436,7 +426,7 @@ def cache_root(env: Mapping[str, str]) -> Path:
 
 def valid_ref(ref: str) -> bool:
     """A branch or tag name that can be a file in refs/ (not a commit sha, no folders)."""
-    return bool(_REF.fullmatch(ref)) and not SHA.fullmatch(ref)
+    return bool(_REF.fullmatch(ref)) and not COMMIT_SHA.fullmatch(ref)
 
 
 def _real(path: Path, want: int) -> bool:
@@ -478,7 +468,7 @@ def _check(repo_id: str, sha: str, variant: str, refs: tuple[str, ...]) -> None:
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(_REF.fullmatch(p) for p in parts):
         raise CacheConflict(f"{repo_id!r} is not an org/name repository id; rebuild the wheel with --repo-id")
-    if not SHA.fullmatch(sha):
+    if not COMMIT_SHA.fullmatch(sha):
         raise CacheConflict(f"{repo_id}: {sha!r} is not a 40-digit commit sha; rebuild the wheel from a Hub revision")
     if not _REF.fullmatch(variant):
         raise CacheConflict(f"{repo_id}: {variant!r} is not a build variant name")
@@ -530,7 +520,7 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> No
             have = data.decode("ascii", "replace").strip() if data is not None else None
             if have == p.sha:
                 return
-            if not have or not SHA.fullmatch(have) or not is_ours(snaps.path / have):
+            if not have or not COMMIT_SHA.fullmatch(have) or not is_ours(snaps.path / have):
                 p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} names {have or 'an unreadable commit'}, which "
                                f"kernel-factory did not write; left as it is: use revision='{p.sha}' or a lock file")
                 return

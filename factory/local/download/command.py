@@ -22,7 +22,7 @@ from ... import fetch, report, simple
 from ...config import DEFAULT_ORGS
 from ...errors import EXIT_OK, Refused, Unreachable, UsageError, unusable, unusable_from_text, worst
 from ...nofollow import CHUNK, Hashing, LinkRefused, file_digest
-from ...record import PROVENANCE
+from ...record import COMMIT_SHA, PROVENANCE
 from ...safe_text import printable
 from ...variants import parse
 from ...verify.digest import left_out
@@ -205,7 +205,7 @@ def _find(want: Want, url: str, env: Environment, root: Path, session: Any, scra
             raise Refused(f"{choice.wheel.filename} comes from {printable(str(prov.get('repo_id')), 200)}, not "
                           f"{want.repo_id}; fix the index")
         revision, variant = prov.get("revision"), prov.get("variant")
-        if not isinstance(revision, str) or not cache.SHA.fullmatch(revision):
+        if not isinstance(revision, str) or not COMMIT_SHA.fullmatch(revision):
             raise Refused(f"{choice.wheel.filename}: its {PROVENANCE} names no commit; rebuild it from a revision")
         if want.sha is not None and revision != want.sha:
             others.setdefault(revision, str(choice.wheel.version))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import Refused
+from ...record import COMMIT_SHA
 from ...safe_text import printable
 from ...verify.lockfile import LockedKernel
 from .. import cache
@@ -95,7 +96,7 @@ def wants_of(wheel: str, repo_id: str, depends: Iterable[Mapping[str, Any]], loc
         if isinstance(version, int) and not isinstance(version, bool) and version >= 0 and revision is None:
             if dep_id not in locked:
                 out.append(Want(dep_id, None, (f"v{version}",), version, why))
-        elif isinstance(revision, str) and cache.SHA.fullmatch(revision) and version is None:
+        elif isinstance(revision, str) and COMMIT_SHA.fullmatch(revision) and version is None:
             if dep_id not in locked or locked[dep_id].sha != revision:
                 out.append(Want(dep_id, revision, (), None, why))
         else:

@@ -17,7 +17,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ...record import PROVENANCE, VARIANT_ROOT, read_provenance
+from ...record import COMMIT_SHA, PROVENANCE, VARIANT_ROOT, read_provenance
 from ...store import check
 from ...verify import metadata as kernelmeta
 from ...verify.digest import left_out_path
@@ -182,7 +182,7 @@ def why_not_cacheable(k: InstalledKernel) -> str | None:
     """Why this wheel cannot go in the Hub cache (only LOCAL_KERNELS can serve it), or None."""
     if k.repo_id is None:
         return "its provenance names no Hub repository (built without --repo-id)"
-    if k.revision is None or not cache.SHA.fullmatch(k.revision):
+    if k.revision is None or not COMMIT_SHA.fullmatch(k.revision):
         return f"it was built from {k.revision or 'an unknown revision'}, not a Hub commit"
     if k.variant is None:
         return "its provenance names no build variant"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UsageError
+from ...record import COMMIT_SHA
 from ...sources.transformers_map import Entry, KernelMapping, read_mapping
 from .. import cache
 from ..probe.environment import Environment
@@ -92,7 +93,7 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str], judge: Judge) 
     out: list[LoadPath] = []
     refused = judge.folder_refusal(k.folder)  # what LOCAL_KERNELS would load: the installed package folder
     through = f"through LOCAL_KERNELS, but {refused}" if refused else "through LOCAL_KERNELS"
-    if k.repo_id is None or k.revision is None or not cache.SHA.fullmatch(k.revision):
+    if k.repo_id is None or k.revision is None or not COMMIT_SHA.fullmatch(k.revision):
         why = why_not_cacheable(k) or ""
         out.append(LoadPath("get_kernel, has_kernel", mapped and not refused,
                          through if mapped else "LOCAL_KERNELS does not name it: eval --shell"))
@@ -169,7 +170,7 @@ def loads_offline(root: Path, m: Mapped, judge: Judge) -> tuple[bool, str]:
     if m.version is not None:
         ref: str | None = f"v{m.version}"
     else:
-        ref = None if m.revision and cache.SHA.fullmatch(m.revision) else m.revision
+        ref = None if m.revision and COMMIT_SHA.fullmatch(m.revision) else m.revision
     folder = cache.repo_folder(root, m.repo_id)
     if ref is None:
         sha, how = m.revision, ""
