@@ -16,6 +16,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 from ..libc import die_with_parent
 from .lock import HELD_FDS
@@ -45,10 +46,17 @@ def init_worker(parent: int) -> None:
         threading.Thread(target=_watch_parent, args=(parent,), name="parent-watchdog", daemon=True).start()
 
 
+class _Pool(ProcessPoolExecutor):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # Ctrl-C, SIGTERM or an error: the work not yet handed to a worker is dropped (ProcessPoolExecutor's own
+        # exit waits for every submitted job: a Ctrl-C during a first adoption ran the whole adoption first)
+        self.shutdown(wait=True, cancel_futures=exc_type is not None)
+
+
 def worker_pool(max_workers: int) -> ProcessPoolExecutor:
     """A pool of forked workers that drop the store lock and end when this process dies. Its heap so far is frozen
     first, so the workers' collections do not walk (and copy, page by page) what they share with it."""
     gc.freeze()
-    return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=init_worker, initargs=(os.getpid(),))  # fork: the index's full
+    return _Pool(max_workers=max_workers, mp_context=multiprocessing.get_context("fork"),
+                 initializer=init_worker, initargs=(os.getpid(),))  # fork: the index's full
     # render hands its workers what it read before the fork (index/command.py); forkserver is 3.14's default
