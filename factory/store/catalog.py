@@ -98,6 +98,9 @@ def _master(db: sqlite3.Connection) -> set[tuple[str, str, str | None]]:
     return {(kind, name, sql) for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master")}
 
 
+_PROJECTS_OF = "SELECT DISTINCT project FROM records WHERE filename IN ({})"
+
+
 def select_in(db: sqlite3.Connection, query: str, names: list[str]) -> Iterator[tuple[Any, ...]]:
     """The rows of ``query`` (its ``{}``: the placeholders) for ``names``, 500 names a query."""
     for i in range(0, len(names), 500):
@@ -306,17 +309,15 @@ class Catalog:
             it = iter(rows)
             while chunk := list(islice(it, 500)):
                 if only_changed:  # the rows as they are: those unchanged are left as they are
-                    have = set(db.execute(f"SELECT * FROM records WHERE filename IN ({_marks(chunk)})",
-                                          [row[0] for row in chunk]))  # fmt: skip
+                    have = set(select_in(db, "SELECT * FROM records WHERE filename IN ({})", [row[0] for row in chunk]))
                     chunk = [row for row in chunk if row not in have]
                 touched.update(row[1] for row in chunk)
-                touched.update(self._projects_of([row[0] for row in chunk]))  # the projects they were in
+                touched.update(p for (p,) in select_in(db, _PROJECTS_OF, [row[0] for row in chunk]))  # they were in
                 db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", chunk)
                 if self._keys is not None:
                     self._keys.update((row[0], row[2]) for row in chunk)
             removed = list(removed)
-            for i in range(0, len(removed), 500):
-                touched.update(self._projects_of(removed[i : i + 500]))
+            touched.update(p for (p,) in select_in(db, _PROJECTS_OF, removed))
             db.executemany("DELETE FROM records WHERE filename=?", [(f,) for f in removed])
             if self._keys is not None:
                 for filename in removed:
@@ -334,13 +335,6 @@ class Catalog:
             self._keys = None  # read again from the rolled-back table
             raise
         return touched
-
-    def _projects_of(self, filenames: list[str]) -> list[str]:
-        """The projects of the rows of ``filenames`` (at most 500)."""
-        if not filenames:
-            return []
-        query = f"SELECT DISTINCT project FROM records WHERE filename IN ({_marks(filenames)})"
-        return [project for (project,) in self.db.execute(query, filenames)]
 
     def label_backends(self) -> dict[str, str | None]:
         """Every variant label -> its backend: that of its arch wheels, else of its noarch wheels; the least where
