@@ -13,6 +13,7 @@ import gc
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -30,6 +31,14 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)  # the main process is gone: nobody will read what this worker makes
 
 
+def _drop_interrupt(unraisable: Any) -> None:
+    # Ctrl-C reaches every worker of the terminal's group; one that lands in a finalizer (ZipFile.__del__) cannot
+    # be raised there, and Python would print it as a traceback on the run's stderr. The main process has it too
+    # and ends the run (exit 130); this worker's job ends as if it had come a moment later.
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+
+
 def init_worker(parent: int) -> None:
     """Run first in each worker process (``parent`` is the main process's PID)."""
     for fd in list(HELD_FDS):
@@ -39,6 +48,7 @@ def init_worker(parent: int) -> None:
             pass
     HELD_FDS.clear()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the main process's handler (cli) is for the main process only
+    sys.unraisablehook = _drop_interrupt
     linked = die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
