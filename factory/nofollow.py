@@ -413,30 +413,15 @@ class Tree:
         """Remove the file ``rel`` (a link of that name itself, never what it points to) and its folder if that is
         left empty; 1 if it was there."""
         folder_rel, _, base = rel.rpartition("/")
-        parent_rel, _, name = folder_rel.rpartition("/")
-        above = self._open(parent_rel, False) if folder_rel else None
-        if folder_rel and above is None:
+        folder = self._open(folder_rel, False)
+        if folder is None:
             return 0
-        try:
+        with folder:
             try:
-                folder = above.sub(name) if above is not None else self._open("", False)
+                os.unlink(base, dir_fd=folder.fd)
             except FileNotFoundError:
                 return 0
-            if folder is None:
-                return 0
-            with folder:
-                try:
-                    os.unlink(base, dir_fd=folder.fd)
-                except FileNotFoundError:
-                    return 0
-            if above is not None:
-                try:
-                    os.rmdir(name, dir_fd=above.fd)
-                except OSError:
-                    pass
-        finally:
-            if above is not None:
-                above.close()
+        self._rmdir(folder_rel, strict=False)
         return 1
 
     def sweep(self, top: str, doomed: Callable[[str], bool]) -> int:
@@ -450,12 +435,16 @@ class Tree:
             return 0
         with folder:
             removed = _sweep(folder, top, doomed, SWEEP_DEPTH)
-        parent_rel, _, name = top.rpartition("/")
-        above = self._open(parent_rel, False) if top else None
+        self._rmdir(top)
+        return removed
+
+    def _rmdir(self, rel: str, strict: bool = True) -> None:
+        """Remove the folder ``rel`` if it is empty (never the root), by its parent's descriptor."""
+        parent_rel, _, name = rel.rpartition("/")
+        above = self._open(parent_rel, False) if rel else None
         if above is not None:
             with above:
-                _rmdir_if_empty(above, name)
-        return removed
+                _rmdir_if_empty(above, name, strict)
 
 
 def _sweep(folder: Folder, rel: str, doomed: Callable[[str], bool], depth: int) -> int:
@@ -484,11 +473,12 @@ def _sweep(folder: Folder, rel: str, doomed: Callable[[str], bool], depth: int) 
     return removed
 
 
-def _rmdir_if_empty(parent: Folder, name: str) -> None:
+def _rmdir_if_empty(parent: Folder, name: str, strict: bool = True) -> None:
+    """``strict``: raise what is not "not empty" or "gone"; else nothing."""
     try:
         os.rmdir(name, dir_fd=parent.fd)
     except OSError as exc:
-        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+        if strict and exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
             raise
 
 
