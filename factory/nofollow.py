@@ -23,7 +23,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -117,10 +117,8 @@ def put(tmp: str, path: str, data: bytes, *, folder: Folder | None = None, chmod
 
 
 def discard(tmp: str, dir_fd: int | None = None) -> None:
-    try:
+    with suppress(FileNotFoundError):
         os.unlink(tmp, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass
 
 
 def named(exc: BaseException, path: str | os.PathLike[str], tmp: str | None = None) -> None:
@@ -150,10 +148,8 @@ def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "", 
     ("folder", "file", "lock file" ...); ``where``: the place named (``HUB_CACHE``), or none."""
     at = path if dir_fd is None or name is None else name
     if st is None:
-        try:
+        with suppress(OSError):
             st = os.stat(at, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            pass
     place = f" in {where}" if where else ""
     kind = found(st)
     if st is not None and stat.S_ISLNK(st.st_mode):
