@@ -62,6 +62,7 @@ def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None
     rels = {f.rel for f in files}
     packages = sorted({r.split("/", 1)[0] for r in rels if r.count("/") == 1 and r.endswith("/__init__.py")})
     wanted = (name or repo_name).replace("-", "_")
+    named = wanted if wanted in packages else (packages[0] if len(packages) == 1 else "")  # the package folder meant
     fields = raw_fields(raw_meta)
     build_layout = fields.get("build-layout", "files")
     if build_layout == "zip":
@@ -75,17 +76,14 @@ def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None
         raise BadKernel(f"{where}: metadata.json build-layout {str(build_layout)[:40]!r} is not \"files\" or \"zip\"; "
                         "upgrade kernel-factory or rebuild the kernel")
     elif "__init__.py" in rels:
-        compat = wanted if wanted in packages else (packages[0] if len(packages) == 1 else None)
-        if compat is not None and not _reexports(next(f for f in files if f.rel == f"{compat}/__init__.py")):
-            compat = None
-        kind, package = "flat", compat or wanted
+        compat = named and _reexports(next(f for f in files if f.rel == f"{named}/__init__.py"))
+        kind, package = "flat", named if compat else wanted
         root = package
     elif packages:
-        package = wanted if wanted in packages else (packages[0] if len(packages) == 1 else "")
-        if not package:
+        if not named:
             raise BadKernel(f"{where}: several packages ({', '.join(packages)}) and none named {wanted!r}; "
                             "set metadata.json 'name' to the package's name")
-        kind, root = "nested", root_name(dist)
+        kind, package, root = "nested", named, root_name(dist)
         _no_startup_hook(rels, where)
     else:
         raise BadKernel(f"{where}: no __init__.py at the top or in a package folder; "
