@@ -7,7 +7,6 @@ root was recorded held the package folder: ``legacy_map`` maps them back where t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ..errors import BadKernel
-from ..record import VARIANT_ROOT
+from ..record import VARIANT_ROOT, read_provenance
 from ..verify.digest import TOP_META
 
 LAYOUT = "layout"  #: provenance key: "flat", "nested" or "zip"
@@ -46,14 +45,9 @@ def root_name(dist: str) -> str:
 
 
 def raw_fields(raw: bytes | None) -> dict[str, Any]:
-    """metadata.json's object (already validated by verify.metadata.parse), or {}."""
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):  # a consumer reading an older wheel's copy: no digest to map by
-        return {}
-    return data if isinstance(data, dict) else {}
+    """metadata.json's object (already validated by verify.metadata.parse), or {}: read as a provenance file is
+    (a consumer reading an older wheel's copy finds no digest to map by where it is not a JSON object)."""
+    return read_provenance(raw)[0] or {}
 
 
 def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None, repo_name: str, dist: str,
