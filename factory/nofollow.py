@@ -319,11 +319,10 @@ def remove(parent: Folder, name: str) -> None:
                 return
             below, here = here, Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent, here.where)
             below.close()
-            up = here
-            if _identity(up.fd) != trail[-1][1]:
-                raise LinkRefused(f"{up.path}: moved while kernel-factory removed what it holds; left as it is",
+            if _identity(here.fd) != trail[-1][1]:
+                raise LinkRefused(f"{here.path}: moved while kernel-factory removed what it holds; left as it is",
                                   "a moved folder")
-            os.rmdir(me, dir_fd=up.fd)
+            os.rmdir(me, dir_fd=here.fd)
     finally:
         if here is not None:
             here.close()
