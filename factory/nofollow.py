@@ -23,7 +23,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -117,10 +117,8 @@ def put(tmp: str, path: str, data: bytes, *, folder: Folder | None = None, chmod
 
 
 def discard(tmp: str, dir_fd: int | None = None) -> None:
-    try:
+    with suppress(FileNotFoundError):
         os.unlink(tmp, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass
 
 
 def named(exc: BaseException, path: str | os.PathLike[str], tmp: str | None = None) -> None:
@@ -150,10 +148,8 @@ def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "", 
     ("folder", "file", "lock file" ...); ``where``: the place named (``HUB_CACHE``), or none."""
     at = path if dir_fd is None or name is None else name
     if st is None:
-        try:
+        with suppress(OSError):
             st = os.stat(at, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            pass
     place = f" in {where}" if where else ""
     kind = found(st)
     if st is not None and stat.S_ISLNK(st.st_mode):
@@ -323,11 +319,10 @@ def remove(parent: Folder, name: str) -> None:
                 return
             below, here = here, Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent, here.where)
             below.close()
-            up = here
-            if _identity(up.fd) != trail[-1][1]:
-                raise LinkRefused(f"{up.path}: moved while kernel-factory removed what it holds; left as it is",
+            if _identity(here.fd) != trail[-1][1]:
+                raise LinkRefused(f"{here.path}: moved while kernel-factory removed what it holds; left as it is",
                                   "a moved folder")
-            os.rmdir(me, dir_fd=up.fd)
+            os.rmdir(me, dir_fd=here.fd)
     finally:
         if here is not None:
             here.close()
@@ -413,30 +408,15 @@ class Tree:
         """Remove the file ``rel`` (a link of that name itself, never what it points to) and its folder if that is
         left empty; 1 if it was there."""
         folder_rel, _, base = rel.rpartition("/")
-        parent_rel, _, name = folder_rel.rpartition("/")
-        above = self._open(parent_rel, False) if folder_rel else None
-        if folder_rel and above is None:
+        folder = self._open(folder_rel, False)
+        if folder is None:
             return 0
-        try:
+        with folder:
             try:
-                folder = above.sub(name) if above is not None else self._open("", False)
+                os.unlink(base, dir_fd=folder.fd)
             except FileNotFoundError:
                 return 0
-            if folder is None:
-                return 0
-            with folder:
-                try:
-                    os.unlink(base, dir_fd=folder.fd)
-                except FileNotFoundError:
-                    return 0
-            if above is not None:
-                try:
-                    os.rmdir(name, dir_fd=above.fd)
-                except OSError:
-                    pass
-        finally:
-            if above is not None:
-                above.close()
+        self._rmdir(folder_rel, strict=False)
         return 1
 
     def sweep(self, top: str, doomed: Callable[[str], bool]) -> int:
@@ -450,12 +430,16 @@ class Tree:
             return 0
         with folder:
             removed = _sweep(folder, top, doomed, SWEEP_DEPTH)
-        parent_rel, _, name = top.rpartition("/")
-        above = self._open(parent_rel, False) if top else None
+        self._rmdir(top)
+        return removed
+
+    def _rmdir(self, rel: str, strict: bool = True) -> None:
+        """Remove the folder ``rel`` if it is empty (never the root), by its parent's descriptor."""
+        parent_rel, _, name = rel.rpartition("/")
+        above = self._open(parent_rel, False) if rel else None
         if above is not None:
             with above:
-                _rmdir_if_empty(above, name)
-        return removed
+                _rmdir_if_empty(above, name, strict)
 
 
 def _sweep(folder: Folder, rel: str, doomed: Callable[[str], bool], depth: int) -> int:
@@ -484,11 +468,12 @@ def _sweep(folder: Folder, rel: str, doomed: Callable[[str], bool], depth: int) 
     return removed
 
 
-def _rmdir_if_empty(parent: Folder, name: str) -> None:
+def _rmdir_if_empty(parent: Folder, name: str, strict: bool = True) -> None:
+    """``strict``: raise what is not "not empty" or "gone"; else nothing."""
     try:
         os.rmdir(name, dir_fd=parent.fd)
     except OSError as exc:
-        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+        if strict and exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
             raise
 
 

@@ -134,7 +134,7 @@ def _backend(parts: list[str], legacy: bool, name: str) -> Backend:
         word = parts[0]
         if word in UNVERSIONED:
             return Backend(word, None, True)
-        for kind in ("cuda", "rocm", "xpu", "cann"):
+        for kind in VERSIONED:
             prefix = LEGACY_WORD[kind]
             if word.startswith(prefix):
                 version = legacy_pair(kind, word[len(prefix):])
@@ -434,8 +434,7 @@ def _decode(kind: str, text: str) -> str | None:
     if "p" in text:
         major, _, minor = text.partition("p")
         return f"{int(major)}.{int(minor)}"
-    pair = legacy_pair(kind, text)
-    return None if pair is None else f"{pair[0]}.{pair[1]}"
+    return _version(legacy_pair(kind, text))
 
 
 def _backend_text(label_part: str) -> str | None:
@@ -475,8 +474,8 @@ def _noarch_name(label: str) -> str | None:
     """The noarch or SDK name (no compiled parts) whose label is ``label``."""
     if label in NOARCH_BACKENDS:
         return f"torch-{label}"
-    for prefix, framework in (("mlx", "mlx"), ("sdk", "sdk")):
-        rest = label.removeprefix(prefix)
+    for framework in ("mlx", "sdk"):
+        rest = label.removeprefix(framework)
         if rest == label:
             continue
         if not rest:

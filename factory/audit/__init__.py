@@ -35,7 +35,6 @@ def check_abi3(files: Sequence[tuple[str, Path]], where: str, python: tuple[int,
         if not rel.endswith((".so", ".pyd")) or not _is_extension(path):
             continue
         # Imported only for an extension: abi3audit pulls in requests_cache and boto3 (about a second).
-        from abi3audit._audit import AuditError
         from abi3audit._audit import audit as abi3_audit
         from abi3audit._extract import SharedObjectExtractor, SharedObjectSpec
         from abi3info.models import PyVersion
@@ -58,7 +57,7 @@ def check_abi3(files: Sequence[tuple[str, Path]], where: str, python: tuple[int,
                     )
         except AuditFailed:
             raise
-        except (AuditError, Exception) as exc:  # abi3audit and its parsers raise many kinds on broken files
+        except Exception as exc:  # abi3audit (its AuditError) and its parsers raise many kinds on broken files
             raise AuditFailed(f"{where}/{rel}: abi3 check failed ({exc}); rebuild the kernel") from None
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadKernel
+from ..record import read_provenance
 from ..store.check import depth
 
 MAX_BYTES = 32 << 20  # a digest of tens of thousands of files stays far below this
@@ -152,11 +153,8 @@ def newer_kernels_hint(raw: bytes) -> str:
     which kernels 0.19 introduced), what to upgrade: ``"; it needs kernels >= 0.19.1 and 0.17.2 is installed
     ..."``."""
     installed = _installed_kernels()
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return ""
-    if installed is None or not isinstance(data, dict):
+    data = read_provenance(raw)[0]  # the JSON object, read as a provenance file is; None where there is none
+    if installed is None or data is None:
         return ""
     minver = data.get("kernels-minver")
     needed = _numbers(minver) if isinstance(minver, str) else None

@@ -7,7 +7,6 @@ root was recorded held the package folder: ``legacy_map`` maps them back where t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ..errors import BadKernel
-from ..record import VARIANT_ROOT
+from ..record import VARIANT_ROOT, read_provenance
 from ..verify.digest import TOP_META
 
 LAYOUT = "layout"  #: provenance key: "flat", "nested" or "zip"
@@ -46,14 +45,9 @@ def root_name(dist: str) -> str:
 
 
 def raw_fields(raw: bytes | None) -> dict[str, Any]:
-    """metadata.json's object (already validated by verify.metadata.parse), or {}."""
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):  # a consumer reading an older wheel's copy: no digest to map by
-        return {}
-    return data if isinstance(data, dict) else {}
+    """metadata.json's object (already validated by verify.metadata.parse), or {}: read as a provenance file is
+    (a consumer reading an older wheel's copy finds no digest to map by where it is not a JSON object)."""
+    return read_provenance(raw)[0] or {}
 
 
 def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None, repo_name: str, dist: str,
@@ -62,6 +56,7 @@ def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None
     rels = {f.rel for f in files}
     packages = sorted({r.split("/", 1)[0] for r in rels if r.count("/") == 1 and r.endswith("/__init__.py")})
     wanted = (name or repo_name).replace("-", "_")
+    named = wanted if wanted in packages else (packages[0] if len(packages) == 1 else "")  # the package folder meant
     fields = raw_fields(raw_meta)
     build_layout = fields.get("build-layout", "files")
     if build_layout == "zip":
@@ -75,17 +70,14 @@ def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None
         raise BadKernel(f"{where}: metadata.json build-layout {str(build_layout)[:40]!r} is not \"files\" or \"zip\"; "
                         "upgrade kernel-factory or rebuild the kernel")
     elif "__init__.py" in rels:
-        compat = wanted if wanted in packages else (packages[0] if len(packages) == 1 else None)
-        if compat is not None and not _reexports(next(f for f in files if f.rel == f"{compat}/__init__.py")):
-            compat = None
-        kind, package = "flat", compat or wanted
+        compat = named and _reexports(next(f for f in files if f.rel == f"{named}/__init__.py"))
+        kind, package = "flat", named if compat else wanted
         root = package
     elif packages:
-        package = wanted if wanted in packages else (packages[0] if len(packages) == 1 else "")
-        if not package:
+        if not named:
             raise BadKernel(f"{where}: several packages ({', '.join(packages)}) and none named {wanted!r}; "
                             "set metadata.json 'name' to the package's name")
-        kind, root = "nested", root_name(dist)
+        kind, package, root = "nested", named, root_name(dist)
         _no_startup_hook(rels, where)
     else:
         raise BadKernel(f"{where}: no __init__.py at the top or in a package folder; "
