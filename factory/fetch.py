@@ -123,25 +123,35 @@ def expired(what: str, url: str, clock: Clock, limit: str) -> Unreachable:
                        "the index and the network")
 
 
+@contextmanager
+def _timed(clock: Clock, what: str, url: str, limit: str, failed: str) -> Iterator[None]:
+    """A transfer's errors as one line: out of time (``expired``, naming ``limit``), or requests' own ("{what}:
+    cannot ``failed``"); the timer stopped either way."""
+    import requests
+
+    try:
+        yield
+    except _Expired:
+        raise expired(what, url, clock, limit) from None
+    except requests.RequestException as exc:
+        raise Unreachable(f"{what}: cannot {failed.format(url=url, error=type(exc).__name__)}") from None
+    finally:
+        clock.done()
+
+
 def read_page(url: str, root: str, session: Any, *, headers: dict[str, str], what: str,
               take: Callable[[bytes], None]) -> tuple[int, str]:
     """GET ``url`` whole within ``PAGE_DEADLINE_S``, each chunk of the body given to ``take`` (which may raise to
     stop); (status, content type). Only a 200's body is read."""
     clock = Clock()
-    try:
+    with _timed(clock, what, url, f"a page may take {PAGE_DEADLINE_S:.0f} s",
+                "reach {url} ({error}); check the URL and that the index is served"):
         clock.until(clock.start + PAGE_DEADLINE_S)
         with get(url, root, session, headers=headers, what=what) as resp:
             if resp.status_code == 200:
                 for chunk in resp.iter_content(1 << 16):
                     take(chunk)
             return int(resp.status_code), str(resp.headers.get("Content-Type", ""))
-    except _Expired:
-        raise expired(what, url, clock, f"a page may take {PAGE_DEADLINE_S:.0f} s") from None
-    except _requests_error() as exc:
-        raise Unreachable(f"{what}: cannot reach {url} ({type(exc).__name__}); check the URL and that the index "
-                          "is served") from None
-    finally:
-        clock.done()
 
 
 def read_wheel(url: str, root: str, session: Any, *, size: int | None, headers: dict[str, str], what: str,
@@ -154,7 +164,8 @@ def read_wheel(url: str, root: str, session: Any, *, size: int | None, headers: 
         target = received + chunk if total is None else min(received + chunk, total)
         return clock.start + WHEEL_GRACE_S + target / MIN_RATE
 
-    try:
+    with _timed(clock, what, url, f"a wheel must come at {MIN_RATE // 1024} KiB/s on average after "
+                f"{WHEEL_GRACE_S:.0f} s", "download {url} ({error}); check the network"):
         clock.until(due(0, size))
         with get(url, root, session, headers=headers, what=what) as resp:
             if resp.status_code != 200:
@@ -168,16 +179,3 @@ def read_wheel(url: str, root: str, session: Any, *, size: int | None, headers: 
                 take(part)
                 clock.until(due(got, total))
             return 200
-    except _Expired:
-        raise expired(what, url, clock, f"a wheel must come at {MIN_RATE // 1024} KiB/s on average after "
-                      f"{WHEEL_GRACE_S:.0f} s") from None
-    except _requests_error() as exc:
-        raise Unreachable(f"{what}: cannot download {url} ({type(exc).__name__}); check the network") from None
-    finally:
-        clock.done()
-
-
-def _requests_error() -> type[Exception]:
-    import requests
-
-    return requests.RequestException

@@ -23,17 +23,6 @@ FIRST_WAIT_S = 0.5
 MAX_WAIT_S = 30.0
 
 
-def retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (seconds or an HTTP date), or None."""
-    value = (headers or {}).get("Retry-After") or (headers or {}).get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(Retry().parse_retry_after(value))
-    except Exception:  # urllib3 raises InvalidHeader on a malformed value: back off as usual
-        return None
-
-
 class Backoff:
     """Waits 0.5, 1, 2, ... s (or what Retry-After asks) until ``budget`` seconds have passed."""
 
@@ -46,7 +35,11 @@ class Backoff:
 
     def again(self, headers: Mapping[str, str] | None = None, status: int | None = None) -> bool:
         """Sleep before the next try and return True, or False when the budget would be exceeded."""
-        asked = retry_after(headers)
+        value = (headers or {}).get("Retry-After") or (headers or {}).get("retry-after")  # seconds or an HTTP date
+        try:
+            asked = float(Retry().parse_retry_after(value)) if value else None
+        except Exception:  # urllib3 raises InvalidHeader on a malformed value: back off as usual
+            asked = None
         pause = min(asked if asked is not None else self.wait, MAX_WAIT_S)
         if time.monotonic() - self.start + pause > self.budget:
             return False

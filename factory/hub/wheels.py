@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import Refused
-from ..nofollow import LinkRefused, open_nofollow, stream_digest
+from ..nofollow import Hashing, LinkRefused, open_nofollow, stream_digest
 from ..record import PROVENANCE, read_provenance
 from ..safe_text import has_control, printable
 from ..store.wheelinfo import read_capped
@@ -158,16 +158,14 @@ class MemberStream:
     def __iter__(self) -> Iterator[bytes]:
         """The member's bytes; the last piece is held back until the whole member matched its sha256, so a client
         never gets all of a changed file (zipfile also checks each member's CRC)."""
-        sha = hashlib.sha256()
+        sink = Hashing()  # the bytes read and their sha256
         held = b""
-        read = 0
         while chunk := self._src.read(CHUNK):
-            sha.update(chunk)
-            read += len(chunk)
+            sink.write(chunk)
             if held:
                 yield held
             held = chunk
-        if read != self.file.size or sha.hexdigest() != self.file.sha256:
+        if sink.size != self.file.size or sink.hexdigest() != self.file.sha256:
             raise Refused(f"{self.file.member}: its bytes changed after the wheel was checked")
         if held:
             yield held

@@ -287,10 +287,9 @@ class HubSource:
 
     def resolve(self, revision: str) -> str:
         refs = self.refs()
-        if revision in refs.branches:
-            return refs.branches[revision]
-        if revision in refs.tags:
-            return refs.tags[revision]
+        named = refs.branches.get(revision, refs.tags.get(revision))  # a branch before a tag of the same name
+        if named is not None:
+            return named
         if revision.lower() in {*refs.branches.values(), *refs.tags.values()}:
             return revision.lower()
         if self.offline:
