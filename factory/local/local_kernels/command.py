@@ -166,11 +166,9 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     env = detect_environment(python, path) if args.check and kernels else None  # may import torch: only if needed
     has_lib = installed_version("kernels", path) is not None
     root = Path(args.cache).absolute() if args.cache else cache.cache_root(os.environ)
-    placed: list[str] = []
-    notes: list[str] = []
-    left_out = EXIT_OK  # the worst exit code of the kernels --cache left out
-    if args.cache is not None:
-        placed, notes, left_out = install(root, usable(kernels)[0], args.allow_orgs)
+    # --cache: the lines of the kernels placed, the notes, and the worst exit code of the kernels it left out
+    placed, notes, left_out = install(root, usable(kernels)[0], args.allow_orgs) if args.cache is not None else (
+        [], [], EXIT_OK)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
     def ask(repo_ids: list[str]) -> Judge:
