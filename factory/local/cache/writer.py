@@ -204,18 +204,15 @@ class Placing:
     def tree(self, run: Folder, blobs: Folder, snaps: Folder, mode: int, how: str) -> None:
         """``run/tree``: the snapshot (``how`` "new": MARKER and build/<variant>/...) or the variant folder. Its
         folders get the mode and group a folder made where it goes would get (folder_mode)."""
-        with_marker = how == "new"
-        if with_marker:
-            dmode = stage.folder_mode(snaps)
+        os.mkdir("tree", 0o700, dir_fd=run.fd)
+        top = base = run.path / "tree"
+        if how == "new":
+            dmode, base = stage.folder_mode(snaps), top / "build" / self.variant
+            marker = {"repo_id": self.repo_id, "commit": self.sha, "origin": self.origin}
+            _new_file(top / MARKER, (json.dumps(marker, sort_keys=True) + "\n").encode(), mode)
         else:
             with snaps.sub(self.sha) as snap, snap.sub("build") as build:
                 dmode = stage.folder_mode(build)
-        os.mkdir("tree", 0o700, dir_fd=run.fd)
-        top = run.path / "tree"
-        base = top / "build" / self.variant if with_marker else top
-        if with_marker:
-            marker = {"repo_id": self.repo_id, "commit": self.sha, "origin": self.origin}
-            _new_file(top / MARKER, (json.dumps(marker, sort_keys=True) + "\n").encode(), mode)
         base.mkdir(parents=True, exist_ok=True)
         for rel, want in sorted(self.files.items()):
             path = base / rel
