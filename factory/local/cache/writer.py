@@ -550,8 +550,7 @@ def _new_file(name: str | Path, data: bytes, mode: int, folder: Folder | None = 
 
 def _precheck_refs(repo: Folder, refs: tuple[str, ...]) -> None:
     """A planted link at refs/ or any refs/<ref> refuses before anything is written."""
-    kind = repo.kind("refs")
-    if kind is None:
+    if repo.kind("refs") is None:
         return
     with repo.sub("refs") as folder:
         for ref in refs:

@@ -68,10 +68,9 @@ def report(kernels: list[InstalledKernel], *, shell: bool, check: bool, env: Env
     out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
     err: list[str] = []
     if not kernels:
-        where = python or sys.executable
-        err.append(f"no kernel wheels are installed in the environment of {where} (none has .dist-info/{PROVENANCE}): "
-                   "run `python -m kernel_factory local-kernels` with the python that runs your code, or pass "
-                   "--python PY")
+        err.append(f"no kernel wheels are installed in the environment of {python or sys.executable} (none has "
+                   f".dist-info/{PROVENANCE}): run `python -m kernel_factory local-kernels` with the python that "
+                   "runs your code, or pass --python PY")
     if not check:
         err += [f"left out {k.title}: {why}" for k, why in left]
         return out, err, EXIT_REFUSED if left else EXIT_OK
