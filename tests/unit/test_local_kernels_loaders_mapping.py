@@ -144,7 +144,7 @@ def test_check_exits_3_while_a_mapped_kernel_is_not_loadable(
     monkeypatch.setattr(sys, "path", [str(site)])  # no kernel wheels installed: the cache came from `download`
     monkeypatch.setattr(loaders, "installed_version", lambda name, path: "5.22.2")
     monkeypatch.setattr(loaders, "read_mapping", lambda python: mapping(ENTRIES))
-    monkeypatch.setattr(local_kernels, "detect_environment", lambda: CPU)
+    monkeypatch.setattr(local_kernels, "detect_environment", lambda python, path: CPU)
     monkeypatch.setattr(local_kernels, "ask_kernels", lambda python, builds, folders: judge(cache))
     if cached:
         snapshot(cache, "kernels-community/megablocks", MEGA_SHA, "torch-universal", ref="v1")

@@ -166,9 +166,8 @@ def check_files(files: Mapping[str, str], where: str) -> None:
     if len(files) > MAX_FILES:
         raise CacheRefused(f"{where}: more than {MAX_FILES} files, more than a kernel variant holds")
     for rel, digest in files.items():
-        bad = (not rel or rel.startswith("/") or "\\" in rel or str(PurePosixPath(rel)) != rel
-               or any(p in (".", "..") for p in rel.split("/")) or has_control(rel))
-        if bad:
+        if (not rel or rel.startswith("/") or "\\" in rel or str(PurePosixPath(rel)) != rel
+                or any(p in (".", "..") for p in rel.split("/")) or has_control(rel)):
             raise CacheRefused(f"{where}: {rel!r} is not a plain relative path; reinstall the wheel")
         if len(digest) != 64 or digest.strip("0123456789abcdef"):
             raise CacheRefused(f"{where}: the hash given for {rel} is not a sha256 hex digest; reinstall the wheel")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ...config import hub_cache, repo_folder_name
 from ...errors import UNUSABLE_ERRNOS, Refused, Unreachable
-from ...nofollow import FILE_FLAGS, Folder, LinkRefused, put, remove
+from ...nofollow import Folder, LinkRefused, put, read_small, remove
 from ...record import COMMIT_SHA
 from ...report import warn
 from ...verify.digest import left_out
@@ -79,13 +79,10 @@ _warned: list[bool] = []  # one warning per process where the cache's file syste
 
 def origin_of(snapshot: Path) -> str | None:
     """Who wrote a kernel-factory snapshot (MARKER's "origin": "download" or "local-kernels")."""
+    raw = read_small(str(snapshot / MARKER), 65536)  # never through a link, nor blocked by a FIFO
     try:
-        fd = os.open(snapshot / MARKER, FILE_FLAGS)  # a FIFO there opens at once, and is no marker
-        try:
-            data = json.loads(os.read(fd, 65536)) if stat.S_ISREG(os.fstat(fd).st_mode) else None
-        finally:
-            os.close(fd)
-    except (OSError, ValueError):
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
         return None
     origin = data.get("origin") if isinstance(data, dict) else None
     return origin if origin in ORIGINS else None
@@ -204,15 +201,18 @@ class Placing:
             staged.add(want)
         return staged
 
-    def tree(self, run: Folder, blobs: Folder, mode: int, with_marker: bool, dmode: tuple[int, int]) -> None:
-        """``run/tree``: the snapshot (``with_marker``: MARKER and build/<variant>/...) or the variant folder.
-        Its folders get ``dmode`` (mode, group): what a folder made where it goes would get (folder_mode)."""
+    def tree(self, run: Folder, blobs: Folder, snaps: Folder, mode: int, how: str) -> None:
+        """``run/tree``: the snapshot (``how`` "new": MARKER and build/<variant>/...) or the variant folder. Its
+        folders get the mode and group a folder made where it goes would get (folder_mode)."""
         os.mkdir("tree", 0o700, dir_fd=run.fd)
-        top = run.path / "tree"
-        base = top / "build" / self.variant if with_marker else top
-        if with_marker:
+        top = base = run.path / "tree"
+        if how == "new":
+            dmode, base = stage.folder_mode(snaps), top / "build" / self.variant
             marker = {"repo_id": self.repo_id, "commit": self.sha, "origin": self.origin}
             _new_file(top / MARKER, (json.dumps(marker, sort_keys=True) + "\n").encode(), mode)
+        else:
+            with snaps.sub(self.sha) as snap, snap.sub("build") as build:
+                dmode = stage.folder_mode(build)
         base.mkdir(parents=True, exist_ok=True)
         for rel, want in sorted(self.files.items()):
             path = base / rel
@@ -304,13 +304,6 @@ def move_in(run: Folder, snaps: Folder, p: Placing, how: str) -> bool:
         if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
             return False
         raise
-
-
-def dir_mode(snaps: Folder, p: Placing, how: str) -> tuple[int, int]:
-    if how == "new":
-        return stage.folder_mode(snaps)
-    with snaps.sub(p.sha) as snap, snap.sub("build") as build:
-        return stage.folder_mode(build)
 
 
 def repo_folder(root: Path, repo_id: str, kind: str = "kernel") -> Path:
@@ -557,8 +550,7 @@ def _new_file(name: str | Path, data: bytes, mode: int, folder: Folder | None = 
 
 def _precheck_refs(repo: Folder, refs: tuple[str, ...]) -> None:
     """A planted link at refs/ or any refs/<ref> refuses before anything is written."""
-    kind = repo.kind("refs")
-    if kind is None:
+    if repo.kind("refs") is None:
         return
     with repo.sub("refs") as folder:
         for ref in refs:
@@ -675,7 +667,7 @@ def _place_in(p: Placing, top: Folder, run: Folder, name: str, refs: tuple[str, 
                     staged = p.stage(run, blobs, mode)
                 if run.kind("tree") is not None:
                     remove(run, "tree")  # an earlier attempt's
-                p.tree(run, blobs, mode, with_marker=how == "new", dmode=dir_mode(snaps, p, how))
+                p.tree(run, blobs, snaps, mode, how)
                 p.publish_blobs(run, blobs, staged)
                 if move_in(run, snaps, p, how):
                     break
@@ -698,11 +690,9 @@ def _satisfied(p: Placing, top: Folder, name: str, refs: tuple[str, ...]) -> boo
             if p.judge(snaps, blobs) != "keep":
                 return False
         for ref in refs:
-            if read_ref(p.root / name, ref) != p.sha:
-                return False
             legacy = read_ref(repo_folder(p.root, p.repo_id, "model"), ref) if ref.startswith("v") else None
-            if legacy and legacy != p.sha:
-                return False  # the writer's note says why kernels would load another commit
+            if read_ref(p.root / name, ref) != p.sha or legacy not in (None, p.sha):
+                return False  # (a legacy ref elsewhere: the writer's note says why kernels would load it)
     return True
 
 

@@ -61,9 +61,8 @@ def check_names(members: list[zipfile.ZipInfo], wheel: str) -> None:
     folders: dict[str, str] = {}  # key -> the first member inside that folder
     for info in members:
         shown = printable(info.filename, 200)
-        encoded = info.filename.encode("utf-8", "surrogateescape")
-        if len(encoded) > MAX_NAME or any(len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_PART
-                                          for p in info.filename.split("/")):
+        encoded = info.filename.encode("utf-8", "surrogateescape")  # "/" is one byte, never inside another's
+        if len(encoded) > MAX_NAME or any(len(p) > MAX_NAME_PART for p in encoded.split(b"/")):
             raise Refused(f"{wheel}: member '{shown}' has a name longer than a file system takes ({MAX_NAME_PART} "
                           f"bytes a part, {MAX_NAME} in all); nothing was installed: rebuild the wheel")
         if info.flag_bits & 0x1:

@@ -15,6 +15,7 @@ from ...errors import UnknownVariant
 from ...variants import Target, parse
 from ..probe.environment import Environment, from_facts, label_or_none, machine
 from ..probe.facts import collect
+from ..probe.run import run_probe
 from .installed import InstalledKernel
 
 # Requirements the variant check covers with a better message.
@@ -30,11 +31,12 @@ def installed_version(name: str, path: list[str] | None) -> str | None:
     return None
 
 
-def detect_environment() -> Environment:
-    """This machine and its torch (facts.py's facts, collected in this interpreter: torch is imported only where it
-    is installed)."""
-    torch_version = installed_version("torch", None)
-    tvm = installed_version("apache-tvm-ffi", None)
+def detect_environment(python: str | None = None, path: list[str] | None = None) -> Environment:
+    """The torch of ``python`` (its packages on ``path``), asked in its own process; None: this machine and its
+    torch (facts.py's facts, collected in this interpreter: torch is imported only where it is installed)."""
+    torch_version, tvm = installed_version("torch", path), installed_version("apache-tvm-ffi", path)
+    if python:
+        return from_facts(run_probe(python), torch_version=torch_version, tvm_ffi=tvm)
     if torch_version is None:
         arch, os_name = machine(platform.machine(), platform.system())
         return Environment(os=os_name, arch=arch, torch=None, tvm_ffi=tvm)

@@ -20,9 +20,9 @@ from ...errors import EXIT_OK, EXIT_REFUSED, Refused, worst
 from ...nofollow import LinkRefused
 from ...record import PROVENANCE
 from .. import cache
-from ..probe.environment import Environment, from_facts
+from ..probe.environment import Environment
 from ..probe.rules import Judge
-from ..probe.run import ask_kernels, resolve_python, run_probe, sys_path
+from ..probe.run import ask_kernels, resolve_python, sys_path
 from . import loaders
 from .checks import check_kernel, detect_environment, installed_version
 from .installed import SIGSTORE, InstalledKernel, find_kernels, refs_of, why_not_cacheable
@@ -68,10 +68,9 @@ def report(kernels: list[InstalledKernel], *, shell: bool, check: bool, env: Env
     out: list[str] = [shell_line(value)] if shell else [value] if value and not check else []
     err: list[str] = []
     if not kernels:
-        where = python or sys.executable
-        err.append(f"no kernel wheels are installed in the environment of {where} (none has .dist-info/{PROVENANCE}): "
-                   "run `python -m kernel_factory local-kernels` with the python that runs your code, or pass "
-                   "--python PY")
+        err.append(f"no kernel wheels are installed in the environment of {python or sys.executable} (none has "
+                   f".dist-info/{PROVENANCE}): run `python -m kernel_factory local-kernels` with the python that "
+                   "runs your code, or pass --python PY")
     if not check:
         err += [f"left out {k.title}: {why}" for k, why in left]
         return out, err, EXIT_REFUSED if left else EXIT_OK
@@ -127,12 +126,9 @@ def install(root: Path, kernels: list[InstalledKernel],
     codes = [EXIT_OK]
     writer = cache.Writer(root, "local-kernels", notes)
     for k in kernels:
-        why = why_not_cacheable(k)
-        if why is None and k.repo_id and k.repo_id.split("/")[0] not in allow_orgs:
-            org = k.repo_id.split("/")[0]
-            why = f"the organisation {org} is not allowed in the Hub cache (add --allow-org {org} if you trust it)"
-        if why is None and k.files_problem:
-            why = k.files_problem
+        org = str(k.repo_id).split("/")[0]
+        why = why_not_cacheable(k) or (k.files_problem if org in allow_orgs else f"the organisation {org} is not "
+                                       f"allowed in the Hub cache (add --allow-org {org} if you trust it)")
         if why:
             notes.append(f"not in the Hub cache: {k.title}: {why}; only LOCAL_KERNELS serves it")
             codes.append(EXIT_REFUSED)
@@ -166,21 +162,12 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
     python = resolve_python(args.python) if args.python else None
     path = sys_path(python) if python else None
     kernels = find_kernels(path)
-
-    def environment() -> Environment:
-        if python:  # that interpreter's torch, asked in its own process, and its apache-tvm-ffi
-            return from_facts(run_probe(python), torch_version=installed_version("torch", path),
-                              tvm_ffi=installed_version("apache-tvm-ffi", path))  # fmt: skip
-        return detect_environment()  # imports torch: only when needed
-
-    env = environment() if args.check and kernels else None
+    env = detect_environment(python, path) if args.check and kernels else None  # may import torch: only if needed
     has_lib = installed_version("kernels", path) is not None
     root = Path(args.cache).absolute() if args.cache else cache.cache_root(os.environ)
-    placed: list[str] = []
-    notes: list[str] = []
-    left_out = EXIT_OK  # the worst exit code of the kernels --cache left out
-    if args.cache is not None:
-        placed, notes, left_out = install(root, usable(kernels)[0], args.allow_orgs)
+    # --cache: the lines of the kernels placed, the notes, and the worst exit code of the kernels it left out
+    placed, notes, left_out = install(root, usable(kernels)[0], args.allow_orgs) if args.cache is not None else (
+        [], [], EXIT_OK)
     environ = dict(os.environ, KERNELS_CACHE=str(root)) if args.cache else dict(os.environ)
 
     def ask(repo_ids: list[str]) -> Judge:
@@ -199,7 +186,8 @@ def run_local_kernels(args: LocalKernelsArgs) -> int:
                             loading_paths=loading_paths if args.check else None, every_path=args.cache is not None,
                             python=python, judge=judge)
     if args.check:  # the kernels transformers' own mapping asks for on this device, from the Hub cache
-        said, all_load = loaders.check_mapping(python or sys.executable, path, lambda: env or environment(), root, ask)
+        said, all_load = loaders.check_mapping(python or sys.executable, path,
+                                               lambda: env or detect_environment(python, path), root, ask)
         (err if args.shell else out).extend(said)
         code = EXIT_REFUSED if not all_load and code == EXIT_OK else code
     if args.shell and args.cache:

@@ -5,6 +5,7 @@ installed package can already run code"); the bytes ``local-kernels --cache`` pl
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib.metadata as im
 import json
@@ -59,10 +60,8 @@ def claim_problem(dist_name: str, version: str, prov: dict[str, Any]) -> str | N
     """Why this distribution may not claim the kernel its provenance names (None: it may)."""
     repo_id = prov.get("repo_id")
     label: str | None = None
-    try:
+    with contextlib.suppress(InvalidVersion):
         label = Version(version).local
-    except InvalidVersion:
-        pass
     filename = f"{canonicalize_name(dist_name).replace('-', '_')}-{version}-py3-none-any.whl"
     raw = {
         "filename": filename,
@@ -109,12 +108,8 @@ def _listed(dist: im.Distribution) -> Iterable[str]:
     """The absolute paths ``dist``'s RECORD lists, as written (normalised, links not followed)."""
     base = str(dist.locate_file(""))
     try:
-        text = dist.read_text("RECORD") or ""
-    except (OSError, UnicodeDecodeError):
-        return
-    try:
-        rows = recordfile.rows(text)
-    except csv.Error:
+        rows = recordfile.rows(dist.read_text("RECORD") or "")
+    except (OSError, UnicodeDecodeError, csv.Error):
         return
     for row in rows:
         if row and row[0]:
@@ -236,11 +231,9 @@ def _kernel(dist: im.Distribution, prov: dict[str, Any] | None, prov_error: str 
     raw: bytes | None = None  # metadata.json's bytes
     if pkg is None:
         problems.append(f"its {PROVENANCE} names no package: rebuild the wheel with kernel-factory to-wheel")
-    elif root is None:
-        pass
-    elif not folder.is_dir():
+    elif root is not None and not folder.is_dir():
         problems.append(f"its package folder {folder} is missing: pip install --force-reinstall '{dist_name}'")
-    else:
+    elif root is not None:
         meta_file = folder / "metadata.json"
         if not meta_file.is_file():
             problems.append(f"{root}/metadata.json, which the kernels library reads, is missing: rebuild the wheel "

@@ -58,13 +58,10 @@ def _resolver() -> Any:
 
 def answer(query: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"python": sys.executable, "kernels": None, "builds": {}, "folders": {}}
-    try:
+    try:  # kernels not installed, or broken (a missing extra, a torch that does not import), or without a resolver
         import kernels
-    except Exception as exc:  # not installed, or broken (a missing extra, a torch that does not import)
-        out["error"] = _first_line(exc)
-        return out
-    out["kernels"] = str(getattr(kernels, "__version__", "") or "")
-    try:
+
+        out["kernels"] = str(getattr(kernels, "__version__", "") or "")
         resolve = _resolver()
     except Exception as exc:
         out["error"] = _first_line(exc)

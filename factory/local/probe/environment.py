@@ -116,17 +116,13 @@ def _mm(text: str, what: str) -> str:
 def backend_part(env: Environment) -> str:
     """The backend part of kernel-builder's variant name for this torch (``cu130``, ``rocm71``, ``xpu20251``,
     ``cann82``, ``cpu``), spelled as kernels' backends spell it (major and minor run together)."""
-    backend = env.backend
-    if backend == "cuda":
-        return "cu" + _mm(str(env.cuda), "torch's CUDA")
-    if backend == "rocm":
-        return "rocm" + _mm(str(env.hip).split("-")[0], "torch's ROCm")
-    if backend == "xpu":
-        xpu = str(env.xpu)
-        return "xpu" + _mm(f"{xpu[0:4]}.{xpu[5:6]}", "torch's XPU")
-    if backend == "cann":
-        return "cann" + _mm(str(env.cann), "torch's CANN")
-    return backend  # tpu, neuron, metal, cpu
+    xpu = str(env.xpu)
+    versioned = {"cuda": ("cu", str(env.cuda), "CUDA"), "rocm": ("rocm", str(env.hip).split("-")[0], "ROCm"),
+                 "xpu": ("xpu", f"{xpu[0:4]}.{xpu[5:6]}", "XPU"), "cann": ("cann", str(env.cann), "CANN")}
+    if env.backend not in versioned:
+        return env.backend  # tpu, neuron, metal, cpu
+    prefix, version, name = versioned[env.backend]
+    return prefix + _mm(version, f"torch's {name}")
 
 
 def variant_name(env: Environment) -> str:
