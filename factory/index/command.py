@@ -27,7 +27,6 @@ from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..nofollow import TMP_PREFIX, Tree, write_bytes
 from ..publish.linked import STORE_FILE
 from ..store import Store, open_store
-from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
 from ..store.filecheck import check_files
 from .pages import (
@@ -280,7 +279,7 @@ def index_with_adoption(store: Store | Location | str | Path, out: Path, templat
     ``allow_kernel_names``. ``rescan``: read and check every record, and render every page. A catalog found
     damaged at any step is named in one warning and rebuilt in the same run (a second attempt adopts only the
     folders the first did not reach); any other SQLite error is Unreachable (exit 4)."""
-    opened = opened_store(store)
+    opened = open_store(store)
     kernel_set = set(kernels)
     try:  # first: a store that cannot adopt refuses --wheels before anything is read
         catalog = opened.open_catalog(adopting=bool(wheels))
