@@ -11,7 +11,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import islice
+from itertools import groupby, islice
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -105,7 +106,7 @@ def select_in(db: sqlite3.Connection, query: str, names: list[str]) -> Iterator[
     """The rows of ``query`` (its ``{}``: the placeholders) for ``names``, 500 names a query."""
     for i in range(0, len(names), 500):
         chunk = names[i : i + 500]
-        yield from db.execute(query.format(_marks(chunk)), chunk)
+        yield from db.execute(query.format(",".join("?" * len(chunk))), chunk)
 
 
 def _create(db: sqlite3.Connection) -> None:
@@ -127,17 +128,12 @@ def _expected_master() -> set[tuple[str, str, str | None]]:
         db.close()
 
 
-def _marks(items: list[Any]) -> str:
-    return ",".join("?" * len(items))
-
-
 def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
-def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
+def catalog_row(key: str, record: Record, names: dict[str, str], text: str | None) -> Row:
     """The row of ``record``; ``names`` caches projects; last, ``text`` (its file's, checked) or its JSON."""
-    names = {} if names is None else names
     project = names.get(record.name)
     if project is None:
         project = names[record.name] = canonicalize_name(record.name)
@@ -357,16 +353,8 @@ class Catalog:
             rows: Iterable[tuple[Any, ...]] = self.db.execute(query.format(""))
         else:
             rows = select_in(self.db, query.format("WHERE project IN ({}) "), sorted(set(names)))
-        project = ""
-        group: list[tuple[str, str, str | None, str | None, int, str]] = []
-        for row in rows:
-            if row[0] != project:
-                if group:
-                    yield project, self._decoded(group)
-                project, group = row[0], []
-            group.append(row)
-        if group:
-            yield project, self._decoded(group)
+        for project, group in groupby(rows, key=itemgetter(0)):
+            yield project, self._decoded(list(group))
 
     def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
         """The records of one project's rows, each checked unless this catalog wrote it from a checked record."""
