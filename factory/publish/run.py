@@ -68,43 +68,35 @@ def list_root(root: Path, refused: list[tuple[str, str]] | None = None) -> list[
     regular file or folder is never followed nor published: it adds (its path, why) to ``refused``."""
     found: list[LocalFile] = []
     for folder, dirs, names in os.walk(root):
-        kept = []
-        for name in sorted(dirs):
-            if private(name):
-                continue
-            problem = _not_plain(os.path.join(folder, name), stat.S_ISDIR)
-            if problem is None:
-                kept.append(name)
-            elif refused is not None:
-                refused.append((Path(folder, name).relative_to(root).as_posix(), problem))
-        dirs[:] = kept
+        dirs[:] = [name for name in sorted(dirs) if _plain(root, Path(folder, name), stat.S_ISDIR, refused)]
         for name in sorted(names):
-            if private(name):  # temporary files (TMP_PREFIX) and the tool's own state
-                continue
-            path = Path(folder) / name
-            rel = path.relative_to(root).as_posix()
+            path = Path(folder, name)
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
                 continue
-            problem = _not_plain(path, stat.S_ISREG, st)
-            if problem is not None:
-                if refused is not None:
-                    refused.append((rel, problem))
-                continue
-            found.append(LocalFile(rel, path, st.st_size))
+            if _plain(root, path, stat.S_ISREG, refused, st):
+                found.append(LocalFile(path.relative_to(root).as_posix(), path, st.st_size))
     return found
 
 
-def _not_plain(path: str | Path, kind: Callable[[int], bool], st: os.stat_result | None = None) -> str | None:
-    """Why ``path`` is not published (a link, a FIFO...), or None for a regular file or folder (``kind``)."""
+def _plain(root: Path, path: Path, kind: Callable[[int], bool], refused: list[tuple[str, str]] | None,
+           st: os.stat_result | None = None) -> bool:
+    """Whether ``path`` is published: a name not private, a regular file or folder (``kind``); a link or anything
+    else is not, and adds (its path, why) to ``refused``."""
+    if private(path.name):  # temporary files (TMP_PREFIX) and the tool's own state
+        return False
     st = os.lstat(path) if st is None else st
     if stat.S_ISLNK(st.st_mode):
-        return (f"a symbolic link (-> {os.readlink(path)}); publish never follows links out of the store: "
-                "replace it with the file itself, or remove it")
-    if not kind(st.st_mode):
-        return "not a regular file or folder; remove it"
-    return None
+        problem = (f"a symbolic link (-> {os.readlink(path)}); publish never follows links out of the store: "
+                   "replace it with the file itself, or remove it")
+    elif not kind(st.st_mode):
+        problem = "not a regular file or folder; remove it"
+    else:
+        return True
+    if refused is not None:
+        refused.append((path.relative_to(root).as_posix(), problem))
+    return False
 
 
 def _recorded_sha256(f: LocalFile) -> str | None:
