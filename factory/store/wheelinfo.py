@@ -97,22 +97,14 @@ def read_wheel(path: str, filename: str) -> WheelData:
         except LinkRefused:
             raise Refused(f"{filename}: {link_problem(path) or 'not a regular file'}; adoption takes regular files "
                           "only (a link could point anywhere once in the store): copy the wheel itself there") from None
-        try:
+        with open(fd, "rb") as f:
             st = os.fstat(fd)
             if st.st_size > WHOLE:
-                with open(fd, "rb", closefd=False) as f:
-                    digest = stream_digest(f)
-                    f.seek(0)
-                    metadata, provenance = _members(f, filename)
+                digest = stream_digest(f)
+                f.seek(0)
+                metadata, provenance = _members(f, filename)
                 return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None)
-            data = os.read(fd, st.st_size + 1)
-            if len(data) != st.st_size:  # a short read, or the file changed: read on to its end
-                parts = [data]
-                while chunk := os.read(fd, 1 << 20):
-                    parts.append(chunk)
-                data = b"".join(parts)
-        finally:
-            os.close(fd)
+            data = f.read()  # to its end, whatever its size was (a file changed meanwhile)
         metadata, provenance = _members(io.BytesIO(data), filename)
     except _ZIP_ERRORS as exc:
         raise _unreadable(filename, exc) from None
