@@ -269,12 +269,10 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
             summary = publish(root, dest, dry_run=dry_run)
     finally:
         dest.close()
-    if dry_run:
-        report.result(f"would upload {len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)}), "
-                      f"{len(summary.unchanged_files)} already there")
-    else:
-        report.result(f"uploaded {len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)}), "
-                      f"skipped {len(summary.unchanged_files)} unchanged")
+    sent = f"{len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)})"
+    same = len(summary.unchanged_files)
+    report.result(f"would upload {sent}, {same} already there" if dry_run else
+                  f"uploaded {sent}, skipped {same} unchanged")
     if summary.removed:
         report.result(f"{'would remove' if dry_run else 'removed'} {len(summary.removed)} withdrawn file(s)")
     if args.json:
