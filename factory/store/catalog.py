@@ -110,10 +110,7 @@ def select_in(db: sqlite3.Connection, query: str, names: list[str]) -> Iterator[
 
 
 def _create(db: sqlite3.Connection) -> None:
-    db.execute("BEGIN")
-    for statement in _TABLES.split(";"):
-        if statement.strip():
-            db.execute(statement)
+    db.executescript(f"BEGIN; {_TABLES}")  # the tables and indexes, in a transaction left open
     db.execute("INSERT INTO meta VALUES ('schema', ?), ('generation', ?)", (SCHEMA, unique()))
     db.execute("COMMIT")
 
