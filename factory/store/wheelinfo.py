@@ -158,9 +158,8 @@ def _label_fields(label: str, tags: frozenset[Tag]) -> dict[str, Any]:
 
 
 def _target_fields(target: variants.Target) -> dict[str, Any]:
-    return {"label": target.label, "variant": target.variant, "backend": target.backend,
-            "backend_version": target.backend_version, "framework": target.framework,
-            "framework_version": target.framework_version, "os": target.os, "arch": target.arch}  # fmt: skip
+    keys = ("label", "variant", "backend", "backend_version", "framework", "framework_version", "os", "arch")
+    return {key: getattr(target, key) for key in keys}
 
 
 def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:
