@@ -52,8 +52,6 @@ PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in
 
 @dataclass(frozen=True)
 class IndexArgs:
-    """``index``: the options' flags and the index's own."""
-
     flags: Flags  # --store, --out, --templates, --base-url, --allow-kernel-names among them (config.OPTIONS)
     wheels: tuple[str, ...] = ()
     repair: bool = False
@@ -64,8 +62,6 @@ class IndexArgs:
 
 @dataclass(frozen=True)
 class IndexOptions:
-    """``index``'s arguments resolved (``resolve_paths``)."""
-
     store: Location
     out: Path
     wheels: tuple[Path, ...]

@@ -175,18 +175,14 @@ def _run_all(fn: Callable[[LocalFile], None], items: Sequence[LocalFile], worker
 
 def publish(root: Path, dest: Destination, *, dry_run: bool = False,
             out: Callable[[str], None] = report.info) -> Summary:
-    files: list[LocalFile] = []
     summary = Summary()
     refused: list[tuple[str, str]] = []
     listed = list_root(root, refused)
     for rel, why in refused:
         summary.refused.append(rel)
         out(f"refused {rel}: {why}")
-    for f in listed:
-        if dest.wants(f):
-            files.append(f)
-        else:
-            summary.not_taken.append(f.rel)
+    files = [f for f in listed if dest.wants(f)]
+    summary.not_taken = [f.rel for f in listed if not dest.wants(f)]
     dest.prepare(files, dry_run=dry_run)
     from . import linked
 
