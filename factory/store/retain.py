@@ -81,9 +81,7 @@ def plan(records: Iterable[Record], rules: Rules, files: Path | None = None) -> 
         per_major: dict[object, int] = defaultdict(int)
         for i, version in enumerate(order):
             recs = versions[version]
-            why = []
-            if i == 0:
-                why.append("newest")
+            why = ["newest"] if i == 0 else []
             parsed = version_of(version)
             major = parsed.major if parsed is not None else version
             per_major[major] += 1
