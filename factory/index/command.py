@@ -8,13 +8,12 @@ and checks").
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -372,12 +371,12 @@ def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextMan
         if repair:
             raise UsageError(f"--repair needs a local store folder, not {store.display}; delete the damaged records "
                              "and rerun build")
-        return contextlib.nullcontext()  # S3: shards write distinct keys, each wheel before its record
+        return nullcontext()  # S3: shards write distinct keys, each wheel before its record
     if not root.exists() and not adopting:
         raise UsageError(f"no store at {root}: run `kernel-factory build` first, check --store (or `store` in the "
                          "config), or pass --wheels DIR to index a folder of wheels")
     if root.is_dir() and not os.access(root, os.W_OK):
-        return contextlib.nullcontext()  # read-only: no writer to wait for
+        return nullcontext()  # read-only: no writer to wait for
     return store.lock()
 
 

@@ -5,6 +5,7 @@ and metadata are whole. What is read from a wheel, and its caps, are in wheelinf
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zipfile
@@ -56,10 +57,10 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
     dest = os.path.join(files, filename)
     same = False
     if os.path.lexists(dest):
-        try:
+        # a symbolic link of that name (never read through), or gone since: the wheel goes there (the rename
+        # replaces the link, never what it points to)
+        with contextlib.suppress(OSError, LinkRefused):
             same = file_digest(Path(dest), follow=False) == record.sha256
-        except (OSError, LinkRefused):  # a symbolic link of that name (never read through), or gone since
-            pass  # the wheel goes there: the rename replaces the link, never what it points to
         if not same and os.path.isfile(dest) and not os.path.islink(dest):
             raise Refused(f"{filename}: a different file of that name is already in {files}; remove one of them")
     if not same:
@@ -173,11 +174,9 @@ def repair(store_root: Path, wheel_name: str) -> Record:
     prov = read_provenance(provenance)[0] or {}
     if prov and record.variant is not None and prov.get("variant") == record.variant:
         built = _as_built(record, prov, wheel)
-        try:
+        with contextlib.suppress(ValueError):  # a provenance file we cannot trust: the record of an adopted wheel
             record_check.check(json.loads(built.to_json()), wheel_name)
             record = built
-        except ValueError:
-            pass  # a provenance file we cannot trust: the record of an adopted wheel
     write_bytes(files / f"{wheel_name}.metadata", metadata)
     write_bytes(files / f"{wheel_name}.json", record.to_json())
     return record

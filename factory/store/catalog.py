@@ -4,6 +4,7 @@ the catalog a new generation where a project changed: the same generation means 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -321,10 +322,8 @@ class Catalog:
             self.changed = self.changed or bool(touched or removed)
         except BaseException:
             if db.in_transaction:  # SQLite may have rolled back itself (a full disk)
-                try:
+                with contextlib.suppress(sqlite3.Error):  # else the journal rolls it back at the next open
                     db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass  # the journal rolls it back at the next open
             self._keys = None  # read again from the rolled-back table
             raise
         return touched

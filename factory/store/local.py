@@ -11,7 +11,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -172,10 +172,8 @@ class LocalStore:
             if wheel not in names:
                 gaps.append((wheel, check.missing_wheel(entry.path, wheel)))
                 continue
-            try:
+            with suppress(FileNotFoundError):
                 listing[wheel] = record_key(entry.stat())
-            except FileNotFoundError:
-                continue
         gaps += [(w, check.no_record(os.path.join(self.files, w), w)) for w in sorted(names)
                  if w.endswith(".whl") and w not in listing]  # fmt: skip
         found.touched = sync(catalog, listing, self._read(found), rescan)

@@ -3,6 +3,7 @@ kernels.lock's pin, being the project's newest), and removing them in steps a ki
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -127,10 +128,8 @@ def freed(files: Path | None, r: Record) -> int:
         return r.size
     total = 0
     for name in (r.filename, f"{r.filename}.metadata", f"{r.filename}.json"):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             total += os.lstat(files / name).st_size
-        except FileNotFoundError:
-            continue
     return total
 
 
