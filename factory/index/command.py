@@ -334,12 +334,11 @@ def _adopt_folder(store: Store, folder: Path, catalog: Catalog, synced: Synced, 
     held = synced.listing if synced.listing is not None else catalog.keys()
     fresh = [n for n in names if n.endswith(".whl")]
     todo = sorted(n for n in fresh if n not in held)
-    refuse: set[str] = set()
-    if todo and not allow_kernel_names:
-        refuse = kernels | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
     result = AdoptResult()
     if todo:
         assert store.folder is not None  # open_catalog(adopting=True) refused a store without one
+        refuse = set() if allow_kernel_names else kernels | catalog.kernel_projects(
+            {canonicalize_name(n.split("-", 1)[0]) for n in todo})
         result = adopt_wheels(store.folder, [os.path.join(folder, n) for n in todo], refuse, known)
     result.present = [n for n in fresh if n in held]
     result.not_wheels = not_wheels(names)

@@ -10,6 +10,7 @@ import os
 import time
 import zipfile
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -124,13 +125,9 @@ def variant_fields(
         target: variants.Target | None = None
         named = (read_provenance(provenance)[0] or {}).get("variant")
         if isinstance(named, str):
-            try:
+            with suppress(UnknownVariant):
                 target = variants.parse(named)
-            except UnknownVariant:
-                target = None
-            if target is not None and target.label != label:
-                target = None
-        if target is not None:
+        if target is not None and target.label == label:  # a provenance naming another label's variant: its label's
             fields = _target_fields(target)
         elif label is not None:
             fields = _label_fields(label, tags)
