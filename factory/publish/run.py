@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,15 +121,13 @@ def _recorded_sha256(f: LocalFile) -> str | None:
 
 def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
     """Wheels, .metadata, other ``files/``, pages (deepest first, ``projects/`` after the ``simple/`` they link)."""
-    by_phase: dict[tuple[int, float], list[LocalFile]] = {}
-    for f in files:
-        phase: tuple[int, float]
+    def phase(f: LocalFile) -> tuple[int, float]:
         if f.rel.startswith("files/"):
-            phase = (0, 0 if f.name.endswith(".whl") else 1 if f.name.endswith(".whl.metadata") else 2)
-        else:  # a project's page for a person links its simple pages: it goes in the phase after them
-            phase = (1, -(f.rel.count("/") - (0.5 if f.rel.startswith("projects/") else 0)))
-        by_phase.setdefault(phase, []).append(f)
-    return [by_phase[phase] for phase in sorted(by_phase)]
+            return (0, 0 if f.name.endswith(".whl") else 1 if f.name.endswith(".whl.metadata") else 2)
+        # a project's page for a person links its simple pages: it goes in the phase after them
+        return (1, -(f.rel.count("/") - (0.5 if f.rel.startswith("projects/") else 0)))
+
+    return [list(group) for _phase, group in groupby(sorted(files, key=phase), key=phase)]  # stable: in order
 
 
 @dataclass
