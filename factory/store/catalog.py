@@ -359,10 +359,9 @@ class Catalog:
             got = self._checked.get(row[1])
             known.append(got[1] if got is not None and type(row[5]) is str and got[0] == _digest(row[5]) else None)
         texts = [row[5] for row, record in zip(group, known, strict=True) if record is None]
-        try:
+        decoded = None
+        with contextlib.suppress(TypeError, ValueError, RecursionError):
             decoded = json.loads(f"[{','.join(texts)}]") if texts else []
-        except (TypeError, ValueError, RecursionError):
-            decoded = None
         if type(decoded) is not list or len(decoded) != len(texts):
             raise CatalogDamaged(f"{self.path}: the rows of project {group[0][0][:80]!r} are not records' JSON")
         values = iter(decoded)
@@ -392,10 +391,9 @@ class Catalog:
         generation = self.generation()
         kept = self.meta("lookalikes")
         if kept is not None and kept.startswith(f"{generation}\n"):
-            try:
+            pairs = None
+            with contextlib.suppress(TypeError, ValueError, RecursionError):
                 pairs = [(w, p) for w, p in json.loads(kept.partition("\n")[2])]
-            except (TypeError, ValueError, RecursionError):
-                pairs = None
             if pairs is not None and all(check.plain_wheel(w) and check.project_of(p) == p for w, p in pairs):
                 return pairs
         kind = "json_extract(row, '$.kind')"

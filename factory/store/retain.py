@@ -142,12 +142,11 @@ def read_journal(files: Store) -> tuple[frozenset[str], bool]:
         raise Refused(f"{where}: {exc.found}; remove it and run `kernel-factory prune` again") from None
     if data is None:
         return frozenset(), False
-    try:
+    wheels = rendered = None
+    with contextlib.suppress(ValueError, RecursionError, KeyError):
         raw = json.loads(data)
         wheels = raw["wheels"] if type(raw) is dict and raw.get("schema") == 1 else None
         rendered = raw.get("rendered", False) if type(raw) is dict else None
-    except (ValueError, RecursionError, KeyError):
-        wheels = rendered = None
     if (type(wheels) is not list or not all(plain_wheel(w) for w in wheels) or type(rendered) is not bool
             or len(data) > MAX_JOURNAL):  # fmt: skip
         raise Refused(f"{where}: damaged (not the list of wheels a prune removes); remove it and run "
