@@ -57,8 +57,7 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
     dest = os.path.join(files, filename)
     same = False
     if os.path.lexists(dest):
-        # a symbolic link of that name (never read through), or gone since: the wheel goes there (the rename
-        # replaces the link, never what it points to)
+        # a symbolic link of that name (never read through: the rename replaces it, not its target), or gone since
         with contextlib.suppress(OSError, LinkRefused):
             same = file_digest(Path(dest), follow=False) == record.sha256
         if not same and os.path.isfile(dest) and not os.path.islink(dest):
