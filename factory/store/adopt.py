@@ -213,12 +213,9 @@ def repair_store(store_root: Path) -> tuple[list[str], list[str]]:
     for wheel in sorted(n for n in names if n.endswith(".whl") and (files / n).is_file()):
         path = files / f"{wheel}.json"
         if path.name in names:  # a record that passes its check stays; one without its wheel is not ours to fix
-            try:
-                with open(path, "rb") as f:
-                    record_check.parse(f.read(MAX_RECORD_BYTES + 1), wheel, str(path))
+            with contextlib.suppress(record_check.BadRecord), open(path, "rb") as f:
+                record_check.parse(f.read(MAX_RECORD_BYTES + 1), wheel, str(path))
                 continue
-            except record_check.BadRecord:
-                pass
         try:
             repair(store_root, wheel)
         except Refused as exc:
