@@ -243,11 +243,9 @@ class Bucket:
 
     def get(self, key: str, limit: int | None = None) -> bytes | None:
         """An object's bytes (at most ``limit`` + 1), or None where there is none."""
-        def read() -> bytes:
-            body = self.client.get_object(Bucket=self.name, Key=key)["Body"]
-            return body.read() if limit is None else body.read(limit + 1)  # type: ignore[no-any-return]
-
-        return self._unless_missing(read)  # type: ignore[no-any-return]
+        amount = None if limit is None else limit + 1  # None: StreamingBody.read reads it all
+        return self._unless_missing(  # type: ignore[no-any-return]
+            lambda: self.client.get_object(Bucket=self.name, Key=key)["Body"].read(amount))
 
     def download(self, key: str, sink: Any) -> bool:
         """Stream an object into ``sink`` in order (s3transfer retries a cut read); False where there is none."""

@@ -127,14 +127,11 @@ def fetch(url: str, session: Any) -> tuple[bytes, str] | None:
             raise Unreachable(f"--index-url: cannot read {page} ({exc.strerror}); check the path") from None
         _cap(len(body), str(page))
         return body, PEP691_JSON if page.name == "index.json" else "application/octet-stream"
-    chunks: list[bytes] = []
-    size = 0
+    received = bytearray()
 
     def take(chunk: bytes) -> None:
-        nonlocal size
-        size += len(chunk)
-        _cap(size, url)
-        chunks.append(chunk)
+        received.extend(chunk)
+        _cap(len(received), url)
 
     status, content_type = fetch_.read_page(url, url, session, headers={"Accept": ACCEPT, "User-Agent": USER_AGENT},
                                             what="--index-url", take=take)
@@ -142,7 +139,7 @@ def fetch(url: str, session: Any) -> tuple[bytes, str] | None:
         return None
     if status != 200:
         raise Unreachable(f"--index-url: {url} answered HTTP {status}; check the URL and credentials")
-    return b"".join(chunks), content_type
+    return bytes(received), content_type
 
 
 def _cap(size: int, where: str) -> None:

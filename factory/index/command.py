@@ -8,13 +8,12 @@ and checks").
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,6 @@ from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..nofollow import TMP_PREFIX, Tree, write_bytes
 from ..publish.linked import STORE_FILE
 from ..store import Store, open_store
-from ..store import opened as opened_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
 from ..store.filecheck import check_files
 from .pages import (
@@ -53,8 +51,6 @@ PARALLEL_RECORDS = 5000  # a full build of at least this many records renders in
 
 @dataclass(frozen=True)
 class IndexArgs:
-    """``index``: the options' flags and the index's own."""
-
     flags: Flags  # --store, --out, --templates, --base-url, --allow-kernel-names among them (config.OPTIONS)
     wheels: tuple[str, ...] = ()
     repair: bool = False
@@ -65,8 +61,6 @@ class IndexArgs:
 
 @dataclass(frozen=True)
 class IndexOptions:
-    """``index``'s arguments resolved (``resolve_paths``)."""
-
     store: Location
     out: Path
     wheels: tuple[Path, ...]
@@ -280,7 +274,7 @@ def index_with_adoption(store: Store | Location | str | Path, out: Path, templat
     ``allow_kernel_names``. ``rescan``: read and check every record, and render every page. A catalog found
     damaged at any step is named in one warning and rebuilt in the same run (a second attempt adopts only the
     folders the first did not reach); any other SQLite error is Unreachable (exit 4)."""
-    opened = opened_store(store)
+    opened = open_store(store)
     kernel_set = set(kernels)
     try:  # first: a store that cannot adopt refuses --wheels before anything is read
         catalog = opened.open_catalog(adopting=bool(wheels))
@@ -340,12 +334,11 @@ def _adopt_folder(store: Store, folder: Path, catalog: Catalog, synced: Synced, 
     held = synced.listing if synced.listing is not None else catalog.keys()
     fresh = [n for n in names if n.endswith(".whl")]
     todo = sorted(n for n in fresh if n not in held)
-    refuse: set[str] = set()
-    if todo and not allow_kernel_names:
-        refuse = kernels | catalog.kernel_projects({canonicalize_name(n.split("-", 1)[0]) for n in todo})
     result = AdoptResult()
     if todo:
         assert store.folder is not None  # open_catalog(adopting=True) refused a store without one
+        refuse = set() if allow_kernel_names else kernels | catalog.kernel_projects(
+            {canonicalize_name(n.split("-", 1)[0]) for n in todo})
         result = adopt_wheels(store.folder, [os.path.join(folder, n) for n in todo], refuse, known)
     result.present = [n for n in fresh if n in held]
     result.not_wheels = not_wheels(names)
@@ -377,12 +370,12 @@ def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextMan
         if repair:
             raise UsageError(f"--repair needs a local store folder, not {store.display}; delete the damaged records "
                              "and rerun build")
-        return contextlib.nullcontext()  # S3: shards write distinct keys, each wheel before its record
+        return nullcontext()  # S3: shards write distinct keys, each wheel before its record
     if not root.exists() and not adopting:
         raise UsageError(f"no store at {root}: run `kernel-factory build` first, check --store (or `store` in the "
                          "config), or pass --wheels DIR to index a folder of wheels")
     if root.is_dir() and not os.access(root, os.W_OK):
-        return contextlib.nullcontext()  # read-only: no writer to wait for
+        return nullcontext()  # read-only: no writer to wait for
     return store.lock()
 
 

@@ -104,12 +104,10 @@ def _col_key(r: Record) -> tuple[str | None, str | None]:
 
 def _commands(project: str, record: Record, base_url: str) -> tuple[str, str]:
     pin = shlex.join(["pip", "install", f"{project}=={record.version}", "--index-url", f"{base_url}/simple"])
-    if record.label:
-        variant = f"{base_url}/variants/{record.label}/simple"
-        return pin, shlex.join(["pip", "install", project, "--index-url", variant])
-    if "+" in record.version:  # a label that names no variant: only in the combined index, so pin it
+    if "+" in record.version and not record.label:  # a label that names no variant: only in the combined index
         return pin, pin
-    return pin, shlex.join(["pip", "install", project, "--index-url", f"{base_url}/simple"])
+    root = f"{base_url}/variants/{record.label}/simple" if record.label else f"{base_url}/simple"
+    return pin, shlex.join(["pip", "install", project, "--index-url", root])
 
 
 def _version_view(project: str, version: str, recs: list[Record], base_url: str) -> VersionView:

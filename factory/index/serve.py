@@ -25,16 +25,12 @@ def wants_json(accept: str | None) -> bool:
         return False
     best_json = best_html = 0.0
     for part in accept.split(","):
-        fields = [f.strip() for f in part.split(";")]
-        media = fields[0].lower()
-        q = 1.0
-        for param in fields[1:]:
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
+        media, *params = [f.strip() for f in part.lower().split(";")]
+        given = {key.strip(): value for key, _, value in (param.partition("=") for param in params)}  # the last wins
+        try:
+            q = float(given.get("q", 1.0))
+        except ValueError:
+            q = 0.0
         if media == PEP691_JSON:
             best_json = max(best_json, q)
         elif media in ("application/vnd.pypi.simple.v1+html", "text/html", "*/*"):

@@ -118,8 +118,7 @@ def read_state(out: Path) -> tuple[State | None, str | None]:
 
 
 def write_state(out: Path, state: State) -> None:
-    doc = {"schema": STATE_SCHEMA, "fingerprint": state.fingerprint, "generation": state.generation,
-           "labels": state.labels, "projects": state.projects, "pages": state.pages}  # fmt: skip
+    doc = {"schema": STATE_SCHEMA, **vars(state)}  # its fields, each a key of the file
     write_bytes(out / STATE_FILE, json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,43 +69,35 @@ def list_root(root: Path, refused: list[tuple[str, str]] | None = None) -> list[
     regular file or folder is never followed nor published: it adds (its path, why) to ``refused``."""
     found: list[LocalFile] = []
     for folder, dirs, names in os.walk(root):
-        kept = []
-        for name in sorted(dirs):
-            if private(name):
-                continue
-            problem = _not_plain(os.path.join(folder, name), stat.S_ISDIR)
-            if problem is None:
-                kept.append(name)
-            elif refused is not None:
-                refused.append((Path(folder, name).relative_to(root).as_posix(), problem))
-        dirs[:] = kept
+        dirs[:] = [name for name in sorted(dirs) if _plain(root, Path(folder, name), stat.S_ISDIR, refused)]
         for name in sorted(names):
-            if private(name):  # temporary files (TMP_PREFIX) and the tool's own state
-                continue
-            path = Path(folder) / name
-            rel = path.relative_to(root).as_posix()
+            path = Path(folder, name)
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
                 continue
-            problem = _not_plain(path, stat.S_ISREG, st)
-            if problem is not None:
-                if refused is not None:
-                    refused.append((rel, problem))
-                continue
-            found.append(LocalFile(rel, path, st.st_size))
+            if _plain(root, path, stat.S_ISREG, refused, st):
+                found.append(LocalFile(path.relative_to(root).as_posix(), path, st.st_size))
     return found
 
 
-def _not_plain(path: str | Path, kind: Callable[[int], bool], st: os.stat_result | None = None) -> str | None:
-    """Why ``path`` is not published (a link, a FIFO...), or None for a regular file or folder (``kind``)."""
+def _plain(root: Path, path: Path, kind: Callable[[int], bool], refused: list[tuple[str, str]] | None,
+           st: os.stat_result | None = None) -> bool:
+    """Whether ``path`` is published: a name not private, a regular file or folder (``kind``); a link or anything
+    else is not, and adds (its path, why) to ``refused``."""
+    if private(path.name):  # temporary files (TMP_PREFIX) and the tool's own state
+        return False
     st = os.lstat(path) if st is None else st
     if stat.S_ISLNK(st.st_mode):
-        return (f"a symbolic link (-> {os.readlink(path)}); publish never follows links out of the store: "
-                "replace it with the file itself, or remove it")
-    if not kind(st.st_mode):
-        return "not a regular file or folder; remove it"
-    return None
+        problem = (f"a symbolic link (-> {os.readlink(path)}); publish never follows links out of the store: "
+                   "replace it with the file itself, or remove it")
+    elif not kind(st.st_mode):
+        problem = "not a regular file or folder; remove it"
+    else:
+        return True
+    if refused is not None:
+        refused.append((path.relative_to(root).as_posix(), problem))
+    return False
 
 
 def _recorded_sha256(f: LocalFile) -> str | None:
@@ -128,15 +121,13 @@ def _recorded_sha256(f: LocalFile) -> str | None:
 
 def phases(files: Iterable[LocalFile]) -> list[list[LocalFile]]:
     """Wheels, .metadata, other ``files/``, pages (deepest first, ``projects/`` after the ``simple/`` they link)."""
-    by_phase: dict[tuple[int, float], list[LocalFile]] = {}
-    for f in files:
-        phase: tuple[int, float]
+    def phase(f: LocalFile) -> tuple[int, float]:
         if f.rel.startswith("files/"):
-            phase = (0, 0 if f.name.endswith(".whl") else 1 if f.name.endswith(".whl.metadata") else 2)
-        else:  # a project's page for a person links its simple pages: it goes in the phase after them
-            phase = (1, -(f.rel.count("/") - (0.5 if f.rel.startswith("projects/") else 0)))
-        by_phase.setdefault(phase, []).append(f)
-    return [by_phase[phase] for phase in sorted(by_phase)]
+            return (0, 0 if f.name.endswith(".whl") else 1 if f.name.endswith(".whl.metadata") else 2)
+        # a project's page for a person links its simple pages: it goes in the phase after them
+        return (1, -(f.rel.count("/") - (0.5 if f.rel.startswith("projects/") else 0)))
+
+    return [list(group) for _phase, group in groupby(sorted(files, key=phase), key=phase)]  # stable: in order
 
 
 @dataclass
@@ -183,18 +174,14 @@ def _run_all(fn: Callable[[LocalFile], None], items: Sequence[LocalFile], worker
 
 def publish(root: Path, dest: Destination, *, dry_run: bool = False,
             out: Callable[[str], None] = report.info) -> Summary:
-    files: list[LocalFile] = []
     summary = Summary()
     refused: list[tuple[str, str]] = []
     listed = list_root(root, refused)
     for rel, why in refused:
         summary.refused.append(rel)
         out(f"refused {rel}: {why}")
-    for f in listed:
-        if dest.wants(f):
-            files.append(f)
-        else:
-            summary.not_taken.append(f.rel)
+    files = [f for f in listed if dest.wants(f)]
+    summary.not_taken = [f.rel for f in listed if not dest.wants(f)]
     dest.prepare(files, dry_run=dry_run)
     from . import linked
 
@@ -277,12 +264,10 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
             summary = publish(root, dest, dry_run=dry_run)
     finally:
         dest.close()
-    if dry_run:
-        report.result(f"would upload {len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)}), "
-                      f"{len(summary.unchanged_files)} already there")
-    else:
-        report.result(f"uploaded {len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)}), "
-                      f"skipped {len(summary.unchanged_files)} unchanged")
+    sent = f"{len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)})"
+    same = len(summary.unchanged_files)
+    report.result(f"would upload {sent}, {same} already there" if dry_run else
+                  f"uploaded {sent}, skipped {same} unchanged")
     if summary.removed:
         report.result(f"{'would remove' if dry_run else 'removed'} {len(summary.removed)} withdrawn file(s)")
     if args.json:

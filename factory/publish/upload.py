@@ -88,14 +88,12 @@ def resolve(to: str | None, repository: str | None, simple_url: str | None,
     user = env.get("TWINE_USERNAME") or section.get("username") or url_user
     password = env.get("TWINE_PASSWORD") or section.get("password") or url_password
     if password is None:
-        try:
+        with contextlib.suppress(Exception):  # no keyring backend, or a broken one: go on without
             import keyring
 
             cred = keyring.get_credential(url, user)
             if cred is not None:
                 user, password = user or cred.username, cred.password
-        except Exception:  # no keyring backend, or a broken one: go on without
-            pass
     if simple_url:
         _http(simple_url, "--simple-url")
     return Endpoint(

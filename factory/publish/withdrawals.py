@@ -40,9 +40,7 @@ def parse_manifest(data: bytes | None) -> dict[str, int]:
 
 
 def _plain_rel(rel: object) -> bool:
-    if type(rel) is not str or not rel or rel.startswith("/") or "\\" in rel:
-        return False
-    if has_control(rel):
+    if type(rel) is not str or not rel or rel.startswith("/") or "\\" in rel or has_control(rel):
         return False
     return all(part not in ("", ".", "..") for part in rel.split("/")) and not rel.split("/")[-1].startswith(".")
 

@@ -72,8 +72,11 @@ class Store(Protocol):
         """A folder for wheels on their way in: in the store's file system (moved in by rename), else ``scratch``."""
 
 
-def open_store(location: Location | str | Path, options: Any = None) -> Store:
-    """A local folder, or ``s3://bucket/prefix``; ``options`` (config.Options): put headers, the lock's wait."""
+def open_store(location: Store | Location | str | Path, options: Any = None) -> Store:
+    """A local folder, or ``s3://bucket/prefix``; ``options`` (config.Options): put headers, the lock's wait. A store
+    already open is itself."""
+    if not isinstance(location, (Location, str, Path)):
+        return location
     loc = location if isinstance(location, Location) else Location.parse(location)
     if loc.local is not None:
         from .local import LocalStore
@@ -87,11 +90,6 @@ def open_store(location: Location | str | Path, options: Any = None) -> Store:
     return S3Store(loc.display, PutOptions.from_options(options))
 
 
-def opened(store: Store | Location | str | Path) -> Store:
-    """``store`` itself where it is an open store, else the store at that location (default put options)."""
-    return open_store(store) if isinstance(store, (Location, str, Path)) else store
-
-
 def load_records(
     store: Store | Location | str | Path, damaged: list[str] | None = None, rescan: bool = False,
     readonly: bool = False,
@@ -101,7 +99,7 @@ def load_records(
     from .. import report
     from .catalog import rebuilt, sqlite_problem
 
-    opened_store = opened(store)
+    opened_store = open_store(store)
     try:
         catalog = opened_store.open_catalog(readonly=readonly)
     except sqlite3.DatabaseError as exc:  # Catalog() rebuilds a damaged file itself: this is another error

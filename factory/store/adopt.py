@@ -5,6 +5,7 @@ and metadata are whole. What is read from a wheel, and its caps, are in wheelinf
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zipfile
@@ -56,10 +57,9 @@ def _prepare(files: str, batch: Batch, path: str, kernels: Collection[str], know
     dest = os.path.join(files, filename)
     same = False
     if os.path.lexists(dest):
-        try:
+        # a symbolic link of that name (never read through: the rename replaces it, not its target), or gone since
+        with contextlib.suppress(OSError, LinkRefused):
             same = file_digest(Path(dest), follow=False) == record.sha256
-        except (OSError, LinkRefused):  # a symbolic link of that name (never read through), or gone since
-            pass  # the wheel goes there: the rename replaces the link, never what it points to
         if not same and os.path.isfile(dest) and not os.path.islink(dest):
             raise Refused(f"{filename}: a different file of that name is already in {files}; remove one of them")
     if not same:
@@ -173,11 +173,9 @@ def repair(store_root: Path, wheel_name: str) -> Record:
     prov = read_provenance(provenance)[0] or {}
     if prov and record.variant is not None and prov.get("variant") == record.variant:
         built = _as_built(record, prov, wheel)
-        try:
+        with contextlib.suppress(ValueError):  # a provenance file we cannot trust: the record of an adopted wheel
             record_check.check(json.loads(built.to_json()), wheel_name)
             record = built
-        except ValueError:
-            pass  # a provenance file we cannot trust: the record of an adopted wheel
     write_bytes(files / f"{wheel_name}.metadata", metadata)
     write_bytes(files / f"{wheel_name}.json", record.to_json())
     return record
@@ -215,12 +213,9 @@ def repair_store(store_root: Path) -> tuple[list[str], list[str]]:
     for wheel in sorted(n for n in names if n.endswith(".whl") and (files / n).is_file()):
         path = files / f"{wheel}.json"
         if path.name in names:  # a record that passes its check stays; one without its wheel is not ours to fix
-            try:
-                with open(path, "rb") as f:
-                    record_check.parse(f.read(MAX_RECORD_BYTES + 1), wheel, str(path))
+            with contextlib.suppress(record_check.BadRecord), open(path, "rb") as f:
+                record_check.parse(f.read(MAX_RECORD_BYTES + 1), wheel, str(path))
                 continue
-            except record_check.BadRecord:
-                pass
         try:
             repair(store_root, wheel)
         except Refused as exc:

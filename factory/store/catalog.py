@@ -4,6 +4,7 @@ the catalog a new generation where a project changed: the same generation means 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -11,7 +12,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import islice
+from itertools import groupby, islice
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -105,14 +107,11 @@ def select_in(db: sqlite3.Connection, query: str, names: list[str]) -> Iterator[
     """The rows of ``query`` (its ``{}``: the placeholders) for ``names``, 500 names a query."""
     for i in range(0, len(names), 500):
         chunk = names[i : i + 500]
-        yield from db.execute(query.format(_marks(chunk)), chunk)
+        yield from db.execute(query.format(",".join("?" * len(chunk))), chunk)
 
 
 def _create(db: sqlite3.Connection) -> None:
-    db.execute("BEGIN")
-    for statement in _TABLES.split(";"):
-        if statement.strip():
-            db.execute(statement)
+    db.executescript(f"BEGIN; {_TABLES}")  # the tables and indexes, in a transaction left open
     db.execute("INSERT INTO meta VALUES ('schema', ?), ('generation', ?)", (SCHEMA, unique()))
     db.execute("COMMIT")
 
@@ -127,17 +126,12 @@ def _expected_master() -> set[tuple[str, str, str | None]]:
         db.close()
 
 
-def _marks(items: list[Any]) -> str:
-    return ",".join("?" * len(items))
-
-
 def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
-def catalog_row(key: str, record: Record, names: dict[str, str] | None = None, text: str | None = None) -> Row:
+def catalog_row(key: str, record: Record, names: dict[str, str], text: str | None) -> Row:
     """The row of ``record``; ``names`` caches projects; last, ``text`` (its file's, checked) or its JSON."""
-    names = {} if names is None else names
     project = names.get(record.name)
     if project is None:
         project = names[record.name] = canonicalize_name(record.name)
@@ -328,10 +322,8 @@ class Catalog:
             self.changed = self.changed or bool(touched or removed)
         except BaseException:
             if db.in_transaction:  # SQLite may have rolled back itself (a full disk)
-                try:
+                with contextlib.suppress(sqlite3.Error):  # else the journal rolls it back at the next open
                     db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass  # the journal rolls it back at the next open
             self._keys = None  # read again from the rolled-back table
             raise
         return touched
@@ -357,16 +349,8 @@ class Catalog:
             rows: Iterable[tuple[Any, ...]] = self.db.execute(query.format(""))
         else:
             rows = select_in(self.db, query.format("WHERE project IN ({}) "), sorted(set(names)))
-        project = ""
-        group: list[tuple[str, str, str | None, str | None, int, str]] = []
-        for row in rows:
-            if row[0] != project:
-                if group:
-                    yield project, self._decoded(group)
-                project, group = row[0], []
-            group.append(row)
-        if group:
-            yield project, self._decoded(group)
+        for project, group in groupby(rows, key=itemgetter(0)):
+            yield project, self._decoded(list(group))
 
     def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
         """The records of one project's rows, each checked unless this catalog wrote it from a checked record."""
@@ -375,10 +359,9 @@ class Catalog:
             got = self._checked.get(row[1])
             known.append(got[1] if got is not None and type(row[5]) is str and got[0] == _digest(row[5]) else None)
         texts = [row[5] for row, record in zip(group, known, strict=True) if record is None]
-        try:
+        decoded = None
+        with contextlib.suppress(TypeError, ValueError, RecursionError):
             decoded = json.loads(f"[{','.join(texts)}]") if texts else []
-        except (TypeError, ValueError, RecursionError):
-            decoded = None
         if type(decoded) is not list or len(decoded) != len(texts):
             raise CatalogDamaged(f"{self.path}: the rows of project {group[0][0][:80]!r} are not records' JSON")
         values = iter(decoded)
@@ -408,10 +391,9 @@ class Catalog:
         generation = self.generation()
         kept = self.meta("lookalikes")
         if kept is not None and kept.startswith(f"{generation}\n"):
-            try:
+            pairs = None
+            with contextlib.suppress(TypeError, ValueError, RecursionError):
                 pairs = [(w, p) for w, p in json.loads(kept.partition("\n")[2])]
-            except (TypeError, ValueError, RecursionError):
-                pairs = None
             if pairs is not None and all(check.plain_wheel(w) and check.project_of(p) == p for w, p in pairs):
                 return pairs
         kind = "json_extract(row, '$.kind')"

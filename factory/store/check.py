@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import suppress
 from functools import lru_cache
 from typing import Any
 
@@ -300,10 +301,8 @@ def parse_many(
     present = [d for d in datas if d is not None]
     decoded: list[Any] | None = None
     if all(len(d) <= MAX_RECORD_BYTES and d.lstrip()[:1] == b"{" and d.rstrip()[-1:] == b"}" for d in present):
-        try:
+        with suppress(ValueError, RecursionError):
             decoded = json.loads(b"[" + b",".join(present) + b"]")
-        except (ValueError, RecursionError):
-            decoded = None
         if decoded is not None and len(decoded) != len(present):  # a text of two objects, and one of none
             decoded = None
     values = iter(decoded) if decoded is not None else None

@@ -11,7 +11,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +45,14 @@ def folder_state(folder: Path) -> str | None:
 
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
     """``check.parse_many`` of the records of ``batch`` in ``folder``; ``known_variants``: see ``check.check``."""
+    where = [os.path.join(folder, f"{w}.json") for w in batch]
     datas: list[bytes | None] = []
-    for wheel in batch:
+    for path in where:
         try:
-            with open(os.path.join(folder, f"{wheel}.json"), "rb") as f:
+            with open(path, "rb") as f:
                 datas.append(f.read(MAX_RECORD_BYTES + 1))
         except FileNotFoundError:
             datas.append(None)
-    where = [os.path.join(folder, f"{w}.json") for w in batch]
     return check.parse_many(batch, datas, where, known_variants=known_variants)
 
 
@@ -172,10 +172,8 @@ class LocalStore:
             if wheel not in names:
                 gaps.append((wheel, check.missing_wheel(entry.path, wheel)))
                 continue
-            try:
+            with suppress(FileNotFoundError):
                 listing[wheel] = record_key(entry.stat())
-            except FileNotFoundError:
-                continue
         gaps += [(w, check.no_record(os.path.join(self.files, w), w)) for w in sorted(names)
                  if w.endswith(".whl") and w not in listing]  # fmt: skip
         found.touched = sync(catalog, listing, self._read(found), rescan)

@@ -15,7 +15,7 @@ import os
 import stat
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .. import nofollow, report
@@ -27,11 +27,9 @@ HELD_FDS: set[int] = set()  # lock file descriptors this process holds (forked w
 
 def describe_holder(path: Path) -> tuple[str, bool]:
     """(``PID 123, running`` or not, from the PID the holder wrote; whether that process is gone)."""
-    try:
-        with os.fdopen(nofollow.open_nofollow(path, "lock file"), "rb") as f:
-            text = f.read(64).decode("ascii", errors="replace").strip()
-    except (OSError, nofollow.LinkRefused):
-        text = ""
+    text = ""
+    with suppress(OSError, nofollow.LinkRefused), os.fdopen(nofollow.open_nofollow(path, "lock file"), "rb") as f:
+        text = f.read(64).decode("ascii", errors="replace").strip()
     if not text.isdigit() or int(text) <= 0:
         return "PID unknown", False
     try:

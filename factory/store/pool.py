@@ -9,6 +9,7 @@ renamed into place when whole and swept by the next run (lock.py).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -42,10 +43,8 @@ def _drop_interrupt(unraisable: Any) -> None:
 def init_worker(parent: int) -> None:
     """Run first in each worker process (``parent`` is the main process's PID)."""
     for fd in list(HELD_FDS):
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)  # the lock stays with the main process: flock belongs to the open file, now held once
-        except OSError:
-            pass
     HELD_FDS.clear()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the main process's handler (cli) is for the main process only
     sys.unraisablehook = _drop_interrupt

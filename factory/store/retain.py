@@ -3,6 +3,7 @@ kernels.lock's pin, being the project's newest), and removing them in steps a ki
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -81,9 +82,7 @@ def plan(records: Iterable[Record], rules: Rules, files: Path | None = None) -> 
         per_major: dict[object, int] = defaultdict(int)
         for i, version in enumerate(order):
             recs = versions[version]
-            why = []
-            if i == 0:
-                why.append("newest")
+            why = ["newest"] if i == 0 else []
             parsed = version_of(version)
             major = parsed.major if parsed is not None else version
             per_major[major] += 1
@@ -129,10 +128,8 @@ def freed(files: Path | None, r: Record) -> int:
         return r.size
     total = 0
     for name in (r.filename, f"{r.filename}.metadata", f"{r.filename}.json"):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             total += os.lstat(files / name).st_size
-        except FileNotFoundError:
-            continue
     return total
 
 
@@ -145,12 +142,11 @@ def read_journal(files: Store) -> tuple[frozenset[str], bool]:
         raise Refused(f"{where}: {exc.found}; remove it and run `kernel-factory prune` again") from None
     if data is None:
         return frozenset(), False
-    try:
+    wheels = rendered = None
+    with contextlib.suppress(ValueError, RecursionError, KeyError):
         raw = json.loads(data)
         wheels = raw["wheels"] if type(raw) is dict and raw.get("schema") == 1 else None
         rendered = raw.get("rendered", False) if type(raw) is dict else None
-    except (ValueError, RecursionError, KeyError):
-        wheels = rendered = None
     if (type(wheels) is not list or not all(plain_wheel(w) for w in wheels) or type(rendered) is not bool
             or len(data) > MAX_JOURNAL):  # fmt: skip
         raise Refused(f"{where}: damaged (not the list of wheels a prune removes); remove it and run "

@@ -61,10 +61,9 @@ class S3Store:
             raise UsageError(f"--wheels needs a local store folder, not {self.url}; adopt into a folder first")
         cut = len(self.bucket.prefix) + 1
         self.listing = {k[cut:]: v for k, v in self.bucket.list(self.bucket.prefix).items()}
-        try:
+        data = None
+        with contextlib.suppress(Unreachable):
             data = self.bucket.get(self.bucket.key(CATALOG_FILE)) if CATALOG_FILE in self.listing else None
-        except Unreachable:
-            data = None
         folder = scratch_dir(None, prefix="kernel-factory-catalog-")  # swept by the next run if this one is killed
         try:
             if data is not None:

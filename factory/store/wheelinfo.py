@@ -10,6 +10,7 @@ import os
 import time
 import zipfile
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -97,22 +98,14 @@ def read_wheel(path: str, filename: str) -> WheelData:
         except LinkRefused:
             raise Refused(f"{filename}: {link_problem(path) or 'not a regular file'}; adoption takes regular files "
                           "only (a link could point anywhere once in the store): copy the wheel itself there") from None
-        try:
+        with open(fd, "rb") as f:
             st = os.fstat(fd)
             if st.st_size > WHOLE:
-                with open(fd, "rb", closefd=False) as f:
-                    digest = stream_digest(f)
-                    f.seek(0)
-                    metadata, provenance = _members(f, filename)
+                digest = stream_digest(f)
+                f.seek(0)
+                metadata, provenance = _members(f, filename)
                 return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None)
-            data = os.read(fd, st.st_size + 1)
-            if len(data) != st.st_size:  # a short read, or the file changed: read on to its end
-                parts = [data]
-                while chunk := os.read(fd, 1 << 20):
-                    parts.append(chunk)
-                data = b"".join(parts)
-        finally:
-            os.close(fd)
+            data = f.read()  # to its end, whatever its size was (a file changed meanwhile)
         metadata, provenance = _members(io.BytesIO(data), filename)
     except _ZIP_ERRORS as exc:
         raise _unreadable(filename, exc) from None
@@ -132,13 +125,9 @@ def variant_fields(
         target: variants.Target | None = None
         named = (read_provenance(provenance)[0] or {}).get("variant")
         if isinstance(named, str):
-            try:
+            with suppress(UnknownVariant):
                 target = variants.parse(named)
-            except UnknownVariant:
-                target = None
-            if target is not None and target.label != label:
-                target = None
-        if target is not None:
+        if target is not None and target.label == label:  # a provenance naming another label's variant: its label's
             fields = _target_fields(target)
         elif label is not None:
             fields = _label_fields(label, tags)
@@ -166,9 +155,8 @@ def _label_fields(label: str, tags: frozenset[Tag]) -> dict[str, Any]:
 
 
 def _target_fields(target: variants.Target) -> dict[str, Any]:
-    return {"label": target.label, "variant": target.variant, "backend": target.backend,
-            "backend_version": target.backend_version, "framework": target.framework,
-            "framework_version": target.framework_version, "os": target.os, "arch": target.arch}  # fmt: skip
+    keys = ("label", "variant", "backend", "backend_version", "framework", "framework_version", "os", "arch")
+    return {key: getattr(target, key) for key in keys}
 
 
 def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> None:

@@ -64,9 +64,7 @@ def select(records: Iterable[Record], spec: Spec, where: str) -> list[Record]:
 
 
 def yanked_value(reason: str | None, yank: bool) -> bool | str:
-    if not yank:
-        return False
-    return reason or True
+    return (reason or True) if yank else False
 
 
 def mark(files: Store, records: list[Record], value: bool | str) -> tuple[list[Record], list[Record]]:
