@@ -36,7 +36,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import report
 from ..config import Variables, repo_folder_name, variables
-from ..errors import FactoryError, Unreachable, UsageError, VersionNotFound, unusable
+from ..errors import Unreachable, UsageError, VersionNotFound, unusable
 from ..nofollow import TMP_PREFIX, atomic_open
 from ..record import COMMIT_SHA
 from ..retry import Backoff
@@ -135,8 +135,6 @@ class HubSource:
         where = f"{self._id} on {self.shown}"
         try:
             yield
-        except FactoryError:
-            raise
         except (OfflineModeIsEnabled, LocalEntryNotFoundError, CachedRepoTreeNotFoundError) as exc:
             cause = exc.__cause__  # snapshot_download falls back to the cache when the Hub answers 429 or 5xx
             if isinstance(cause, HfHubHTTPError) and _status(cause) in BUSY:
@@ -212,22 +210,20 @@ class HubSource:
             return self._refs
         if self.offline:
             return self._cached_refs()
-        def list_refs(repo_type: str) -> GitRefs | None:
+        def list_refs(repo_type: str) -> GitRefs:
             try:
                 return self.api.list_repo_refs(self._id, repo_type=repo_type)
             except GatedRepoError:
                 raise Unreachable(f"{self._id} on {self.shown} is gated; accept its terms on the Hub "
                                   "and set HF_TOKEN to a token of that account") from None
             except RepositoryNotFoundError:  # the Hub answers 401 RepoNotFound to anonymous callers
-                return None
+                raise VersionNotFound(repo_type) from None
 
         for repo_type in self._types:
             try:
                 raw = self._call("listing refs", functools.partial(list_refs, repo_type))
             except VersionNotFound:
-                continue  # a plain 404 (olah): not a repository of this type
-            if raw is None:
-                continue
+                continue  # not a repository of this type (or a plain 404, as olah answers)
             self._type = repo_type
             self._refs = Refs(branches=self._usable(raw.branches), tags=self._usable(raw.tags))
             self._remember_refs(self._refs)
@@ -313,14 +309,11 @@ class HubSource:
                 raise
 
         try:
-            info = self._call(f"revision {revision!r}", info_of)
+            sha: str | None = self._call(f"revision {revision!r}", info_of).sha
+            if not sha or (COMMIT_SHA.fullmatch(revision.lower()) and sha != revision.lower()):
+                raise VersionNotFound(revision)
         except VersionNotFound:
             raise VersionNotFound(self._no_revision(revision, refs)) from None
-        sha: str | None = info.sha
-        if not sha:
-            raise VersionNotFound(self._no_revision(revision, refs))
-        if COMMIT_SHA.fullmatch(revision.lower()) and sha != revision.lower():
-            raise VersionNotFound(self._no_revision(revision, refs))
         return sha
 
     def _no_revision(self, revision: str, refs: Refs) -> str:
