@@ -171,11 +171,9 @@ def _selections(src: Source, spec: KernelSpec, known: dict[tuple[str, str], str]
         sha = src.resolve(spec.sha)
         refs = src.refs()
         heads = [(n, b) for n, b in versions.major_branches(refs).items() if refs.branches[b] == sha]
-        if not heads:  # without a tag, the major version comes from the variant's metadata.json when it is built
-            chosen = [versions.Selected(sha, None, None)]
-        else:
-            major, branch = max(heads)
-            chosen = [versions.Selected(sha, branch, None, major)]
+        # neither a tag nor a major branch there: the major version comes from metadata.json when it is built
+        major, branch = max(heads, default=(None, None))
+        chosen = [versions.Selected(sha, branch, None, major)]
     elif spec.revision is not None:
         sha = src.resolve(spec.revision)
         refs = src.refs()

@@ -71,18 +71,17 @@ class LocalSource:
     def refs(self) -> Refs:
         if not self.is_git:
             return Refs()
-        branches: dict[str, str] = {}
-        tags: dict[str, str] = {}
+        refs = Refs()
         out = _text(self._git(
             "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", "refs/heads", "refs/tags"
         ))
         for line in out.splitlines():
             ref, obj, peeled = line.split("\0")
             if ref.startswith("refs/heads/"):
-                branches[ref.removeprefix("refs/heads/")] = obj
+                refs.branches[ref.removeprefix("refs/heads/")] = obj
             else:
-                tags[ref.removeprefix("refs/tags/")] = peeled or obj
-        return Refs(branches=branches, tags=tags)
+                refs.tags[ref.removeprefix("refs/tags/")] = peeled or obj
+        return refs
 
     def resolve(self, revision: str) -> str:
         if not self.is_git:
