@@ -54,11 +54,7 @@ def _order(rel: str) -> tuple[int, int, str]:
     """Pages (deepest first, the root's last), then records and other files/, then .metadata, then wheels."""
     if not rel.startswith("files/"):
         return (0, -rel.count("/"), rel)
-    if rel.endswith(".whl"):
-        return (3, 0, rel)
-    if rel.endswith(".whl.metadata"):
-        return (2, 0, rel)
-    return (1, 0, rel)
+    return (3 if rel.endswith(".whl") else 2 if rel.endswith(".whl.metadata") else 1, 0, rel)
 
 
 def carry(root: Path, dest: Any, files: Sequence[LocalFile], published: set[str], *, dry_run: bool,
