@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urljoin
 
 from .errors import Refused, Unreachable
 from .safe_text import printable
@@ -111,8 +112,6 @@ def get(url: str, root: str, session: Any, *, headers: dict[str, str], what: str
                 return
             if hop == MAX_REDIRECTS:
                 raise Unreachable(f"{what}: {url} redirects more than {MAX_REDIRECTS} times; check the index")
-            from urllib.parse import urljoin
-
             sent = check(urljoin(sent, location), root, session)
 
 

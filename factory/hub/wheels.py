@@ -118,17 +118,15 @@ def _check_members(zf: zipfile.ZipFile, name: str, wheel_size: int) -> dict[str,
 def _check_member(zf: zipfile.ZipFile, member: str, expected: str, name: str) -> HubFile:
     size = zf.getinfo(member).file_size
     sha = hashlib.sha256()
-    blob = hashlib.sha1(b"blob 0\0", usedforsecurity=False) if size == 0 else None
     with zf.open(member) as src:
-        first = True
-        while chunk := src.read(CHUNK):
-            if first:
-                first = False
-                if size < LFS_MIN and b"\0" not in chunk[:BINARY_PROBE]:
-                    blob = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+        chunk = src.read(CHUNK)  # the first piece tells a text file (git's blob) from a binary one (LFS)
+        text = size < LFS_MIN and b"\0" not in chunk[:BINARY_PROBE]
+        blob = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False) if text else None
+        while chunk:
             sha.update(chunk)
             if blob is not None:
                 blob.update(chunk)
+            chunk = src.read(CHUNK)
     digest = sha.hexdigest()
     if digest != expected:
         raise Refused(f"{name}: '{printable(member, 200)}' does not match its RECORD sha256; rebuild it")
