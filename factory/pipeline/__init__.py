@@ -122,11 +122,7 @@ def exit_code(outcomes: list[Outcome], plan: Plan) -> int:
 def check_space(jobs: list[Job], opts: Options, target: Path) -> dict[tuple[str, str, str], int]:
     """Refuse, before anything is fetched, a plan whose known size does not fit in ``target`` (the store) or in
     the scratch folder (exit 4); each job's known size (by its key) for the progress bar."""
-    sizes = {}
-    for job in jobs:
-        found = source_of(job, opts).sizes(job.sha, job.variant)
-        if found is not None:
-            sizes[job.key] = found
+    sizes = {job.key: found for job in jobs if (found := source_of(job, opts).sizes(job.sha, job.variant)) is not None}
     scratch = Path(opts.scratch) if opts.scratch else Path(gettempdir())
     space.check_plan(list(sizes.values()), flow.held(*flow.lanes(opts.jobs, len(jobs))), target, scratch)
     return {key: size[0] for key, size in sizes.items()}

@@ -75,8 +75,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def shard_of(key: tuple[str, str, str], n: int) -> int:
     """The 1-based shard that ``(repo, revision, variant)`` falls in among ``n``."""
-    digest = hashlib.sha256("\0".join(key).encode()).digest()
-    return int.from_bytes(digest[:8], "big") % n + 1
+    return int.from_bytes(hashlib.sha256("\0".join(key).encode()).digest()[:8], "big") % n + 1
 
 
 @dataclass(frozen=True)
@@ -273,14 +272,11 @@ def unmatched_variants(where: str, patterns: list[str], names: list[str], shown:
 def _complete(src: Source, jobs: list[Job]) -> list[Job]:
     """Fill in each revision's README and commit time (one look-up per revision)."""
     per_sha: dict[str, tuple[str | None, int]] = {}
-    out = []
     for job in jobs:
         if job.sha not in per_sha:
             readme = next((t for n in README_NAMES if (t := src.read_text(job.sha, n)) is not None), None)
             per_sha[job.sha] = (readme, src.commit_time(job.sha))
-        readme, commit_time = per_sha[job.sha]
-        out.append(replace(job, readme=readme, commit_time=commit_time))
-    return out
+    return [replace(job, readme=per_sha[job.sha][0], commit_time=per_sha[job.sha][1]) for job in jobs]
 
 
 def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError],
@@ -305,8 +301,6 @@ def expand_specs(specs: Iterable[KernelSpec], refused: list[FactoryError],
 def _mapped(opts: Options, notes: list[str]) -> list[tuple[KernelSpec, bool]]:
     """The kernel specs of the [[transformers]] tables (transformers' own mapping, read from its interpreter);
     each is a Hub id, refused and skipped like a listed repository where it cannot be built (allow-orgs)."""
-    if not opts.transformers:
-        return []
     from ..sources import transformers_map
 
     out: list[tuple[KernelSpec, bool]] = []
