@@ -40,9 +40,7 @@ class Clock:
     def __init__(self) -> None:
         self.start = time.monotonic()
         self._armed = threading.current_thread() is threading.main_thread()
-        self._previous: Any = None
-        if self._armed:
-            self._previous = signal.signal(signal.SIGALRM, _on_alarm)
+        self._previous: Any = signal.signal(signal.SIGALRM, _on_alarm) if self._armed else None
 
     def until(self, at: float) -> None:
         if self._armed:
@@ -117,9 +115,8 @@ def get(url: str, root: str, session: Any, *, headers: dict[str, str], what: str
 
 def expired(what: str, url: str, clock: Clock, limit: str) -> Unreachable:
     """The one line of a transfer that ran out of time."""
-    took = time.monotonic() - clock.start
-    return Unreachable(f"{what}: {url} was not read in time ({took:.0f} s; {limit}); nothing was installed: check "
-                       "the index and the network")
+    return Unreachable(f"{what}: {url} was not read in time ({time.monotonic() - clock.start:.0f} s; {limit}); nothing "
+                       "was installed: check the index and the network")
 
 
 @contextmanager

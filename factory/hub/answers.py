@@ -29,8 +29,7 @@ class Answer:
 
 
 def _json(status: int, doc: object, *extra: tuple[str, str]) -> Answer:
-    body = json.dumps(doc, separators=(",", ":")).encode()
-    return Answer(status, [("Content-Type", JSON), *extra], body)
+    return Answer(status, [("Content-Type", JSON), *extra], json.dumps(doc, separators=(",", ":")).encode())
 
 
 def not_found(code: str, message: str) -> Answer:

@@ -72,8 +72,7 @@ class Busy(Unreachable):
 
 
 def _status(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    code = getattr(response, "status_code", None)
+    code = getattr(getattr(exc, "response", None), "status_code", None)
     return code if isinstance(code, int) else None
 
 
@@ -266,16 +265,14 @@ class HubSource:
             folder = self._storage(repo_type) / "refs"
             if not folder.is_dir():
                 continue
-            branches: dict[str, str] = {}
-            tags: dict[str, str] = {}
+            refs = Refs()
             for path in sorted(folder.rglob("*")):
                 if not path.is_file() or path.name.startswith(TMP_PREFIX):
                     continue
                 name = path.relative_to(folder).as_posix()
-                (tags if _looks_like_tag(name) else branches)[name] = path.read_text().strip()
-            self._type = repo_type
-            self._refs = Refs(branches=branches, tags=tags)
-            return self._refs
+                (refs.tags if _looks_like_tag(name) else refs.branches)[name] = path.read_text().strip()
+            self._type, self._refs = repo_type, refs
+            return refs
         raise Unreachable(
             f"{self._id}: HF_HUB_OFFLINE is set and the repository is not in the huggingface_hub cache "
             f"({self.cache_dir}); run once online to fill the cache"
@@ -432,8 +429,7 @@ class HubSource:
         )))
 
     def read_text(self, sha: str, path: str) -> str | None:
-        folder = self._snapshot(sha, [path], f"{path} at {sha[:12]}")
-        file = folder / path
+        file = self._snapshot(sha, [path], f"{path} at {sha[:12]}") / path
         return file.read_text(encoding="utf-8", errors="replace") if file.is_file() else None
 
     def snapshot(self, sha: str, variant: str) -> Path:
