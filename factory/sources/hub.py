@@ -1,8 +1,5 @@
-"""A kernel repository on the Hugging Face Hub (or a Hub mirror), through huggingface_hub.
-
-HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE are read when the source is made. Downloads go
-through the huggingface_hub cache, so a second fetch of the same revision downloads nothing.
-"""
+"""A kernel repository on the Hugging Face Hub (or a Hub mirror), through huggingface_hub. Downloads go through the
+huggingface_hub cache, so a second fetch of the same revision downloads nothing."""
 
 from __future__ import annotations
 
@@ -127,7 +124,6 @@ class HubSource:
         self._sizes: dict[str, dict[str, int]] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
-    # -- errors --------------------------------------------------------------
     @contextmanager
     def errors(self, what: str) -> Iterator[None]:
         """Turn huggingface_hub and network errors into one-line factory errors."""
@@ -193,7 +189,6 @@ class HubSource:
                     raise Busy(f"{busy} (gave up after {backoff.tries} tries in {backoff.elapsed:.0f} s)",
                                busy.status, busy.headers) from None
 
-    # -- repository type and refs ------------------------------------------
     def _storage(self, repo_type: str) -> Path:
         return Path(self.cache_dir) / repo_folder_name(self._id, repo_type)
 
@@ -317,7 +312,6 @@ class HubSource:
         have = ", ".join(sorted(refs.branches) + sorted(refs.tags)) or "none"
         return f"{self._id}: no revision {revision!r} (branches and tags: {have})"
 
-    # -- history --------------------------------------------------------------
     def _history(self, sha: str) -> tuple[int, int]:
         """(number of commits reachable from sha, commit time of sha) from the commits endpoint."""
         if sha in self._commits:
@@ -402,7 +396,6 @@ class HubSource:
     def commit_time(self, sha: str) -> int:
         return self._history(sha)[1]
 
-    # -- files ------------------------------------------------------------------
     def variants(self, sha: str) -> list[str]:
         if self.offline:
             tree = self._call("file listing", lambda: get_cached_repo_tree(
@@ -480,17 +473,13 @@ class HubSource:
         return {e["path"].removeprefix(prefix) for e in entries if e.get("type") == "file" and e.get("lfs")}
 
 
-_GUARDED: list[str] = []  # the endpoint huggingface_hub's client is guarded for (one per process)
-
-
+@functools.lru_cache(maxsize=1)  # guarded for the last endpoint asked: the client factory is one per process
 def _keep_token_home(endpoint: str) -> None:
     """huggingface_hub's shared client refuses a request that carries an Authorization header (HF_TOKEN, or the
     user and password of HF_ENDPOINT) to any origin but HF_ENDPOINT's. ``HubSource.pages`` follows only the
     endpoint's next pages itself; this also covers the listings inside huggingface_hub (snapshot_download's file
     tree), whose paginator follows a Link header anywhere. Redirects are not affected: httpx drops the header when
     a redirect leaves the origin, before this check."""
-    if endpoint in _GUARDED:
-        return
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils._http import default_client_factory
 
@@ -510,7 +499,6 @@ def _keep_token_home(endpoint: str) -> None:
         return client
 
     set_client_factory(factory)
-    _GUARDED[:] = [endpoint]
 
 
 def _size(entry: dict[str, Any]) -> int:

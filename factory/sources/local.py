@@ -39,7 +39,6 @@ class LocalSource:
         self._clean: dict[str, frozenset[str]] = {}  # sha -> variants whose work tree is that revision, unchanged
         self._trees: dict[str, dict[str, int]] = {}  # sha -> variant -> bytes of its files (one ls-tree of build/)
 
-    # -- git helpers -------------------------------------------------------
     def _git_dir(self) -> str | None:
         # One command: the git folder, whether it is bare, and the work tree's top (which a bare repository
         # has not: git prints the first two answers, then fails on the third).
@@ -67,7 +66,6 @@ class LocalSource:
             )
         return proc.stdout
 
-    # -- Source protocol ---------------------------------------------------
     def refs(self) -> Refs:
         if not self.is_git:
             return Refs()
@@ -144,9 +142,7 @@ class LocalSource:
             total = self._build_tree(sha).get(variant)
         except Unreachable:
             return None
-        if total is None:
-            return None
-        return total, 0 if self._checked_out(sha, variant) else total  # a clean checkout is read in place
+        return None if total is None else (total, 0 if self._checked_out(sha, variant) else total)  # 0: read in place
 
     def fetch(self, sha: str, variant: str, into: Path | None = None) -> Path:
         if not self.is_git or self._checked_out(sha, variant):
