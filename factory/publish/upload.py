@@ -123,8 +123,7 @@ def simple_index(endpoint: Endpoint, session: Any) -> str:
     ``+simple/`` (its JSON API answers ``{"type": "indexconfig", ...}``), else ``simple/``."""
     if endpoint.simple_url:
         return endpoint.simple_url.rstrip("/") + "/"
-    shaped = simple_from_shape(endpoint.url)
-    if shaped:
+    if shaped := simple_from_shape(endpoint.url):
         return shaped
     import requests
 
