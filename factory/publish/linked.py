@@ -8,6 +8,7 @@ import json
 import posixpath
 import urllib.parse
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 
 from ..errors import Refused
@@ -58,9 +59,8 @@ def fetch(root: Path, rels: list[str], scratch: Path | None, out: Callable[[str]
         return []
     from ..s3util import Bucket
 
-    bucket = Bucket(store, flag="--store")
     got: list[LocalFile] = []
-    try:
+    with closing(Bucket(store, flag="--store")) as bucket:
         for rel in rels:
             path = scratch / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,8 +69,6 @@ def fetch(root: Path, rels: list[str], scratch: Path | None, out: Callable[[str]
                     raise Refused(f"{store}/{rel}: a page links it, and it is not in the store either; run "
                                   "`kernel-factory index` on the store, then publish again")
             got.append(LocalFile(rel, path, path.stat().st_size))
-    finally:
-        bucket.close()
     for rel in rels:
         out(f"copying {rel} from {store}")
     return got
