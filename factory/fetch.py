@@ -120,13 +120,14 @@ def expired(what: str, url: str, clock: Clock, limit: str) -> Unreachable:
 
 
 @contextmanager
-def _timed(clock: Clock, what: str, url: str, limit: str, failed: str) -> Iterator[None]:
-    """A transfer's errors as one line: out of time (``expired``, naming ``limit``), or requests' own ("{what}:
-    cannot ``failed``"); the timer stopped either way."""
+def _timed(what: str, url: str, limit: str, failed: str) -> Iterator[Clock]:
+    """A transfer's clock, and its errors as one line: out of time (``expired``, naming ``limit``), or requests' own
+    ("{what}: cannot ``failed``"); the timer stopped either way."""
     import requests
 
+    clock = Clock()
     try:
-        yield
+        yield clock
     except _Expired:
         raise expired(what, url, clock, limit) from None
     except requests.RequestException as exc:
@@ -139,9 +140,8 @@ def read_page(url: str, root: str, session: Any, *, headers: dict[str, str], wha
               take: Callable[[bytes], None]) -> tuple[int, str]:
     """GET ``url`` whole within ``PAGE_DEADLINE_S``, each chunk of the body given to ``take`` (which may raise to
     stop); (status, content type). Only a 200's body is read."""
-    clock = Clock()
-    with _timed(clock, what, url, f"a page may take {PAGE_DEADLINE_S:.0f} s",
-                "reach {url} ({error}); check the URL and that the index is served"):
+    with _timed(what, url, f"a page may take {PAGE_DEADLINE_S:.0f} s",
+                "reach {url} ({error}); check the URL and that the index is served") as clock:
         clock.until(clock.start + PAGE_DEADLINE_S)
         with get(url, root, session, headers=headers, what=what) as resp:
             if resp.status_code == 200:
@@ -154,14 +154,12 @@ def read_wheel(url: str, root: str, session: Any, *, size: int | None, headers: 
                take: Callable[[bytes], None], chunk: int = 1 << 20) -> int:
     """GET ``url``, each chunk of a 200's body given to ``take``; the wheel must keep ``MIN_RATE`` on average
     after ``WHEEL_GRACE_S`` (``size``, where known, tells how big the last chunk is); the status."""
-    clock = Clock()
-
     def due(received: int, total: int | None) -> float:
         target = received + chunk if total is None else min(received + chunk, total)
         return clock.start + WHEEL_GRACE_S + target / MIN_RATE
 
-    with _timed(clock, what, url, f"a wheel must come at {MIN_RATE // 1024} KiB/s on average after "
-                f"{WHEEL_GRACE_S:.0f} s", "download {url} ({error}); check the network"):
+    with _timed(what, url, f"a wheel must come at {MIN_RATE // 1024} KiB/s on average after "
+                f"{WHEEL_GRACE_S:.0f} s", "download {url} ({error}); check the network") as clock:
         clock.until(due(0, size))
         with get(url, root, session, headers=headers, what=what) as resp:
             if resp.status_code != 200:
