@@ -50,8 +50,7 @@ def project_status(source_key: str, repo_name: str, projects: Mapping[str, set[s
     names = sorted(projects.get(source_key) or {str(canonicalize_name(repo_name))})
     found = [(n, statuses[n]) for n in names if n in statuses]
     closed = [(n, s) for n, s in found if s.status in CLOSED]
-    chosen = closed or found
-    return chosen[0] if chosen else None
+    return next(iter(closed or found), None)
 
 
 _HELP = "give --shard as K/N with 1 <= K <= N, e.g. --shard 2/4"

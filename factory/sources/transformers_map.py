@@ -138,10 +138,9 @@ def specs(spec: TransformersSpec, mapping: KernelMapping) -> tuple[list[KernelSp
             skipped.append(f"{e.layer} ({e.device}): a local repository, nothing to mirror")
             continue
         pinned = e.version is None  # a revision, not a version
-        made = KernelSpec(repo=e.repo_id, versions=() if pinned else (str(e.version),),
-                          sha=e.revision if pinned else None, variants=spec.variants,
-                          exclude_variants=spec.exclude_variants)
-        out.setdefault((e.repo_id, e.revision if pinned else f"v{e.version}"), made)
+        out.setdefault((e.repo_id, e.revision if pinned else f"v{e.version}"), KernelSpec(
+            repo=e.repo_id, versions=() if pinned else (str(e.version),), sha=e.revision if pinned else None,
+            variants=spec.variants, exclude_variants=spec.exclude_variants))
     if not out:
         devices = ", ".join(sorted({e.device for e in mapping.entries})) or "none"
         raise UsageError(
