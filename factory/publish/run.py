@@ -248,9 +248,8 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
     dest = open_destination(args.to, opts, args.repository)
     if dest.same_root(root):
         raise UsageError(f"--to {args.to} is the store folder itself; publish to another folder")
-    dry_run = args.dry_run
     # -q: no per-file lines, only the summary and errors; --json: stdout holds the document only (report.py)
-    report.info(f"publishing {root} to {dest.display}{' (dry run)' if dry_run else ''}")
+    report.info(f"publishing {root} to {dest.display}{' (dry run)' if args.dry_run else ''}")
     if Location.parse(dest.display).scheme == "s3":  # the put args every object gets, shown before any upload
         from ..s3util import notices
 
@@ -261,17 +260,17 @@ def run_publish(args: PublishArgs, lock: StoreLock | None = None) -> int:
         # only files copied before them; none where this user cannot write (no writer)
         writable = lock is not None and os.access(root, os.W_OK)
         with lock(root, opts.variables.lock_wait_s) if writable and lock else nullcontext():
-            summary = publish(root, dest, dry_run=dry_run)
+            summary = publish(root, dest, dry_run=args.dry_run)
     finally:
         dest.close()
     sent = f"{len(summary.uploaded_files)} files ({report.megabytes(summary.uploaded_bytes)})"
     same = len(summary.unchanged_files)
-    report.result(f"would upload {sent}, {same} already there" if dry_run else
+    report.result(f"would upload {sent}, {same} already there" if args.dry_run else
                   f"uploaded {sent}, skipped {same} unchanged")
     if summary.removed:
-        report.result(f"{'would remove' if dry_run else 'removed'} {len(summary.removed)} withdrawn file(s)")
+        report.result(f"{'would remove' if args.dry_run else 'removed'} {len(summary.removed)} withdrawn file(s)")
     if args.json:
-        report.document(summary.to_json(dest.display, dry_run))
+        report.document(summary.to_json(dest.display, args.dry_run))
     if summary.refused:
         report.error(f"{len(summary.refused)} files refused: {', '.join(summary.refused)}")
         return EXIT_REFUSED
