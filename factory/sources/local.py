@@ -46,12 +46,9 @@ class LocalSource:
         lines = _text(proc.stdout).splitlines()
         if len(lines) < 2 or not lines[0]:
             return None  # not a git repository (or no git)
-        if lines[1] == "true":
-            return lines[0]
-        # Only a repository rooted here counts (not a parent's repository).
-        if proc.returncode == 0 and len(lines) > 2 and Path(lines[2]).resolve() == self.path:
-            return lines[0]
-        return None
+        # A bare repository, or a work tree rooted here (not a parent's repository).
+        rooted = proc.returncode == 0 and len(lines) > 2 and Path(lines[2]).resolve() == self.path
+        return lines[0] if lines[1] == "true" or rooted else None
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[bytes]:
         """``git -C <repository> args``; its output as bytes (a path git prints need not be UTF-8)."""

@@ -96,12 +96,9 @@ def parse(stdout: str, python: str) -> KernelMapping:
             f"{out.get('kernels') or 'not installed'}); it needs a transformers with that function and a kernels it "
             f"accepts (tested: {TESTED}), else list the kernels as [[kernel]] tables"
         )
-    entries = tuple(
+    return KernelMapping(str(out.get("transformers")), out.get("kernels"), tuple(
         Entry(str(e["layer"]), str(e["device"]), tuple(e["modes"]), e.get("repo_id"), e.get("version"),
-              e.get("revision"))
-        for e in out.get("entries", [])
-    )
-    return KernelMapping(str(out.get("transformers")), out.get("kernels"), entries)
+              e.get("revision")) for e in out.get("entries", [])))
 
 
 def read_mapping(python: str) -> KernelMapping:
