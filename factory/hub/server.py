@@ -88,8 +88,7 @@ class HubApp:
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket on ``host``:``port`` (OSError where it cannot be had)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
