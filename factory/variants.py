@@ -259,6 +259,8 @@ _BASE_PLATFORM = {
     ("windows", "x86_64"): "win_amd64",
     ("windows", "aarch64"): "win_arm64",
 }
+# An arch build's Requires-Dist, by framework ({v}: its X.Y version; {next}: the next minor version)
+_REQUIRES = {"torch": "torch>={v},<{next}", "torch-stable-abi": "torch>={v}", "tvm-ffi": "apache-tvm-ffi>={v},<{next}"}
 
 
 @dataclass(frozen=True)
@@ -293,11 +295,6 @@ class Target:
 
     def local_version(self, version: str) -> str:
         return f"{version}+{self.label}" if self.label else version
-
-
-def _upper_bound(version: str) -> str:
-    major, minor = version.split(".")[:2]
-    return f"{major}.{int(minor) + 1}"
 
 
 def _refuse(name: str, why: str) -> UnknownVariant:
@@ -337,14 +334,6 @@ def _arch_label(v: VariantName) -> str:
     return f"{_FW_WORD[v.framework]}{number}{_backend_label(v.backend)}{cxx}{_python_label(v)}"
 
 
-def _system(name: str, v: VariantName) -> str:
-    platform = _BASE_PLATFORM.get((v.os or "", v.platform or ""))
-    if platform is None:
-        raise _refuse(name, f"platform {v.platform}-{v.os} is not one of "
-                      + ", ".join(f"{a}-{o}" for o, a in _BASE_PLATFORM))
-    return platform
-
-
 def _version(pair: tuple[int, int] | None) -> str | None:
     return None if pair is None else f"{pair[0]}.{pair[1]}"
 
@@ -364,16 +353,6 @@ def _noarch(name: str, v: VariantName) -> Target:
     return Target(name, label, "py3", "none", "any", None, None, backend, None, framework, None, requires)
 
 
-def _sdk(name: str, v: VariantName) -> Target:
-    if v.python is None:  # `sdk`: every backend, no compiled parts
-        return Target(name, "sdk", "py3", "none", "any", None, None, AGNOSTIC, None, "sdk", None, ())
-    platform = _system(name, v)
-    backend = v.backend.name if v.backend else AGNOSTIC
-    label = "sdk" + (_backend_label(v.backend) if v.backend else "") + _python_label(v)
-    return Target(name, label, "cp" + "".join(map(str, v.python.version)), v.python.abi, platform, v.os, v.platform,
-                  backend, _version(v.backend.version if v.backend else None), "sdk", None, (), v.python.version)
-
-
 @lru_cache(maxsize=4096)
 def parse(name: str) -> Target:
     """Map a build-variant folder name to its target; UnknownVariant if not a kernels variant."""
@@ -383,21 +362,25 @@ def parse(name: str) -> Target:
         raise _refuse(name, f"not a variant name the kernels project defines ({exc})") from None
     if v.noarch_backend is not None:  # torch-<backend>, mlx-<backend>, sdk-<backend>
         return _noarch(name, v)
-    if v.kind == "sdk":
-        return _sdk(name, v)
-    assert v.framework is not None and v.framework_version is not None and v.backend is not None
-    assert v.python is not None
-    platform = _system(name, v)
-    fw_version = f"{v.framework_version[0]}.{v.framework_version[1]}"
-    if v.framework == "torch":
-        requires: tuple[str, ...] = (f"torch>={fw_version},<{_upper_bound(fw_version)}",)
-    elif v.framework == "torch-stable-abi":
-        requires = (f"torch>={fw_version}",)
+    if v.python is None:  # `sdk`: every backend, no compiled parts
+        return Target(name, "sdk", "py3", "none", "any", None, None, AGNOSTIC, None, "sdk", None, ())
+    platform = _BASE_PLATFORM.get((v.os or "", v.platform or ""))
+    if platform is None:
+        raise _refuse(name, f"platform {v.platform}-{v.os} is not one of "
+                      + ", ".join(f"{a}-{o}" for o, a in _BASE_PLATFORM))
+    backend = v.backend
+    fw_version: str | None = None
+    requires: tuple[str, ...] = ()
+    if v.framework is None:  # an SDK build with compiled parts (its backend, if any, and Python)
+        label, framework = "sdk" + (_backend_label(backend) if backend else "") + _python_label(v), "sdk"
     else:
-        requires = (f"apache-tvm-ffi>={fw_version},<{_upper_bound(fw_version)}",)
-    python_tag = "cp" + "".join(map(str, v.python.version))
-    return Target(name, _arch_label(v), python_tag, v.python.abi, platform, v.os, v.platform, v.backend.name,
-                  _version(v.backend.version), v.framework, fw_version, requires, v.python.version)
+        assert v.framework_version is not None
+        major, minor = v.framework_version
+        label, framework, fw_version = _arch_label(v), v.framework, f"{major}.{minor}"
+        requires = (_REQUIRES[framework].format(v=fw_version, next=f"{major}.{minor + 1}"),)
+    return Target(name, label, f"cp{v.python.version[0]}{v.python.version[1]}", v.python.abi, platform, v.os,
+                  v.platform, backend.name if backend else AGNOSTIC, _version(backend.version if backend else None),
+                  framework, fw_version, requires, v.python.version)
 
 
 _LABEL = re.compile(r"(?P<fw>torchabi|torch|tvmffi)(?P<major>[0-9])(?P<minor>[0-9]+)(?P<backend>[a-z]+?[0-9]*)"
