@@ -122,14 +122,11 @@ def unusable(exc: OSError, path: str | os.PathLike[str] | None = None) -> Unreac
 
 def not_a_folder(path: str) -> Unreachable | None:
     """Unreachable naming the file that stands where ``path`` or a folder above it should be; None if none does."""
-    here = os.path.abspath(path)
-    while True:
+    given = Path(os.path.abspath(path))
+    for here in (given, *given.parents):
         if os.path.lexists(here) and not os.path.isdir(here):
             return Unreachable(f"{here} is a file, not a folder; give a folder (--store, --out, -o) or remove the file")
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
+    return None
 
 
 def output_folder(path: Path, flag: str) -> None:
