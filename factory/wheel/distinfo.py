@@ -115,9 +115,8 @@ def check_requirements(reqs: Iterable[str], where: str) -> tuple[str, ...]:
             Requirement(text)
         except InvalidRequirement:
             raise BadKernel(f"{where}: {req!r} in metadata.json python-depends is not a valid requirement") from None
-        if text not in out:
-            out.append(text)
-    return tuple(out)
+        out.append(text)
+    return tuple(dict.fromkeys(out))  # each once, first place kept
 
 
 def metadata_bytes(*, name: str, version: str, summary: str, readme: str | None, license_text: str | None,
@@ -177,8 +176,7 @@ class WheelWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.zw.stop_hashing()
-        if not self.fp.closed:
-            self.fp.close()
+        self.fp.close()  # a no-op once finish closed it
         self.tmp.unlink(missing_ok=True)
 
     def add(self, arcname: str, data: bytes) -> None:
