@@ -174,10 +174,9 @@ class ZipWriter:
         if count > _UINT16 or size >= ZIP64_LIMIT or start >= ZIP64_LIMIT:
             self.fp.write(_END64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, size, start))
             self.fp.write(_LOCATOR64.pack(b"PK\x06\x07", 0, end, 1))
-            self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, min(count, _UINT16), min(count, _UINT16),
-                                    min(size, ZIP64_LIMIT), min(start, ZIP64_LIMIT), 0))
-        else:
-            self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
+        # without zip64, every value fits its field and min() leaves it as it is
+        self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, min(count, _UINT16), min(count, _UINT16),
+                                min(size, ZIP64_LIMIT), min(start, ZIP64_LIMIT), 0))
 
     def sha256(self) -> str:
         """The hex sha256 of the whole file, once ``close`` has written it (the bulk was hashed while the
