@@ -52,13 +52,11 @@ def _thin(f: BinaryIO, offset: int, where: str) -> Slice:
     header = f.read(32)
     if len(header) < 28:
         raise AuditFailed(f"{where}: truncated Mach-O header; rebuild the kernel")
-    magic = struct.unpack("<I", header[:4])[0]
+    magic, cputype, _sub, _ftype, ncmds = struct.unpack_from("<IiiII", header)
     if magic == _MH_MAGIC:
-        cputype = struct.unpack("<i", header[4:8])[0]
         raise AuditFailed(f"{where}: a 32-bit Mach-O file ({arch_name(cputype)}); rebuild it as a 64-bit binary")
     if magic != _MH_MAGIC_64 or len(header) < 32:
         raise AuditFailed(f"{where}: not a 64-bit little-endian Mach-O file; rebuild the kernel")
-    _magic, cputype, _sub, _ftype, ncmds, _size, _flags, _res = struct.unpack("<IiiIIIII", header)
     found: tuple[int, int] | None = None
     pos = offset + 32
     for _ in range(min(ncmds, _MAX_COMMANDS)):
