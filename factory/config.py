@@ -490,8 +490,7 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
         mapped = tuple(_transformers(t, base, f"{path} [[transformers]] #{i + 1}")
                        for i, t in enumerate(data.get("transformers", [])))
         opts = replace(opts, kernels=specs, transformers=mapped)
-    env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
-    opts = apply_table(opts, env_table, Path.cwd(), "environment")
+    opts = apply_table(opts, {o.key: env[var] for var, o in ENV.items() if env.get(var)}, Path.cwd(), "environment")
     changes: dict[str, Any] = {}
     for name, raw in flags.given.items():  # a flag replaces the value, or merges with it where its option says so
         if raw is None or raw == () or raw == []:

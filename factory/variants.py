@@ -189,8 +189,7 @@ def _sdk_name(name: str, rest: list[str]) -> VariantName:
         return VariantName("sdk", None, None, None, backend, None, python, platform, os_, False)
     if len(rest) > 1:
         raise ValueError("an SDK name without compiled parts is sdk or sdk-<backend>")
-    noarch = rest[0] if rest else None
-    return VariantName("sdk", None, None, None, None, noarch, None, None, None, False)
+    return VariantName("sdk", None, None, None, None, rest[0] if rest else None, None, None, None, False)
 
 
 def _framework(name: str, parts: list[str]) -> tuple[str, Pair, bool | None, bool, int]:
