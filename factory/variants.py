@@ -341,15 +341,12 @@ def _noarch(name: str, v: VariantName) -> Target:
     backend = v.noarch_backend
     if backend not in NOARCH_BACKENDS or (v.kind == "sdk" and backend == "universal"):
         raise _refuse(name, f"noarch backend {backend!r} is not one of {', '.join(NOARCH_BACKENDS)}")
-    requires: tuple[str, ...]
-    label: str | None
-    if v.framework == "torch":
-        label, framework, requires = (None if backend == "universal" else backend), "torch-noarch", ("torch",)
-    elif v.framework == "mlx":
-        label, framework, requires = "mlx" + ("" if backend == "universal" else backend), "mlx-noarch", ("mlx",)
-    else:
-        label, framework, requires = f"sdk{backend}", "sdk", ()
-    return Target(name, label, "py3", "none", "any", None, None, backend, None, framework, None, requires)
+    if v.framework is None:  # sdk-<backend>
+        return Target(name, f"sdk{backend}", "py3", "none", "any", None, None, backend, None, "sdk", None, ())
+    word = "" if backend == "universal" else backend  # torch-universal has no label, mlx-universal is mlx
+    label = (word or None) if v.framework == "torch" else f"mlx{word}"  # torch-<backend>, mlx-<backend>
+    return Target(name, label, "py3", "none", "any", None, None, backend, None, f"{v.framework}-noarch", None,
+                  (v.framework,))
 
 
 @lru_cache(maxsize=4096)
