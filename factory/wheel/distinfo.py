@@ -8,7 +8,6 @@ import io
 import json
 import os
 import tempfile
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -190,17 +189,16 @@ class WheelWriter:
 
     def finish(self, dist_info: str, dest: Path) -> None:
         """RECORD and the central directory written, the file moved to ``dest`` atomically; sets ``sha256``."""
-        start = time.perf_counter()
-        record_name = f"{dist_info}/RECORD"
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows([*self.rows, (record_name, "", "")])
-        self.zw.add_bytes(record_name, buf.getvalue().encode("utf-8"))
-        self.zw.close()
-        self.sha256 = self.zw.sha256()
-        self.fp.flush()
-        os.fsync(self.fp.fileno())
-        self.fp.close()
-        os.chmod(self.tmp, 0o644)
-        os.replace(self.tmp, dest)
-        stages.add("write", time.perf_counter() - start)
+        with stages.timed("write"):
+            record_name = f"{dist_info}/RECORD"
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerows([*self.rows, (record_name, "", "")])
+            self.zw.add_bytes(record_name, buf.getvalue().encode("utf-8"))
+            self.zw.close()
+            self.sha256 = self.zw.sha256()
+            self.fp.flush()
+            os.fsync(self.fp.fileno())
+            self.fp.close()
+            os.chmod(self.tmp, 0o644)
+            os.replace(self.tmp, dest)
 
