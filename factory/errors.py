@@ -88,10 +88,7 @@ SEVERITY = (EXIT_BUG, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_USAGE)
 def worst(codes: Iterable[int]) -> int:
     """The most severe of ``codes`` (1 > 4 > 3 > 2); 0 only when every code is 0 (or there are none)."""
     found = set(codes)
-    for code in SEVERITY:
-        if code in found:
-            return code
-    return EXIT_BUG if found - {EXIT_OK} else EXIT_OK
+    return next((code for code in SEVERITY if code in found), EXIT_BUG if found - {EXIT_OK} else EXIT_OK)
 
 
 # File system faults that make a store, scratch folder or destination unusable (exit 4), not a bug, and their fix.
