@@ -491,8 +491,7 @@ def is_label(label: str) -> bool:
     """Whether ``label`` is shaped like a build variant's label (``torch27cu128cxx11``, ``torchabi29cpu``,
     ``tvmffi01cu128``, ``torch213cpucxx11cp39``, a noarch backend such as ``cuda``, ``mlxmetal``, ``sdk``),
     whatever the platform."""
-    return (_LABEL.fullmatch(label) is not None or _NEW_ARCH.fullmatch(label) is not None
-            or _SDK_ARCH.fullmatch(label) is not None
+    return (any(p.fullmatch(label) is not None for p in (_LABEL, _NEW_ARCH, _SDK_ARCH))
             or (_noarch_name(label) is not None and label != "universal"))
 
 
