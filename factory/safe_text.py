@@ -9,10 +9,7 @@ names): a terminal must show it as text, never obey it (ESC sequences, a newline
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import logging
+from typing import Any
 
 # A scheme, "//", then everything up to the end of the authority as urlsplit reads it (the first /, ?, # or line
 # break), or up to where another URL begins: userinfo may hold any character (``user:p@ss@host``, a quote, a space,
