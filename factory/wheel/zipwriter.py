@@ -222,11 +222,8 @@ class ZipWriter:
         return entry
 
     def _write_local(self, e: _Entry) -> None:
-        extra = b""
-        csize, usize = e.csize, e.usize
-        if e.zip64_local:
-            extra = struct.pack("<HHQQ", 1, 16, usize, csize)
-            csize = usize = ZIP64_LIMIT
+        extra = struct.pack("<HHQQ", 1, 16, e.usize, e.csize) if e.zip64_local else b""
+        csize, usize = (ZIP64_LIMIT, ZIP64_LIMIT) if e.zip64_local else (e.csize, e.usize)
         version = 45 if e.zip64_local else 20
         flags = _FLAG_UTF8 if not e.name.isascii() else 0
         self.fp.write(_LOCAL.pack(b"PK\x03\x04", version, flags, e.method, self.time, self.date, e.crc, csize, usize,
