@@ -68,7 +68,6 @@ class ZipWriter:
         self._hashing: ThreadPoolExecutor | None = None  # one thread: the file's bytes go to _sha in order
         self._hashed_parts: list[Future[None]] = []
 
-    # -- public ------------------------------------------------------------
     def add_bytes(self, arcname: str, data: bytes, executable: bool = False) -> bytes:
         """Add an entry from memory; returns its sha256 digest."""
         entry = self._new_entry(arcname, executable)
@@ -194,7 +193,6 @@ class ZipWriter:
             self._hashing.shutdown(wait=True)
             self._hashing = None
 
-    # -- helpers -----------------------------------------------------------
     def _hash_written(self, sync: bool = False) -> None:
         """Feed what has been written since the last call to the file's sha256, on the hashing thread, then
         (``sync``) start flushing the file to disk there.
@@ -245,8 +243,5 @@ def _hash_range(sha: Any, fd: int, start: int, end: int, sync: bool = False) -> 
     stages.add("hash", time.perf_counter() - began)
     if sync:
         began = time.perf_counter()
-        if hasattr(os, "fdatasync"):
-            os.fdatasync(fd)
-        else:
-            os.fsync(fd)
+        getattr(os, "fdatasync", os.fsync)(fd)  # fsync where there is no fdatasync (macOS)
         stages.add("write", time.perf_counter() - began)
