@@ -37,10 +37,9 @@ def arch_name(cputype: int) -> str:
 
 
 def is_macho(magic: bytes) -> bool:
-    if len(magic) < 4:
-        return False
-    return struct.unpack("<I", magic)[0] in (_MH_MAGIC_64, _MH_MAGIC) or \
-        struct.unpack(">I", magic)[0] in (_FAT_MAGIC, _FAT_MAGIC_64, _MH_MAGIC_64, _MH_MAGIC)
+    return len(magic) >= 4 and (
+        struct.unpack("<I", magic)[0] in (_MH_MAGIC_64, _MH_MAGIC)
+        or struct.unpack(">I", magic)[0] in (_FAT_MAGIC, _FAT_MAGIC_64, _MH_MAGIC_64, _MH_MAGIC))
 
 
 def _version(encoded: int) -> tuple[int, int]:
