@@ -139,10 +139,8 @@ def output_folder(path: Path, flag: str) -> None:
 
 def unusable_from_text(text: str, path: str | os.PathLike[str]) -> Unreachable | None:
     """The same classification for a tool's stderr (tar, git, patchelf): its errno text names the fault."""
-    for code in sorted(UNUSABLE_ERRNOS):
-        if os.strerror(code) in text:
-            return unusable(OSError(code, os.strerror(code)), path)
-    return None
+    code = next((number for number in sorted(UNUSABLE_ERRNOS) if os.strerror(number) in text), None)
+    return None if code is None else unusable(OSError(code, os.strerror(code)), path)
 
 
 def last_line(text: str | bytes, fallback: str) -> str:
