@@ -113,14 +113,11 @@ def hub_cache(env: Mapping[str, str]) -> Path:
     """The Hugging Face Hub cache folder as huggingface_hub expands it: HF_HUB_CACHE (HUGGINGFACE_HUB_CACHE), else
     HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. The one home of that rule: the
     factory's Hub source (``Variables.hf_cache``) and the cache kernels reads (local/cache ``cache_root``)."""
-    def expand(text: str) -> str:
-        return os.path.expandvars(os.path.expanduser(text))
-
     hub = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")
-    if hub:
-        return Path(expand(hub))
-    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
-    return Path(expand(os.path.join(home, "hub")))
+    if not hub:
+        cache = env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        hub = os.path.join(env.get("HF_HOME") or os.path.join(cache, "huggingface"), "hub")
+    return Path(os.path.expandvars(os.path.expanduser(hub)))
 
 
 def repo_folder_name(repo_id: str, kind: str) -> str:
@@ -242,11 +239,7 @@ def _kernel(table: Mapping[str, Any], base: Path, where: str) -> KernelSpec:
     globbed = any(c in repo for c in "*?[")
     if not globbed and (_looks_path(repo) or (base / repo).exists()):
         repo = _path(repo, base)
-    versions: tuple[str, ...] = ()
-    if "versions" in table:
-        versions += _str_list(table["versions"], f"{where}.versions")
-    if "tags" in table:
-        versions += _str_list(table["tags"], f"{where}.tags")
+    versions = tuple(v for key in ("versions", "tags") if key in table for v in _str_list(table[key], f"{where}.{key}"))
     revision = table.get("revision")
     if not versions and revision is None:
         raise ConfigError(f"{where}: give 'versions' (e.g. [1]), 'tags' (e.g. '>=1.1.2,<2') or 'revision'")
@@ -497,8 +490,7 @@ def resolve(flags: Flags, env: Mapping[str, str] | None = None) -> Options:
         mapped = tuple(_transformers(t, base, f"{path} [[transformers]] #{i + 1}")
                        for i, t in enumerate(data.get("transformers", [])))
         opts = replace(opts, kernels=specs, transformers=mapped)
-    env_table = {o.key: env[var] for var, o in ENV.items() if env.get(var)}
-    opts = apply_table(opts, env_table, Path.cwd(), "environment")
+    opts = apply_table(opts, {o.key: env[var] for var, o in ENV.items() if env.get(var)}, Path.cwd(), "environment")
     changes: dict[str, Any] = {}
     for name, raw in flags.given.items():  # a flag replaces the value, or merges with it where its option says so
         if raw is None or raw == () or raw == []:

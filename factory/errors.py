@@ -88,10 +88,7 @@ SEVERITY = (EXIT_BUG, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_USAGE)
 def worst(codes: Iterable[int]) -> int:
     """The most severe of ``codes`` (1 > 4 > 3 > 2); 0 only when every code is 0 (or there are none)."""
     found = set(codes)
-    for code in SEVERITY:
-        if code in found:
-            return code
-    return EXIT_BUG if found - {EXIT_OK} else EXIT_OK
+    return next((code for code in SEVERITY if code in found), EXIT_BUG if found - {EXIT_OK} else EXIT_OK)
 
 
 # File system faults that make a store, scratch folder or destination unusable (exit 4), not a bug, and their fix.
@@ -122,14 +119,11 @@ def unusable(exc: OSError, path: str | os.PathLike[str] | None = None) -> Unreac
 
 def not_a_folder(path: str) -> Unreachable | None:
     """Unreachable naming the file that stands where ``path`` or a folder above it should be; None if none does."""
-    here = os.path.abspath(path)
-    while True:
+    given = Path(os.path.abspath(path))
+    for here in (given, *given.parents):
         if os.path.lexists(here) and not os.path.isdir(here):
             return Unreachable(f"{here} is a file, not a folder; give a folder (--store, --out, -o) or remove the file")
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
+    return None
 
 
 def output_folder(path: Path, flag: str) -> None:
@@ -145,10 +139,8 @@ def output_folder(path: Path, flag: str) -> None:
 
 def unusable_from_text(text: str, path: str | os.PathLike[str]) -> Unreachable | None:
     """The same classification for a tool's stderr (tar, git, patchelf): its errno text names the fault."""
-    for code in sorted(UNUSABLE_ERRNOS):
-        if os.strerror(code) in text:
-            return unusable(OSError(code, os.strerror(code)), path)
-    return None
+    code = next((number for number in sorted(UNUSABLE_ERRNOS) if os.strerror(number) in text), None)
+    return None if code is None else unusable(OSError(code, os.strerror(code)), path)
 
 
 def last_line(text: str | bytes, fallback: str) -> str:

@@ -26,8 +26,7 @@ def libc() -> Any:
 
 def die_with_parent() -> bool:
     """Ask Linux to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG); False where there is no prctl."""
-    lib = libc() if sys.platform.startswith("linux") else None
-    prctl = getattr(lib, "prctl", None)
+    prctl = getattr(libc() if sys.platform.startswith("linux") else None, "prctl", None)
     return prctl is not None and bool(prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0)
 
 

@@ -26,7 +26,6 @@ FILES = "files"
 MAX_RECORD_BYTES = 256 * 1024  # a real record is 1-3 KB; a reader reads no more of one (store/check.py, publish)
 
 
-
 def read_provenance(data: bytes | str | None) -> tuple[dict[str, Any] | None, str | None]:
     """The fields of a wheel's provenance file (PROVENANCE), or None and why not: (None, None) where the wheel
     has none. What is in it is the wheel's word, not a fact: each reader checks the fields it uses."""
@@ -37,6 +36,7 @@ def read_provenance(data: bytes | str | None) -> tuple[dict[str, Any] | None, st
     except (ValueError, RecursionError) as exc:
         return None, str(exc)
     return (fields, None) if isinstance(fields, dict) else (None, "not a JSON object")
+
 
 @dataclass(slots=True)
 class Record:
@@ -103,10 +103,8 @@ class Record:
     def from_json(cls, data: bytes) -> Record:
         """A record from a ``files/<wheel>.json`` (unknown keys ignored, lists made tuples), unchecked:
         store/check.py ``check`` is what reads records from a store."""
-        values = {k: v for k, v in json.loads(data).items() if k in FIELDS}
-        for key in _TUPLES:
-            if key in values:
-                values[key] = tuple(values[key])
+        values: dict[str, Any] = {k: tuple(v) if k in _TUPLES else v for k, v in json.loads(data).items()
+                                  if k in FIELDS}
         return cls(**values)
 
 

@@ -9,17 +9,14 @@ names): a terminal must show it as text, never obey it (ESC sequences, a newline
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import logging
+from functools import cache
+from typing import Any
 
 # A scheme, "//", then everything up to the end of the authority as urlsplit reads it (the first /, ?, # or line
 # break), or up to where another URL begins: userinfo may hold any character (``user:p@ss@host``, a quote, a space,
 # a backslash), and only the last '@' of that span ends it. A span that runs on past a URL's end (``http://h:1 see
 # a@b``) loses too much, never too little.
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://(?:(?![A-Za-z][A-Za-z0-9+.-]*://)[^/?#\r\n])*")
-_QUIET = False  # quiet_credentials has run
 
 
 def printable(text: str, limit: int | None = None) -> str:
@@ -59,15 +56,13 @@ def redact_url(text: str) -> str:
     return _URL.sub(_strip_userinfo, text) if "://" in text else text
 
 
+@cache  # once: a second call would wrap the record factory again
 def quiet_credentials() -> None:
     """Take credentials out of URLs in every log record from now on (huggingface_hub's retry warnings, urllib3's
     and botocore's connection messages print the URL they were given). Called where those libraries are set up;
     logging is imported only then, so a run that does not need them does not load it."""
-    global _QUIET
     import logging
 
-    if _QUIET:
-        return
     make = logging.getLogRecordFactory()
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
@@ -81,4 +76,3 @@ def quiet_credentials() -> None:
         return record
 
     logging.setLogRecordFactory(factory)
-    _QUIET = True

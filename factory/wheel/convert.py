@@ -163,8 +163,7 @@ def convert(inp: WheelInput, out_dir: Path) -> tuple[Path, bytes, Record]:
             try:
                 plain = staging / wheel.wheel_filename(name, version, base_tag)
                 ww.finish(dist_info, plain)
-                repaired = repair(plain, staging, result.platform, where)
-                os.replace(repaired, dest)
+                os.replace(repair(plain, staging, result.platform, where), dest)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
             sha = file_digest(dest)  # auditwheel wrote this one

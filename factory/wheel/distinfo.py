@@ -8,7 +8,6 @@ import io
 import json
 import os
 import tempfile
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -115,9 +114,8 @@ def check_requirements(reqs: Iterable[str], where: str) -> tuple[str, ...]:
             Requirement(text)
         except InvalidRequirement:
             raise BadKernel(f"{where}: {req!r} in metadata.json python-depends is not a valid requirement") from None
-        if text not in out:
-            out.append(text)
-    return tuple(out)
+        out.append(text)
+    return tuple(dict.fromkeys(out))  # each once, first place kept
 
 
 def metadata_bytes(*, name: str, version: str, summary: str, readme: str | None, license_text: str | None,
@@ -177,8 +175,7 @@ class WheelWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.zw.stop_hashing()
-        if not self.fp.closed:
-            self.fp.close()
+        self.fp.close()  # a no-op once finish closed it
         self.tmp.unlink(missing_ok=True)
 
     def add(self, arcname: str, data: bytes) -> None:
@@ -192,17 +189,16 @@ class WheelWriter:
 
     def finish(self, dist_info: str, dest: Path) -> None:
         """RECORD and the central directory written, the file moved to ``dest`` atomically; sets ``sha256``."""
-        start = time.perf_counter()
-        record_name = f"{dist_info}/RECORD"
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows([*self.rows, (record_name, "", "")])
-        self.zw.add_bytes(record_name, buf.getvalue().encode("utf-8"))
-        self.zw.close()
-        self.sha256 = self.zw.sha256()
-        self.fp.flush()
-        os.fsync(self.fp.fileno())
-        self.fp.close()
-        os.chmod(self.tmp, 0o644)
-        os.replace(self.tmp, dest)
-        stages.add("write", time.perf_counter() - start)
+        with stages.timed("write"):
+            record_name = f"{dist_info}/RECORD"
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerows([*self.rows, (record_name, "", "")])
+            self.zw.add_bytes(record_name, buf.getvalue().encode("utf-8"))
+            self.zw.close()
+            self.sha256 = self.zw.sha256()
+            self.fp.flush()
+            os.fsync(self.fp.fileno())
+            self.fp.close()
+            os.chmod(self.tmp, 0o644)
+            os.replace(self.tmp, dest)
 

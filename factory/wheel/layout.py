@@ -44,12 +44,6 @@ def root_name(dist: str) -> str:
     return f"_{canonicalize_name(dist).replace('-', '_')}_kernel"
 
 
-def raw_fields(raw: bytes | None) -> dict[str, Any]:
-    """metadata.json's object (already validated by verify.metadata.parse), or {}: read as a provenance file is
-    (a consumer reading an older wheel's copy finds no digest to map by where it is not a JSON object)."""
-    return read_provenance(raw)[0] or {}
-
-
 def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None, repo_name: str, dist: str,
                 where: str) -> Layout:
     """The layout of a variant folder's ``files`` (every file, metadata.json included) and where each goes."""
@@ -57,7 +51,7 @@ def find_layout(files: list[FileEntry], raw_meta: bytes | None, name: str | None
     packages = sorted({r.split("/", 1)[0] for r in rels if r.count("/") == 1 and r.endswith("/__init__.py")})
     wanted = (name or repo_name).replace("-", "_")
     named = wanted if wanted in packages else (packages[0] if len(packages) == 1 else "")  # the package folder meant
-    fields = raw_fields(raw_meta)
+    fields = read_provenance(raw_meta)[0] or {}  # metadata.json's object, already checked by verify.metadata.parse
     build_layout = fields.get("build-layout", "files")
     if build_layout == "zip":
         kernel_id = fields.get("id")
@@ -147,7 +141,8 @@ def legacy_map(package: str, rels: Iterable[str], metadata: bytes | None) -> dic
     files are the digest's is taken; NotMappable where none is (a file the digest lists is not in the wheel).
     Without a digest, the files go where they are (as before)."""
     rels = sorted(rels)
-    digest = raw_fields(metadata).get("digest") if metadata else None
+    # metadata.json read as a provenance file is: where it is not a JSON object, there is no digest to map by
+    digest = (read_provenance(metadata)[0] or {}).get("digest")
     listed = digest.get("files") if isinstance(digest, dict) else None
     if not isinstance(listed, dict):
         return {rel: rel for rel in rels}

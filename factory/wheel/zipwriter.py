@@ -68,7 +68,6 @@ class ZipWriter:
         self._hashing: ThreadPoolExecutor | None = None  # one thread: the file's bytes go to _sha in order
         self._hashed_parts: list[Future[None]] = []
 
-    # -- public ------------------------------------------------------------
     def add_bytes(self, arcname: str, data: bytes, executable: bool = False) -> bytes:
         """Add an entry from memory; returns its sha256 digest."""
         entry = self._new_entry(arcname, executable)
@@ -174,10 +173,9 @@ class ZipWriter:
         if count > _UINT16 or size >= ZIP64_LIMIT or start >= ZIP64_LIMIT:
             self.fp.write(_END64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, size, start))
             self.fp.write(_LOCATOR64.pack(b"PK\x06\x07", 0, end, 1))
-            self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, min(count, _UINT16), min(count, _UINT16),
-                                    min(size, ZIP64_LIMIT), min(start, ZIP64_LIMIT), 0))
-        else:
-            self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
+        # without zip64, every value fits its field and min() leaves it as it is
+        self.fp.write(_END.pack(b"PK\x05\x06", 0, 0, min(count, _UINT16), min(count, _UINT16),
+                                min(size, ZIP64_LIMIT), min(start, ZIP64_LIMIT), 0))
 
     def sha256(self) -> str:
         """The hex sha256 of the whole file, once ``close`` has written it (the bulk was hashed while the
@@ -195,7 +193,6 @@ class ZipWriter:
             self._hashing.shutdown(wait=True)
             self._hashing = None
 
-    # -- helpers -----------------------------------------------------------
     def _hash_written(self, sync: bool = False) -> None:
         """Feed what has been written since the last call to the file's sha256, on the hashing thread, then
         (``sync``) start flushing the file to disk there.
@@ -223,11 +220,8 @@ class ZipWriter:
         return entry
 
     def _write_local(self, e: _Entry) -> None:
-        extra = b""
-        csize, usize = e.csize, e.usize
-        if e.zip64_local:
-            extra = struct.pack("<HHQQ", 1, 16, usize, csize)
-            csize = usize = ZIP64_LIMIT
+        extra = struct.pack("<HHQQ", 1, 16, e.usize, e.csize) if e.zip64_local else b""
+        csize, usize = (ZIP64_LIMIT, ZIP64_LIMIT) if e.zip64_local else (e.csize, e.usize)
         version = 45 if e.zip64_local else 20
         flags = _FLAG_UTF8 if not e.name.isascii() else 0
         self.fp.write(_LOCAL.pack(b"PK\x03\x04", version, flags, e.method, self.time, self.date, e.crc, csize, usize,
@@ -249,8 +243,5 @@ def _hash_range(sha: Any, fd: int, start: int, end: int, sync: bool = False) -> 
     stages.add("hash", time.perf_counter() - began)
     if sync:
         began = time.perf_counter()
-        if hasattr(os, "fdatasync"):
-            os.fdatasync(fd)
-        else:
-            os.fsync(fd)
+        getattr(os, "fdatasync", os.fsync)(fd)  # fsync where there is no fdatasync (macOS)
         stages.add("write", time.perf_counter() - began)
