@@ -162,17 +162,17 @@ class Catalog:
             self._discard()
             self.db = self._open()
 
-    def _connect(self) -> sqlite3.Connection:
-        """SQLite's rollback journal (``<file>-journal``), synced: a run killed at any instant (SIGTERM, kill -9,
-        a full disk) leaves the catalog as its last transaction did, which the next open rolls back to."""
+    def _connect(self) -> tuple[sqlite3.Connection, set[tuple[str, str, str | None]]]:
+        """The database and its ``_master``. SQLite's rollback journal, synced: a run killed at any instant (SIGTERM,
+        kill -9, a full disk) leaves the catalog as its last transaction did, which the next open rolls back to."""
         db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
         try:
             db.execute("PRAGMA journal_mode=TRUNCATE")  # the journal stays (emptied): files/'s own stat does not
             db.execute("PRAGMA synchronous=FULL")  # change with each write (folder_state)
+            return db, _master(db)
         except BaseException:
             db.close()
             raise
-        return db
 
     def _discard(self) -> None:
         """Remove the file and its journal (a journal left beside a new file would be rolled into it)."""
@@ -183,12 +183,7 @@ class Catalog:
     def _open(self) -> sqlite3.Connection:
         """The database, made again unless it holds exactly the catalog's tables and indexes (no trigger, no view:
         SQL that would run on our own writes) and this schema's rows."""
-        db = self._connect()
-        try:
-            master = _master(db)
-        except BaseException:
-            db.close()
-            raise
+        db, master = self._connect()
         if master == _expected_master():
             schema = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
             if schema is not None and schema[0] == SCHEMA:
@@ -204,7 +199,7 @@ class Catalog:
         if master:
             db.close()
             self._discard()
-            db = self._connect()
+            db = self._connect()[0]
         _create(db)
         self.changed = True
         return db
@@ -213,17 +208,13 @@ class Catalog:
     def copy_of(cls, path: Path) -> Catalog:
         """An in-memory copy of the catalog at ``path`` for plan and build (which write nothing); empty if not one."""
         catalog = cls(":memory:")
+        uri = f"{Path(os.path.abspath(path)).as_uri()}?mode=ro"
         try:
-            src = sqlite3.connect(f"{Path(os.path.abspath(path)).as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error:
-            return catalog
-        try:
-            src.backup(catalog.db)
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as src:
+                src.backup(catalog.db)
             valid = _master(catalog.db) == _expected_master() and catalog.meta("schema") == SCHEMA
-        except sqlite3.Error:
+        except sqlite3.Error:  # none there, or not a database
             valid = False
-        finally:
-            src.close()
         if not valid:
             catalog.reset()
         return catalog
