@@ -185,11 +185,9 @@ def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool =
         raise ValueError("'sha256' must be a sha256 hex digest")
     if not _TIME.fullmatch(values["upload_time"]):
         raise ValueError(f"upload_time {values['upload_time']!r} is not like 2026-01-02T03:04:05Z")
-    label, variant = values.get("label"), values.get("variant")
-    if label is not None or variant is not None:
-        why = _label_problem(label, variant, values["version"], known_variants)
-        if why:
-            raise ValueError(why)
+    why = _label_problem(values.get("label"), values.get("variant"), values["version"], known_variants)
+    if why:
+        raise ValueError(why)
     repo_id = values.get("repo_id")
     if repo_id is not None and not _REPO_ID.fullmatch(repo_id):
         raise ValueError(f"repo_id {repo_id!r} is not a Hub repository id (org/name)")
@@ -314,15 +312,14 @@ def parse_many(
                 if values is None:
                     record = parse(data, name, path, hint, known_variants)
                 else:
-                    try:
-                        record = check(next(values), name, known_variants)
-                    except ValueError as exc:
-                        raise BadRecord(invalid(path, exc, hint)) from None
+                    record = check(next(values), name, known_variants)
                 text = data.decode()
             except BadRecord as exc:
                 why = str(exc)
             except UnicodeDecodeError:
                 pass
+            except ValueError as exc:  # check's (parse's are BadRecord)
+                why = invalid(path, exc, hint)
         found.append((name, record, text, why))
     return found
 
