@@ -128,8 +128,7 @@ class _Writer:
         for path in sorted(pages, key=lambda p: (p.startswith("projects/"), p)):
             if self.tree.write(path, pages[path]):
                 self.paths.add(path)
-            stat = page_stat(os.path.join(self.out, path))
-            if stat is not None:
+            if (stat := page_stat(os.path.join(self.out, path))) is not None:
                 self.stats[path] = stat
 
 
@@ -228,8 +227,7 @@ def build_index(out: Path, catalog: Catalog, templates: Path | None, base_url: s
         removed += remove_stale(out, keep, writer.tree)
     stats.update(writer.stats)
     for path in keep - stats.keys():  # a page unchanged and not written (a full build over an index root)
-        stat = page_stat(out / path)
-        if stat is not None:
+        if (stat := page_stat(out / path)) is not None:
             stats[path] = stat
     count, written = len(keep), len(writer.paths & keep)
     new.pages = {p: stats[p] for p in sorted(keep) if p in stats}

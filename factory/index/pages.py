@@ -134,9 +134,7 @@ def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals 
     names = set(TEMPLATE_NAMES)
     if templates is not None:
         names |= {p.name for p in templates.iterdir() if p.is_file()}
-    for name in sorted(names):
-        if not name.endswith((".html", ".css", ".js", ".j2")):
-            continue
+    for name in sorted(n for n in names if n.endswith((".html", ".css", ".js", ".j2"))):
         found = [d / name for d in (templates, TEMPLATES) if d is not None and (d / name).is_file()]
         if found:
             h.update(name.encode() + b"\0" + found[0].read_bytes() + b"\0")
