@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 API_VERSION = "1.1"
 STATUS_API_VERSION = "1.4"  # PEP 792: the pages that carry a project status marker
 DEFAULT_BASE_URL = "INDEX_URL"  # no base-url: the pages say so, and their script fills in their own address
-TEMPLATE_NAMES = ("landing.html", "kernel.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
 # The shipped templates: the package kernel_factory.templates, which is index_templates/ in an editable install
 # and kernel_factory/templates/ in the wheel; asked of the import system, so both layouts agree.
 TEMPLATES = Path(str(import_module("kernel_factory.templates").__file__)).parent
@@ -131,13 +130,9 @@ def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals 
         h.update(json.dumps([statuses, sorted(withdrawals.pending)], sort_keys=True).encode() + b"\0")
     for module in (__file__, index_landing.__file__):  # the rendering code itself
         h.update(Path(module).read_bytes())
-    names = set(TEMPLATE_NAMES)
-    if templates is not None:
-        names |= {p.name for p in templates.iterdir() if p.is_file()}
-    for name in sorted(n for n in names if n.endswith((".html", ".css", ".js", ".j2"))):
-        found = [d / name for d in (templates, TEMPLATES) if d is not None and (d / name).is_file()]
-        if found:
-            h.update(name.encode() + b"\0" + found[0].read_bytes() + b"\0")
+    found = {p.name: p for d in (TEMPLATES, templates) if d is not None for p in d.iterdir() if p.is_file()}
+    for name in sorted(n for n in found if n.endswith((".html", ".css", ".js", ".j2"))):
+        h.update(name.encode() + b"\0" + found[name].read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -189,9 +184,7 @@ def _files_href(depth: int) -> str:
 
 
 def _files(records: list[Record], known: Mapping[str, _File] | None) -> list[_File]:
-    if known is None:
-        return [_file(r) for r in records]
-    return [known[r.filename] for r in records]
+    return [_file(r) if known is None else known[r.filename] for r in records]
 
 
 def simple_json(project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
@@ -233,9 +226,8 @@ def simple_html(env: jinja2.Environment, project: str, records: list[Record], de
     ]
     if _shipped(env, "project.html"):
         return _project_html(project, links, status).encode()
-    api = STATUS_API_VERSION if status else API_VERSION
-    return env.get_template("project.html").render(project=project, files=links, api_version=api,
-                                                   status=status).encode()
+    return env.get_template("project.html").render(project=project, files=links, status=status,
+                                                   api_version=STATUS_API_VERSION if status else API_VERSION).encode()
 
 
 @lru_cache(maxsize=8)
