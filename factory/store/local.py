@@ -81,11 +81,9 @@ class LocalStore:
     # -- the small files of files/ that yank, status and prune change ---------------------------------------
 
     def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
-        try:
-            with os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
-                return f.read(limit + 1)
-        except FileNotFoundError:
-            return None
+        with suppress(FileNotFoundError), os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
+            return f.read(limit + 1)
+        return None
 
     def write(self, name: str, data: bytes) -> None:
         if not os.access(self.files, os.W_OK):
@@ -93,11 +91,10 @@ class LocalStore:
         write_bytes(self.files / name, data)
 
     def delete(self, name: str) -> bool:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(self.files / name)
-        except FileNotFoundError:
-            return False
-        return True
+            return True
+        return False
 
     def lock(self) -> AbstractContextManager[None]:
         from .lock import folder_lock
@@ -139,12 +136,9 @@ class LocalStore:
             return Catalog(":memory:")
         path = files / CATALOG_FILE
         for each in (path, files / f"{CATALOG_FILE}-journal"):
-            try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
-                st = os.lstat(each)
-            except FileNotFoundError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                raise refuse(each, "catalog")
+            with suppress(FileNotFoundError):  # SQLite opens (and rewrites) what a link points to: a link, or anything
+                if not stat.S_ISREG(os.lstat(each).st_mode):  # but a file, is refused
+                    raise refuse(each, "catalog")
         return Catalog.copy_of(path) if readonly else Catalog(path)
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
