@@ -146,18 +146,16 @@ def _project(name: str, *, validate: bool) -> str | None:
     """The normalised project of a name, or None where it is not valid (PEP 508 with ``validate``; else a wheel's)."""
     if not validate and "__" in name:
         return None
-    try:
+    with suppress(InvalidName):
         return canonicalize_name(name, validate=validate)
-    except InvalidName:
-        return None
+    return None
 
 
 @lru_cache(maxsize=1 << 16)
 def version_of(text: str) -> Version | None:
-    try:
+    with suppress(InvalidVersion):
         return Version(text)
-    except InvalidVersion:
-        return None
+    return None
 
 
 def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool = True) -> None:
@@ -232,11 +230,10 @@ def variant_problem(variant: str, label: str | None) -> str:
 def _specifier_ok(text: str) -> bool:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only when a record names one
 
-    try:
+    with suppress(InvalidSpecifier):
         SpecifierSet(text)
-    except InvalidSpecifier:
-        return False
-    return True
+        return True
+    return False
 
 
 def check(raw: Any, expected: str, known_variants: bool = True) -> Record:
