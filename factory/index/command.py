@@ -193,17 +193,16 @@ def build_index(out: Path, catalog: Catalog, templates: Path | None, base_url: s
         for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
             env.get_template(name)
         names, parts = catalog.project_names(), workers * 4
-        _CHUNKS[:] = [names[i::parts] for i in range(parts) if names[i::parts]]
+        chunks = [names[i::parts] for i in range(parts) if names[i::parts]]
         _CATALOG[:] = [catalog]
         try:
             with worker_pool(workers) as pool:
-                for future in [pool.submit(_render_chunk, i, out, render) for i in range(len(_CHUNKS))]:
+                for future in [pool.submit(_render_chunk, chunk, out, render) for chunk in chunks]:
                     paths, entries, written_stats = future.result()
                     writer.paths |= paths
                     projects.update(entries)
                     stats.update(written_stats)
         finally:
-            _CHUNKS.clear()
             _CATALOG.clear()
         rest = ()
     gone: set[str] = set()  # the pages of projects rendered again, as they were (removed if not kept)
@@ -235,18 +234,18 @@ def build_index(out: Path, catalog: Catalog, templates: Path | None, base_url: s
     return IndexResult(count, written, count - written, removed)
 
 
-_CHUNKS: list[list[str]] = []  # a full build's projects, split before its workers fork
-_CATALOG: list[Catalog] = []  # the catalog they read them from
+_CATALOG: list[Catalog] = []  # the catalog a full build's workers read their projects from, set before they fork
 
 
-def _render_chunk(i: int, out: Path, render: _Render) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:
-    """In a worker of a full build: read (and check) the projects of ``_CHUNKS[i]`` on a connection of its own
-    and write their pages; (the pages written, their state entries, each page's size and mtime). A damaged row
-    raises CatalogDamaged, which the main process gets back (the catalog is rebuilt: ``rebuilt``)."""
+def _render_chunk(names: list[str], out: Path,
+                  render: _Render) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
+    """In a worker of a full build: read (and check) the projects ``names`` on a connection of its own and write
+    their pages; (the pages written, their state entries, each page's size and mtime). A damaged row raises
+    CatalogDamaged, which the main process gets back (the catalog is rebuilt: ``rebuilt``)."""
     writer = _Writer(out)
     reader = _CATALOG[0].reader()
     try:
-        entries = render.projects(writer, reader.projects(_CHUNKS[i]))
+        entries = render.projects(writer, reader.projects(names))
     finally:
         reader.close()
     return writer.paths, entries, writer.stats
