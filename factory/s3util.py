@@ -217,14 +217,11 @@ class Bucket:
 
     def list(self, under: str) -> dict[str, tuple[int, str]]:
         """Every key under ``under/`` (the whole bucket for "") -> (size, ETag without quotes)."""
-        found: dict[str, tuple[int, str]] = {}
         with self.calls():
             pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name,
                                                                           Prefix=f"{under}/" if under else "")
-            for page in pages:
-                for obj in page.get("Contents", []):
-                    found[obj["Key"]] = (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
-        return found
+            return {obj["Key"]: (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
+                    for page in pages for obj in page.get("Contents", [])}
 
     def _unless_missing(self, call: Callable[[], Any]) -> Any:
         """``call()``'s answer, or None where the object it asks for is not there."""
