@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from .. import report
+from .. import config, report
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..nofollow import TMP_PREFIX, Tree, write_bytes
@@ -28,6 +28,8 @@ from ..publish.linked import STORE_FILE
 from ..store import Store, open_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
 from ..store.filecheck import check_files
+from ..store.retain import read_journal
+from ..store.status import read_statuses
 from .pages import (
     DEFAULT_BASE_URL,
     NO_WITHDRAWALS,
@@ -80,8 +82,6 @@ class IndexResult:
 
 def resolve_paths(args: IndexArgs) -> IndexOptions:
     """Store, index root, adopted folders, templates and base URL from the command line (defaults: ./public)."""
-    from .. import config
-
     opts = config.resolve(args.flags)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
     if args.flags.given.get("index_out") and opts.store == Location.parse(config.DEFAULT_STORE) and opts.index_out:
@@ -279,9 +279,6 @@ def index_with_adoption(store: Store | Location | str | Path, out: Path, templat
         raise sqlite_problem(opened.display, exc) from None
     done = Indexed(warnings=[catalog.note] if catalog.note is not None else [])
     try:
-        from ..store.retain import read_journal
-        from ..store.status import read_statuses
-
         withdrawals = Withdrawals(read_statuses(opened), read_journal(opened)[0])  # statuses, a prune under way
 
         def attempt(again: bool) -> tuple[int, IndexResult]:

@@ -10,7 +10,7 @@ import json
 import os
 import zipfile
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +182,6 @@ def repair(store_root: Path, wheel_name: str) -> Record:
 
 
 def _as_built(record: Record, prov: dict[str, Any], wheel: Path) -> Record:
-    from dataclasses import replace
-
     def text(key: str) -> str | None:
         value = prov.get(key)
         return value if isinstance(value, str) else None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from packaging.utils import canonicalize_name
 
+from ..errors import Unreachable
 from ..nofollow import unique
 from ..record import FIELDS, Record
 from . import check
@@ -66,8 +67,6 @@ class CatalogDamaged(Exception):
 def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
     """CatalogDamaged where the file is damaged or not a database (a cache: rebuilt), else Unreachable (exit 4)
     naming the cause and fix: a full disk, a database another process holds locked, a file not writable."""
-    from ..errors import Unreachable
-
     text = str(exc)
     if not isinstance(exc, sqlite3.OperationalError) or "malformed" in text or "not a database" in text:
         return CatalogDamaged(f"{path}: {text}")

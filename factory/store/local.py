@@ -21,6 +21,7 @@ from ..nofollow import copy_file, file_digest, open_nofollow, real_folder, refus
 from ..record import FILES, MAX_RECORD_BYTES, Record
 from . import MAX_BYTES, check
 from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, record_key, sync
+from .lock import folder_lock
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
@@ -97,8 +98,6 @@ class LocalStore:
         return False
 
     def lock(self) -> AbstractContextManager[None]:
-        from .lock import folder_lock
-
         return folder_lock(self.root, self.lock_wait_s)
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
