@@ -376,9 +376,7 @@ def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextMan
 def run_index(args: IndexArgs) -> int:
     """Adopt ``--wheels`` folders, then render the index of the store into the index root (under ``index_lock``)."""
     opts = resolve_paths(args)
-    store = args.store
-    if store is None:  # else the command (yank, status, prune) opened it: once per command, with its options
-        store = open_store(opts.store, opts.options)
+    store = open_store(args.store or opts.store, opts.options)  # one yank, status or prune opened, with its options
     with index_lock(store, adopting=bool(opts.wheels), repair=args.repair):
         refused = 0
         if args.repair and store.folder is not None:  # an s3:// store refuses it (store/s3.py), as --wheels
