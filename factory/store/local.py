@@ -33,15 +33,14 @@ Read = tuple[str, "Record | None", "str | None", "str | None"]  # wheel, its rec
 def folder_state(folder: Path) -> str | None:
     """A folder's own stat, which any entry added, removed or renamed over changes (None: no folder); one changed
     less than ``TICK_NS`` ago is stat'ed again after that, as coarse file times hide a change within a tick."""
-    try:
+    with suppress(FileNotFoundError):
         st = os.stat(folder)
         age = time.time_ns() - st.st_mtime_ns
         if 0 <= age < TICK_NS:
             time.sleep((TICK_NS - age) / 1e9)
             st = os.stat(folder)
-    except FileNotFoundError:
-        return None
-    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
+        return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
+    return None
 
 
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:

@@ -162,13 +162,11 @@ def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> No
     # one wheel name for each part after the project: label and tags are in that part
     names = {name.partition("-")[2]: name for name in filenames}
     for name in names.values():
-        try:
+        with suppress(InvalidWheelFilename):  # a name adoption refuses later
             _project, version, _build, tags = parse_wheel_filename(name)
-        except InvalidWheelFilename:
-            continue
-        key = _tags_key(version.local, tags)
-        if version.local is not None and key not in known:
-            known[key] = _label_fields(version.local, tags)
+            key = _tags_key(version.local, tags)
+            if version.local is not None and key not in known:
+                known[key] = _label_fields(version.local, tags)
 
 
 def parse_headers(metadata: bytes) -> dict[str, Any]:
