@@ -344,10 +344,8 @@ class Catalog:
 
     def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
         """The records of one project's rows, each checked unless this catalog wrote it from a checked record."""
-        known = []
-        for row in group:
-            got = self._checked.get(row[1])
-            known.append(got[1] if got is not None and type(row[5]) is str and got[0] == _digest(row[5]) else None)
+        known = [got[1] if (got := self._checked.get(row[1])) is not None and type(row[5]) is str
+                 and got[0] == _digest(row[5]) else None for row in group]
         texts = [row[5] for row, record in zip(group, known, strict=True) if record is None]
         decoded = None
         with contextlib.suppress(TypeError, ValueError, RecursionError):
