@@ -50,8 +50,7 @@ _CRED_HINT = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) a
 
 def parse_s3_url(url: str, flag: str = "--to") -> tuple[str, str]:
     """``s3://bucket/some/prefix/`` -> ``("bucket", "some/prefix")``."""
-    rest = url.removeprefix("s3://")
-    bucket, _, prefix = rest.partition("/")
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
     if not bucket:
         raise UsageError(f"{flag} {url!r} names no bucket; write s3://BUCKET/PREFIX")
     return bucket, prefix.strip("/")

@@ -243,8 +243,7 @@ def _project_html(project: str, links: list[FileLink], status: Status | None = N
     from markupsafe import escape
 
     def e(text: str) -> str:  # most texts (file names, links, hashes) hold nothing to escape: kept as they are
-        special = "&" in text or "<" in text or ">" in text or '"' in text or "'" in text
-        return str(escape(text)) if special else text
+        return str(escape(text)) if "&" in text or "<" in text or ">" in text or '"' in text or "'" in text else text
 
     name = e(project)
     marker = ""
@@ -275,9 +274,8 @@ def project_pages(
     """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary). The
     wheels a prune is removing are left out; a quarantined project's pages offer no file (they stay, so installers
     see why)."""
-    if found.pending:
-        kept = [r for r in records if r.filename not in found.pending]
-        records = kept or records  # a prune never takes a project's last version (store/retain.py)
+    if found.pending:  # a prune never takes a project's last version (store/retain.py)
+        records = [r for r in records if r.filename not in found.pending] or records
     status = found.statuses.get(project)
     quarantined = status is not None and status.status == "quarantined"
     pages: dict[str, bytes] = {}

@@ -394,8 +394,7 @@ class Catalog:
         return found
 
     def records(self) -> list[Record]:
-        records = [r for _project, group in self.projects() for r in group]
-        return sorted(records, key=lambda r: r.filename)
+        return sorted((r for _project, group in self.projects() for r in group), key=lambda r: r.filename)
 
 
 def sync(

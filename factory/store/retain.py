@@ -150,8 +150,7 @@ def read_journal(files: Store) -> tuple[frozenset[str], bool]:
 
 def write_pending(files: Store, wheels: Iterable[str], rendered: bool = False) -> None:
     """The journal: the wheels to remove, and whether the index has been rendered without them since."""
-    doc = {"schema": 1, "wheels": sorted(wheels), "rendered": rendered}
-    files.write(JOURNAL, (json.dumps(doc) + "\n").encode())
+    files.write(JOURNAL, (json.dumps({"schema": 1, "wheels": sorted(wheels), "rendered": rendered}) + "\n").encode())
 
 
 def started(files: Store, wheels: Iterable[str]) -> bool:
