@@ -221,9 +221,7 @@ def variant_problem(variant: str, label: str | None) -> str:
         target = variants.parse(variant)
     except UnknownVariant:
         return f"variant {variant!r} is not a build variant the kernels project defines"
-    if target.label != label:
-        return f"label {label!r} is not the label of variant {variant!r}"
-    return ""
+    return "" if target.label == label else f"label {label!r} is not the label of variant {variant!r}"
 
 
 @lru_cache(maxsize=256)
