@@ -45,7 +45,6 @@ _AUTH_CODES = {
 }
 _BUSY_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "ServiceUnavailable",
                "InternalError", "503", "500"}
-_CRED_HINT = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the bucket policy"
 
 
 def parse_s3_url(url: str, flag: str = "--to") -> tuple[str, str]:
@@ -113,7 +112,7 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
             return Unreachable(f"bucket {bucket} does not exist; create it or fix {flag}")
         if code in _AUTH_CODES:
             return Unreachable(f"S3 refused the credentials for s3://{bucket} ({code}: {_AUTH_CODES[code]}); "
-                               f"{_CRED_HINT}")
+                               "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the bucket policy")
         message = str(err.response.get("Error", {}).get("Message", "")).splitlines()[0:1]
         detail = f": {printable(message[0], 200)}" if message else ""
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
