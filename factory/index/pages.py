@@ -60,9 +60,8 @@ def in_variant(record: Record, label: str, backend: str | None) -> bool:
         return False
     if record.label is None:
         return True  # universal kernels and adopted wheels without a label
-    if record.label == label:
-        return True
-    return record.framework == "torch-noarch" and backend is not None and record.backend == backend
+    return record.label == label or (record.framework == "torch-noarch" and backend is not None
+                                     and record.backend == backend)
 
 
 def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> dict[str | None, list[Record]]:

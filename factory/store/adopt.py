@@ -85,8 +85,7 @@ def adopt_batch(
     """Adopt a batch: ([(catalog key, record, its text)], [(wheel, why refused)], ``known`` filled)."""
     folder, paths = os.fspath(files), [os.fspath(w) for w in wheels]
     known = {} if known is None else known
-    small = len(paths) <= SMALL  # a few wheels: an fsync per file and the folder, not the whole file system
-    batch = Batch(folder, fsync=small)
+    batch = Batch(folder, fsync=len(paths) <= SMALL)
     ready: list[Record] = []
     refused: list[tuple[str, str]] = []
     for path in paths:
