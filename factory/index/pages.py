@@ -191,8 +191,7 @@ def simple_json(project: str, records: list[Record], depth: int, order: Mapping[
     """PEP 691 JSON of one project (PEP 700 fields, PEP 792 ``status``); ``order``: each version's rank, ``files``:
     each file's parts, when known. The bytes of ``json.dumps`` of the page (keys sorted, compact, not ASCII-escaped),
     written piece by piece (quicker)."""
-    found = {r.version for r in records}
-    versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
+    versions = sorted({r.version for r in records}, key=version_key if order is None else order.__getitem__)
     href = _files_href(depth)
     entries = ",".join([f.head + href + f.quoted + f.tail for f in _files(records, files)])
     marked = "" if status is None else '"project-status":' + json.dumps(
