@@ -45,13 +45,11 @@ _AUTH_CODES = {
 }
 _BUSY_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "ServiceUnavailable",
                "InternalError", "503", "500"}
-_CRED_HINT = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the bucket policy"
 
 
 def parse_s3_url(url: str, flag: str = "--to") -> tuple[str, str]:
     """``s3://bucket/some/prefix/`` -> ``("bucket", "some/prefix")``."""
-    rest = url.removeprefix("s3://")
-    bucket, _, prefix = rest.partition("/")
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
     if not bucket:
         raise UsageError(f"{flag} {url!r} names no bucket; write s3://BUCKET/PREFIX")
     return bucket, prefix.strip("/")
@@ -114,7 +112,7 @@ def explain(exc: BaseException, bucket: str, endpoint: str, flag: str = "--to") 
             return Unreachable(f"bucket {bucket} does not exist; create it or fix {flag}")
         if code in _AUTH_CODES:
             return Unreachable(f"S3 refused the credentials for s3://{bucket} ({code}: {_AUTH_CODES[code]}); "
-                               f"{_CRED_HINT}")
+                               "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the bucket policy")
         message = str(err.response.get("Error", {}).get("Message", "")).splitlines()[0:1]
         detail = f": {printable(message[0], 200)}" if message else ""
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -217,14 +215,11 @@ class Bucket:
 
     def list(self, under: str) -> dict[str, tuple[int, str]]:
         """Every key under ``under/`` (the whole bucket for "") -> (size, ETag without quotes)."""
-        found: dict[str, tuple[int, str]] = {}
         with self.calls():
             pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name,
                                                                           Prefix=f"{under}/" if under else "")
-            for page in pages:
-                for obj in page.get("Contents", []):
-                    found[obj["Key"]] = (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
-        return found
+            return {obj["Key"]: (int(obj["Size"]), str(obj.get("ETag", "")).strip('"'))
+                    for page in pages for obj in page.get("Contents", [])}
 
     def _unless_missing(self, call: Callable[[], Any]) -> Any:
         """``call()``'s answer, or None where the object it asks for is not there."""

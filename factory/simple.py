@@ -157,9 +157,8 @@ def index_root(url: str) -> str:
                          "client ends the host there); quote it as %5C, or give the index's own URL")
     path = urlsplit(root).path if "://" in root else root
     if path == "simple" or path.endswith("/simple") or path.endswith("/+simple"):
-        parent = root.rsplit("/", 1)[0]
         raise UsageError(f"--index-url {url} names a simple/ root; give the index root, the folder holding simple/ "
-                         f"and variants/: --index-url {parent}")
+                         f"and variants/: --index-url {root.rsplit('/', 1)[0]}")
     return root
 
 

@@ -54,7 +54,7 @@ def rules_of(ns: argparse.Namespace, flags: Any, named: bool = False) -> Any:
     locked = frozenset((k.repo_id, k.sha) for path in locks for k in read_lock(path))
     rules = Rules(parse_keep(keep, "--keep-per-major") if keep is not None else None,
                   parse_since(since, "--keep-since") if since is not None else None, locked)
-    if not rules.any and not named:
+    if keep is None and since is None and not named:
         raise UsageError("prune needs a rule: --keep-per-major N or --keep-since DATE (or keep-per-major / "
                          "keep-since in the config's [prune] table)")
     return rules

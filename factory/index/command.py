@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from .. import report
+from .. import config, report
 from ..config import Flags, Location
 from ..errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ..nofollow import TMP_PREFIX, Tree, write_bytes
@@ -28,6 +28,8 @@ from ..publish.linked import STORE_FILE
 from ..store import Store, open_store
 from ..store.catalog import Catalog, Synced, rebuilt, sqlite_problem
 from ..store.filecheck import check_files
+from ..store.retain import read_journal
+from ..store.status import read_statuses
 from .pages import (
     DEFAULT_BASE_URL,
     NO_WITHDRAWALS,
@@ -80,8 +82,6 @@ class IndexResult:
 
 def resolve_paths(args: IndexArgs) -> IndexOptions:
     """Store, index root, adopted folders, templates and base URL from the command line (defaults: ./public)."""
-    from .. import config
-
     opts = config.resolve(args.flags)  # defaults -> factory.toml -> environment -> --store
     store = opts.store
     if args.flags.given.get("index_out") and opts.store == Location.parse(config.DEFAULT_STORE) and opts.index_out:
@@ -128,8 +128,7 @@ class _Writer:
         for path in sorted(pages, key=lambda p: (p.startswith("projects/"), p)):
             if self.tree.write(path, pages[path]):
                 self.paths.add(path)
-            stat = page_stat(os.path.join(self.out, path))
-            if stat is not None:
+            if (stat := page_stat(os.path.join(self.out, path))) is not None:
                 self.stats[path] = stat
 
 
@@ -194,17 +193,16 @@ def build_index(out: Path, catalog: Catalog, templates: Path | None, base_url: s
         for name in ("project.html", "kernel.html"):  # compiled here once, then forked into every worker
             env.get_template(name)
         names, parts = catalog.project_names(), workers * 4
-        _CHUNKS[:] = [names[i::parts] for i in range(parts) if names[i::parts]]
+        chunks = [names[i::parts] for i in range(parts) if names[i::parts]]
         _CATALOG[:] = [catalog]
         try:
             with worker_pool(workers) as pool:
-                for future in [pool.submit(_render_chunk, i, out, render) for i in range(len(_CHUNKS))]:
+                for future in [pool.submit(_render_chunk, chunk, out, render) for chunk in chunks]:
                     paths, entries, written_stats = future.result()
                     writer.paths |= paths
                     projects.update(entries)
                     stats.update(written_stats)
         finally:
-            _CHUNKS.clear()
             _CATALOG.clear()
         rest = ()
     gone: set[str] = set()  # the pages of projects rendered again, as they were (removed if not kept)
@@ -228,8 +226,7 @@ def build_index(out: Path, catalog: Catalog, templates: Path | None, base_url: s
         removed += remove_stale(out, keep, writer.tree)
     stats.update(writer.stats)
     for path in keep - stats.keys():  # a page unchanged and not written (a full build over an index root)
-        stat = page_stat(out / path)
-        if stat is not None:
+        if (stat := page_stat(out / path)) is not None:
             stats[path] = stat
     count, written = len(keep), len(writer.paths & keep)
     new.pages = {p: stats[p] for p in sorted(keep) if p in stats}
@@ -237,18 +234,18 @@ def build_index(out: Path, catalog: Catalog, templates: Path | None, base_url: s
     return IndexResult(count, written, count - written, removed)
 
 
-_CHUNKS: list[list[str]] = []  # a full build's projects, split before its workers fork
-_CATALOG: list[Catalog] = []  # the catalog they read them from
+_CATALOG: list[Catalog] = []  # the catalog a full build's workers read their projects from, set before they fork
 
 
-def _render_chunk(i: int, out: Path, render: _Render) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:
-    """In a worker of a full build: read (and check) the projects of ``_CHUNKS[i]`` on a connection of its own
-    and write their pages; (the pages written, their state entries, each page's size and mtime). A damaged row
-    raises CatalogDamaged, which the main process gets back (the catalog is rebuilt: ``rebuilt``)."""
+def _render_chunk(names: list[str], out: Path,
+                  render: _Render) -> tuple[set[str], dict[str, Any], dict[str, tuple[int, int]]]:  # fmt: skip
+    """In a worker of a full build: read (and check) the projects ``names`` on a connection of its own and write
+    their pages; (the pages written, their state entries, each page's size and mtime). A damaged row raises
+    CatalogDamaged, which the main process gets back (the catalog is rebuilt: ``rebuilt``)."""
     writer = _Writer(out)
     reader = _CATALOG[0].reader()
     try:
-        entries = render.projects(writer, reader.projects(_CHUNKS[i]))
+        entries = render.projects(writer, reader.projects(names))
     finally:
         reader.close()
     return writer.paths, entries, writer.stats
@@ -282,9 +279,6 @@ def index_with_adoption(store: Store | Location | str | Path, out: Path, templat
         raise sqlite_problem(opened.display, exc) from None
     done = Indexed(warnings=[catalog.note] if catalog.note is not None else [])
     try:
-        from ..store.retain import read_journal
-        from ..store.status import read_statuses
-
         withdrawals = Withdrawals(read_statuses(opened), read_journal(opened)[0])  # statuses, a prune under way
 
         def attempt(again: bool) -> tuple[int, IndexResult]:
@@ -382,9 +376,7 @@ def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextMan
 def run_index(args: IndexArgs) -> int:
     """Adopt ``--wheels`` folders, then render the index of the store into the index root (under ``index_lock``)."""
     opts = resolve_paths(args)
-    store = args.store
-    if store is None:  # else the command (yank, status, prune) opened it: once per command, with its options
-        store = open_store(opts.store, opts.options)
+    store = open_store(args.store or opts.store, opts.options)  # one yank, status or prune opened, with its options
     with index_lock(store, adopting=bool(opts.wheels), repair=args.repair):
         refused = 0
         if args.repair and store.folder is not None:  # an s3:// store refuses it (store/s3.py), as --wheels

@@ -127,7 +127,7 @@ def _version_view(project: str, version: str, recs: list[Record], base_url: str)
     return VersionView(version, titles, view_rows, tuple(archs), len(recs))
 
 
-def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
+def _kernel_view(project: str, recs: Sequence[Record], base_url: str) -> KernelView:
     by_version: dict[str, list[Record]] = defaultdict(list)
     for r in recs:
         by_version[r.public_version].append(r)
@@ -141,16 +141,15 @@ def _kernel_view(project: str, recs: list[Record], base_url: str) -> KernelView:
                       tuple(_version_view(project, v, by_version[v], base_url) for v in order))
 
 
-def _adopted_view(project: str, recs: list[Record], base_url: str) -> AdoptedView:
+def _adopted_view(project: str, recs: Sequence[Record], base_url: str) -> AdoptedView:
     versions = sorted({r.version for r in recs}, key=version_key, reverse=True)
     latest = max(recs, key=lambda r: (version_key(r.version), r.filename))
     pin = shlex.join(["pip", "install", f"{project}=={versions[0]}", "--index-url", f"{base_url}/simple"])
     return AdoptedView(latest.name, project, latest.summary, tuple(versions), pin)
 
 
-def project_context(project: str, records: Sequence[Record], base_url: str) -> dict[str, Any]:
+def project_context(project: str, recs: Sequence[Record], base_url: str) -> dict[str, Any]:
     """Everything kernel.html shows for one project: a kernel (any built wheel), else an adopted project."""
-    recs = list(records)
     kernel = any(r.kind == "kernel" for r in recs)
     return {
         "base_url": base_url,

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 API_VERSION = "1.1"
 STATUS_API_VERSION = "1.4"  # PEP 792: the pages that carry a project status marker
 DEFAULT_BASE_URL = "INDEX_URL"  # no base-url: the pages say so, and their script fills in their own address
-TEMPLATE_NAMES = ("landing.html", "kernel.html", "project.html", "root.html", "style.css", "copy.js", "selector.js")
 # The shipped templates: the package kernel_factory.templates, which is index_templates/ in an editable install
 # and kernel_factory/templates/ in the wheel; asked of the import system, so both layouts agree.
 TEMPLATES = Path(str(import_module("kernel_factory.templates").__file__)).parent
@@ -61,9 +60,8 @@ def in_variant(record: Record, label: str, backend: str | None) -> bool:
         return False
     if record.label is None:
         return True  # universal kernels and adopted wheels without a label
-    if record.label == label:
-        return True
-    return record.framework == "torch-noarch" and backend is not None and record.backend == backend
+    return record.label == label or (record.framework == "torch-noarch" and backend is not None
+                                     and record.backend == backend)
 
 
 def project_groups(records: list[Record], labels: Mapping[str, str | None]) -> dict[str | None, list[Record]]:
@@ -131,15 +129,9 @@ def fingerprint(templates: Path | None, base_url: str, withdrawals: Withdrawals 
         h.update(json.dumps([statuses, sorted(withdrawals.pending)], sort_keys=True).encode() + b"\0")
     for module in (__file__, index_landing.__file__):  # the rendering code itself
         h.update(Path(module).read_bytes())
-    names = set(TEMPLATE_NAMES)
-    if templates is not None:
-        names |= {p.name for p in templates.iterdir() if p.is_file()}
-    for name in sorted(names):
-        if not name.endswith((".html", ".css", ".js", ".j2")):
-            continue
-        found = [d / name for d in (templates, TEMPLATES) if d is not None and (d / name).is_file()]
-        if found:
-            h.update(name.encode() + b"\0" + found[0].read_bytes() + b"\0")
+    found = {p.name: p for d in (TEMPLATES, templates) if d is not None for p in d.iterdir() if p.is_file()}
+    for name in sorted(n for n in found if n.endswith((".html", ".css", ".js", ".j2"))):
+        h.update(name.encode() + b"\0" + found[name].read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -191,9 +183,7 @@ def _files_href(depth: int) -> str:
 
 
 def _files(records: list[Record], known: Mapping[str, _File] | None) -> list[_File]:
-    if known is None:
-        return [_file(r) for r in records]
-    return [known[r.filename] for r in records]
+    return [_file(r) if known is None else known[r.filename] for r in records]
 
 
 def simple_json(project: str, records: list[Record], depth: int, order: Mapping[str, int] | None = None,
@@ -201,8 +191,7 @@ def simple_json(project: str, records: list[Record], depth: int, order: Mapping[
     """PEP 691 JSON of one project (PEP 700 fields, PEP 792 ``status``); ``order``: each version's rank, ``files``:
     each file's parts, when known. The bytes of ``json.dumps`` of the page (keys sorted, compact, not ASCII-escaped),
     written piece by piece (quicker)."""
-    found = {r.version for r in records}
-    versions = sorted(found, key=order.__getitem__) if order is not None else sorted(found, key=version_key)
+    versions = sorted({r.version for r in records}, key=version_key if order is None else order.__getitem__)
     href = _files_href(depth)
     entries = ",".join([f.head + href + f.quoted + f.tail for f in _files(records, files)])
     marked = "" if status is None else '"project-status":' + json.dumps(
@@ -235,9 +224,8 @@ def simple_html(env: jinja2.Environment, project: str, records: list[Record], de
     ]
     if _shipped(env, "project.html"):
         return _project_html(project, links, status).encode()
-    api = STATUS_API_VERSION if status else API_VERSION
-    return env.get_template("project.html").render(project=project, files=links, api_version=api,
-                                                   status=status).encode()
+    return env.get_template("project.html").render(project=project, files=links, status=status,
+                                                   api_version=STATUS_API_VERSION if status else API_VERSION).encode()
 
 
 @lru_cache(maxsize=8)
@@ -253,8 +241,7 @@ def _project_html(project: str, links: list[FileLink], status: Status | None = N
     from markupsafe import escape
 
     def e(text: str) -> str:  # most texts (file names, links, hashes) hold nothing to escape: kept as they are
-        special = "&" in text or "<" in text or ">" in text or '"' in text or "'" in text
-        return str(escape(text)) if special else text
+        return str(escape(text)) if "&" in text or "<" in text or ">" in text or '"' in text or "'" in text else text
 
     name = e(project)
     marker = ""
@@ -285,9 +272,8 @@ def project_pages(
     """Every page of one project: (path -> bytes, the variant labels it appears in, its landing summary). The
     wheels a prune is removing are left out; a quarantined project's pages offer no file (they stay, so installers
     see why)."""
-    if found.pending:
-        kept = [r for r in records if r.filename not in found.pending]
-        records = kept or records  # a prune never takes a project's last version (store/retain.py)
+    if found.pending:  # a prune never takes a project's last version (store/retain.py)
+        records = [r for r in records if r.filename not in found.pending] or records
     status = found.statuses.get(project)
     quarantined = status is not None and status.status == "quarantined"
     pages: dict[str, bytes] = {}

@@ -27,10 +27,9 @@ def wants_json(accept: str | None) -> bool:
     for part in accept.split(","):
         media, *params = [f.strip() for f in part.lower().split(";")]
         given = {key.strip(): value for key, _, value in (param.partition("=") for param in params)}  # the last wins
-        try:
+        q = 0.0
+        with contextlib.suppress(ValueError):
             q = float(given.get("q", 1.0))
-        except ValueError:
-            q = 0.0
         if media == PEP691_JSON:
             best_json = max(best_json, q)
         elif media in ("application/vnd.pypi.simple.v1+html", "text/html", "*/*"):

@@ -88,10 +88,9 @@ def parse(raw: Any) -> State | None:
             raise ValueError(f"project {name!r} is in a variant index the state does not name")
         _summary(name, entry["summary"])
     state = State(fp, generation, labels, projects)
-    owners = state.owners()
     if type(pages) is not dict:
         raise ValueError("its pages are not an object")
-    if set(pages) != set(owners):
+    if set(pages) != set(state.owners()):
         raise ValueError("its pages are not the ones its projects and labels have")
     for path, stat in pages.items():
         if type(stat) is not list or len(stat) != 2 or not all(type(v) is int and v >= 0 for v in stat):

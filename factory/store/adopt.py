@@ -10,7 +10,7 @@ import json
 import os
 import zipfile
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +85,7 @@ def adopt_batch(
     """Adopt a batch: ([(catalog key, record, its text)], [(wheel, why refused)], ``known`` filled)."""
     folder, paths = os.fspath(files), [os.fspath(w) for w in wheels]
     known = {} if known is None else known
-    small = len(paths) <= SMALL  # a few wheels: an fsync per file and the folder, not the whole file system
-    batch = Batch(folder, fsync=small)
+    batch = Batch(folder, fsync=len(paths) <= SMALL)
     ready: list[Record] = []
     refused: list[tuple[str, str]] = []
     for path in paths:
@@ -182,8 +181,6 @@ def repair(store_root: Path, wheel_name: str) -> Record:
 
 
 def _as_built(record: Record, prov: dict[str, Any], wheel: Path) -> Record:
-    from dataclasses import replace
-
     def text(key: str) -> str | None:
         value = prov.get(key)
         return value if isinstance(value, str) else None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from packaging.utils import canonicalize_name
 
+from ..errors import Unreachable
 from ..nofollow import unique
 from ..record import FIELDS, Record
 from . import check
@@ -66,8 +67,6 @@ class CatalogDamaged(Exception):
 def sqlite_problem(path: str, exc: sqlite3.Error) -> Exception:
     """CatalogDamaged where the file is damaged or not a database (a cache: rebuilt), else Unreachable (exit 4)
     naming the cause and fix: a full disk, a database another process holds locked, a file not writable."""
-    from ..errors import Unreachable
-
     text = str(exc)
     if not isinstance(exc, sqlite3.OperationalError) or "malformed" in text or "not a database" in text:
         return CatalogDamaged(f"{path}: {text}")
@@ -162,17 +161,17 @@ class Catalog:
             self._discard()
             self.db = self._open()
 
-    def _connect(self) -> sqlite3.Connection:
-        """SQLite's rollback journal (``<file>-journal``), synced: a run killed at any instant (SIGTERM, kill -9,
-        a full disk) leaves the catalog as its last transaction did, which the next open rolls back to."""
+    def _connect(self) -> tuple[sqlite3.Connection, set[tuple[str, str, str | None]]]:
+        """The database and its ``_master``. SQLite's rollback journal, synced: a run killed at any instant (SIGTERM,
+        kill -9, a full disk) leaves the catalog as its last transaction did, which the next open rolls back to."""
         db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
         try:
             db.execute("PRAGMA journal_mode=TRUNCATE")  # the journal stays (emptied): files/'s own stat does not
             db.execute("PRAGMA synchronous=FULL")  # change with each write (folder_state)
+            return db, _master(db)
         except BaseException:
             db.close()
             raise
-        return db
 
     def _discard(self) -> None:
         """Remove the file and its journal (a journal left beside a new file would be rolled into it)."""
@@ -183,12 +182,7 @@ class Catalog:
     def _open(self) -> sqlite3.Connection:
         """The database, made again unless it holds exactly the catalog's tables and indexes (no trigger, no view:
         SQL that would run on our own writes) and this schema's rows."""
-        db = self._connect()
-        try:
-            master = _master(db)
-        except BaseException:
-            db.close()
-            raise
+        db, master = self._connect()
         if master == _expected_master():
             schema = db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
             if schema is not None and schema[0] == SCHEMA:
@@ -204,7 +198,7 @@ class Catalog:
         if master:
             db.close()
             self._discard()
-            db = self._connect()
+            db = self._connect()[0]
         _create(db)
         self.changed = True
         return db
@@ -213,17 +207,13 @@ class Catalog:
     def copy_of(cls, path: Path) -> Catalog:
         """An in-memory copy of the catalog at ``path`` for plan and build (which write nothing); empty if not one."""
         catalog = cls(":memory:")
+        uri = f"{Path(os.path.abspath(path)).as_uri()}?mode=ro"
         try:
-            src = sqlite3.connect(f"{Path(os.path.abspath(path)).as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error:
-            return catalog
-        try:
-            src.backup(catalog.db)
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as src:
+                src.backup(catalog.db)
             valid = _master(catalog.db) == _expected_master() and catalog.meta("schema") == SCHEMA
-        except sqlite3.Error:
+        except sqlite3.Error:  # none there, or not a database
             valid = False
-        finally:
-            src.close()
         if not valid:
             catalog.reset()
         return catalog
@@ -354,10 +344,8 @@ class Catalog:
 
     def _decoded(self, group: list[tuple[str, str, str | None, str | None, int, str]]) -> list[Record]:
         """The records of one project's rows, each checked unless this catalog wrote it from a checked record."""
-        known = []
-        for row in group:
-            got = self._checked.get(row[1])
-            known.append(got[1] if got is not None and type(row[5]) is str and got[0] == _digest(row[5]) else None)
+        known = [got[1] if (got := self._checked.get(row[1])) is not None and type(row[5]) is str
+                 and got[0] == _digest(row[5]) else None for row in group]
         texts = [row[5] for row, record in zip(group, known, strict=True) if record is None]
         decoded = None
         with contextlib.suppress(TypeError, ValueError, RecursionError):
@@ -406,8 +394,7 @@ class Catalog:
         return found
 
     def records(self) -> list[Record]:
-        records = [r for _project, group in self.projects() for r in group]
-        return sorted(records, key=lambda r: r.filename)
+        return sorted((r for _project, group in self.projects() for r in group), key=lambda r: r.filename)
 
 
 def sync(

@@ -146,18 +146,16 @@ def _project(name: str, *, validate: bool) -> str | None:
     """The normalised project of a name, or None where it is not valid (PEP 508 with ``validate``; else a wheel's)."""
     if not validate and "__" in name:
         return None
-    try:
+    with suppress(InvalidName):
         return canonicalize_name(name, validate=validate)
-    except InvalidName:
-        return None
+    return None
 
 
 @lru_cache(maxsize=1 << 16)
 def version_of(text: str) -> Version | None:
-    try:
+    with suppress(InvalidVersion):
         return Version(text)
-    except InvalidVersion:
-        return None
+    return None
 
 
 def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool = True) -> None:
@@ -185,11 +183,9 @@ def _check_meaning(values: dict[str, Any], expected: str, known_variants: bool =
         raise ValueError("'sha256' must be a sha256 hex digest")
     if not _TIME.fullmatch(values["upload_time"]):
         raise ValueError(f"upload_time {values['upload_time']!r} is not like 2026-01-02T03:04:05Z")
-    label, variant = values.get("label"), values.get("variant")
-    if label is not None or variant is not None:
-        why = _label_problem(label, variant, values["version"], known_variants)
-        if why:
-            raise ValueError(why)
+    why = _label_problem(values.get("label"), values.get("variant"), values["version"], known_variants)
+    if why:
+        raise ValueError(why)
     repo_id = values.get("repo_id")
     if repo_id is not None and not _REPO_ID.fullmatch(repo_id):
         raise ValueError(f"repo_id {repo_id!r} is not a Hub repository id (org/name)")
@@ -225,20 +221,17 @@ def variant_problem(variant: str, label: str | None) -> str:
         target = variants.parse(variant)
     except UnknownVariant:
         return f"variant {variant!r} is not a build variant the kernels project defines"
-    if target.label != label:
-        return f"label {label!r} is not the label of variant {variant!r}"
-    return ""
+    return "" if target.label == label else f"label {label!r} is not the label of variant {variant!r}"
 
 
 @lru_cache(maxsize=256)
 def _specifier_ok(text: str) -> bool:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only when a record names one
 
-    try:
+    with suppress(InvalidSpecifier):
         SpecifierSet(text)
-    except InvalidSpecifier:
-        return False
-    return True
+        return True
+    return False
 
 
 def check(raw: Any, expected: str, known_variants: bool = True) -> Record:
@@ -314,15 +307,14 @@ def parse_many(
                 if values is None:
                     record = parse(data, name, path, hint, known_variants)
                 else:
-                    try:
-                        record = check(next(values), name, known_variants)
-                    except ValueError as exc:
-                        raise BadRecord(invalid(path, exc, hint)) from None
+                    record = check(next(values), name, known_variants)
                 text = data.decode()
             except BadRecord as exc:
                 why = str(exc)
             except UnicodeDecodeError:
                 pass
+            except ValueError as exc:  # check's (parse's are BadRecord)
+                why = invalid(path, exc, hint)
         found.append((name, record, text, why))
     return found
 

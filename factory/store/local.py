@@ -21,6 +21,7 @@ from ..nofollow import copy_file, file_digest, open_nofollow, real_folder, refus
 from ..record import FILES, MAX_RECORD_BYTES, Record
 from . import MAX_BYTES, check
 from .catalog import CATALOG_FILE, FILES_STATE, Catalog, Got, Synced, record_key, sync
+from .lock import folder_lock
 
 TICK_NS = 20_000_000  # longer than a kernel clock tick (1/HZ, HZ >= 100): file times may be that coarse
 READ_BATCH = 1000  # records read, then decoded by one json.loads
@@ -32,15 +33,14 @@ Read = tuple[str, "Record | None", "str | None", "str | None"]  # wheel, its rec
 def folder_state(folder: Path) -> str | None:
     """A folder's own stat, which any entry added, removed or renamed over changes (None: no folder); one changed
     less than ``TICK_NS`` ago is stat'ed again after that, as coarse file times hide a change within a tick."""
-    try:
+    with suppress(FileNotFoundError):
         st = os.stat(folder)
         age = time.time_ns() - st.st_mtime_ns
         if 0 <= age < TICK_NS:
             time.sleep((TICK_NS - age) / 1e9)
             st = os.stat(folder)
-    except FileNotFoundError:
-        return None
-    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
+        return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}"
+    return None
 
 
 def read_records(folder: str, batch: list[str], known_variants: bool = True) -> list[Read]:
@@ -81,11 +81,9 @@ class LocalStore:
     # -- the small files of files/ that yank, status and prune change ---------------------------------------
 
     def read(self, name: str, limit: int = MAX_BYTES) -> bytes | None:
-        try:
-            with os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
-                return f.read(limit + 1)
-        except FileNotFoundError:
-            return None
+        with suppress(FileNotFoundError), os.fdopen(open_nofollow(self.files / name, "store file"), "rb") as f:
+            return f.read(limit + 1)
+        return None
 
     def write(self, name: str, data: bytes) -> None:
         if not os.access(self.files, os.W_OK):
@@ -93,15 +91,12 @@ class LocalStore:
         write_bytes(self.files / name, data)
 
     def delete(self, name: str) -> bool:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(self.files / name)
-        except FileNotFoundError:
-            return False
-        return True
+            return True
+        return False
 
     def lock(self) -> AbstractContextManager[None]:
-        from .lock import folder_lock
-
         return folder_lock(self.root, self.lock_wait_s)
 
     def work_dir(self, scratch: str | None) -> tempfile.TemporaryDirectory[str]:
@@ -139,12 +134,9 @@ class LocalStore:
             return Catalog(":memory:")
         path = files / CATALOG_FILE
         for each in (path, files / f"{CATALOG_FILE}-journal"):
-            try:  # SQLite opens (and rewrites) what a link points to: a link, or anything but a file, is refused
-                st = os.lstat(each)
-            except FileNotFoundError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                raise refuse(each, "catalog")
+            with suppress(FileNotFoundError):  # SQLite opens (and rewrites) what a link points to: a link, or anything
+                if not stat.S_ISREG(os.lstat(each).st_mode):  # but a file, is refused
+                    raise refuse(each, "catalog")
         return Catalog.copy_of(path) if readonly else Catalog(path)
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:

@@ -33,10 +33,6 @@ class Rules:
     keep_since: dt.datetime | None = None  # every version with a wheel uploaded at or after this time (UTC)
     locked: frozenset[tuple[str, str]] = frozenset()  # (repository id, commit) pairs kernels.lock files pin
 
-    @property
-    def any(self) -> bool:
-        return self.keep_per_major is not None or self.keep_since is not None
-
 
 @dataclass
 class Plan:
@@ -105,10 +101,8 @@ def plan_named(records: Iterable[Record], named: list[Record], locked: frozenset
                files: Path | None = None) -> Plan:
     """Remove the wheels ``named``; Refused (exit 3, nothing removed) for a project's newest or a pinned version."""
     newest: dict[str, str] = {}
-    for r in records:
-        project = str(canonicalize_name(r.name))
-        if project not in newest or version_key(r.public_version) > version_key(newest[project]):
-            newest[project] = r.public_version
+    for r in sorted(records, key=lambda r: version_key(r.public_version), reverse=True):  # ties keep their order
+        newest.setdefault(str(canonicalize_name(r.name)), r.public_version)
     out = Plan()
     for r in named:
         project, public = str(canonicalize_name(r.name)), r.public_version
@@ -156,8 +150,7 @@ def read_journal(files: Store) -> tuple[frozenset[str], bool]:
 
 def write_pending(files: Store, wheels: Iterable[str], rendered: bool = False) -> None:
     """The journal: the wheels to remove, and whether the index has been rendered without them since."""
-    doc = {"schema": 1, "wheels": sorted(wheels), "rendered": rendered}
-    files.write(JOURNAL, (json.dumps(doc) + "\n").encode())
+    files.write(JOURNAL, (json.dumps({"schema": 1, "wheels": sorted(wheels), "rendered": rendered}) + "\n").encode())
 
 
 def started(files: Store, wheels: Iterable[str]) -> bool:
@@ -172,8 +165,7 @@ def remove(files: Store, wheels: Iterable[str]) -> list[str]:
     for wheel in sorted(wheels):
         if not plain_wheel(wheel):  # the journal is checked when read; never a path out of files/
             continue
-        found = [files.delete(name) for name in (f"{wheel}.json", f"{wheel}.metadata", wheel)]
-        if any(found):
+        if any([files.delete(name) for name in (f"{wheel}.json", f"{wheel}.metadata", wheel)]):  # each one deleted
             gone.append(wheel)
     files.delete(JOURNAL)
     return gone

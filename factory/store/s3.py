@@ -15,6 +15,7 @@ from ..record import FILES, MAX_RECORD_BYTES, Record
 from ..s3util import DEFAULT_PUT, Bucket, PutOptions
 from ..space import scratch_dir
 from . import MAX_BYTES
+from . import check as record_check
 from .catalog import CATALOG_FILE, Catalog, Got, Synced, sync
 
 
@@ -75,8 +76,6 @@ class S3Store:
 
     def sync(self, catalog: Catalog, rescan: bool = False) -> Synced:
         """Up to date with ``open_catalog``'s listing: a record is read where its ETag is not the catalog's key."""
-        from . import check as record_check
-
         records: dict[str, str] = {}  # wheel -> ETag of its record
         found = Synced(listing=records, names=set(self.listing))
         for name, (size, etag) in sorted(self.listing.items()):

@@ -71,8 +71,7 @@ def _members(src: str | Path | IO[bytes], filename: str) -> tuple[bytes, bytes |
             raise Refused(f"{filename}: expected one .dist-info/METADATA, found {len(found)}; rebuild the wheel")
         metadata = read_capped(zf, found[0], MAX_METADATA, filename)
         prov = found[0].removesuffix("METADATA") + PROVENANCE
-        provenance = read_capped(zf, prov, MAX_PROVENANCE, filename) if prov in names else None
-        return metadata, provenance
+        return metadata, read_capped(zf, prov, MAX_PROVENANCE, filename) if prov in names else None
 
 
 def _unreadable(filename: str, exc: BaseException) -> Refused:
@@ -103,8 +102,7 @@ def read_wheel(path: str, filename: str) -> WheelData:
             if st.st_size > WHOLE:
                 digest = stream_digest(f)
                 f.seek(0)
-                metadata, provenance = _members(f, filename)
-                return WheelData(digest, st.st_size, st.st_mtime, metadata, provenance, None)
+                return WheelData(digest, st.st_size, st.st_mtime, *_members(f, filename), None)
             data = f.read()  # to its end, whatever its size was (a file changed meanwhile)
         metadata, provenance = _members(io.BytesIO(data), filename)
     except _ZIP_ERRORS as exc:
@@ -164,13 +162,11 @@ def map_labels(filenames: Iterable[str], known: dict[str, dict[str, Any]]) -> No
     # one wheel name for each part after the project: label and tags are in that part
     names = {name.partition("-")[2]: name for name in filenames}
     for name in names.values():
-        try:
+        with suppress(InvalidWheelFilename):  # a name adoption refuses later
             _project, version, _build, tags = parse_wheel_filename(name)
-        except InvalidWheelFilename:
-            continue
-        key = _tags_key(version.local, tags)
-        if version.local is not None and key not in known:
-            known[key] = _label_fields(version.local, tags)
+            key = _tags_key(version.local, tags)
+            if version.local is not None and key not in known:
+                known[key] = _label_fields(version.local, tags)
 
 
 def parse_headers(metadata: bytes) -> dict[str, Any]:
