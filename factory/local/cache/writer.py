@@ -144,12 +144,9 @@ class Placing:
         """"new" (no snapshot), "add" (our snapshot without the variant), "relink" (our snapshot where an
         earlier kernel-factory left a link to an environment), "keep" (the variant is there: the Hub's, or the
         same bytes); CacheConflict or LinkRefused otherwise."""
-        kind = snaps.kind(self.sha)
-        if kind is None:
+        if snaps.kind(self.sha) is None:
             return "new"
-        if kind != "dir":
-            raise snaps.refuse(self.sha)
-        with snaps.sub(self.sha) as snap:
+        with snaps.sub(self.sha) as snap:  # refuses a link or anything else that is not a folder
             ours = snap.kind(MARKER) == "file"
             if snap.kind("build") is None:
                 raise CacheConflict(f"{self.where} has no build/ folder; left as it is: remove that snapshot, or "
@@ -320,15 +317,9 @@ def take_back(root: Path, repo_id: str, made: list[Made]) -> None:
         if top.kind(name) != "dir":
             return
         with top.sub(name) as repo:
-            for m in reversed(made):
+            for m in reversed(made):  # what a folder holds was made after it: undone before it
                 with contextlib.suppress(OSError, LinkRefused):
                     _undo(repo, m)
-            for m in reversed(made):
-                if m.kind == "dir" and m.name == "snapshots" and repo.kind("blobs") is not None:
-                    continue  # blobs stay: huggingface_hub's scan wants snapshots/ beside them
-                if m.kind == "dir" and _same(repo, m.name, m.ident):
-                    with contextlib.suppress(OSError):
-                        os.rmdir(m.name, dir_fd=repo.fd)
         made_repo = [m for m in made if m.kind == "repo"]
         if made_repo and _same(top, name, made_repo[0].ident):
             with contextlib.suppress(OSError):
@@ -342,7 +333,9 @@ def _same(folder: Folder, name: str, ident: tuple[int, int]) -> bool:
 
 
 def _undo(repo: Folder, m: Made) -> None:
-    if m.kind == "ref" and repo.kind("refs") == "dir":
+    if m.kind == "dir" and _same(repo, m.name, m.ident) and (m.name != "snapshots" or repo.kind("blobs") is None):
+        os.rmdir(m.name, dir_fd=repo.fd)  # (blobs stay, and huggingface_hub's scan wants snapshots/ beside them)
+    elif m.kind == "ref" and repo.kind("refs") == "dir":
         with repo.sub("refs") as refs:
             data = refs.read_small(m.name, 256) if _same(refs, m.name, m.ident) else None
             if data is not None and data.decode("ascii", "replace").strip() == m.sha:  # not rewritten in place
