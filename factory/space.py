@@ -171,7 +171,4 @@ def scratch_dir(scratch: str | None, prefix: str = "kernel-factory-") -> Scratch
             Path(scratch).mkdir(parents=True, exist_ok=True)
         return Scratch(prefix, scratch)
     except OSError as exc:
-        err = unusable(exc, scratch or tempfile.gettempdir())
-        if err is not None:
-            raise err from None
-        raise
+        raise unusable(exc, scratch or tempfile.gettempdir()) or exc from None
