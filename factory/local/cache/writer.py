@@ -227,16 +227,14 @@ class Placing:
                 with open(fd, "rb") as src, open(path, "xb") as out:
                     shutil.copyfileobj(src, out, 1 << 20)
                     set_mode(out.fileno(), mode)
-        for folder in [Path(d) for d, _, _ in os.walk(top)]:
-            set_mode(str(folder), dmode[0] & 0o7777)
+        for folder in [d for d, _, _ in os.walk(top)]:
             if os.stat(folder).st_gid != dmode[1]:  # the group the setgid folder hands down
                 try:
                     os.chown(folder, -1, dmode[1])
                 except OSError as exc:
                     if exc.errno not in NOT_HERE:
                         raise
-                    continue
-                set_mode(str(folder), dmode[0] & 0o7777)  # chown takes the setgid bit away
+            set_mode(folder, dmode[0] & 0o7777)  # after chown, which takes the setgid bit away
 
     def publish_blobs(self, run: Folder, blobs: Folder, staged: set[str]) -> None:
         """Link each staged file in as ``blobs/<hex>``; one already there that is not to be trusted is replaced
@@ -256,8 +254,7 @@ class Placing:
                     raise
                 links = False
             st = blobs.lstat(want)
-            if st is not None and identity(st) == identity(os.stat(staged_name, dir_fd=run.fd,
-                                                                   follow_symlinks=False)):
+            if st is not None and _same(run, staged_name, identity(st)):
                 continue  # published by an earlier attempt of this call
             if st is not None and stat.S_ISDIR(st.st_mode):
                 raise blobs.refuse(want, "file")
@@ -489,29 +486,27 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> No
         if made_refs:
             p.made.append(Made("dir", "refs", identity(os.fstat(refs.fd))))
         for _ in range(REF_TRIES):
+            old = None  # the commit the ref named before, if it was there
             try:
                 if _link_or_create(run, name, refs, ref, p.sha, mode):  # only if absent
                     ident = identity(os.stat(ref, dir_fd=refs.fd, follow_symlinks=False))
-                p.made.append(Made("ref", ref, ident, sha=p.sha, old=None))
-                refs.fsync()
-                return
             except FileExistsError:
-                pass
-            kind = refs.kind(ref)
-            if kind is None:
-                continue  # removed since the link found it: try again
-            if kind != "file":
-                raise refs.refuse(ref, "file")
-            data = refs.read_small(ref, 256)
-            have = data.decode("ascii", "replace").strip() if data is not None else None
-            if have == p.sha:
-                return
-            if not have or not COMMIT_SHA.fullmatch(have) or not is_ours(snaps.path / have):
-                p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} names {have or 'an unreadable commit'}, which "
-                               f"kernel-factory did not write; left as it is: use revision='{p.sha}' or a lock file")
-                return
-            os.rename(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd)  # a ref we wrote earlier: move it
-            p.made.append(Made("ref", ref, ident, sha=p.sha, old=have))
+                kind = refs.kind(ref)
+                if kind is None:
+                    continue  # removed since the link found it: try again
+                if kind != "file":
+                    raise refs.refuse(ref, "file") from None
+                data = refs.read_small(ref, 256)
+                old = data.decode("ascii", "replace").strip() if data is not None else None
+                if old == p.sha:
+                    return
+                if not old or not COMMIT_SHA.fullmatch(old) or not is_ours(snaps.path / old):
+                    p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} names {old or 'an unreadable commit'}, "
+                                   f"which kernel-factory did not write; left as it is: use revision='{p.sha}' or a "
+                                   "lock file")
+                    return
+                os.rename(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd)  # a ref we wrote earlier: move it
+            p.made.append(Made("ref", ref, ident, sha=p.sha, old=old))
             refs.fsync()
             return
     p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} keeps changing; left as it is")
