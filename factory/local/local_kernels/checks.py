@@ -126,16 +126,10 @@ def _requirement_reasons(k: InstalledKernel, skip: tuple[str, ...], path: list[s
 
 
 def _dependency_reasons(k: InstalledKernel, provided: set[str]) -> list[str]:
-    reasons = []
     deps = k.metadata.get("kernel-depends") or []
-    for dep in deps if isinstance(deps, list) else []:
-        repo = dep.get("repo-id") if isinstance(dep, dict) else None
-        if isinstance(repo, str) and repo not in provided:
-            reasons.append(
-                f"depends on kernel {repo}, which is not installed as a wheel here "
-                "(offline, get_kernel cannot fetch it): pip install its wheel too"
-            )
-    return reasons
+    repos = [dep.get("repo-id") for dep in (deps if isinstance(deps, list) else []) if isinstance(dep, dict)]
+    return [f"depends on kernel {repo}, which is not installed as a wheel here (offline, get_kernel cannot fetch it): "
+            "pip install its wheel too" for repo in repos if isinstance(repo, str) and repo not in provided]
 
 
 def check_kernel(k: InstalledKernel, env: Environment, provided: set[str], path: list[str] | None = None) -> list[str]:
