@@ -460,11 +460,9 @@ def _sweep(folder: Folder, rel: str, doomed: Callable[[str], bool], depth: int) 
                 removed += _sweep(sub, path, doomed, depth - 1)
             _rmdir_if_empty(folder, name)
         elif doomed(path):
-            try:
+            with suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=folder.fd)
-            except FileNotFoundError:
-                continue
-            removed += 1
+                removed += 1
     return removed
 
 
@@ -544,13 +542,10 @@ def fsync_path(path: Path | str) -> None:
 
 def _umask() -> int:
     """The process's umask, read without changing it where Linux says it; else taken as one that needs chmod."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    with suppress(OSError, ValueError, IndexError), open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Umask:"):
+                return int(line.split()[1], 8)
     return 0o777
 
 
@@ -573,7 +568,7 @@ def remove_stale_tmp(root: Path, before: float) -> int:
         dirs[:] = [d for d in dirs if not d.startswith(TMP_PREFIX)]
         for name in stale_dirs + [n for n in names if n.startswith(TMP_PREFIX)]:
             path = os.path.join(folder, name)
-            try:
+            with suppress(FileNotFoundError):
                 st = os.lstat(path)
                 if st.st_mtime >= before or stat.S_ISLNK(st.st_mode):  # a link is never the tool's: left alone
                     continue
@@ -584,8 +579,6 @@ def remove_stale_tmp(root: Path, before: float) -> int:
                 else:
                     os.unlink(path)
                 removed += 1
-            except FileNotFoundError:
-                continue
     return removed
 
 
