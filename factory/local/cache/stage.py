@@ -90,7 +90,7 @@ def _sweep(own: Folder) -> None:
         st = own.lstat(name) if name.startswith(RUN_PREFIX) else None
         if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
-        try:
+        with contextlib.suppress(OSError, LinkRefused):  # another run swept it first, or it is not ours to judge
             with own.sub(name) as run:
                 try:
                     fd = os.open(OWNER, FILE_FLAGS, dir_fd=run.fd)
@@ -102,8 +102,6 @@ def _sweep(own: Folder) -> None:
                     if not unheld(fd):
                         continue  # a live run holds it
             remove(own, name)  # by descriptors: links inside are removed, never followed
-        except (OSError, LinkRefused):
-            continue  # another run swept it first, or it is not ours to judge
 
 
 @contextlib.contextmanager
