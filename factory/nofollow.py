@@ -238,10 +238,9 @@ class Folder:
         self.close()
 
     def lstat(self, name: str) -> os.stat_result | None:
-        try:
+        with suppress(FileNotFoundError):
             return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
+        return None
 
     def kind(self, name: str) -> str | None:
         """"dir", "file", "link", "other", or None where there is no such entry."""

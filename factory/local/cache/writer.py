@@ -351,12 +351,10 @@ def _undo(repo: Folder, m: Made) -> None:
 
 
 def _snapshot(root: Path, repo_id: str, sha: str) -> Folder | None:
-    try:
-        with open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
-                repo.sub("snapshots") as snaps:
-            return snaps.sub(sha)
-    except (OSError, LinkRefused):
-        return None
+    with contextlib.suppress(OSError, LinkRefused), open_root(root, create=False) as top, \
+            top.sub(repo_folder(root, repo_id).name) as repo, repo.sub("snapshots") as snaps:
+        return snaps.sub(sha)
+    return None
 
 
 def read_own(root: Path, repo_id: str, sha: str, name: str, limit: int) -> bytes | None:
@@ -384,15 +382,14 @@ def write_own(root: Path, repo_id: str, sha: str, name: str, data: bytes) -> Non
 def variant_holds(root: Path, repo_id: str, sha: str, variant: str, files: Mapping[str, str]) -> bool:
     """Whether kernel-factory's snapshot ``sha`` (it carries MARKER) holds ``build/<variant>`` with exactly
     ``files``' bytes: every link names its blob and every blob's bytes hash to its name (read by descriptors)."""
-    try:
-        with open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
-                repo.sub("blobs") as blobs, repo.sub("snapshots") as snaps, snaps.sub(sha) as snap:
-            if snap.kind(MARKER) != "file":
-                return False
-            with snap.sub("build") as build, build.sub(variant) as have:
-                return holds(have, files, blobs) == set(files)
-    except (OSError, LinkRefused):
-        return False
+    with contextlib.suppress(OSError, LinkRefused), open_root(root, create=False) as top, \
+            top.sub(repo_folder(root, repo_id).name) as repo, repo.sub("blobs") as blobs, \
+            repo.sub("snapshots") as snaps, snaps.sub(sha) as snap:
+        if snap.kind(MARKER) != "file":
+            return False
+        with snap.sub("build") as build, build.sub(variant) as have:
+            return holds(have, files, blobs) == set(files)
+    return False
 
 
 def _replace(folder: Folder, name: str, data: bytes) -> None:
@@ -413,10 +410,9 @@ def valid_ref(ref: str) -> bool:
 
 
 def _real(path: Path, want: int) -> bool:
-    try:
+    with contextlib.suppress(OSError):
         return stat.S_IFMT(os.lstat(path).st_mode) == want
-    except OSError:
-        return False
+    return False
 
 
 def is_ours(snapshot: Path) -> bool:
@@ -427,12 +423,11 @@ def read_ref(repo: Path, ref: str) -> str | None:
     """The commit ``refs/<ref>`` names, read without following a link; None where there is none."""
     if not valid_ref(ref) or not _real(repo, stat.S_IFDIR) or not _real(repo / "refs", stat.S_IFDIR):
         return None
-    try:
-        with Folder(os.open(repo / "refs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), repo / "refs") as refs:
-            data = refs.read_small(ref, 256)
+    with contextlib.suppress(OSError, UnicodeDecodeError), \
+            Folder(os.open(repo / "refs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), repo / "refs") as refs:
+        data = refs.read_small(ref, 256)
         return data.decode("ascii").strip() or None if data is not None else None
-    except (OSError, UnicodeDecodeError):
-        return None
+    return None
 
 
 @contextlib.contextmanager
