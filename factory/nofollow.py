@@ -153,10 +153,9 @@ def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "", 
     place = f" in {where}" if where else ""
     kind = found(st)
     if st is not None and stat.S_ISLNK(st.st_mode):
-        try:
+        target = "?"
+        with suppress(OSError):
             target = os.readlink(at, dir_fd=dir_fd)
-        except OSError:
-            target = "?"
         return LinkRefused(f"{os.fspath(path)} -> {target}: {kind}{place} where kernel-factory expects a "
                            f"{what}, and it never writes or reads through a link; remove the link (rm, not rm -r) "
                            "and run again", kind)
@@ -172,10 +171,9 @@ def link_problem(path: str | os.PathLike[str]) -> str | None:
         return None
     if not stat.S_ISLNK(st.st_mode):
         return None
-    try:
+    target = "?"
+    with suppress(OSError):
         target = os.readlink(path)
-    except OSError:
-        target = "?"
     return f"{os.fspath(path)} -> {target}"
 
 
@@ -312,8 +310,7 @@ def remove(parent: Folder, name: str) -> None:
                 continue
             me, _ = trail.pop()
             if not trail:
-                here.close()
-                here = None
+                here.close()  # (closed again by the finally below: a no-op)
                 os.rmdir(me, dir_fd=parent.fd)
                 return
             below, here = here, Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent, here.where)
