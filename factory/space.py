@@ -51,10 +51,8 @@ def check_plan(sizes: Sequence[tuple[int, int]], jobs: int, store_dir: Path, scr
 
 def measure(folder: Path) -> int:
     """Bytes of the regular files below ``folder`` (symlinks not followed)."""
-    total = 0
-    for root, _dirs, names in os.walk(folder):
-        total += sum(os.lstat(os.path.join(root, name)).st_size for name in names)
-    return total
+    return sum(os.lstat(os.path.join(root, name)).st_size for root, _dirs, names in os.walk(folder)
+               for name in names)
 
 
 RUN_MARK = ".kernel-factory-run"  # in each run's scratch folder, locked (flock) while the run lives
