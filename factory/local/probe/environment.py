@@ -45,11 +45,9 @@ class Environment:
     @property
     def backend(self) -> str:
         """kernels' backend name, checked in the order kernels' backend selection checks them."""
-        for name, present in (("tpu", self.tpu), ("neuron", self.neuron), ("cuda", self.cuda), ("rocm", self.hip),
-                              ("metal", self.mps), ("xpu", self.xpu), ("cann", self.cann)):
-            if present:
-                return name
-        return "cpu"
+        order = (("tpu", self.tpu), ("neuron", self.neuron), ("cuda", self.cuda), ("rocm", self.hip),
+                 ("metal", self.mps), ("xpu", self.xpu), ("cann", self.cann))
+        return next((name for name, present in order if present), "cpu")
 
     @functools.cached_property
     def _target(self) -> Any:
