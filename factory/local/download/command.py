@@ -97,9 +97,8 @@ def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
     still the ones recorded: every link names its blob and every blob's bytes hash to its name."""
     snapshot = cache.repo_folder(root, want.repo_id) / "snapshots" / sha
     for variant, entry in _placed(root, want.repo_id, sha).items():
-        if not isinstance(entry, dict) or entry.get("wheel") != choice.wheel.filename:
-            continue
-        if entry.get("sha256") != choice.wheel.sha256 or not cache.valid_ref(variant):
+        if not isinstance(entry, dict) or entry.get("wheel") != choice.wheel.filename or \
+                entry.get("sha256") != choice.wheel.sha256 or not cache.valid_ref(variant):
             continue
         files = entry.get("files")
         if not isinstance(files, dict) or not cache.variant_holds(root, want.repo_id, sha, variant, files):
