@@ -293,11 +293,9 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
         want = queue.pop(0)
         if want.key in done or want.key in failed:
             continue
-        refused = policy.refusal(want)
+        refused = policy.refusal(want)  # never fetched
         try:
-            if refused:
-                raise Refused(refused)
-            got, why = _find(want, url, env, root, session, scratch)
+            got, why = (None, [refused]) if refused else _find(want, url, env, root, session, scratch)
             if got is not None:
                 deps = wants_of(got.wheel, want.repo_id, got.depends, locked)
                 edges[want.key] = [d.key for d in deps]
