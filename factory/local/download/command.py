@@ -246,11 +246,10 @@ def run_download(args: DownloadArgs) -> int:
     policy = Policy.make(args.allow_orgs, DEFAULT_ORGS, locked, args.max_depends)
     env = probe(resolve_python(args.python))
     root = cache.cache_root(os.environ)
-    session = simple.session()
     try:
         root.mkdir(parents=True, exist_ok=True)
         with ExitStack() as stack:
-            return _download(locked, url, env, root, session, _scratch(stack, root), policy)
+            return _download(locked, url, env, root, simple.session(), _scratch(stack, root), policy)
     except (cache.CacheUnusable, OSError) as exc:  # the writer's own line names no run: this one says nothing
         if isinstance(exc, cache.CacheUnusable):  # was installed
             err: Exception | None = unusable(exc.error, root) or exc
@@ -260,9 +259,8 @@ def run_download(args: DownloadArgs) -> int:
             err = unusable(exc, root)
         if err is None:
             raise
-        what = str(err).partition("; ")[0]  # "<path>: No space left on device"
-        raise Unreachable(f"{what}; nothing was installed: make room there, or point KERNELS_CACHE at another "
-                          "folder") from None
+        raise Unreachable(f"{str(err).partition('; ')[0]}; nothing was installed: make room there, or point "
+                          "KERNELS_CACHE at another folder") from None  # (the part before '; ': "<path>: <errno text>")
 
 
 def _scratch(stack: ExitStack, root: Path) -> Callable[[], Path]:
