@@ -336,7 +336,7 @@ def _place_all(gots: list[Got], root: Path) -> int:
     try:
         placed: list[Got] = []
         for got in gots:
-            state = "already there"
+            what = f"{got.wheel}  (already there)"
             if got.folder is not None:
                 try:
                     target = writer.place(cache.Placement(got.want.repo_id, got.sha, got.variant, got.folder,
@@ -353,19 +353,18 @@ def _place_all(gots: list[Got], root: Path) -> int:
                         report.error(printable(f"{exc}; left as it is: remove that snapshot and run again"))
                         code = exc.exit_code
                         continue
-                    lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  (the Hub's copy, already there)")
-                    placed.append(got)
-                    continue
-                if _file_hashes(target) != got.files:
+                    what = "(the Hub's copy, already there)"
+                elif _file_hashes(target) != got.files:
                     report.error(f"{target} holds other files than {got.wheel} (an earlier wheel of this commit); "
                                  "left as it is: remove that folder and run again")
                     code = Refused.exit_code
                     continue
-                _remember(root, got)
-                fetched += 1
-                state = "downloaded"
+                else:
+                    _remember(root, got)
+                    fetched += 1
+                    what = f"{got.wheel}  (downloaded)"
             placed.append(got)
-            lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {got.wheel}  ({state})")
+            lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {what}")
         for got in placed:
             refs = [r for r in got.want.refs if cache.valid_ref(r)]
             if refs and got.folder is not None:  # place again, now with the refs: the snapshot is there already
