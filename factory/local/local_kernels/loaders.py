@@ -114,8 +114,7 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str], judge: Judge) 
         else:
             vok, vwhy = _snapshot_loads(*found, k, judge)
             vwhy = f"refs/{ref} names {found[1]}: {vwhy}"
-        names = "LayerRepository, FuncRepository"
-        names = names if mapped else f"get_kernel, has_kernel, {names}"
+        names = ("" if mapped else "get_kernel, has_kernel, ") + "LayerRepository, FuncRepository"
         out.append(LoadPath(f"{names} (version={version})", vok, vwhy))
     if not mapped:
         out.append(LoadPath("get_kernel, has_kernel (revision=<sha>)", snap_ok, snap_why))
