@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata as im
 import platform
+from contextlib import suppress
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -44,10 +45,9 @@ def detect_environment(python: str | None = None, path: list[str] | None = None)
 
 
 def _fix(k: InstalledKernel, env: Environment) -> str:
-    try:
+    public = k.version  # as installed, where it is no PEP 440 version
+    with suppress(InvalidVersion):
         public = Version(k.version).public
-    except InvalidVersion:
-        public = k.version
     label = label_or_none(env)
     where = f"the variants/{label}/simple index" if label else "the variant index that matches your torch"
     return f"pip install --force-reinstall '{k.dist}=={public}' from {where}"
@@ -145,9 +145,8 @@ def check_kernel(k: InstalledKernel, env: Environment, provided: set[str], path:
     skip: tuple[str, ...] = ()
     if target is not None:
         fix = _fix(k, env)
-        reasons += _platform_reasons(target, env, fix)
-        reasons += _framework_reasons(target, env, fix)
-        reasons += _backend_reasons(target, env, fix)
+        for reasons_of in (_platform_reasons, _framework_reasons, _backend_reasons):
+            reasons += reasons_of(target, env, fix)
         skip = FRAMEWORK_DISTS
     reasons += _requirement_reasons(k, skip, path)
     reasons += _dependency_reasons(k, provided)
