@@ -111,8 +111,7 @@ def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
 
 
 def _remember(root: Path, got: Got) -> None:
-    snapshot = cache.repo_folder(root, got.want.repo_id) / "snapshots" / got.sha
-    if not cache.is_ours(snapshot):
+    if not cache.is_ours(cache.repo_folder(root, got.want.repo_id) / "snapshots" / got.sha):
         return  # the Hub's own snapshot of this commit: nothing of ours to record there
     data = _placed(root, got.want.repo_id, got.sha)
     data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends,
