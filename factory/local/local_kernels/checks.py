@@ -26,10 +26,8 @@ FRAMEWORK_DISTS = ("torch", "apache-tvm-ffi")
 def installed_version(name: str, path: list[str] | None) -> str | None:
     """Version of the first distribution called ``name`` on ``path`` (sys.path by default)."""
     want = canonicalize_name(name)
-    for dist in im.distributions(path=path) if path is not None else im.distributions():
-        if canonicalize_name(dist.metadata["Name"] or "") == want:
-            return dist.version
-    return None
+    dists = im.distributions(path=path) if path is not None else im.distributions()
+    return next((d.version for d in dists if canonicalize_name(d.metadata["Name"] or "") == want), None)
 
 
 def detect_environment(python: str | None = None, path: list[str] | None = None) -> Environment:
