@@ -165,9 +165,8 @@ class Placing:
                 if not ours:
                     return "keep"  # the Hub's own download of this commit and variant: it loads as it is
                 with build.sub(self.variant) as have:
-                    same = holds(have, self.files, blobs) == set(self.files)
-        if same:
-            return "keep"
+                    if holds(have, self.files, blobs) == set(self.files):
+                        return "keep"  # the same bytes
         who = origin_of(snaps.path / self.sha) or "kernel-factory"
         raise CacheConflict(f"{self.where} already holds build/{self.variant} with other bytes (written by {who}); "
                             "left as it is: a commit's snapshot never changes; remove that snapshot to replace it")
