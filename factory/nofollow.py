@@ -153,10 +153,9 @@ def refuse(path: str | os.PathLike[str], what: str = "folder", where: str = "", 
     place = f" in {where}" if where else ""
     kind = found(st)
     if st is not None and stat.S_ISLNK(st.st_mode):
-        try:
+        target = "?"
+        with suppress(OSError):
             target = os.readlink(at, dir_fd=dir_fd)
-        except OSError:
-            target = "?"
         return LinkRefused(f"{os.fspath(path)} -> {target}: {kind}{place} where kernel-factory expects a "
                            f"{what}, and it never writes or reads through a link; remove the link (rm, not rm -r) "
                            "and run again", kind)
@@ -172,10 +171,9 @@ def link_problem(path: str | os.PathLike[str]) -> str | None:
         return None
     if not stat.S_ISLNK(st.st_mode):
         return None
-    try:
+    target = "?"
+    with suppress(OSError):
         target = os.readlink(path)
-    except OSError:
-        target = "?"
     return f"{os.fspath(path)} -> {target}"
 
 
@@ -238,10 +236,9 @@ class Folder:
         self.close()
 
     def lstat(self, name: str) -> os.stat_result | None:
-        try:
+        with suppress(FileNotFoundError):
             return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
+        return None
 
     def kind(self, name: str) -> str | None:
         """"dir", "file", "link", "other", or None where there is no such entry."""
@@ -313,8 +310,7 @@ def remove(parent: Folder, name: str) -> None:
                 continue
             me, _ = trail.pop()
             if not trail:
-                here.close()
-                here = None
+                here.close()  # (closed again by the finally below: a no-op)
                 os.rmdir(me, dir_fd=parent.fd)
                 return
             below, here = here, Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent, here.where)
@@ -460,11 +456,9 @@ def _sweep(folder: Folder, rel: str, doomed: Callable[[str], bool], depth: int) 
                 removed += _sweep(sub, path, doomed, depth - 1)
             _rmdir_if_empty(folder, name)
         elif doomed(path):
-            try:
+            with suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=folder.fd)
-            except FileNotFoundError:
-                continue
-            removed += 1
+                removed += 1
     return removed
 
 
@@ -544,13 +538,10 @@ def fsync_path(path: Path | str) -> None:
 
 def _umask() -> int:
     """The process's umask, read without changing it where Linux says it; else taken as one that needs chmod."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    with suppress(OSError, ValueError, IndexError), open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Umask:"):
+                return int(line.split()[1], 8)
     return 0o777
 
 
@@ -573,7 +564,7 @@ def remove_stale_tmp(root: Path, before: float) -> int:
         dirs[:] = [d for d in dirs if not d.startswith(TMP_PREFIX)]
         for name in stale_dirs + [n for n in names if n.startswith(TMP_PREFIX)]:
             path = os.path.join(folder, name)
-            try:
+            with suppress(FileNotFoundError):
                 st = os.lstat(path)
                 if st.st_mtime >= before or stat.S_ISLNK(st.st_mode):  # a link is never the tool's: left alone
                     continue
@@ -584,8 +575,6 @@ def remove_stale_tmp(root: Path, before: float) -> int:
                 else:
                     os.unlink(path)
                 removed += 1
-            except FileNotFoundError:
-                continue
     return removed
 
 

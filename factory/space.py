@@ -1,9 +1,8 @@
 """Room on disk, checked before a build starts, and the scratch folder for fetched sources.
 
-A build writes each variant's files into the scratch folder (``--scratch``, the
-``scratch`` config key, else ``TMPDIR``) and its wheel into the store's file
-system. Where the plan's size is known (a Hub tree lists file sizes; a local
-tree is measured) a plan that cannot fit is refused before anything is written.
+A build writes each variant's files into the scratch folder (``--scratch``, the ``scratch`` config key, else
+``TMPDIR``) and its wheel into the store's file system. Where the plan's size is known (a Hub tree lists file sizes;
+a local tree is measured) a plan that cannot fit is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -24,11 +23,9 @@ from .report import size
 
 
 def needs(sizes: Sequence[tuple[int, int]], jobs: int) -> tuple[int, int]:
-    """(bytes on the store's file system, bytes in scratch) for variants of (size, fetched bytes).
-
-    Every wheel stays in the store (at most the variant's size, as zip only shrinks files); fetched
-    trees live in scratch only while their job runs, so scratch holds at most the ``jobs`` largest.
-    """
+    """(bytes on the store's file system, bytes in scratch) for variants of (size, fetched bytes): every wheel
+    stays in the store (at most the variant's size, as zip only shrinks files); fetched trees live in scratch only
+    while their job runs, so scratch holds at most the ``jobs`` largest."""
     store = sum(size for size, _ in sizes)
     scratch = sum(sorted((fetched for _, fetched in sizes), reverse=True)[: max(jobs, 1)])
     return store, scratch
@@ -54,10 +51,8 @@ def check_plan(sizes: Sequence[tuple[int, int]], jobs: int, store_dir: Path, scr
 
 def measure(folder: Path) -> int:
     """Bytes of the regular files below ``folder`` (symlinks not followed)."""
-    total = 0
-    for root, _dirs, names in os.walk(folder):
-        total += sum(os.lstat(os.path.join(root, name)).st_size for name in names)
-    return total
+    return sum(os.lstat(os.path.join(root, name)).st_size for root, _dirs, names in os.walk(folder)
+               for name in names)
 
 
 RUN_MARK = ".kernel-factory-run"  # in each run's scratch folder, locked (flock) while the run lives
@@ -140,8 +135,8 @@ def unheld(fd: int) -> bool:
 def sweep(parent: str, prefix: str) -> list[str]:
     """Remove the scratch folders named ``prefix``* (or ``STAGING`` + ``prefix``*: killed between locking the mark
     and naming the folder) in ``parent`` that runs killed before their end left: this user's real folders (no
-    links) whose mark no live run holds. A folder without a mark (another tool's, an
-    older version's, a run that has not locked it yet) is left. Returns the names removed."""
+    links) whose mark no live run holds. A folder without a mark (another tool's, an older version's, a run that
+    has not locked it yet) is left. Returns the names removed."""
     removed: list[str] = []
     try:
         names = [n for n in os.listdir(parent) if n.startswith((prefix, STAGING + prefix))]
@@ -171,7 +166,4 @@ def scratch_dir(scratch: str | None, prefix: str = "kernel-factory-") -> Scratch
             Path(scratch).mkdir(parents=True, exist_ok=True)
         return Scratch(prefix, scratch)
     except OSError as exc:
-        err = unusable(exc, scratch or tempfile.gettempdir())
-        if err is not None:
-            raise err from None
-        raise
+        raise unusable(exc, scratch or tempfile.gettempdir()) or exc from None

@@ -8,9 +8,8 @@ A staged file is the installed file's bytes copied (or reflinked: a copy-on-writ
 the copy, which no one else can write: the bytes checked are the bytes placed. Never a hard link to the installed
 file: an in-place write in the environment would change the commit's bytes in the cache.
 
-The cache may be shared by many users (a cluster's ``HF_HOME``), so anything below its root may have been
-planted: its folders are opened one level at a time, never through a link (``open_root``). The root itself is the
-user's choice and may be a link.
+The cache may be shared by many users (a cluster's ``HF_HOME``), so anything below its root (the user's choice, and
+may be a link) may have been planted: its folders are opened one level at a time, never through a link (``open_root``).
 """
 
 from __future__ import annotations
@@ -90,7 +89,7 @@ def _sweep(own: Folder) -> None:
         st = own.lstat(name) if name.startswith(RUN_PREFIX) else None
         if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
-        try:
+        with contextlib.suppress(OSError, LinkRefused):  # another run swept it first, or it is not ours to judge
             with own.sub(name) as run:
                 try:
                     fd = os.open(OWNER, FILE_FLAGS, dir_fd=run.fd)
@@ -102,8 +101,6 @@ def _sweep(own: Folder) -> None:
                     if not unheld(fd):
                         continue  # a live run holds it
             remove(own, name)  # by descriptors: links inside are removed, never followed
-        except (OSError, LinkRefused):
-            continue  # another run swept it first, or it is not ours to judge
 
 
 @contextlib.contextmanager

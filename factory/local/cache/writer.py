@@ -144,12 +144,9 @@ class Placing:
         """"new" (no snapshot), "add" (our snapshot without the variant), "relink" (our snapshot where an
         earlier kernel-factory left a link to an environment), "keep" (the variant is there: the Hub's, or the
         same bytes); CacheConflict or LinkRefused otherwise."""
-        kind = snaps.kind(self.sha)
-        if kind is None:
+        if snaps.kind(self.sha) is None:
             return "new"
-        if kind != "dir":
-            raise snaps.refuse(self.sha)
-        with snaps.sub(self.sha) as snap:
+        with snaps.sub(self.sha) as snap:  # refuses a link or anything else that is not a folder
             ours = snap.kind(MARKER) == "file"
             if snap.kind("build") is None:
                 raise CacheConflict(f"{self.where} has no build/ folder; left as it is: remove that snapshot, or "
@@ -168,9 +165,8 @@ class Placing:
                 if not ours:
                     return "keep"  # the Hub's own download of this commit and variant: it loads as it is
                 with build.sub(self.variant) as have:
-                    same = holds(have, self.files, blobs) == set(self.files)
-        if same:
-            return "keep"
+                    if holds(have, self.files, blobs) == set(self.files):
+                        return "keep"  # the same bytes
         who = origin_of(snaps.path / self.sha) or "kernel-factory"
         raise CacheConflict(f"{self.where} already holds build/{self.variant} with other bytes (written by {who}); "
                             "left as it is: a commit's snapshot never changes; remove that snapshot to replace it")
@@ -230,16 +226,14 @@ class Placing:
                 with open(fd, "rb") as src, open(path, "xb") as out:
                     shutil.copyfileobj(src, out, 1 << 20)
                     set_mode(out.fileno(), mode)
-        for folder in [Path(d) for d, _, _ in os.walk(top)]:
-            set_mode(str(folder), dmode[0] & 0o7777)
+        for folder in [d for d, _, _ in os.walk(top)]:
             if os.stat(folder).st_gid != dmode[1]:  # the group the setgid folder hands down
                 try:
                     os.chown(folder, -1, dmode[1])
                 except OSError as exc:
                     if exc.errno not in NOT_HERE:
                         raise
-                    continue
-                set_mode(str(folder), dmode[0] & 0o7777)  # chown takes the setgid bit away
+            set_mode(folder, dmode[0] & 0o7777)  # after chown, which takes the setgid bit away
 
     def publish_blobs(self, run: Folder, blobs: Folder, staged: set[str]) -> None:
         """Link each staged file in as ``blobs/<hex>``; one already there that is not to be trusted is replaced
@@ -259,8 +253,7 @@ class Placing:
                     raise
                 links = False
             st = blobs.lstat(want)
-            if st is not None and identity(st) == identity(os.stat(staged_name, dir_fd=run.fd,
-                                                                   follow_symlinks=False)):
+            if st is not None and _same(run, staged_name, identity(st)):
                 continue  # published by an earlier attempt of this call
             if st is not None and stat.S_ISDIR(st.st_mode):
                 raise blobs.refuse(want, "file")
@@ -320,15 +313,9 @@ def take_back(root: Path, repo_id: str, made: list[Made]) -> None:
         if top.kind(name) != "dir":
             return
         with top.sub(name) as repo:
-            for m in reversed(made):
+            for m in reversed(made):  # what a folder holds was made after it: undone before it
                 with contextlib.suppress(OSError, LinkRefused):
                     _undo(repo, m)
-            for m in reversed(made):
-                if m.kind == "dir" and m.name == "snapshots" and repo.kind("blobs") is not None:
-                    continue  # blobs stay: huggingface_hub's scan wants snapshots/ beside them
-                if m.kind == "dir" and _same(repo, m.name, m.ident):
-                    with contextlib.suppress(OSError):
-                        os.rmdir(m.name, dir_fd=repo.fd)
         made_repo = [m for m in made if m.kind == "repo"]
         if made_repo and _same(top, name, made_repo[0].ident):
             with contextlib.suppress(OSError):
@@ -342,7 +329,9 @@ def _same(folder: Folder, name: str, ident: tuple[int, int]) -> bool:
 
 
 def _undo(repo: Folder, m: Made) -> None:
-    if m.kind == "ref" and repo.kind("refs") == "dir":
+    if m.kind == "dir" and _same(repo, m.name, m.ident) and (m.name != "snapshots" or repo.kind("blobs") is None):
+        os.rmdir(m.name, dir_fd=repo.fd)  # (blobs stay, and huggingface_hub's scan wants snapshots/ beside them)
+    elif m.kind == "ref" and repo.kind("refs") == "dir":
         with repo.sub("refs") as refs:
             data = refs.read_small(m.name, 256) if _same(refs, m.name, m.ident) else None
             if data is not None and data.decode("ascii", "replace").strip() == m.sha:  # not rewritten in place
@@ -361,12 +350,10 @@ def _undo(repo: Folder, m: Made) -> None:
 
 
 def _snapshot(root: Path, repo_id: str, sha: str) -> Folder | None:
-    try:
-        with open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
-                repo.sub("snapshots") as snaps:
-            return snaps.sub(sha)
-    except (OSError, LinkRefused):
-        return None
+    with contextlib.suppress(OSError, LinkRefused), open_root(root, create=False) as top, \
+            top.sub(repo_folder(root, repo_id).name) as repo, repo.sub("snapshots") as snaps:
+        return snaps.sub(sha)
+    return None
 
 
 def read_own(root: Path, repo_id: str, sha: str, name: str, limit: int) -> bytes | None:
@@ -394,15 +381,14 @@ def write_own(root: Path, repo_id: str, sha: str, name: str, data: bytes) -> Non
 def variant_holds(root: Path, repo_id: str, sha: str, variant: str, files: Mapping[str, str]) -> bool:
     """Whether kernel-factory's snapshot ``sha`` (it carries MARKER) holds ``build/<variant>`` with exactly
     ``files``' bytes: every link names its blob and every blob's bytes hash to its name (read by descriptors)."""
-    try:
-        with open_root(root, create=False) as top, top.sub(repo_folder(root, repo_id).name) as repo, \
-                repo.sub("blobs") as blobs, repo.sub("snapshots") as snaps, snaps.sub(sha) as snap:
-            if snap.kind(MARKER) != "file":
-                return False
-            with snap.sub("build") as build, build.sub(variant) as have:
-                return holds(have, files, blobs) == set(files)
-    except (OSError, LinkRefused):
-        return False
+    with contextlib.suppress(OSError, LinkRefused), open_root(root, create=False) as top, \
+            top.sub(repo_folder(root, repo_id).name) as repo, repo.sub("blobs") as blobs, \
+            repo.sub("snapshots") as snaps, snaps.sub(sha) as snap:
+        if snap.kind(MARKER) != "file":
+            return False
+        with snap.sub("build") as build, build.sub(variant) as have:
+            return holds(have, files, blobs) == set(files)
+    return False
 
 
 def _replace(folder: Folder, name: str, data: bytes) -> None:
@@ -423,10 +409,9 @@ def valid_ref(ref: str) -> bool:
 
 
 def _real(path: Path, want: int) -> bool:
-    try:
+    with contextlib.suppress(OSError):
         return stat.S_IFMT(os.lstat(path).st_mode) == want
-    except OSError:
-        return False
+    return False
 
 
 def is_ours(snapshot: Path) -> bool:
@@ -437,12 +422,11 @@ def read_ref(repo: Path, ref: str) -> str | None:
     """The commit ``refs/<ref>`` names, read without following a link; None where there is none."""
     if not valid_ref(ref) or not _real(repo, stat.S_IFDIR) or not _real(repo / "refs", stat.S_IFDIR):
         return None
-    try:
-        with Folder(os.open(repo / "refs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), repo / "refs") as refs:
-            data = refs.read_small(ref, 256)
+    with contextlib.suppress(OSError, UnicodeDecodeError), \
+            Folder(os.open(repo / "refs", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), repo / "refs") as refs:
+        data = refs.read_small(ref, 256)
         return data.decode("ascii").strip() or None if data is not None else None
-    except (OSError, UnicodeDecodeError):
-        return None
+    return None
 
 
 @contextlib.contextmanager
@@ -496,29 +480,27 @@ def _write_ref(p: Placing, repo: Folder, run: Folder, ref: str, mode: int) -> No
         if made_refs:
             p.made.append(Made("dir", "refs", identity(os.fstat(refs.fd))))
         for _ in range(REF_TRIES):
+            old = None  # the commit the ref named before, if it was there
             try:
                 if _link_or_create(run, name, refs, ref, p.sha, mode):  # only if absent
                     ident = identity(os.stat(ref, dir_fd=refs.fd, follow_symlinks=False))
-                p.made.append(Made("ref", ref, ident, sha=p.sha, old=None))
-                refs.fsync()
-                return
             except FileExistsError:
-                pass
-            kind = refs.kind(ref)
-            if kind is None:
-                continue  # removed since the link found it: try again
-            if kind != "file":
-                raise refs.refuse(ref, "file")
-            data = refs.read_small(ref, 256)
-            have = data.decode("ascii", "replace").strip() if data is not None else None
-            if have == p.sha:
-                return
-            if not have or not COMMIT_SHA.fullmatch(have) or not is_ours(snaps.path / have):
-                p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} names {have or 'an unreadable commit'}, which "
-                               f"kernel-factory did not write; left as it is: use revision='{p.sha}' or a lock file")
-                return
-            os.rename(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd)  # a ref we wrote earlier: move it
-            p.made.append(Made("ref", ref, ident, sha=p.sha, old=have))
+                kind = refs.kind(ref)
+                if kind is None:
+                    continue  # removed since the link found it: try again
+                if kind != "file":
+                    raise refs.refuse(ref, "file") from None
+                data = refs.read_small(ref, 256)
+                old = data.decode("ascii", "replace").strip() if data is not None else None
+                if old == p.sha:
+                    return
+                if not old or not COMMIT_SHA.fullmatch(old) or not is_ours(snaps.path / old):
+                    p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} names {old or 'an unreadable commit'}, "
+                                   f"which kernel-factory did not write; left as it is: use revision='{p.sha}' or a "
+                                   "lock file")
+                    return
+                os.rename(name, ref, src_dir_fd=run.fd, dst_dir_fd=refs.fd)  # a ref we wrote earlier: move it
+            p.made.append(Made("ref", ref, ident, sha=p.sha, old=old))
             refs.fsync()
             return
     p.notes.append(f"{p.repo_id}: refs/{ref} in {p.root} keeps changing; left as it is")

@@ -97,9 +97,8 @@ def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
     still the ones recorded: every link names its blob and every blob's bytes hash to its name."""
     snapshot = cache.repo_folder(root, want.repo_id) / "snapshots" / sha
     for variant, entry in _placed(root, want.repo_id, sha).items():
-        if not isinstance(entry, dict) or entry.get("wheel") != choice.wheel.filename:
-            continue
-        if entry.get("sha256") != choice.wheel.sha256 or not cache.valid_ref(variant):
+        if not isinstance(entry, dict) or entry.get("wheel") != choice.wheel.filename or \
+                entry.get("sha256") != choice.wheel.sha256 or not cache.valid_ref(variant):
             continue
         files = entry.get("files")
         if not isinstance(files, dict) or not cache.variant_holds(root, want.repo_id, sha, variant, files):
@@ -112,8 +111,7 @@ def _cached(root: Path, want: Want, sha: str, choice: Choice) -> Got | None:
 
 
 def _remember(root: Path, got: Got) -> None:
-    snapshot = cache.repo_folder(root, got.want.repo_id) / "snapshots" / got.sha
-    if not cache.is_ours(snapshot):
+    if not cache.is_ours(cache.repo_folder(root, got.want.repo_id) / "snapshots" / got.sha):
         return  # the Hub's own snapshot of this commit: nothing of ours to record there
     data = _placed(root, got.want.repo_id, got.sha)
     data[got.variant] = {"wheel": got.wheel, "sha256": got.wheel_sha256, "files": got.files, "depends": got.depends,
@@ -247,11 +245,10 @@ def run_download(args: DownloadArgs) -> int:
     policy = Policy.make(args.allow_orgs, DEFAULT_ORGS, locked, args.max_depends)
     env = probe(resolve_python(args.python))
     root = cache.cache_root(os.environ)
-    session = simple.session()
     try:
         root.mkdir(parents=True, exist_ok=True)
         with ExitStack() as stack:
-            return _download(locked, url, env, root, session, _scratch(stack, root), policy)
+            return _download(locked, url, env, root, simple.session(), _scratch(stack, root), policy)
     except (cache.CacheUnusable, OSError) as exc:  # the writer's own line names no run: this one says nothing
         if isinstance(exc, cache.CacheUnusable):  # was installed
             err: Exception | None = unusable(exc.error, root) or exc
@@ -261,9 +258,8 @@ def run_download(args: DownloadArgs) -> int:
             err = unusable(exc, root)
         if err is None:
             raise
-        what = str(err).partition("; ")[0]  # "<path>: No space left on device"
-        raise Unreachable(f"{what}; nothing was installed: make room there, or point KERNELS_CACHE at another "
-                          "folder") from None
+        raise Unreachable(f"{str(err).partition('; ')[0]}; nothing was installed: make room there, or point "
+                          "KERNELS_CACHE at another folder") from None  # (the part before '; ': "<path>: <errno text>")
 
 
 def _scratch(stack: ExitStack, root: Path) -> Callable[[], Path]:
@@ -294,11 +290,9 @@ def _download(locked: dict[str, LockedKernel], url: str, env: Environment, root:
         want = queue.pop(0)
         if want.key in done or want.key in failed:
             continue
-        refused = policy.refusal(want)
+        refused = policy.refusal(want)  # never fetched
         try:
-            if refused:
-                raise Refused(refused)
-            got, why = _find(want, url, env, root, session, scratch)
+            got, why = (None, [refused]) if refused else _find(want, url, env, root, session, scratch)
             if got is not None:
                 deps = wants_of(got.wheel, want.repo_id, got.depends, locked)
                 edges[want.key] = [d.key for d in deps]
@@ -341,7 +335,7 @@ def _place_all(gots: list[Got], root: Path) -> int:
     try:
         placed: list[Got] = []
         for got in gots:
-            state = "already there"
+            what = f"{got.wheel}  (already there)"
             if got.folder is not None:
                 try:
                     target = writer.place(cache.Placement(got.want.repo_id, got.sha, got.variant, got.folder,
@@ -358,19 +352,18 @@ def _place_all(gots: list[Got], root: Path) -> int:
                         report.error(printable(f"{exc}; left as it is: remove that snapshot and run again"))
                         code = exc.exit_code
                         continue
-                    lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  (the Hub's copy, already there)")
-                    placed.append(got)
-                    continue
-                if _file_hashes(target) != got.files:
+                    what = "(the Hub's copy, already there)"
+                elif _file_hashes(target) != got.files:
                     report.error(f"{target} holds other files than {got.wheel} (an earlier wheel of this commit); "
                                  "left as it is: remove that folder and run again")
                     code = Refused.exit_code
                     continue
-                _remember(root, got)
-                fetched += 1
-                state = "downloaded"
+                else:
+                    _remember(root, got)
+                    fetched += 1
+                    what = f"{got.wheel}  (downloaded)"
             placed.append(got)
-            lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {got.wheel}  ({state})")
+            lines.append(f"{got.want.repo_id}  {got.sha[:12]}  {got.variant}  {what}")
         for got in placed:
             refs = [r for r in got.want.refs if cache.valid_ref(r)]
             if refs and got.folder is not None:  # place again, now with the refs: the snapshot is there already

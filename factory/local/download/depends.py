@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+import graphlib
 import re
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,23 +108,15 @@ def wants_of(wheel: str, repo_id: str, depends: Iterable[Mapping[str, Any]], loc
 
 
 def find_cycle(edges: Mapping[tuple[str, str], list[tuple[str, str]]]) -> list[tuple[str, str]] | None:
-    """A cycle in the dependency graph (its nodes, the first repeated at the end), or None; iterative."""
-    state: dict[tuple[str, str], int] = {}  # 1: on the current path, 2: done
-    for start in edges:
-        if state.get(start):
-            continue
-        path: list[tuple[str, str]] = [start]
-        todo: list[Iterator[tuple[str, str]]] = [iter(edges.get(start, []))]
-        state[start] = 1
-        while todo:
-            nxt = next(todo[-1], None)
-            if nxt is None:
-                state[path.pop()] = 2
-                todo.pop()
-            elif state.get(nxt) == 1:
-                return [*path[path.index(nxt):], nxt]
-            elif not state.get(nxt):
-                state[nxt] = 1
-                path.append(nxt)
-                todo.append(iter(edges.get(nxt, [])))
+    """A cycle in the dependency graph (its nodes, the first repeated at the end), or None: graphlib's own search
+    (iterative, depth first from each node in ``edges``' order), each node added before its dependencies."""
+    order: graphlib.TopologicalSorter[tuple[str, str]] = graphlib.TopologicalSorter()
+    for node, deps in edges.items():
+        order.add(node)
+        for dep in deps:
+            order.add(dep, node)  # node first: graphlib walks from a node to what depends on it
+    try:
+        order.prepare()
+    except graphlib.CycleError as exc:
+        return list(exc.args[1])
     return None

@@ -19,8 +19,6 @@ from ...verify.digest import TOP_META, left_out_path
 from ...verify.lockfile import files_lock_hash
 from ...wheel import layout, recordfile
 
-_CHUNK = 1 << 20
-
 # What is read from a wheel, at most (docs/download.md). A page is capped in simple.py (MAX_PAGE), a wheel's
 # download in command.py (MAX_WHEEL).
 MAX_UNPACKED = 16 * 1024**3  #: bytes one wheel's package folder may unpack to
@@ -105,7 +103,7 @@ def _unpack_zip(zf: zipfile.ZipFile, name: str, wheel_size: int, into: Path
     members = [i for i in zf.infolist() if not i.is_dir() and i.filename.startswith(root + "/")]
     check_names(members, name)
     total = sum(i.file_size for i in members)
-    limit = min(MAX_UNPACKED, max(MAX_RATIO * wheel_size, _CHUNK))
+    limit = min(MAX_UNPACKED, max(MAX_RATIO * wheel_size, 1 << 20))  # 1 MiB at least, however small the wheel
     if total > limit:
         raise Refused(f"{name}: its files inflate to {total} bytes, more than the {limit} allowed for a wheel of "
                       f"{wheel_size} bytes (a zip bomb?); nothing was installed: rebuild the wheel")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata as im
 import platform
+from contextlib import suppress
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -25,10 +26,8 @@ FRAMEWORK_DISTS = ("torch", "apache-tvm-ffi")
 def installed_version(name: str, path: list[str] | None) -> str | None:
     """Version of the first distribution called ``name`` on ``path`` (sys.path by default)."""
     want = canonicalize_name(name)
-    for dist in im.distributions(path=path) if path is not None else im.distributions():
-        if canonicalize_name(dist.metadata["Name"] or "") == want:
-            return dist.version
-    return None
+    dists = im.distributions(path=path) if path is not None else im.distributions()
+    return next((d.version for d in dists if canonicalize_name(d.metadata["Name"] or "") == want), None)
 
 
 def detect_environment(python: str | None = None, path: list[str] | None = None) -> Environment:
@@ -44,10 +43,9 @@ def detect_environment(python: str | None = None, path: list[str] | None = None)
 
 
 def _fix(k: InstalledKernel, env: Environment) -> str:
-    try:
+    public = k.version  # as installed, where it is no PEP 440 version
+    with suppress(InvalidVersion):
         public = Version(k.version).public
-    except InvalidVersion:
-        public = k.version
     label = label_or_none(env)
     where = f"the variants/{label}/simple index" if label else "the variant index that matches your torch"
     return f"pip install --force-reinstall '{k.dist}=={public}' from {where}"
@@ -126,16 +124,10 @@ def _requirement_reasons(k: InstalledKernel, skip: tuple[str, ...], path: list[s
 
 
 def _dependency_reasons(k: InstalledKernel, provided: set[str]) -> list[str]:
-    reasons = []
     deps = k.metadata.get("kernel-depends") or []
-    for dep in deps if isinstance(deps, list) else []:
-        repo = dep.get("repo-id") if isinstance(dep, dict) else None
-        if isinstance(repo, str) and repo not in provided:
-            reasons.append(
-                f"depends on kernel {repo}, which is not installed as a wheel here "
-                "(offline, get_kernel cannot fetch it): pip install its wheel too"
-            )
-    return reasons
+    repos = [dep.get("repo-id") for dep in (deps if isinstance(deps, list) else []) if isinstance(dep, dict)]
+    return [f"depends on kernel {repo}, which is not installed as a wheel here (offline, get_kernel cannot fetch it): "
+            "pip install its wheel too" for repo in repos if isinstance(repo, str) and repo not in provided]
 
 
 def check_kernel(k: InstalledKernel, env: Environment, provided: set[str], path: list[str] | None = None) -> list[str]:
@@ -151,9 +143,8 @@ def check_kernel(k: InstalledKernel, env: Environment, provided: set[str], path:
     skip: tuple[str, ...] = ()
     if target is not None:
         fix = _fix(k, env)
-        reasons += _platform_reasons(target, env, fix)
-        reasons += _framework_reasons(target, env, fix)
-        reasons += _backend_reasons(target, env, fix)
+        for reasons_of in (_platform_reasons, _framework_reasons, _backend_reasons):
+            reasons += reasons_of(target, env, fix)
         skip = FRAMEWORK_DISTS
     reasons += _requirement_reasons(k, skip, path)
     reasons += _dependency_reasons(k, provided)

@@ -110,8 +110,7 @@ def report(kernels: list[InstalledKernel], *, shell: bool, check: bool, env: Env
         else:
             lines.append(f"{count} of {len(kernels)} installed kernels would load")
     (err if shell else out).extend(lines)
-    ok = has_kernels_lib and loading == len(kernels) and not paths_fail
-    return out, err, EXIT_OK if ok else EXIT_REFUSED
+    return out, err, EXIT_OK if has_kernels_lib and loading == len(kernels) and not paths_fail else EXIT_REFUSED
 
 
 def install(root: Path, kernels: list[InstalledKernel],

@@ -192,10 +192,7 @@ def _package(dist: im.Distribution, prov: dict[str, Any]) -> str | None:
     pkg = prov.get("package")
     if isinstance(pkg, str) and pkg:
         return pkg
-    for f in dist.files or ():
-        if len(f.parts) == 2 and f.parts[1] == "metadata.json":
-            return f.parts[0]
-    return None
+    return next((f.parts[0] for f in dist.files or () if len(f.parts) == 2 and f.parts[1] == "metadata.json"), None)
 
 
 def kernels_refusal(raw: bytes, data: dict[str, Any]) -> str | None:

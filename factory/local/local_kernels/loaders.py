@@ -94,12 +94,10 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str], judge: Judge) 
     refused = judge.folder_refusal(k.folder)  # what LOCAL_KERNELS would load: the installed package folder
     through = f"through LOCAL_KERNELS, but {refused}" if refused else "through LOCAL_KERNELS"
     if k.repo_id is None or k.revision is None or not COMMIT_SHA.fullmatch(k.revision):
-        why = why_not_cacheable(k) or ""
-        out.append(LoadPath("get_kernel, has_kernel", mapped and not refused,
-                         through if mapped else "LOCAL_KERNELS does not name it: eval --shell"))
-        out.append(LoadPath("LayerRepository, FuncRepository, locked paths, load_kernel", False,
-                         f"{why}, so it cannot be in the Hub cache they read"))
-        return out
+        return [LoadPath("get_kernel, has_kernel", mapped and not refused,
+                         through if mapped else "LOCAL_KERNELS does not name it: eval --shell"),
+                LoadPath("LayerRepository, FuncRepository, locked paths, load_kernel", False,
+                         f"{why_not_cacheable(k) or ''}, so it cannot be in the Hub cache they read")]
     sha = k.revision
     snap_ok, snap_why = _snapshot_loads(cache.repo_folder(root, k.repo_id), sha, k, judge)
     if mapped:
@@ -116,8 +114,7 @@ def paths(k: InstalledKernel, root: Path, env: Mapping[str, str], judge: Judge) 
         else:
             vok, vwhy = _snapshot_loads(*found, k, judge)
             vwhy = f"refs/{ref} names {found[1]}: {vwhy}"
-        names = "LayerRepository, FuncRepository"
-        names = names if mapped else f"get_kernel, has_kernel, {names}"
+        names = ("" if mapped else "get_kernel, has_kernel, ") + "LayerRepository, FuncRepository"
         out.append(LoadPath(f"{names} (version={version})", vok, vwhy))
     if not mapped:
         out.append(LoadPath("get_kernel, has_kernel (revision=<sha>)", snap_ok, snap_why))

@@ -45,11 +45,9 @@ class Environment:
     @property
     def backend(self) -> str:
         """kernels' backend name, checked in the order kernels' backend selection checks them."""
-        for name, present in (("tpu", self.tpu), ("neuron", self.neuron), ("cuda", self.cuda), ("rocm", self.hip),
-                              ("metal", self.mps), ("xpu", self.xpu), ("cann", self.cann)):
-            if present:
-                return name
-        return "cpu"
+        order = (("tpu", self.tpu), ("neuron", self.neuron), ("cuda", self.cuda), ("rocm", self.hip),
+                 ("metal", self.mps), ("xpu", self.xpu), ("cann", self.cann))
+        return next((name for name, present in order if present), "cpu")
 
     @functools.cached_property
     def _target(self) -> Any:
@@ -108,11 +106,6 @@ def _version(text: str, what: str) -> Version:
         raise Refused(f"{what} reports an unreadable version {text!r}") from None
 
 
-def _mm(text: str, what: str) -> str:
-    v = _version(text, what)
-    return f"{v.major}{v.minor}"
-
-
 def backend_part(env: Environment) -> str:
     """The backend part of kernel-builder's variant name for this torch (``cu130``, ``rocm71``, ``xpu20251``,
     ``cann82``, ``cpu``), spelled as kernels' backends spell it (major and minor run together)."""
@@ -122,7 +115,8 @@ def backend_part(env: Environment) -> str:
     if env.backend not in versioned:
         return env.backend  # tpu, neuron, metal, cpu
     prefix, version, name = versioned[env.backend]
-    return prefix + _mm(version, f"torch's {name}")
+    v = _version(version, f"torch's {name}")
+    return f"{prefix}{v.major}{v.minor}"
 
 
 def variant_name(env: Environment) -> str:

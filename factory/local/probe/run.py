@@ -71,9 +71,8 @@ def environment(facts: dict[str, Any]) -> Environment:
     (UsageError, UnknownVariant or Refused otherwise)."""
     env = from_facts(facts)
     if env.torch is None:
-        python = env.python or "python"
-        why = env.torch_error or "not installed"
-        raise UsageError(f"{python} cannot import torch ({why}); install torch there first, or pass --python")
+        raise UsageError(f"{env.python or 'python'} cannot import torch ({env.torch_error or 'not installed'}); "
+                         "install torch there first, or pass --python")
     env.variant  # noqa: B018  (derives the variant: raises for a platform kernels does not build for)
     return env
 
