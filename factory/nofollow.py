@@ -267,7 +267,7 @@ class Folder:
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise self.refuse(name) from None
-            if exc.filename is None:
+            if exc.filename is None or exc.filename == name:  # os.open names only the entry
                 exc.filename = str(self.path / name)
             raise
         return Folder(fd, self.path / name, self.where)
