@@ -297,11 +297,10 @@ def remove(parent: Folder, name: str) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=parent.fd)
         return
-    first = parent.sub(name)
-    here: Folder | None = first
-    trail = [(name, _identity(first.fd))]
+    here = parent.sub(name)
+    trail = [(name, _identity(here.fd))]
     try:
-        while here is not None:
+        while True:
             child = _first_folder(here)
             if child is not None:
                 above, here = here, here.sub(child)
@@ -310,7 +309,7 @@ def remove(parent: Folder, name: str) -> None:
                 continue
             me, _ = trail.pop()
             if not trail:
-                here.close()  # (closed again by the finally below: a no-op)
+                here.close()  # (again in the finally below: a no-op)
                 os.rmdir(me, dir_fd=parent.fd)
                 return
             below, here = here, Folder(os.open("..", DIR_FLAGS, dir_fd=here.fd), here.path.parent, here.where)
@@ -320,8 +319,7 @@ def remove(parent: Folder, name: str) -> None:
                                   "a moved folder")
             os.rmdir(me, dir_fd=here.fd)
     finally:
-        if here is not None:
-            here.close()
+        here.close()
 
 
 def _identity(fd: int) -> tuple[int, int]:
