@@ -65,11 +65,13 @@ def tag_versions(refs: Refs) -> dict[Version, str]:
     """``vX.Y.Z`` tags -> version -> tag name; tags that are not PEP 440 versions are left out."""
     found: dict[Version, str] = {}
     for tag in refs.tags:
+        if not tag.startswith("v"):
+            continue  # not parsed at all
         try:
             version = Version(tag[1:])
         except InvalidVersion:
             continue
-        if tag.startswith("v") and version.local is None:
+        if version.local is None:
             found.setdefault(version, tag)
     return found
 
