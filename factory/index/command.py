@@ -376,7 +376,7 @@ def index_lock(store: Store, adopting: bool, repair: bool) -> AbstractContextMan
 def run_index(args: IndexArgs) -> int:
     """Adopt ``--wheels`` folders, then render the index of the store into the index root (under ``index_lock``)."""
     opts = resolve_paths(args)
-    store = open_store(args.store or opts.store, opts.options)  # one yank, status or prune opened, with its options
+    store = open_store(args.store or opts.store, opts.options)  # args.store: yank's, status' or prune's, kept as it is
     with index_lock(store, adopting=bool(opts.wheels), repair=args.repair):
         refused = 0
         if args.repair and store.folder is not None:  # an s3:// store refuses it (store/s3.py), as --wheels
