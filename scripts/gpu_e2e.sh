@@ -39,7 +39,7 @@ COMMON=$ROOT/examples/src/common
 ARCHS=(80 90)
 
 # `gpu_e2e.sh prepare` (here, with registry access): the wheels the GPU machine lacks, for Python 3.12,
-# into .e2e/wheels (ignore it: echo /.e2e/ >> .git/info/exclude; carry it: carry [".e2e"]).
+# into .e2e/wheels (.gitignore names it; carry it: carry [".e2e"]).
 # kernels 0.19.1 (cp312 wheel) needs huggingface_hub>=1.32, packaging, pyyaml and tomlkit: the machine has the first
 # three, tomlkit is carried. E2E_KERNELS names the kernels version the run must load through.
 CARRY_WHEELS=(kernels==0.19.1 tomlkit==0.15.2 auditwheel==6.8.2 pyelftools==0.33 abi3audit==0.0.26
