@@ -3,12 +3,14 @@ killed run left it."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
 
 import pytest
 from kernel_factory import report, space
+from kernel_factory.errors import Unreachable
 
 
 def killed(scratch: space.Scratch) -> str:
@@ -161,3 +163,27 @@ def test_space_needed_by_a_plan() -> None:
     assert space.needs([(10, 10), (30, 30), (20, 0)], jobs=2) == (60, 40)
     assert space.needs([], jobs=4) == (0, 0)
     assert [report.size(n) for n in (999, 7_800_000_000, 1_234_567)] == ["999 B", "7.8 GB", "1.2 MB"]
+
+
+def test_a_scratch_folder_that_cannot_be_made_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full or read-only file system at --scratch is exit 4 with its fix, not a traceback; another error passes."""
+    scratch = tmp_path / "scratch"
+
+    def fails(code: int) -> None:
+        def mkdir(*args: object, **kw: object) -> None:
+            raise OSError(code, os.strerror(code), str(scratch))
+
+        monkeypatch.setattr(os, "mkdir", mkdir)
+
+    fails(errno.ENOSPC)
+    with pytest.raises(Unreachable) as full:
+        space.scratch_dir(str(scratch))
+    assert full.value.exit_code == 4
+    assert str(full.value) == (f"{scratch}: No space left on device; free space there or point --store / --scratch "
+                               "at another file system")
+    fails(errno.ENAMETOOLONG)  # not a fault of the file system: passed through as it is
+    with pytest.raises(OSError) as other:
+        space.scratch_dir(str(scratch))
+    assert type(other.value) is OSError and other.value.errno == errno.ENAMETOOLONG
