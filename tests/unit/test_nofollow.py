@@ -533,3 +533,20 @@ def test_sweep_goes_on_past_entries_that_vanish_under_it(tmp_path: Path) -> None
     assert tree.sweep("simple", doomed) == 2  # the last two
     assert seen == [order[0], order[2], order[3]]
     assert not (out / "simple").exists()
+
+
+def test_a_link_whose_target_cannot_be_read_is_refused_with_a_question_mark(
+    tmp_path: Path, top: Folder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link is still refused, and the line says its target could not be read (a race with its removal)."""
+    base = tmp_path / "cache"
+    (base / "l").symlink_to(tmp_path)
+
+    def unreadable(*args: object, **kw: object) -> str:
+        raise OSError(errno.ENOENT, "gone")
+
+    monkeypatch.setattr(os, "readlink", unreadable)
+    with pytest.raises(LinkRefused) as refused:
+        top.sub("l")
+    assert str(refused.value).startswith(f"{base / 'l'} -> ?: a symbolic link where kernel-factory expects a folder")
+    assert nofollow.link_problem(base / "l") == f"{base / 'l'} -> ?"
