@@ -538,3 +538,18 @@ def test_take_back_follows_no_link_and_takes_only_what_the_run_made(tmp_path: Pa
     second.take_back()
     assert (repo / "snapshots" / SHA).is_symlink() and sorted(p.name for p in outside.iterdir()) == ["keep"]
     assert (tmp_path / "moved" / cache.MARKER).is_file()
+
+
+def test_a_full_cache_says_how_many_published_blobs_stay(tmp_path: Path) -> None:
+    """The line counts the blobs left (one, several) or says nothing was left; an error that is no fault of the
+    cache's file system comes back as it is."""
+    full = OSError(errno.ENOSPC, "No space left on device")
+    said = {n: str(writer._unusable(full, tmp_path, n)) for n in (0, 1, 2)}
+    fix = "; free space or fix its permissions, or give another folder: --cache DIR or KERNELS_CACHE"
+    assert said[0] == f"the Hub cache {tmp_path}: No space left on device (nothing of this kernel was left there){fix}"
+    assert said[1] == (f"the Hub cache {tmp_path}: No space left on device (no snapshot or ref of this kernel was left "
+                       f"there; the 1 checked blob it published stays in blobs/, unused){fix}")
+    assert said[2] == (f"the Hub cache {tmp_path}: No space left on device (no snapshot or ref of this kernel was left "
+                       f"there; the 2 checked blobs it published stay in blobs/, unused){fix}")
+    other = OSError(errno.ENAMETOOLONG, "File name too long")
+    assert writer._unusable(other, tmp_path, 1) is other

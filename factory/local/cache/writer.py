@@ -693,9 +693,10 @@ def _unusable(exc: OSError, root: Path, published: int = 0) -> Exception:
     if exc.errno not in UNUSABLE_ERRNOS:
         return exc
     text = exc.strerror or os.strerror(exc.errno or 0)
+    blobs = "the 1 checked blob it published stays" if published == 1 else \
+        f"the {published} checked blobs it published stay"
     left = ("nothing of this kernel was left there" if not published else
-            f"no snapshot or ref of this kernel was left there; the {published} checked blob"
-            f"{'s' if published != 1 else ''} it published stay in blobs/, unused")
+            f"no snapshot or ref of this kernel was left there; {blobs} in blobs/, unused")
     return CacheUnusable(f"the Hub cache {root}: {text} ({left}); free space or fix its permissions, or give "
                          "another folder: --cache DIR or KERNELS_CACHE", exc)
 
